@@ -1,0 +1,46 @@
+# The two commands: `make run` and `make test`. Both install what is missing first.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# node-gyp cannot download Node headers here; the machine's Node ships its own under its install prefix.
+NODE_PREFIX := $(shell dirname "$$(dirname "$$(command -v node)")")
+export npm_config_nodedir ?= $(NODE_PREFIX)
+
+INSTALLED := node_modules/.tokenvault-installed
+SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
+
+.PHONY: help install build run test bench typecheck clean
+
+help:
+	@echo "make run    build and start tokenvault dev (prints the URL and a management key)"
+	@echo "make test   run every test tier against real etcd (and, later, a real kube-apiserver)"
+	@echo "make bench  run the benchmarks"
+
+$(INSTALLED): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@test -f node_modules/isolated-vm/out/isolated_vm.node || { echo "isolated-vm did not build (is a C++ toolchain installed?)"; exit 1; }
+	@touch $@
+
+install: $(INSTALLED)
+
+dist/.built: $(INSTALLED) $(SOURCES) tsconfig.json tsconfig.build.json
+	rm -rf dist
+	npx tsc -p tsconfig.build.json
+	@touch $@
+
+build: dist/.built
+
+run: build
+	bin/tokenvault dev
+
+typecheck: $(INSTALLED)
+	npx tsc -p tsconfig.json --noEmit
+
+test: build
+	hack/test.sh
+
+bench: build
+	hack/bench.sh
+
+clean:
+	rm -rf dist node_modules
