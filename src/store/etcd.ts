@@ -1,0 +1,375 @@
+// The Store on etcd, a thin mapping onto etcd's KV, lease and watch APIs through the `etcd3` client. Keys are used
+// exactly as given: callers build them (./keys.ts), prefix included.
+//
+// Failure handling, in short: every call has a deadline; failures that mean "etcd did not answer" become
+// StoreUnavailable (HTTP 503) with etcd's error kept only as the cause; reads are retried once, writes never (see
+// `tryOnce` below); a watch survives reconnects and compaction and tells its owner through onReset.
+
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import {
+  ClientClosedError,
+  Etcd3,
+  isRecoverableError,
+  type IKeyValue,
+  type IOptions,
+  type IRequestOp,
+  type Watcher as EtcdWatcher,
+} from 'etcd3';
+import { Errors } from '../errors/registry.js';
+import { assertDeletablePrefix, checkTxn, deliver, leaseSeconds, MAX_TXN_OPS, prefixEnd } from './common.js';
+import type { Entry, PutOptions, RangeOptions, Store, Txn, TxnOp, WatchEvent, Watcher } from './store.js';
+
+export interface EtcdStoreOptions {
+  /** Client URLs, e.g. http://etcd-0.etcd:2379; https:// endpoints use TLS. */
+  endpoints: string[];
+  /** PEM files: the CA that signed etcd's certificate (else the system roots) and an optional client certificate. */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  /** How long ping waits for an answer. Default 2000. */
+  dialTimeoutMs?: number;
+  /** Deadline of every other call, and of establishing a watch. Default 5000. */
+  requestTimeoutMs?: number;
+  /**
+   * The prefix the caller's keys live under. Keys are not prefixed with it (callers already do that); ping reads
+   * this key, so an etcd role restricted to the prefix can still ping. Default 'health', as etcd's own check.
+   */
+  namespace?: string;
+}
+
+type FaultHandling = NonNullable<IOptions['faultHandling']>;
+
+/**
+ * etcd3 retries failed calls three times by default. A write whose answer was lost may still have been applied, and
+ * retrying a compare-and-swap would then report a conflict that never happened; so every call is tried once here and
+ * reads retry for themselves (see `call`). etcd3 only ever calls `execute`, hence the cast. The per-host circuit
+ * breaker stays: with several endpoints it is what moves calls away from a dead member.
+ */
+const tryOnce = {
+  execute: async <T>(fn: (context: { signal: AbortSignal }) => T | PromiseLike<T>) =>
+    fn({ signal: new AbortController().signal }),
+} as unknown as FaultHandling['global'];
+
+/** Watch reconnects back off from 100 ms to at most 5 s (etcd3's default goes up to 30 s). */
+function watchBackoff(ms = 100): NonNullable<FaultHandling['watchBackoff']> {
+  return { duration: ms, next: () => watchBackoff(Math.min(ms * 2, 5_000)) };
+}
+
+/** Reads are tried twice (each attempt goes to a randomly picked endpoint); writes are sent once (see `tryOnce`). */
+const IDEMPOTENT = { attempts: 2 };
+const ONCE = { attempts: 1 };
+
+export class EtcdStore implements Store {
+  private readonly client: Etcd3;
+  private readonly dialTimeoutMs: number;
+  private readonly requestTimeoutMs: number;
+  private readonly pingKey: Buffer;
+  private readonly watches = new Set<EtcdWatch>();
+  private closed = false;
+
+  constructor(options: EtcdStoreOptions) {
+    this.dialTimeoutMs = options.dialTimeoutMs ?? 2_000;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 5_000;
+    this.pingKey = Buffer.from(options.namespace || 'health');
+    this.client = new Etcd3({
+      hosts: options.endpoints,
+      credentials: tlsCredentials(options.tls),
+      // Without a deadline a call to an unreachable host waits for TCP to give up; streams (watches) have none.
+      defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + this.requestTimeoutMs }),
+      // Keepalive pings find a watch stream whose connection died silently. etcd refuses pings more often than every
+      // 5 s (--grpc-keepalive-min-time) and pings without an active call, so neither is asked for.
+      grpcOptions: { 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 },
+      faultHandling: { global: tryOnce, watchBackoff: watchBackoff() },
+    });
+  }
+
+  async get(key: string): Promise<Entry | undefined> {
+    const response = await this.call(IDEMPOTENT, () => this.client.kv.range({ key: Buffer.from(key) }));
+    return response.kvs.length > 0 ? toEntry(response.kvs[0]) : undefined;
+  }
+
+  async getMany(keys: string[]): Promise<Map<string, Entry>> {
+    const found = new Map<string, Entry>();
+    const unique = [...new Set(keys)];
+    // One read-only transaction of gets per MAX_TXN_OPS keys (a single one for any batch the API allows); later
+    // chunks read at the first one's revision, so the whole answer is one snapshot.
+    let revision: string | undefined;
+    for (let i = 0; i < unique.length; i += MAX_TXN_OPS) {
+      const gets: IRequestOp[] = unique
+        .slice(i, i + MAX_TXN_OPS)
+        .map((key) => ({ request_range: { key: Buffer.from(key), revision } }));
+      const response = await this.call(IDEMPOTENT, () => this.client.kv.txn({ success: gets }));
+      revision ??= response.header.revision;
+      for (const result of response.responses) {
+        for (const kv of result.response_range.kvs) found.set(kv.key.toString(), toEntry(kv));
+      }
+    }
+    return found;
+  }
+
+  async put(key: string, value: string, options: PutOptions = {}): Promise<number> {
+    const lease = options.ttlSeconds === undefined ? undefined : await this.grant(options.ttlSeconds);
+    const response = await this.call(ONCE, () => this.client.kv.put({ key: Buffer.from(key), value: Buffer.from(value), lease }));
+    return Number(response.header.revision);
+  }
+
+  async create(key: string, value: string, options: PutOptions = {}): Promise<boolean> {
+    return this.compareAndSwap(key, 0, value, options);
+  }
+
+  async compareAndSwap(key: string, expected: number, value: string, options: PutOptions = {}): Promise<boolean> {
+    return this.txn({
+      compare: [{ key, modRevision: expected }],
+      success: [{ type: 'put', key, value, ttlSeconds: options.ttlSeconds }],
+    });
+  }
+
+  async delete(key: string): Promise<boolean> {
+    const response = await this.call(ONCE, () => this.client.kv.deleteRange({ key: Buffer.from(key) }));
+    return Number(response.deleted) > 0;
+  }
+
+  async compareAndDelete(key: string, expected: number): Promise<boolean> {
+    const response = await this.call(ONCE, () =>
+      this.client.kv.txn({
+        compare: [modRevisionIs(key, expected)],
+        success: [{ request_delete_range: { key: Buffer.from(key) } }],
+      }),
+    );
+    return response.succeeded && Number(response.responses[0].response_delete_range.deleted) > 0;
+  }
+
+  async range(prefix: string, options: RangeOptions = {}): Promise<Entry[]> {
+    const { startAfter, limit } = options;
+    // The smallest key strictly greater than startAfter is startAfter + '\0'; start there unless it is before the
+    // prefix. etcd answers in key (byte) order, and a limit of 0 means no limit.
+    const after = startAfter === undefined ? undefined : Buffer.concat([Buffer.from(startAfter), Buffer.from([0])]);
+    const first = after && Buffer.compare(after, Buffer.from(prefix)) > 0 ? after : rangeStart(prefix);
+    const response = await this.call(IDEMPOTENT, () =>
+      this.client.kv.range({ key: first, range_end: prefixEnd(prefix), limit: limit ?? 0 }),
+    );
+    return response.kvs.map(toEntry);
+  }
+
+  async count(prefix: string): Promise<number> {
+    const response = await this.call(IDEMPOTENT, () =>
+      this.client.kv.range({ key: rangeStart(prefix), range_end: prefixEnd(prefix), count_only: true }),
+    );
+    return Number(response.count);
+  }
+
+  async deletePrefix(prefix: string): Promise<number> {
+    assertDeletablePrefix(prefix);
+    const response = await this.call(ONCE, () =>
+      this.client.kv.deleteRange({ key: Buffer.from(prefix), range_end: prefixEnd(prefix) }),
+    );
+    return Number(response.deleted);
+  }
+
+  async txn(txn: Txn): Promise<boolean> {
+    checkTxn(txn);
+    // Leases are granted before the transaction; one that ends up unused (compare failed) expires with no keys.
+    const leases = new Map<number, string>();
+    for (const op of txn.success) {
+      if (op.type !== 'put' || op.ttlSeconds === undefined) continue;
+      const seconds = leaseSeconds(op.ttlSeconds);
+      if (!leases.has(seconds)) leases.set(seconds, await this.grant(seconds));
+    }
+    const response = await this.call(ONCE, () =>
+      this.client.kv.txn({
+        compare: (txn.compare ?? []).map((c) => modRevisionIs(c.key, c.modRevision)),
+        success: txn.success.map((op) => requestOp(op, leases)),
+      }),
+    );
+    return response.succeeded;
+  }
+
+  async watch(prefix: string, handler: (event: WatchEvent) => void, onReset?: () => void): Promise<Watcher> {
+    if (this.closed) throw new Errors.StoreUnavailable();
+    const watch = new EtcdWatch(this.client, prefix, handler, onReset, () => this.watches.delete(watch));
+    this.watches.add(watch);
+    try {
+      await watch.open(this.requestTimeoutMs);
+    } catch (error) {
+      await watch.close();
+      throw unavailableOr(error);
+    }
+    return watch;
+  }
+
+  async ping(): Promise<void> {
+    // A linearizable read needs a leader and a quorum, so it answers "can this store serve requests", which a
+    // status call (answered by any member on its own) would not.
+    await this.call(ONCE, () =>
+      this.client.kv.range({ key: this.pingKey, count_only: true }, { deadline: Date.now() + this.dialTimeoutMs }),
+    );
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    // Watches go first: etcd3 keeps trying to re-establish a watch it still holds, even on a closed client.
+    await Promise.all([...this.watches].map((watch) => watch.close()));
+    this.client.close();
+  }
+
+  // --- internals ---------------------------------------------------------------------------------------------------
+
+  private async grant(ttlSeconds: number): Promise<string> {
+    const seconds = leaseSeconds(ttlSeconds);
+    // A retried grant at worst leaves an unused lease, which expires on its own.
+    const response = await this.call(IDEMPOTENT, () => this.client.leaseClient.leaseGrant({ TTL: seconds }));
+    return response.ID;
+  }
+
+  /** Runs one etcd call, turning "etcd did not answer" into StoreUnavailable; other errors pass through. */
+  private async call<T>(policy: { attempts: number }, request: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await request();
+      } catch (error) {
+        if (!isUnavailable(error) || attempt >= policy.attempts) throw unavailableOr(error);
+      }
+    }
+  }
+}
+
+/**
+ * One watch on a prefix. etcd3's watcher resumes by itself after a disconnect, from the last revision it saw; but
+ * when that revision has been compacted meanwhile, etcd cancels the watch, and then it is re-created from the
+ * current revision and the events in between are lost. Either way the owner's caches may be stale, so onReset is
+ * called when the stream breaks (once per outage) and again when the watch is back.
+ */
+class EtcdWatch implements Watcher {
+  private watcher?: EtcdWatcher;
+  private opened = false;
+  private closed = false;
+  /** The stream broke and the watch is not back yet. */
+  private broken = false;
+  private retry?: NodeJS.Timeout;
+
+  constructor(
+    private readonly client: Etcd3,
+    private readonly prefix: string,
+    private readonly handler: (event: WatchEvent) => void,
+    private readonly onReset: (() => void) | undefined,
+    private readonly onClosed: () => void,
+  ) {}
+
+  /** Resolves once etcd confirms the watch; rejects when it refuses it or does not answer in time. */
+  async open(timeoutMs: number): Promise<void> {
+    const watcher = this.attach();
+    try {
+      await once(watcher, 'connected', { signal: AbortSignal.timeout(timeoutMs) });
+    } catch (error) {
+      throw (error as Error).name === 'AbortError' ? new Errors.StoreUnavailable({ cause: error }) : error;
+    }
+    this.opened = true;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.retry);
+    this.onClosed();
+    // Cancelling waits for etcd to confirm; on a dead connection that never comes, and closing the client ends it.
+    const cancelled = this.watcher?.cancel().catch(() => undefined);
+    if (cancelled) await Promise.race([cancelled, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+  }
+
+  private attach(): EtcdWatcher {
+    // watcher() rather than create(): create() hands out the watcher only once etcd confirms it, and one that is
+    // never confirmed could then never be cancelled.
+    const watcher = this.client
+      .watch()
+      .inRange({ start: rangeStart(this.prefix), end: prefixEnd(this.prefix) })
+      .watcher();
+    watcher.on('data', (response) => {
+      for (const event of response.events) deliver(this.handler, toWatchEvent(event.type, event.kv));
+    });
+    watcher.on('disconnected', () => this.lost());
+    watcher.on('connected', () => {
+      if (!this.broken) return;
+      this.broken = false;
+      this.onReset?.();
+    });
+    // etcd cancelled the watch (its start revision was compacted, or it is not allowed). etcd3 has dropped it; make
+    // a new one from now on. The pause keeps a watch etcd keeps refusing from spinning.
+    watcher.on('error', () => {
+      if (!this.opened || this.closed) return; // open() reports it
+      this.watcher = undefined; // nothing left to cancel
+      this.lost();
+      this.retry = setTimeout(() => {
+        if (!this.closed) this.watcher = this.attach();
+      }, 500);
+    });
+    this.watcher = watcher;
+    return watcher;
+  }
+
+  private lost(): void {
+    if (this.broken || this.closed) return;
+    this.broken = true;
+    this.onReset?.();
+  }
+}
+
+// --- mapping ---------------------------------------------------------------------------------------------------------
+
+function toEntry(kv: IKeyValue): Entry {
+  return { key: kv.key.toString(), value: kv.value.toString(), modRevision: Number(kv.mod_revision) };
+}
+
+function toWatchEvent(type: string, kv: IKeyValue): WatchEvent {
+  const key = kv.key.toString();
+  const modRevision = Number(kv.mod_revision);
+  return type === 'Put' ? { type: 'put', key, value: kv.value.toString(), modRevision } : { type: 'delete', key, modRevision };
+}
+
+/** etcd compares an absent key's mod_revision as 0, which is exactly the interface's "0 means absent". */
+function modRevisionIs(key: string, modRevision: number) {
+  return { key: Buffer.from(key), target: 'Mod', result: 'Equal', mod_revision: modRevision } as const;
+}
+
+function requestOp(op: TxnOp, leases: Map<number, string>): IRequestOp {
+  switch (op.type) {
+    case 'put': {
+      const lease = op.ttlSeconds === undefined ? undefined : leases.get(leaseSeconds(op.ttlSeconds));
+      return { request_put: { key: Buffer.from(op.key), value: Buffer.from(op.value), lease } };
+    }
+    case 'delete':
+      return { request_delete_range: { key: Buffer.from(op.key) } };
+    case 'deletePrefix':
+      return { request_delete_range: { key: Buffer.from(op.prefix), range_end: prefixEnd(op.prefix) } };
+  }
+}
+
+/** etcd has no empty key; a range over "every key" starts at "\0". */
+function rangeStart(prefix: string): Buffer {
+  return prefix === '' ? Buffer.from([0]) : Buffer.from(prefix);
+}
+
+function tlsCredentials(tls: EtcdStoreOptions['tls']): IOptions['credentials'] {
+  if (!tls) return undefined;
+  return {
+    // gRPC falls back to the system roots when no CA is given; etcd3's type insists on one.
+    rootCertificate: (tls.caFile ? readFileSync(tls.caFile) : undefined) as Buffer,
+    certChain: tls.certFile ? readFileSync(tls.certFile) : undefined,
+    privateKey: tls.keyFile ? readFileSync(tls.keyFile) : undefined,
+  };
+}
+
+// --- errors ----------------------------------------------------------------------------------------------------------
+
+/** Errors that mean etcd did not answer: network and server-side transient failures, an open circuit, a closed client. */
+function isUnavailable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  return (
+    isRecoverableError(error) ||
+    error instanceof ClientClosedError ||
+    (error as { isBrokenCircuitError?: boolean }).isBrokenCircuitError === true
+  );
+}
+
+function unavailableOr(error: unknown): unknown {
+  return isUnavailable(error) ? new Errors.StoreUnavailable({ cause: error }) : error;
+}

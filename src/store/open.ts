@@ -1,0 +1,19 @@
+// Opens the store a configuration names: the in-memory one (dev, tests) or etcd.
+
+import { EtcdStore } from './etcd.js';
+import { MemoryStore } from './memory.js';
+import type { Store } from './store.js';
+
+export type StoreSpec =
+  | { kind: 'memory' }
+  | { kind: 'etcd'; endpoints: string[]; tls?: { caFile?: string; certFile?: string; keyFile?: string } };
+
+/** Opening connects lazily: an unreachable etcd shows up on the first call (or ping), not here. */
+export function openStore(spec: StoreSpec): Store {
+  switch (spec.kind) {
+    case 'memory':
+      return new MemoryStore();
+    case 'etcd':
+      return new EtcdStore({ endpoints: spec.endpoints, tls: spec.tls });
+  }
+}

@@ -1,0 +1,84 @@
+// The Store is everything the domain needs from a key-value store, shaped after etcd's model so the etcd
+// implementation is a thin mapping and the memory one is a faithful imitation: every write bumps one global revision,
+// every entry remembers the revision that last modified it (its version for compare-and-swap), expiry is a lease.
+// Values are strings (JSON written by the domain); keys are built only by ./keys.ts.
+
+export interface Entry {
+  key: string;
+  value: string;
+  /** Revision of the write that last modified this key; 0 never occurs for a present key. */
+  modRevision: number;
+}
+
+export interface PutOptions {
+  /** Expire the key this many seconds from now (an etcd lease). Rounded up to whole seconds; at least 1. */
+  ttlSeconds?: number;
+}
+
+export interface RangeOptions {
+  /** Return at most this many entries. */
+  limit?: number;
+  /** Return only keys strictly greater than this one (for paging through a prefix). */
+  startAfter?: string;
+}
+
+/** A condition of a transaction. `modRevision: 0` means "the key must not exist". */
+export interface Compare {
+  key: string;
+  modRevision: number;
+}
+
+export type TxnOp =
+  | { type: 'put'; key: string; value: string; ttlSeconds?: number }
+  | { type: 'delete'; key: string }
+  | { type: 'deletePrefix'; prefix: string };
+
+export interface Txn {
+  compare?: Compare[];
+  /** Applied, all together, when every compare holds. */
+  success: TxnOp[];
+}
+
+export interface WatchEvent {
+  type: 'put' | 'delete';
+  key: string;
+  /** The new value on put; absent on delete. */
+  value?: string;
+  modRevision: number;
+}
+
+export interface Watcher {
+  close(): Promise<void>;
+}
+
+export interface Store {
+  get(key: string): Promise<Entry | undefined>;
+  /** One round trip for many keys; absent keys are missing from the map. */
+  getMany(keys: string[]): Promise<Map<string, Entry>>;
+  /** Unconditional write; returns the new modRevision. */
+  put(key: string, value: string, options?: PutOptions): Promise<number>;
+  /** Write only if the key is absent; false when it exists. */
+  create(key: string, value: string, options?: PutOptions): Promise<boolean>;
+  /** Write only if the key's modRevision is still `expected` (0: absent); false when it moved on. */
+  compareAndSwap(key: string, expected: number, value: string, options?: PutOptions): Promise<boolean>;
+  /** Delete a key; false when it was absent. */
+  delete(key: string): Promise<boolean>;
+  /** Delete a key only if its modRevision is still `expected`; false otherwise. */
+  compareAndDelete(key: string, expected: number): Promise<boolean>;
+  /** Entries under a prefix in key order. */
+  range(prefix: string, options?: RangeOptions): Promise<Entry[]>;
+  /** Number of keys under a prefix, without reading their values. */
+  count(prefix: string): Promise<number>;
+  /** Delete every key under a prefix; returns how many were deleted. */
+  deletePrefix(prefix: string): Promise<number>;
+  /** Multi-key transaction: all of `success` is applied atomically iff every compare holds. */
+  txn(txn: Txn): Promise<boolean>;
+  /**
+   * Watch a prefix from now on. The handler is called in revision order. `onReset` is called when the watch had to be
+   * re-established and events may have been missed (compaction, reconnect): callers drop their caches then.
+   */
+  watch(prefix: string, handler: (event: WatchEvent) => void, onReset?: () => void): Promise<Watcher>;
+  /** Resolves when the store answers; rejects (StoreUnavailable) when it does not. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,160 @@
+// Starts a throw-away single-member etcd for tests: free loopback ports, a temporary data dir, and a clean stop.
+// The binary comes from TOKENVAULT_ETCD_BIN, else from hack/tools.sh (which finds or builds one).
+
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export interface EtcdProcess {
+  /** Client URL, e.g. http://127.0.0.1:41234. */
+  endpoint: string;
+  /** Graceful stop (SIGTERM, then SIGKILL after a few seconds); removes the data dir. */
+  stop(): Promise<void>;
+  /** Abrupt stop (SIGKILL), as if the machine died; removes the data dir. */
+  kill(): Promise<void>;
+}
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const startAttempts = 5;
+const healthyWithinMs = 20_000;
+const stopGraceMs = 5_000;
+
+export async function startEtcd(): Promise<EtcdProcess> {
+  const binary = await etcdBinary();
+  let lastError: unknown;
+  // Ports are picked by binding port 0 and releasing it, so another process can take one before etcd binds it;
+  // when etcd dies at start (address in use), try again with new ports.
+  for (let attempt = 1; attempt <= startAttempts; attempt++) {
+    try {
+      return await startOnce(binary);
+    } catch (error) {
+      lastError = error;
+    }
+  }
+  throw lastError;
+}
+
+async function etcdBinary(): Promise<string> {
+  const fromEnv = process.env.TOKENVAULT_ETCD_BIN;
+  if (fromEnv) return fromEnv;
+  return new Promise((resolve, reject) => {
+    // stderr is inherited so a first-time build shows its progress.
+    const child = execFile(path.join(repoRoot, 'hack/tools.sh'), ['etcd'], { cwd: repoRoot }, (error, stdout) => {
+      if (error) reject(new Error(`hack/tools.sh etcd failed: ${error.message}`));
+      else resolve(stdout.trim());
+    });
+    child.stderr?.pipe(process.stderr);
+  });
+}
+
+async function startOnce(binary: string): Promise<EtcdProcess> {
+  const [clientPort, peerPort] = await freePorts(2);
+  const endpoint = `http://127.0.0.1:${clientPort}`;
+  const peerUrl = `http://127.0.0.1:${peerPort}`;
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tokenvault-etcd-'));
+
+  const child = spawn(
+    binary,
+    [
+      '--name=test',
+      `--data-dir=${dataDir}`,
+      `--listen-client-urls=${endpoint}`,
+      `--advertise-client-urls=${endpoint}`,
+      `--listen-peer-urls=${peerUrl}`,
+      `--initial-advertise-peer-urls=${peerUrl}`,
+      `--initial-cluster=test=${peerUrl}`,
+      // Short raft timings lower etcd's minimum lease TTL (1.5 × election timeout) to under a second, so a 1 s TTL
+      // really expires after about 1 s, as TTL tests expect.
+      '--heartbeat-interval=50',
+      '--election-timeout=500',
+      // The data is thrown away; skipping fsync makes every write much faster.
+      '--unsafe-no-fsync',
+      '--log-level=error',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+
+  // Keep the tail of etcd's log for error messages.
+  let log = '';
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => {
+    log = (log + chunk).slice(-8_000);
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  // An etcd left running after the test process dies would hold its ports and data dir forever.
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+
+  let stopped: Promise<void> | undefined;
+  const stopWith = (signal: NodeJS.Signals) => {
+    stopped ??= (async () => {
+      await terminate(child, exited, signal);
+      process.removeListener('exit', killOnExit);
+      await rm(dataDir, { recursive: true, force: true });
+    })();
+    return stopped;
+  };
+
+  try {
+    await waitHealthy(endpoint, exited, () => log);
+  } catch (error) {
+    await stopWith('SIGKILL');
+    throw error;
+  }
+  return { endpoint, stop: () => stopWith('SIGTERM'), kill: () => stopWith('SIGKILL') };
+}
+
+async function terminate(child: ChildProcess, exited: Promise<void>, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill(signal);
+  const timer = setTimeout(() => child.kill('SIGKILL'), stopGraceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function waitHealthy(endpoint: string, exited: Promise<void>, log: () => string): Promise<void> {
+  let done = false;
+  const died = exited.then(() => {
+    if (!done) throw new Error(`etcd exited during start:\n${log()}`);
+  });
+  const healthy = (async () => {
+    const deadline = Date.now() + healthyWithinMs;
+    while (!done && Date.now() < deadline) {
+      try {
+        const response = await fetch(`${endpoint}/health`, { signal: AbortSignal.timeout(1_000) });
+        const body = (await response.json()) as { health?: string };
+        if (response.ok && body.health === 'true') return;
+      } catch {
+        // not listening yet
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    throw new Error(`etcd at ${endpoint} was not healthy within ${healthyWithinMs} ms:\n${log()}`);
+  })();
+  try {
+    await Promise.race([healthy, died]);
+  } finally {
+    done = true;
+  }
+}
+
+/** Distinct free loopback ports: all are held open together so they differ, then released for etcd to bind. */
+async function freePorts(count: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<net.Server>((resolve, reject) => {
+          const server = net.createServer();
+          server.once('error', reject);
+          server.listen(0, '127.0.0.1', () => resolve(server));
+        }),
+    ),
+  );
+  const ports = servers.map((server) => (server.address() as net.AddressInfo).port);
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  return ports;
+}
