@@ -1,0 +1,52 @@
+// Who is calling. An API-key index entry holds everything needed to authorize a request, so authenticating is one
+// cached read: applications and sessions rewrite their index entry whenever their permissions change.
+import type { AccessRule } from '../domain/access/rules.js';
+import type { ApplicationType } from '../domain/permissions/permissions.js';
+
+/** The stored form of an API-key index entry (`apikeys/<hash>`). */
+export interface KeyIndexEntry {
+  tenant_id: string;
+  kind: 'application' | 'session';
+  /** The application itself, or for a session the public application that created it. */
+  application_id: string;
+  application_type: ApplicationType;
+  session_id?: string;
+  permissions: string[];
+  rules: AccessRule[];
+  expires_at?: string;
+}
+
+export type Principal =
+  | {
+      kind: 'application' | 'session';
+      tenantId: string;
+      applicationId: string;
+      applicationType: ApplicationType;
+      sessionId?: string;
+      permissions: ReadonlySet<string>;
+      rules: AccessRule[];
+      expiresAt?: number;
+    }
+  | { kind: 'operator' };
+
+/** The id recorded as `created_by` / `modified_by` for changes the principal makes. */
+export function actorId(principal: Principal): string {
+  if (principal.kind === 'operator') return OPERATOR_ACTOR_ID;
+  return principal.sessionId ?? principal.applicationId;
+}
+
+/** The operator is not a stored principal; its changes are recorded under this fixed id. */
+export const OPERATOR_ACTOR_ID = '00000000-0000-4000-8000-000000000000';
+
+export function principalFromEntry(entry: KeyIndexEntry): Principal {
+  return {
+    kind: entry.kind,
+    tenantId: entry.tenant_id,
+    applicationId: entry.application_id,
+    applicationType: entry.application_type,
+    sessionId: entry.session_id,
+    permissions: new Set(entry.permissions),
+    rules: entry.rules,
+    expiresAt: entry.expires_at === undefined ? undefined : Date.parse(entry.expires_at),
+  };
+}

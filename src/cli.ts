@@ -1,0 +1,81 @@
+// The `tokenvault` command: one subcommand per process (see docs/architecture.md).
+import { ConfigError, loadConfig, type LoadOptions } from './config/config.js';
+import { createLogger, type Logger } from './observability/logger.js';
+import { startApi } from './server/api.js';
+import { devBanner, startDev } from './server/dev.js';
+import pino from 'pino';
+
+const USAGE = `usage: tokenvault <command> [flags]
+
+commands:
+  api         serve the REST interface and the proxy (store: --store etcd://host:port)
+  dev         api on the in-memory store with a ready tenant; prints the URL and a management key
+  worker      run reactor code in sandboxes (not available yet)
+  controller  reconcile Kubernetes custom resources (not available yet)
+
+Every flag has an environment variable; see docs/configuration.md.`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'api': {
+      const config = loadConfig({ argv: rest });
+      const logger = createLogger(config.logLevel);
+      const api = await startApi(config, logger);
+      stopOnSignal(logger, () => api.close());
+      return -1;
+    }
+    case 'dev': {
+      const defaults: LoadOptions['defaults'] = { host: '127.0.0.1', store: 'memory', logLevel: 'warn' };
+      const config = loadConfig({ argv: rest, defaults });
+      // Logs go to stderr so stdout carries only the banner.
+      const logger = createLogger(config.logLevel, pino.destination(2));
+      const dev = await startDev(config, logger);
+      process.stdout.write(`${devBanner(dev, config)}\n`);
+      stopOnSignal(logger, () => dev.close());
+      return -1;
+    }
+    case 'worker':
+    case 'controller':
+      process.stderr.write(`tokenvault ${command}: not available yet\n`);
+      return 2;
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(`${USAGE}\n`);
+      return command === undefined ? 2 : 0;
+    default:
+      process.stderr.write(`tokenvault: unknown command ${JSON.stringify(command)}\n\n${USAGE}\n`);
+      return 2;
+  }
+}
+
+function stopOnSignal(logger: Logger, close: () => Promise<void>): void {
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exitCode = code;
+  },
+  (error: unknown) => {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`tokenvault: ${error.message}\n`);
+    } else {
+      process.stderr.write(`tokenvault: ${(error as Error)?.message ?? String(error)}\n`);
+    }
+    process.exit(1);
+  },
+);

@@ -1,0 +1,216 @@
+// One typed configuration object, read once at start from flags and environment variables (a flag wins over its
+// variable) and validated before anything listens. Every bad value is reported with the setting's name, all at
+// once, so an operator fixes a manifest in one pass. The table below is also the configuration reference.
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { hashKey, isApiKey } from '../auth/api-keys.js';
+import type { StoreSpec } from '../store/open.js';
+
+export type { StoreSpec };
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+export interface Config {
+  host: string;
+  port: number;
+  store: StoreSpec;
+  logLevel: LogLevel;
+  /** Hash of the operator key (the key itself is not kept), or undefined when none is configured. */
+  operatorKeyHash?: string;
+  /** Key-encryption key material (32 bytes) when configured; dev mode generates one when absent. */
+  keyEncryptionKey?: Buffer;
+  /** Key for the dev tenant's management application (`tokenvault dev` only). */
+  devRootKey?: string;
+  limits: {
+    bodyBytes: number;
+    sessionTtlSeconds: number;
+    /** How long an idle key stays in the per-process key cache; watches evict changed keys immediately. */
+    keyCacheSeconds: number;
+  };
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+interface Setting {
+  flag: string;
+  env: string;
+  description: string;
+  default?: string;
+}
+
+/** Every setting: its flag, its environment variable, what it does. docs/configuration.md mirrors this table. */
+export const SETTINGS = {
+  host: { flag: 'host', env: 'TOKENVAULT_HOST', description: 'Address to listen on', default: '0.0.0.0' },
+  port: { flag: 'port', env: 'TOKENVAULT_PORT', description: 'TCP port to listen on', default: '8080' },
+  store: {
+    flag: 'store',
+    env: 'TOKENVAULT_STORE',
+    description: "Store: 'memory' or 'etcd://host:port[,host:port...]' (https:// endpoints use TLS)",
+  },
+  etcdCa: { flag: 'etcd-ca-file', env: 'TOKENVAULT_ETCD_CA_FILE', description: 'CA bundle for etcd TLS' },
+  etcdCert: { flag: 'etcd-cert-file', env: 'TOKENVAULT_ETCD_CERT_FILE', description: 'Client certificate for etcd' },
+  etcdKey: { flag: 'etcd-key-file', env: 'TOKENVAULT_ETCD_KEY_FILE', description: 'Client key for etcd' },
+  logLevel: { flag: 'log-level', env: 'TOKENVAULT_LOG_LEVEL', description: 'Log level', default: 'info' },
+  operatorKey: { flag: 'operator-key', env: 'TOKENVAULT_OPERATOR_KEY', description: 'Operator key (prefer the file)' },
+  operatorKeyFile: {
+    flag: 'operator-key-file',
+    env: 'TOKENVAULT_OPERATOR_KEY_FILE',
+    description: 'File holding the operator key (a mounted Secret)',
+  },
+  kek: { flag: 'kek', env: 'TOKENVAULT_KEK', description: 'Key-encryption key, 32 bytes in base64 (prefer the file)' },
+  kekFile: {
+    flag: 'kek-file',
+    env: 'TOKENVAULT_KEK_FILE',
+    description: 'File holding the key-encryption key, 32 bytes in base64 (a mounted Secret)',
+  },
+  devRootKey: {
+    flag: 'dev-root-key',
+    env: 'TOKENVAULT_DEV_ROOT_KEY',
+    description: "tokenvault dev: the dev tenant's management key (generated when unset)",
+  },
+  bodyLimit: {
+    flag: 'body-limit-bytes',
+    env: 'TOKENVAULT_BODY_LIMIT_BYTES',
+    description: 'Largest request body accepted',
+    default: String(1024 * 1024),
+  },
+  sessionTtl: {
+    flag: 'session-ttl-seconds',
+    env: 'TOKENVAULT_SESSION_TTL_SECONDS',
+    description: 'Default session lifetime',
+    default: '180',
+  },
+  keyCache: {
+    flag: 'key-cache-seconds',
+    env: 'TOKENVAULT_KEY_CACHE_SECONDS',
+    description: 'Idle lifetime of cached key lookups (changes are evicted at once by watch)',
+    default: '300',
+  },
+} satisfies Record<string, Setting>;
+
+const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export interface LoadOptions {
+  argv?: string[];
+  env?: NodeJS.ProcessEnv;
+  /** Defaults that differ per subcommand (dev listens on loopback and uses the memory store). */
+  defaults?: Partial<Record<keyof typeof SETTINGS, string>>;
+}
+
+export function loadConfig(options: LoadOptions = {}): Config {
+  const env = options.env ?? process.env;
+  const parsed = parseArgs({
+    args: options.argv ?? [],
+    options: Object.fromEntries(Object.values(SETTINGS).map((s) => [s.flag, { type: 'string' as const }])),
+    strict: true,
+    allowPositionals: false,
+  });
+  const problems: string[] = [];
+  const raw = (name: keyof typeof SETTINGS): string | undefined => {
+    const setting: Setting = SETTINGS[name];
+    const value = parsed.values[setting.flag] ?? env[setting.env] ?? options.defaults?.[name] ?? setting.default;
+    return typeof value === 'string' && value.trim() !== '' ? value.trim() : undefined;
+  };
+  const label = (name: keyof typeof SETTINGS) => `--${SETTINGS[name].flag} / ${SETTINGS[name].env}`;
+
+  const integer = (name: keyof typeof SETTINGS, min: number, max: number): number => {
+    const value = raw(name);
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min || n > max) {
+      problems.push(`${label(name)}: must be a whole number from ${min} to ${max}, got ${JSON.stringify(value)}`);
+    }
+    return n;
+  };
+
+  const readSecret = (valueName: keyof typeof SETTINGS, fileName: keyof typeof SETTINGS): string | undefined => {
+    const file = raw(fileName);
+    if (file !== undefined) {
+      try {
+        return readFileSync(file, 'utf8').trim();
+      } catch (error) {
+        problems.push(`${label(fileName)}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+        return undefined;
+      }
+    }
+    return raw(valueName);
+  };
+
+  const host = raw('host') ?? '0.0.0.0';
+  const port = integer('port', 0, 65535);
+
+  const logLevel = (raw('logLevel') ?? 'info') as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) problems.push(`${label('logLevel')}: must be one of ${LOG_LEVELS.join(', ')}`);
+
+  const store = parseStore(raw('store'), problems, label('store'));
+  if (store?.kind === 'etcd') {
+    const tls = { caFile: raw('etcdCa'), certFile: raw('etcdCert'), keyFile: raw('etcdKey') };
+    if (tls.caFile || tls.certFile || tls.keyFile) store.tls = tls;
+    if (Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
+      problems.push(`${label('etcdCert')} and ${label('etcdKey')}: set both or neither`);
+    }
+  }
+
+  const operatorKey = readSecret('operatorKey', 'operatorKeyFile');
+  if (operatorKey !== undefined && operatorKey.length < 32) {
+    problems.push(`${label('operatorKey')}: must be at least 32 characters`);
+  }
+
+  let keyEncryptionKey: Buffer | undefined;
+  const kek = readSecret('kek', 'kekFile');
+  if (kek !== undefined) {
+    keyEncryptionKey = Buffer.from(kek, 'base64');
+    if (keyEncryptionKey.length !== 32) problems.push(`${label('kek')}: must be 32 bytes in base64`);
+  }
+
+  const devRootKey = raw('devRootKey');
+  if (devRootKey !== undefined && !isApiKey(devRootKey)) {
+    problems.push(`${label('devRootKey')}: must look like key_ followed by at least 22 base58 characters`);
+  }
+
+  const limits = {
+    bodyBytes: integer('bodyLimit', 1024, 64 * 1024 * 1024),
+    sessionTtlSeconds: integer('sessionTtl', 10, 24 * 3600),
+    keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
+  };
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return {
+    host,
+    port,
+    store: store ?? { kind: 'memory' },
+    logLevel,
+    operatorKeyHash: operatorKey === undefined ? undefined : hashKey(operatorKey),
+    keyEncryptionKey,
+    devRootKey,
+    limits,
+  };
+}
+
+function parseStore(value: string | undefined, problems: string[], label: string): StoreSpec | undefined {
+  if (value === undefined) {
+    problems.push(`${label}: required ('memory' or 'etcd://host:port')`);
+    return undefined;
+  }
+  if (value === 'memory') return { kind: 'memory' };
+  const match = /^etcd(s?):\/\/(.+)$/.exec(value);
+  if (!match) {
+    problems.push(`${label}: must be 'memory' or 'etcd://host:port[,host:port...]', got ${JSON.stringify(value)}`);
+    return undefined;
+  }
+  const scheme = match[1] === 's' ? 'https' : 'http';
+  const endpoints = match[2].split(',').map((hostPort) => `${scheme}://${hostPort.trim()}`);
+  for (const endpoint of endpoints) {
+    try {
+      const url = new URL(endpoint);
+      if (!url.port || url.pathname !== '/') throw new Error('bad');
+    } catch {
+      problems.push(`${label}: ${JSON.stringify(endpoint)} is not host:port`);
+    }
+  }
+  return { kind: 'etcd', endpoints };
+}

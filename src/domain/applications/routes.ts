@@ -1,0 +1,61 @@
+import { Router } from 'express';
+import { actorId } from '../../auth/principal.js';
+import { Errors } from '../../errors/registry.js';
+import { requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
+import { listQuery, stringQuery, uuidParam } from '../../http/params.js';
+import { parsePaging } from '../paging.js';
+import { APPLICATION_TYPES, PERMISSIONS, type ApplicationType } from '../permissions/permissions.js';
+import { validateCreateApplication, validateUpdateApplication } from './schema.js';
+import type { ApplicationService } from './service.js';
+
+export function applicationRoutes(applications: ApplicationService): Router {
+  const router = Router();
+
+  router.post('/applications', requirePermission('application:create'), async (req, res) => {
+    const principal = tenantPrincipal(req);
+    const body = validateCreateApplication(req.body);
+    res.status(201).json(await applications.create(principal.tenantId, actorId(principal), body));
+  });
+
+  router.get('/applications', requirePermission('application:read'), async (req, res) => {
+    const ids = listQuery(req, 'id');
+    res.json(await applications.list(tenantPrincipal(req).tenantId, parsePaging(req.query), ids));
+  });
+
+  // The calling key's own application: any key may ask who it is.
+  router.get('/applications/key', async (req, res) => {
+    const principal = tenantPrincipal(req);
+    res.json(await applications.get(principal.tenantId, principal.applicationId));
+  });
+
+  router.get('/applications/:id', requirePermission('application:read'), async (req, res) => {
+    res.json(await applications.get(tenantPrincipal(req).tenantId, uuidParam(req, 'id')));
+  });
+
+  router.put('/applications/:id', requirePermission('application:update'), async (req, res) => {
+    const principal = tenantPrincipal(req);
+    const id = uuidParam(req, 'id');
+    res.json(await applications.update(principal.tenantId, id, actorId(principal), validateUpdateApplication(req.body)));
+  });
+
+  router.delete('/applications/:id', requirePermission('application:delete'), async (req, res) => {
+    await applications.delete(tenantPrincipal(req).tenantId, uuidParam(req, 'id'));
+    res.status(204).end();
+  });
+
+  router.post('/applications/:id/regenerate', requirePermission('application:update'), async (req, res) => {
+    const principal = tenantPrincipal(req);
+    res.json(await applications.regenerate(principal.tenantId, uuidParam(req, 'id'), actorId(principal)));
+  });
+
+  router.get('/permissions', (req, res) => {
+    tenantPrincipal(req);
+    const type = stringQuery(req, 'application_type');
+    if (type !== undefined && !APPLICATION_TYPES.includes(type as ApplicationType)) {
+      throw new Errors.InvalidQuery({ errors: { application_type: [`must be one of: ${APPLICATION_TYPES.join(', ')}`] } });
+    }
+    res.json(type === undefined ? PERMISSIONS : PERMISSIONS.filter((p) => p.application_types.includes(type as ApplicationType)));
+  });
+
+  return router;
+}

@@ -1,0 +1,42 @@
+import { accessRuleSchema, type AccessRule } from '../access/rules.js';
+import { ALL_PERMISSIONS, APPLICATION_TYPES, type ApplicationType } from '../permissions/permissions.js';
+import { compile } from '../../validation/compile.js';
+
+export interface CreateApplicationBody {
+  name: string;
+  type: ApplicationType;
+  permissions?: string[];
+  rules?: AccessRule[];
+  expires_at?: string;
+  /** false creates the application without a key (regenerate makes one later). */
+  create_key?: boolean;
+}
+
+export type UpdateApplicationBody = Omit<CreateApplicationBody, 'type' | 'create_key'> & { type?: ApplicationType };
+
+const name = { type: 'string', minLength: 1, maxLength: 200 };
+const permissions = { type: 'array', uniqueItems: true, maxItems: 100, items: { type: 'string', enum: ALL_PERMISSIONS } };
+const rules = { type: 'array', maxItems: 100, items: accessRuleSchema(ALL_PERMISSIONS) };
+const expiresAt = { type: 'string', format: 'date-time' };
+
+export const validateCreateApplication = compile<CreateApplicationBody>({
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'type'],
+  properties: {
+    name,
+    type: { type: 'string', enum: [...APPLICATION_TYPES] },
+    permissions,
+    rules,
+    expires_at: expiresAt,
+    create_key: { type: 'boolean' },
+  },
+});
+
+/** PUT replaces name, permissions, rules and expiry; the type cannot change (a `type` equal to the current is fine). */
+export const validateUpdateApplication = compile<UpdateApplicationBody>({
+  type: 'object',
+  additionalProperties: false,
+  required: ['name'],
+  properties: { name, type: { type: 'string', enum: [...APPLICATION_TYPES] }, permissions, rules, expires_at: expiresAt },
+});

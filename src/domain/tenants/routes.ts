@@ -1,0 +1,61 @@
+import { Router } from 'express';
+import { actorId, OPERATOR_ACTOR_ID } from '../../auth/principal.js';
+import { requireOperator, requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
+import { uuidParam } from '../../http/params.js';
+import { parsePaging } from '../paging.js';
+import { validateCreateTenant, validateUpdateTenant } from './schema.js';
+import type { TenantService } from './service.js';
+
+/** The tenant that owns the calling key. */
+export function tenantRoutes(tenants: TenantService): Router {
+  const router = Router();
+
+  router.get('/tenants/self', requirePermission('tenant:read'), async (req, res) => {
+    res.json(await tenants.get(tenantPrincipal(req).tenantId));
+  });
+
+  router.put('/tenants/self', requirePermission('tenant:update'), async (req, res) => {
+    const principal = tenantPrincipal(req);
+    res.json(await tenants.update(principal.tenantId, actorId(principal), validateUpdateTenant(req.body)));
+  });
+
+  router.delete('/tenants/self', requirePermission('tenant:delete'), async (req, res) => {
+    await tenants.delete(tenantPrincipal(req).tenantId);
+    res.status(204).end();
+  });
+
+  router.get('/tenants/self/reports/usage', requirePermission('report:read'), async (req, res) => {
+    res.json(await tenants.usage(tenantPrincipal(req).tenantId));
+  });
+
+  return router;
+}
+
+/** Operator administration of tenants: the controller and `tokenvault dev` use these with the operator key. */
+export function adminTenantRoutes(tenants: TenantService): Router {
+  const router = Router();
+  router.use('/admin', requireOperator);
+
+  router.post('/admin/tenants', async (req, res) => {
+    res.status(201).json(await tenants.create(validateCreateTenant(req.body)));
+  });
+
+  router.get('/admin/tenants', async (req, res) => {
+    res.json(await tenants.list(parsePaging(req.query)));
+  });
+
+  router.get('/admin/tenants/:id', async (req, res) => {
+    res.json(await tenants.get(uuidParam(req, 'id')));
+  });
+
+  router.put('/admin/tenants/:id', async (req, res) => {
+    res.json(await tenants.update(uuidParam(req, 'id'), OPERATOR_ACTOR_ID, validateUpdateTenant(req.body)));
+  });
+
+  router.delete('/admin/tenants/:id', async (req, res) => {
+    await tenants.delete(uuidParam(req, 'id'));
+    res.status(204).end();
+  });
+
+  return router;
+}

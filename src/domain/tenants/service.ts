@@ -1,0 +1,136 @@
+// Tenants. A tenant owns everything under its prefix. The operator creates a tenant together with its first
+// management application (one transaction), and deletes it in steps that survive a crash: the record is first
+// marked `deleting` (every key of the tenant stops authenticating at once), then its key-index entries and data
+// are removed, and the record goes last, so a repeated delete finishes what an interrupted one started.
+import { randomUUID } from 'node:crypto';
+import { OPERATOR_ACTOR_ID } from '../../auth/principal.js';
+import { Errors } from '../../errors/registry.js';
+import { keys } from '../../store/keys.js';
+import { getRecord, listRecords } from '../../store/records.js';
+import type { Store } from '../../store/store.js';
+import { createApplicationOps, toApplication, type Application, type ApplicationRecord, type ApplicationService } from '../applications/service.js';
+import { paginate, type Page, type PageRequest } from '../paging.js';
+import { MANAGEMENT_DEFAULT } from '../permissions/permissions.js';
+import type { CreateTenantBody, TenantSettings, UpdateTenantBody } from './schema.js';
+
+export interface TenantRecord {
+  id: string;
+  owner_id: string;
+  name: string;
+  settings: TenantSettings;
+  created_at: string;
+  created_by: string;
+  modified_at?: string;
+  modified_by?: string;
+  /** Set while a delete is in progress; such a tenant is invisible and authenticates nobody. */
+  deleting?: boolean;
+}
+
+export type Tenant = Omit<TenantRecord, 'deleting'>;
+
+export const DEFAULT_SETTINGS: TenantSettings = { deduplicate_tokens: 'false', fingerprint_tokens: 'true' };
+
+export interface UsageReport {
+  token_report: {
+    metrics_by_type: Record<string, { count: number; last_created_at?: string }>;
+    included_monthly_active_tokens: number;
+    monthly_active_tokens: number;
+  };
+}
+
+/** How many keys one transaction deletes while a tenant is removed (etcd allows 128 operations per txn). */
+const DELETE_BATCH = 100;
+
+export class TenantService {
+  constructor(
+    private readonly store: Store,
+    private readonly applications: ApplicationService,
+  ) {}
+
+  /** Operator: a tenant and its first management application, whose key is returned once. */
+  async create(body: CreateTenantBody, managementKey?: string): Promise<{ tenant: Tenant; application: Application }> {
+    const now = new Date().toISOString();
+    const tenant: TenantRecord = {
+      id: body.id ?? randomUUID(),
+      owner_id: body.owner_id ?? OPERATOR_ACTOR_ID,
+      name: body.name,
+      settings: { ...DEFAULT_SETTINGS, ...body.settings },
+      created_at: now,
+      created_by: OPERATOR_ACTOR_ID,
+    };
+    const { record, key } = this.applications.prepare(
+      tenant.id,
+      OPERATOR_ACTOR_ID,
+      { name: body.management_application_name ?? `${body.name} management`, type: 'management', permissions: MANAGEMENT_DEFAULT },
+      managementKey,
+    );
+    const created = await this.store.txn({
+      compare: [
+        { key: keys.tenant(tenant.id), modRevision: 0 },
+        { key: keys.apiKey(record.key_hash!), modRevision: 0 },
+      ],
+      success: [{ type: 'put', key: keys.tenant(tenant.id), value: JSON.stringify(tenant) }, ...createApplicationOps(record)],
+    });
+    if (!created) throw new Errors.Conflict(`A tenant with id ${tenant.id} already exists.`);
+    return { tenant, application: toApplication(record, key) };
+  }
+
+  async list(paging: PageRequest): Promise<Page<Tenant>> {
+    const records = (await listRecords<TenantRecord>(this.store, keys.tenants)).filter((t) => !t.deleting);
+    records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+    return paginate(records, paging);
+  }
+
+  async get(id: string): Promise<Tenant> {
+    return (await this.load(id)).value;
+  }
+
+  async update(id: string, actor: string, body: UpdateTenantBody): Promise<Tenant> {
+    const current = await this.load(id);
+    const tenant: TenantRecord = {
+      ...current.value,
+      name: body.name,
+      settings: { ...current.value.settings, ...body.settings },
+      modified_at: new Date().toISOString(),
+      modified_by: actor,
+    };
+    const written = await this.store.compareAndSwap(keys.tenant(id), current.modRevision, JSON.stringify(tenant));
+    if (!written) throw new Errors.Conflict('The tenant was changed by another request; retry.');
+    return tenant;
+  }
+
+  async usage(id: string): Promise<UsageReport> {
+    await this.load(id);
+    return { token_report: { metrics_by_type: {}, included_monthly_active_tokens: 0, monthly_active_tokens: 0 } };
+  }
+
+  /** Deletes the tenant, its keys and all its data. Safe to repeat after an interruption. */
+  async delete(id: string): Promise<void> {
+    const found = await getRecord<TenantRecord>(this.store, keys.tenant(id));
+    if (!found) throw new Errors.NotFound('Tenant not found.');
+    if (!found.value.deleting) {
+      const marked = await this.store.compareAndSwap(
+        keys.tenant(id),
+        found.modRevision,
+        JSON.stringify({ ...found.value, deleting: true }),
+      );
+      if (!marked) throw new Errors.Conflict('The tenant was changed by another request; retry.');
+    }
+    const keyHashes = [
+      ...(await listRecords<ApplicationRecord>(this.store, keys.applications(id))).flatMap((a) => a.key_hash ?? []),
+      ...(await listRecords<{ key_hash: string }>(this.store, keys.sessions(id))).map((s) => s.key_hash),
+    ];
+    for (let i = 0; i < keyHashes.length; i += DELETE_BATCH) {
+      const batch = keyHashes.slice(i, i + DELETE_BATCH);
+      await this.store.txn({ success: batch.map((hash) => ({ type: 'delete' as const, key: keys.apiKey(hash) })) });
+    }
+    await this.store.deletePrefix(keys.tenantData(id));
+    await this.store.delete(keys.tenant(id));
+  }
+
+  private async load(id: string) {
+    const found = await getRecord<TenantRecord>(this.store, keys.tenant(id));
+    if (!found || found.value.deleting) throw new Errors.NotFound('Tenant not found.');
+    return found;
+  }
+}

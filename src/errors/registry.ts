@@ -1,0 +1,120 @@
+// The one error registry. Every error the service answers with is declared here once, with a stable code, its HTTP
+// status, the problem title and a default detail; routes never map errors to statuses by hand. Modelled on fastify's
+// lib/errors.js and undici's lib/core/errors.js: a class per error, created from one factory.
+
+/** Field name → messages, the `errors` member of a problem document. */
+export type FieldErrors = Record<string, string[]>;
+
+export interface VaultErrorOptions {
+  detail?: string;
+  errors?: FieldErrors;
+  /** Extra response headers (Retry-After, Allow, ...). */
+  headers?: Record<string, string>;
+  cause?: unknown;
+}
+
+export class VaultError extends Error {
+  readonly code: string;
+  readonly status: number;
+  readonly title: string;
+  readonly detail: string;
+  readonly errors?: FieldErrors;
+  readonly headers?: Record<string, string>;
+
+  constructor(code: string, status: number, title: string, detail: string, options: VaultErrorOptions = {}) {
+    super(detail, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'VaultError';
+    this.code = code;
+    this.status = status;
+    this.title = title;
+    this.detail = detail;
+    this.errors = options.errors;
+    this.headers = options.headers;
+  }
+}
+
+export type VaultErrorClass = {
+  new (detailOrOptions?: string | VaultErrorOptions): VaultError;
+  readonly code: string;
+  readonly status: number;
+};
+
+const registered = new Map<string, VaultErrorClass>();
+
+function define(code: string, status: number, title: string, defaultDetail: string): VaultErrorClass {
+  if (registered.has(code)) throw new Error(`error code ${code} is registered twice`);
+  const ErrorClass = class extends VaultError {
+    static readonly code = code;
+    static readonly status = status;
+    constructor(detailOrOptions: string | VaultErrorOptions = {}) {
+      const options = typeof detailOrOptions === 'string' ? { detail: detailOrOptions } : detailOrOptions;
+      super(code, status, title, options.detail ?? defaultDetail, options);
+    }
+  };
+  registered.set(code, ErrorClass);
+  return ErrorClass;
+}
+
+export const Errors = {
+  // 400
+  InvalidBody: define('TV_INVALID_BODY', 400, 'Bad Request', 'The request body is invalid.'),
+  MalformedJson: define('TV_MALFORMED_JSON', 400, 'Bad Request', 'The request body is not valid JSON.'),
+  InvalidQuery: define('TV_INVALID_QUERY', 400, 'Bad Request', 'The query string is invalid.'),
+  InvalidPath: define('TV_INVALID_PATH', 400, 'Bad Request', 'The path parameter is invalid.'),
+  InvalidHeader: define('TV_INVALID_HEADER', 400, 'Bad Request', 'A request header is invalid.'),
+  // 401 / 403
+  Unauthenticated: define('TV_UNAUTHENTICATED', 401, 'Unauthorized', 'A valid BT-API-KEY header is required.'),
+  Forbidden: define('TV_FORBIDDEN', 403, 'Forbidden', 'The key does not have the permission this request needs.'),
+  // 404 / 405
+  NotFound: define('TV_NOT_FOUND', 404, 'Not Found', 'The resource was not found.'),
+  RouteNotFound: define('TV_ROUTE_NOT_FOUND', 404, 'Not Found', 'No such endpoint.'),
+  // 409
+  Conflict: define('TV_CONFLICT', 409, 'Conflict', 'The request conflicts with the current state of the resource.'),
+  IdempotencyConflict: define(
+    'TV_IDEMPOTENCY_CONFLICT',
+    409,
+    'Conflict',
+    'This BT-IDEMPOTENCY-KEY was used with a different request.',
+  ),
+  // 413 / 415
+  PayloadTooLarge: define('TV_PAYLOAD_TOO_LARGE', 413, 'Payload Too Large', 'The request body is larger than allowed.'),
+  UnsupportedMediaType: define(
+    'TV_UNSUPPORTED_MEDIA_TYPE',
+    415,
+    'Unsupported Media Type',
+    'The request content type is not supported here.',
+  ),
+  // 422 / 429
+  Unprocessable: define('TV_UNPROCESSABLE', 422, 'Unprocessable Entity', 'The request could not be processed.'),
+  RateLimited: define('TV_RATE_LIMITED', 429, 'Too Many Requests', 'Too many requests.'),
+  // 5xx
+  Internal: define('TV_INTERNAL', 500, 'Internal Server Error', 'An unexpected error occurred.'),
+  StoreUnavailable: define('TV_STORE_UNAVAILABLE', 503, 'Service Unavailable', 'The store is unavailable; retry later.'),
+} as const;
+
+/** Every registered error class, for documentation and tests that check codes are unique. */
+export function registeredErrors(): VaultErrorClass[] {
+  return [...registered.values()];
+}
+
+/** The RFC 7807 problem document for an error. */
+export interface ProblemDocument {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: string;
+  errors?: FieldErrors;
+}
+
+export function toProblem(error: VaultError): ProblemDocument {
+  const problem: ProblemDocument = {
+    type: `urn:tokenvault:problem:${error.code}`,
+    title: error.title,
+    status: error.status,
+    detail: error.detail,
+    code: error.code,
+  };
+  if (error.errors && Object.keys(error.errors).length > 0) problem.errors = error.errors;
+  return problem;
+}

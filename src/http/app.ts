@@ -1,0 +1,69 @@
+// The express application of the API process: middleware in the order a request meets it, then the domain routers,
+// then the 404 and error handlers. Everything it needs arrives in `ApiContext`; it opens nothing itself.
+import express, { type Express } from 'express';
+import type { Authenticator } from '../auth/authenticator.js';
+import type { Config } from '../config/config.js';
+import { applicationRoutes } from '../domain/applications/routes.js';
+import type { ApplicationService } from '../domain/applications/service.js';
+import { sessionRoutes } from '../domain/sessions/routes.js';
+import type { SessionService } from '../domain/sessions/service.js';
+import { adminTenantRoutes, tenantRoutes } from '../domain/tenants/routes.js';
+import type { TenantService } from '../domain/tenants/service.js';
+import { Errors } from '../errors/registry.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Store } from '../store/store.js';
+import { authenticate } from './middleware/auth.js';
+import { errorHandler, sendProblem } from './middleware/errors.js';
+import { observe } from './middleware/observe.js';
+import { traceId } from './middleware/trace.js';
+
+export interface ApiContext {
+  config: Config;
+  store: Store;
+  logger: Logger;
+  metrics: Metrics;
+  authenticator: Authenticator;
+  services: {
+    applications: ApplicationService;
+    tenants: TenantService;
+    sessions: SessionService;
+  };
+}
+
+const JSON_TYPES = ['application/json', 'application/merge-patch+json', 'application/*+json'];
+
+export function createApp(context: ApiContext): Express {
+  const { config, store, logger, metrics, authenticator, services } = context;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', 'simple');
+
+  app.use(traceId);
+  app.use(observe(metrics, logger));
+
+  // Probes and metrics are unauthenticated and answer before any body is read.
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', async (_req, res) => {
+    await store.ping();
+    res.json({ status: 'ready' });
+  });
+  app.get('/metrics', async (_req, res) => {
+    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+
+  // Authenticate before reading a body: an unauthenticated caller costs no parsing.
+  app.use(authenticate(authenticator));
+  app.use(express.json({ limit: config.limits.bodyBytes, type: JSON_TYPES, strict: false }));
+  app.use(applicationRoutes(services.applications));
+  app.use(tenantRoutes(services.tenants));
+  app.use(sessionRoutes(services.sessions));
+  app.use(adminTenantRoutes(services.tenants));
+
+  app.use((_req, res) => sendProblem(res, new Errors.RouteNotFound()));
+  app.use(errorHandler(logger));
+  return app;
+}

@@ -1,0 +1,46 @@
+// The last middleware: every error becomes a problem document. Registry errors carry their own status; the body
+// parser's errors are mapped to registry errors; anything else is a 500 that reveals nothing.
+import type { NextFunction, Request, Response } from 'express';
+import { Errors, VaultError, toProblem } from '../../errors/registry.js';
+import type { Logger } from '../../observability/logger.js';
+
+export function sendProblem(res: Response, error: VaultError): void {
+  for (const [name, value] of Object.entries(error.headers ?? {})) res.setHeader(name, value);
+  res.status(error.status).type('application/problem+json').send(JSON.stringify(toProblem(error)));
+}
+
+export function errorHandler(logger: Logger) {
+  return (error: unknown, req: Request, res: Response, _next: NextFunction): void => {
+    const vaultError = asVaultError(error);
+    if (vaultError.status >= 500) {
+      // The error's own message may quote data; log its class and stack frames only.
+      const e = error as Error;
+      logger.error({ trace_id: req.traceId, code: vaultError.code, error_name: e?.name, stack: e?.stack?.split('\n').slice(1).join('\n') }, 'request failed');
+    }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    sendProblem(res, vaultError);
+  };
+}
+
+function asVaultError(error: unknown): VaultError {
+  if (error instanceof VaultError) return error;
+  const type = (error as { type?: string })?.type;
+  switch (type) {
+    case 'entity.parse.failed':
+      return new Errors.MalformedJson();
+    case 'entity.too.large':
+      return new Errors.PayloadTooLarge();
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return new Errors.UnsupportedMediaType((error as Error).message);
+    case 'request.aborted':
+    case 'request.size.invalid':
+    case 'stream.not.readable':
+      return new Errors.InvalidBody('The request body could not be read.');
+    default:
+      return new Errors.Internal();
+  }
+}

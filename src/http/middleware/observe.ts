@@ -1,0 +1,20 @@
+// Request metrics and one access-log line per request. The route label is the matched route's pattern (never the
+// raw path, which holds ids); the log line has no headers, query or body.
+import type { NextFunction, Request, Response } from 'express';
+import type { Logger } from '../../observability/logger.js';
+import type { Metrics } from '../../observability/metrics.js';
+
+export function observe(metrics: Metrics, logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const start = process.hrtime.bigint();
+    res.on('finish', () => {
+      const route = req.route ? `${req.baseUrl}${String(req.route.path)}` : 'unmatched';
+      const labels = { route, method: req.method, status: String(res.statusCode) };
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      metrics.httpRequests.inc(labels);
+      metrics.httpDuration.observe(labels, seconds);
+      logger.info({ trace_id: req.traceId, ...labels, ms: Math.round(seconds * 1e4) / 10 }, 'request');
+    });
+    next();
+  };
+}

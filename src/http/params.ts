@@ -1,0 +1,31 @@
+// Path and query parameters, checked before a service sees them.
+import type { Request } from 'express';
+import { Errors } from '../errors/registry.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isUuid(value: string): boolean {
+  return UUID.test(value);
+}
+
+/** A UUID path parameter; anything else cannot name a resource, so it is a 404 like any unknown id. */
+export function uuidParam(req: Request, name: string): string {
+  const value = req.params[name];
+  if (typeof value !== 'string' || !UUID.test(value)) throw new Errors.NotFound(`No resource has the id ${JSON.stringify(String(value).slice(0, 64))}.`);
+  return value.toLowerCase();
+}
+
+/** A query parameter that may repeat (`?id=a&id=b`) or hold a comma-separated list. */
+export function listQuery(req: Request, name: string): string[] | undefined {
+  const value = (req.query as Record<string, unknown>)[name];
+  if (value === undefined) return undefined;
+  const values = (Array.isArray(value) ? value : [value]).flatMap((v) => (typeof v === 'string' ? v.split(',') : []));
+  return values.map((v) => v.trim()).filter((v) => v !== '');
+}
+
+/** A single string query parameter; repeated or nested values are a 400. */
+export function stringQuery(req: Request, name: string): string | undefined {
+  const value = (req.query as Record<string, unknown>)[name];
+  if (value === undefined || typeof value === 'string') return value;
+  throw new Errors.InvalidQuery({ errors: { [name]: ['must be given once'] } });
+}

@@ -1,0 +1,55 @@
+// `tokenvault dev`: the API on one machine, ready to use. On first start it creates a development tenant with a
+// management application whose key is TOKENVAULT_DEV_ROOT_KEY (or a fresh one), and prints the URL and the key.
+// On etcd the tenant id is fixed, so a restart with the same root key finds its tenant again.
+import { generateApiKey, hashKey } from '../auth/api-keys.js';
+import { OPERATOR_ACTOR_ID } from '../auth/principal.js';
+import type { Config } from '../config/config.js';
+import { MANAGEMENT_DEFAULT } from '../domain/permissions/permissions.js';
+import type { Logger } from '../observability/logger.js';
+import { keys } from '../store/keys.js';
+import { startApi, type RunningApi } from './api.js';
+
+export const DEV_TENANT_ID = 'a7d3f1c2-0d5e-4b8a-9c61-2f4e8b7d0001';
+
+export interface RunningDev extends RunningApi {
+  managementKey: string;
+  operatorKey?: string;
+}
+
+export async function startDev(config: Config, logger: Logger): Promise<RunningDev> {
+  // Dev always has an operator key, so the admin endpoints can be tried too.
+  const operatorKey = config.operatorKeyHash === undefined ? generateApiKey() : undefined;
+  const effective: Config = operatorKey ? { ...config, operatorKeyHash: hashKey(operatorKey) } : config;
+  const api = await startApi(effective, logger);
+  const { store, services } = api.context;
+  const managementKey = config.devRootKey ?? generateApiKey();
+
+  if ((await store.get(keys.apiKey(hashKey(managementKey)))) === undefined) {
+    if ((await store.get(keys.tenant(DEV_TENANT_ID))) === undefined) {
+      await services.tenants.create({ id: DEV_TENANT_ID, name: 'Development', management_application_name: 'Development management' }, managementKey);
+    } else {
+      const { record } = services.applications.prepare(
+        DEV_TENANT_ID,
+        OPERATOR_ACTOR_ID,
+        { name: 'Development management', type: 'management', permissions: MANAGEMENT_DEFAULT },
+        managementKey,
+      );
+      await services.applications.insert(record);
+    }
+  }
+  return { ...api, managementKey, operatorKey };
+}
+
+export function devBanner(dev: RunningDev, config: Config): string {
+  const lines = [
+    'tokenvault dev is running',
+    `  URL:            ${dev.url}`,
+    `  Management key: ${dev.managementKey}`,
+    ...(dev.operatorKey ? [`  Operator key:   ${dev.operatorKey}`] : []),
+    `  Store:          ${config.store.kind === 'memory' ? 'memory (everything is lost on exit)' : 'etcd'}`,
+    '',
+    'Try:',
+    `  curl -H "BT-API-KEY: ${dev.managementKey}" ${dev.url}/tenants/self`,
+  ];
+  return lines.join('\n');
+}

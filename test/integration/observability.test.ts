@@ -1,0 +1,72 @@
+// Probes, metrics and logs as an operator meets them: liveness without the store, readiness that follows etcd,
+// metrics by route pattern, and log lines that never carry keys, nonces or bodies.
+import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { Writable } from 'node:stream';
+import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { startEtcd, type EtcdProcess } from '../support/etcd.js';
+import { call, client } from '../support/http.js';
+import { eventually } from '../support/wait.js';
+
+const logLines: string[] = [];
+const logSink = new Writable({
+  write(chunk, _encoding, done) {
+    logLines.push(String(chunk));
+    done();
+  },
+});
+
+let etcd: EtcdProcess;
+let api: TestApi;
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+  api = await startTestApi({ TOKENVAULT_STORE: `etcd://${new URL(etcd.endpoint).host}`, TOKENVAULT_LOG_LEVEL: 'info' }, logSink);
+}, 30_000);
+
+afterAll(async () => {
+  await api?.close();
+  await etcd?.stop();
+});
+
+test('metrics count requests by route pattern, never by raw path', async () => {
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  const app = await createApplication(api.url, managementKey, { name: 'm', type: 'private', permissions: ['token:use'] });
+  await client(api.url, managementKey).get(`/applications/${app.id}`);
+  const metrics = await call(api.url, 'GET', '/metrics');
+  expect(metrics.status).toBe(200);
+  expect(metrics.body).toContain('tokenvault_http_requests_total{route="/applications/:id",method="GET",status="200"}');
+  expect(metrics.body).toContain('tokenvault_http_request_duration_seconds_bucket');
+  expect(metrics.body).toMatch(/tokenvault_store_operation_duration_seconds_count\{operation="get",outcome="ok"\}/);
+  expect(metrics.body).not.toContain(app.id);
+});
+
+test('logs never contain keys, nonces or request bodies', async () => {
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  const pub = await createApplication(api.url, managementKey, { name: 'secret-name-xyz', type: 'public', permissions: ['token:create'] });
+  const session = await client(api.url, pub.key).post('/sessions');
+  await client(api.url, managementKey).post('/sessions/authorize', { body: { nonce: session.body.nonce, permissions: ['token:read'] } });
+  await client(api.url, managementKey).post('/applications', { raw: '{"name": "4242424242424242"' });
+  const text = logLines.join('');
+  expect(text).toContain('"msg":"request"');
+  for (const secret of [managementKey, pub.key, session.body.session_key, session.body.nonce, api.operatorKey, 'secret-name-xyz', '4242424242424242']) {
+    expect(text).not.toContain(secret);
+  }
+});
+
+test('healthz answers without the store; readyz and requests turn 503 when etcd is gone', async () => {
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  const mgmt = client(api.url, managementKey);
+  expect((await call(api.url, 'GET', '/readyz')).status).toBe(200);
+  expect((await mgmt.get('/tenants/self')).status).toBe(200);
+
+  await etcd.kill();
+  const started = Date.now();
+  expect((await call(api.url, 'GET', '/healthz')).status).toBe(200);
+  const ready = await call(api.url, 'GET', '/readyz');
+  expect(ready.status).toBe(503);
+  expect(ready.body.code).toBe('TV_STORE_UNAVAILABLE');
+  const read = await mgmt.get('/tenants/self');
+  expect(read.status).toBe(503);
+  expect(read.headers.get('content-type')).toMatch(/problem\+json/);
+  expect(Date.now() - started).toBeLessThan(15_000);
+}, 30_000);

@@ -1,0 +1,214 @@
+// Every route against the same hostile inputs: no key, an unknown key, a key without the permission, another
+// tenant's ids, malformed and oversized bodies. The answer is always a problem document with the right 4xx.
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
+import { generateApiKey } from '../../src/auth/api-keys.js';
+import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { call } from '../support/http.js';
+
+interface Route {
+  method: string;
+  /** `:id` is replaced by an application id of the tenant under test (or another tenant's). */
+  path: string;
+  permission?: string;
+  body?: Record<string, unknown>;
+  /** Bodies the route must refuse with 400, with the field the problem must name. */
+  invalid?: Array<[unknown, string]>;
+}
+
+const appBody = { name: 'matrix app', type: 'private', permissions: ['token:read'] };
+
+const ROUTES: Route[] = [
+  {
+    method: 'POST',
+    path: '/applications',
+    permission: 'application:create',
+    body: appBody,
+    invalid: [
+      [{ ...appBody, name: 'x'.repeat(201) }, 'name'],
+      [{ ...appBody, name: 42 }, 'name'],
+      [{ ...appBody, type: 'superuser' }, 'type'],
+      [{ type: 'private' }, 'name'],
+      [{ ...appBody, permissions: ['token:fly'] }, 'permissions[0]'],
+      [{ ...appBody, type: 'public' }, 'permissions[0]'],
+      [{ ...appBody, rules: [{ priority: 'high', transform: 'reveal', permissions: ['token:read'], container: '/' }] }, 'rules[0].priority'],
+      [{ ...appBody, rules: [{ priority: 1, transform: 'show', permissions: ['token:read'], container: '/' }] }, 'rules[0].transform'],
+      [{ ...appBody, rules: [{ priority: 1, transform: 'reveal', permissions: ['token:read'], container: 'pci' }] }, 'rules[0].container'],
+      [{ ...appBody, expires_at: 'tomorrow' }, 'expires_at'],
+      [{ ...appBody, expires_at: '2001-01-01T00:00:00Z' }, 'expires_at'],
+      [[appBody], 'body'],
+    ],
+  },
+  { method: 'GET', path: '/applications', permission: 'application:read' },
+  { method: 'GET', path: '/applications/:id', permission: 'application:read' },
+  {
+    method: 'PUT',
+    path: '/applications/:id',
+    permission: 'application:update',
+    body: { name: 'renamed', permissions: ['token:use'] },
+    invalid: [
+      [{ name: '' }, 'name'],
+      [{ name: 'x'.repeat(201) }, 'name'],
+      [{ name: 'ok', type: 'public' }, 'type'],
+      [{ name: 'ok', permissions: 'token:read' }, 'permissions'],
+    ],
+  },
+  { method: 'POST', path: '/applications/:id/regenerate', permission: 'application:update' },
+  { method: 'DELETE', path: '/applications/:id', permission: 'application:delete' },
+  { method: 'GET', path: '/tenants/self', permission: 'tenant:read' },
+  {
+    method: 'PUT',
+    path: '/tenants/self',
+    permission: 'tenant:update',
+    body: { name: 'matrix tenant', settings: { deduplicate_tokens: 'true' } },
+    invalid: [
+      [{ name: 'x'.repeat(201) }, 'name'],
+      [{ name: 'ok', settings: { deduplicate_tokens: true } }, 'settings.deduplicate_tokens'],
+      [{ name: 'ok', settings: { deduplicate_tokens: 'yes' } }, 'settings.deduplicate_tokens'],
+      [{ name: 'ok', settings: { dedupe: 'true' } }, 'settings.dedupe'],
+      [{ settings: {} }, 'name'],
+    ],
+  },
+  { method: 'GET', path: '/tenants/self/reports/usage', permission: 'report:read' },
+  { method: 'DELETE', path: '/tenants/self', permission: 'tenant:delete' },
+  { method: 'GET', path: '/permissions' },
+  { method: 'POST', path: '/sessions' },
+  { method: 'POST', path: '/sessions/authorize', body: { nonce: 'x', permissions: ['token:read'] } },
+];
+
+let api: TestApi;
+let tenant: { tenantId: string; managementKey: string };
+let other: { tenantId: string; managementKey: string };
+let noPermissionKey: string;
+let otherAppId: string;
+
+beforeAll(async () => {
+  api = await startTestApi();
+  tenant = await createTenant(api.url, api.operatorKey);
+  other = await createTenant(api.url, api.operatorKey);
+  noPermissionKey = (await createApplication(api.url, tenant.managementKey, { name: 'nothing', type: 'management', permissions: [] })).key;
+  otherAppId = (await createApplication(api.url, other.managementKey, { name: 'theirs', type: 'private', permissions: ['token:read'] })).id;
+});
+
+afterAll(async () => {
+  await api?.close();
+});
+
+function expectProblem(answer: { status: number; headers: Headers; body: any }, status: number) {
+  expect(answer.status).toBe(status);
+  expect(answer.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+  expect(answer.body).toMatchObject({ status, title: expect.any(String), detail: expect.any(String), code: expect.stringMatching(/^TV_/) });
+  expect(answer.headers.get('bt-trace-id')).toBeTruthy();
+}
+
+async function ownAppId(): Promise<string> {
+  return (await createApplication(api.url, tenant.managementKey, { name: 'mine', type: 'private', permissions: ['token:read'] })).id;
+}
+
+const label = (r: Route) => `${r.method} ${r.path}`;
+
+describe.each(ROUTES.map((r) => [label(r), r] as const))('%s', (_name, route) => {
+  const path = (id: string = randomUUID()) => route.path.replace(':id', id);
+
+  test('without a key → 401', async () => {
+    expectProblem(await call(api.url, route.method, path(), { body: route.body }), 401);
+  });
+
+  test('with an unknown key → 401', async () => {
+    expectProblem(await call(api.url, route.method, path(), { key: generateApiKey(), body: route.body }), 401);
+  });
+
+  test('with a malformed key → 401', async () => {
+    expectProblem(await call(api.url, route.method, path(), { key: 'not-a-key', body: route.body }), 401);
+  });
+
+  test('with the operator key → 403 (it is no tenant key)', async () => {
+    expectProblem(await call(api.url, route.method, path(), { key: api.operatorKey, body: route.body }), 403);
+  });
+
+  if (route.permission) {
+    test(`without ${route.permission} → 403`, async () => {
+      expectProblem(await call(api.url, route.method, path(), { key: noPermissionKey, body: route.body }), 403);
+    });
+  }
+
+  if (route.path.includes(':id')) {
+    test("another tenant's id → 404, and theirs is untouched", async () => {
+      expectProblem(await call(api.url, route.method, path(otherAppId), { key: tenant.managementKey, body: route.body }), 404);
+      const theirs = await call(api.url, 'GET', `/applications/${otherAppId}`, { key: other.managementKey });
+      expect(theirs.status).toBe(200);
+      expect(theirs.body.name).toBe('theirs');
+    });
+
+    test('an id that is no UUID → 404', async () => {
+      expectProblem(await call(api.url, route.method, path('not-a-uuid'), { key: tenant.managementKey, body: route.body }), 404);
+    });
+  }
+
+  if (route.body) {
+    test('malformed JSON → 400', async () => {
+      const id = route.path.includes(':id') ? await ownAppId() : undefined;
+      const answer = await call(api.url, route.method, path(id), { key: tenant.managementKey, raw: '{"name": "unterminated' });
+      expectProblem(answer, 400);
+      expect(answer.body.code).toBe('TV_MALFORMED_JSON');
+    });
+
+    test('a body over 1 MB → 413', async () => {
+      const id = route.path.includes(':id') ? await ownAppId() : undefined;
+      const huge = JSON.stringify({ ...route.body, padding: 'x'.repeat(1024 * 1024 + 10) });
+      expectProblem(await call(api.url, route.method, path(id), { key: tenant.managementKey, raw: huge }), 413);
+    });
+  }
+
+  for (const [body, field] of route.invalid ?? []) {
+    test(`invalid body naming ${field} → 400`, async () => {
+      const id = route.path.includes(':id') ? await ownAppId() : undefined;
+      const answer = await call(api.url, route.method, path(id), { key: tenant.managementKey, body });
+      expectProblem(answer, 400);
+      expect(Object.keys(answer.body.errors ?? {})).toContain(field);
+    });
+  }
+});
+
+describe('admin routes', () => {
+  const ADMIN = [
+    ['POST', '/admin/tenants', { name: 'x' }],
+    ['GET', '/admin/tenants', undefined],
+    ['GET', `/admin/tenants/${randomUUID()}`, undefined],
+    ['PUT', `/admin/tenants/${randomUUID()}`, { name: 'x' }],
+    ['DELETE', `/admin/tenants/${randomUUID()}`, undefined],
+  ] as const;
+
+  test.each(ADMIN)('%s %s: no key → 401, a tenant key → 403', async (method, path, body) => {
+    expectProblem(await call(api.url, method, path, { body }), 401);
+    expectProblem(await call(api.url, method, path, { key: tenant.managementKey, body }), 403);
+  });
+
+  test('invalid tenant bodies → 400 naming the field', async () => {
+    for (const [body, field] of [
+      [{ name: 'x'.repeat(201) }, 'name'],
+      [{ name: 'ok', id: 'nope' }, 'id'],
+      [{ name: 'ok', settings: { fingerprint_tokens: 'maybe' } }, 'settings.fingerprint_tokens'],
+    ] as const) {
+      const answer = await call(api.url, 'POST', '/admin/tenants', { key: api.operatorKey, body });
+      expectProblem(answer, 400);
+      expect(Object.keys(answer.body.errors)).toContain(field);
+    }
+  });
+
+  test('paging parameters out of range → 400', async () => {
+    for (const query of ['size=0', 'size=101', 'page=0', 'page=abc', 'size=1.5']) {
+      expectProblem(await call(api.url, 'GET', `/admin/tenants?${query}`, { key: api.operatorKey }), 400);
+      expectProblem(await call(api.url, 'GET', `/applications?${query}`, { key: tenant.managementKey }), 400);
+    }
+  });
+});
+
+test('an unknown route → 404 problem', async () => {
+  expectProblem(await call(api.url, 'GET', '/no/such/thing', { key: tenant.managementKey }), 404);
+});
+
+test('BT-TRACE-ID is echoed when given', async () => {
+  const answer = await call(api.url, 'GET', '/tenants/self', { key: tenant.managementKey, headers: { 'BT-TRACE-ID': 'trace-123' } });
+  expect(answer.headers.get('bt-trace-id')).toBe('trace-123');
+});

@@ -1,0 +1,102 @@
+// Tenants: the self endpoints, settings, usage, deletion; and the operator's administration.
+import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { keys } from '../../src/store/keys.js';
+import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { call, client } from '../support/http.js';
+import { eventually } from '../support/wait.js';
+
+let api: TestApi;
+
+beforeAll(async () => {
+  api = await startTestApi();
+});
+
+afterAll(async () => {
+  await api?.close();
+});
+
+test('a new tenant has default settings and a management key that reads it', async () => {
+  const created = await call(api.url, 'POST', '/admin/tenants', { key: api.operatorKey, body: { name: 'Acme' } });
+  expect(created.status).toBe(201);
+  expect(created.body.application).toMatchObject({ type: 'management', tenant_id: created.body.tenant.id });
+  const self = await client(api.url, created.body.application.key).get('/tenants/self');
+  expect(self.status).toBe(200);
+  expect(self.body).toMatchObject({
+    id: created.body.tenant.id,
+    name: 'Acme',
+    owner_id: expect.any(String),
+    settings: { deduplicate_tokens: 'false', fingerprint_tokens: 'true' },
+    created_at: expect.any(String),
+  });
+});
+
+test('PUT /tenants/self renames and changes settings, keeping the others', async () => {
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  const mgmt = client(api.url, managementKey);
+  const updated = await mgmt.put('/tenants/self', { body: { name: 'Renamed', settings: { deduplicate_tokens: 'true' } } });
+  expect(updated.status).toBe(200);
+  expect(updated.body).toMatchObject({ name: 'Renamed', settings: { deduplicate_tokens: 'true', fingerprint_tokens: 'true' } });
+  expect(updated.body.modified_by).toBeTruthy();
+  expect((await mgmt.get('/tenants/self')).body.name).toBe('Renamed');
+});
+
+test('the usage report has the platform shape with zero counts', async () => {
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  const report = await client(api.url, managementKey).get('/tenants/self/reports/usage');
+  expect(report.status).toBe(200);
+  expect(report.body).toEqual({ token_report: { metrics_by_type: {}, included_monthly_active_tokens: 0, monthly_active_tokens: 0 } });
+});
+
+test('deleting a tenant removes its data and every key', async () => {
+  const { tenantId, managementKey } = await createTenant(api.url, api.operatorKey);
+  const app = await createApplication(api.url, managementKey, { name: 'pub', type: 'public', permissions: ['token:create'] });
+  const session = await client(api.url, app.key).post('/sessions');
+  expect(session.status).toBe(201);
+
+  expect((await client(api.url, managementKey).delete('/tenants/self')).status).toBe(204);
+  for (const key of [managementKey, app.key, session.body.session_key]) {
+    await eventually(async () => expect((await client(api.url, key).get('/applications/key')).status).toBe(401));
+  }
+  const store = api.context.store;
+  expect(await store.count(keys.tenantData(tenantId))).toBe(0);
+  expect(await store.get(keys.tenant(tenantId))).toBeUndefined();
+  expect((await call(api.url, 'GET', `/admin/tenants/${tenantId}`, { key: api.operatorKey })).status).toBe(404);
+});
+
+test('an interrupted delete is finished by deleting again', async () => {
+  const { tenantId, managementKey } = await createTenant(api.url, api.operatorKey);
+  // Simulate a crash right after the first step: the record is marked, nothing else is gone yet.
+  const store = api.context.store;
+  const record = JSON.parse((await store.get(keys.tenant(tenantId)))!.value);
+  await store.put(keys.tenant(tenantId), JSON.stringify({ ...record, deleting: true }));
+  await eventually(async () => expect((await client(api.url, managementKey).get('/tenants/self')).status).toBe(401));
+  expect((await call(api.url, 'GET', '/admin/tenants?size=100', { key: api.operatorKey })).body.data.map((t: { id: string }) => t.id)).not.toContain(tenantId);
+
+  expect((await call(api.url, 'DELETE', `/admin/tenants/${tenantId}`, { key: api.operatorKey })).status).toBe(204);
+  expect(await store.count(keys.tenantData(tenantId))).toBe(0);
+  expect(await store.get(keys.tenant(tenantId))).toBeUndefined();
+});
+
+test('the operator lists, reads, renames and deletes tenants; a chosen id is honoured once', async () => {
+  const id = crypto.randomUUID();
+  const created = await call(api.url, 'POST', '/admin/tenants', { key: api.operatorKey, body: { id, name: 'Chosen' } });
+  expect(created.body.tenant.id).toBe(id);
+  const again = await call(api.url, 'POST', '/admin/tenants', { key: api.operatorKey, body: { id, name: 'Chosen' } });
+  expect(again.status).toBe(409);
+
+  const listed = await call(api.url, 'GET', '/admin/tenants?size=100', { key: api.operatorKey });
+  expect(listed.body.data.map((t: { id: string }) => t.id)).toContain(id);
+  const renamed = await call(api.url, 'PUT', `/admin/tenants/${id}`, { key: api.operatorKey, body: { name: 'Chosen 2' } });
+  expect(renamed.body.name).toBe('Chosen 2');
+  expect((await call(api.url, 'DELETE', `/admin/tenants/${id}`, { key: api.operatorKey })).status).toBe(204);
+  expect((await call(api.url, 'GET', `/admin/tenants/${id}`, { key: api.operatorKey })).status).toBe(404);
+});
+
+test('one tenant cannot see another tenant through any self endpoint', async () => {
+  const a = await createTenant(api.url, api.operatorKey, 'Tenant A');
+  const b = await createTenant(api.url, api.operatorKey, 'Tenant B');
+  expect((await client(api.url, a.managementKey).get('/tenants/self')).body.name).toBe('Tenant A');
+  expect((await client(api.url, b.managementKey).get('/tenants/self')).body.name).toBe('Tenant B');
+  const aApps = (await client(api.url, a.managementKey).get('/applications')).body.data.map((x: { tenant_id: string }) => x.tenant_id);
+  expect(new Set(aApps)).toEqual(new Set([a.tenantId]));
+});

@@ -1,0 +1,93 @@
+// Starts the real API in this process (for route tests) or as a child process (for multi-replica tests).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { generateApiKey } from '../../src/auth/api-keys.js';
+import { loadConfig } from '../../src/config/config.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { startApi, type RunningApi } from '../../src/server/api.js';
+import { call } from './http.js';
+import type { DestinationStream } from 'pino';
+
+export function testEtcdEndpoints(): string {
+  const endpoints = process.env.TOKENVAULT_TEST_ETCD_ENDPOINTS;
+  if (!endpoints) throw new Error('TOKENVAULT_TEST_ETCD_ENDPOINTS is not set: run the tests through make test or jest');
+  return endpoints;
+}
+
+/** `etcd://host:port` for the test etcd. */
+export function testEtcdStoreUrl(): string {
+  return `etcd://${testEtcdEndpoints().split(',').map((e) => new URL(e).host).join(',')}`;
+}
+
+export interface TestApi extends RunningApi {
+  operatorKey: string;
+}
+
+export async function startTestApi(env: Record<string, string> = {}, logDestination?: DestinationStream): Promise<TestApi> {
+  const operatorKey = generateApiKey();
+  const config = loadConfig({
+    env: {
+      TOKENVAULT_HOST: '127.0.0.1',
+      TOKENVAULT_PORT: '0',
+      TOKENVAULT_STORE: testEtcdStoreUrl(),
+      TOKENVAULT_OPERATOR_KEY: operatorKey,
+      TOKENVAULT_LOG_LEVEL: 'silent',
+      ...env,
+    },
+  });
+  const api = await startApi(config, createLogger(config.logLevel, logDestination));
+  return { ...api, operatorKey };
+}
+
+/** A fresh tenant through the operator API; returns its id and management key. */
+export async function createTenant(url: string, operatorKey: string, name = `tenant-${Math.random().toString(36).slice(2, 8)}`) {
+  const answer = await call(url, 'POST', '/admin/tenants', { key: operatorKey, body: { name } });
+  if (answer.status !== 201) throw new Error(`creating a tenant answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+  return { tenantId: answer.body.tenant.id as string, managementKey: answer.body.application.key as string };
+}
+
+/** An application of the given type in a tenant; returns its id and key. */
+export async function createApplication(url: string, managementKey: string, body: Record<string, unknown>) {
+  const answer = await call(url, 'POST', '/applications', { key: managementKey, body });
+  if (answer.status !== 201) throw new Error(`creating an application answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+  return { id: answer.body.id as string, key: answer.body.key as string };
+}
+
+export interface ChildApi {
+  url: string;
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** The built CLI as a separate process (`dist/` must exist: make test builds it). */
+export async function spawnApi(args: string[], env: Record<string, string>): Promise<ChildApi> {
+  const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', ...args], {
+    env: { PATH: process.env.PATH ?? '', TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the api did not start within 15 s')), 15_000);
+    child.once('exit', (code) => reject(new Error(`the api exited with ${code}`)));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      try {
+        const entry = JSON.parse(line) as { msg?: string; url?: string };
+        if (entry.msg === 'api listening' && entry.url) {
+          clearTimeout(timer);
+          resolve(entry.url);
+        }
+      } catch {
+        // not a log line
+      }
+    });
+  });
+  return {
+    url,
+    process: child,
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}

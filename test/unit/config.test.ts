@@ -1,0 +1,66 @@
+import { expect, test } from '@jest/globals';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateApiKey, hashKey } from '../../src/auth/api-keys.js';
+import { ConfigError, loadConfig } from '../../src/config/config.js';
+
+test('flags win over environment variables, which win over defaults', () => {
+  const config = loadConfig({ argv: ['--port', '9000'], env: { TOKENVAULT_PORT: '7000', TOKENVAULT_STORE: 'memory' } });
+  expect(config.port).toBe(9000);
+  expect(config.host).toBe('0.0.0.0');
+  expect(loadConfig({ env: { TOKENVAULT_PORT: '7000', TOKENVAULT_STORE: 'memory' } }).port).toBe(7000);
+});
+
+test('etcd endpoints, TLS and secrets from files', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tv-config-'));
+  const operatorKey = generateApiKey();
+  writeFileSync(join(dir, 'operator'), `${operatorKey}\n`);
+  writeFileSync(join(dir, 'kek'), Buffer.alloc(32, 7).toString('base64'));
+  const config = loadConfig({
+    env: {
+      TOKENVAULT_STORE: 'etcds://a:2379,b:2379',
+      TOKENVAULT_ETCD_CA_FILE: '/ca.pem',
+      TOKENVAULT_OPERATOR_KEY_FILE: join(dir, 'operator'),
+      TOKENVAULT_KEK_FILE: join(dir, 'kek'),
+    },
+  });
+  expect(config.store).toEqual({ kind: 'etcd', endpoints: ['https://a:2379', 'https://b:2379'], tls: { caFile: '/ca.pem', certFile: undefined, keyFile: undefined } });
+  expect(config.operatorKeyHash).toBe(hashKey(operatorKey));
+  expect(config.keyEncryptionKey).toEqual(Buffer.alloc(32, 7));
+});
+
+test('every bad value is reported at once, naming flag and variable, without echoing secrets', () => {
+  let error: ConfigError | undefined;
+  try {
+    loadConfig({
+      env: {
+        TOKENVAULT_PORT: 'eighty',
+        TOKENVAULT_STORE: 'redis://x',
+        TOKENVAULT_LOG_LEVEL: 'loud',
+        TOKENVAULT_KEK: 'c2hvcnQ=',
+        TOKENVAULT_OPERATOR_KEY: 'tooshortsecret',
+        TOKENVAULT_BODY_LIMIT_BYTES: '-1',
+        TOKENVAULT_OPERATOR_KEY_FILE: '/no/such/file',
+      },
+    });
+  } catch (caught) {
+    error = caught as ConfigError;
+  }
+  expect(error).toBeInstanceOf(ConfigError);
+  const text = error!.message;
+  for (const name of ['TOKENVAULT_PORT', 'TOKENVAULT_STORE', 'TOKENVAULT_LOG_LEVEL', 'TOKENVAULT_KEK', 'TOKENVAULT_BODY_LIMIT_BYTES', 'TOKENVAULT_OPERATOR_KEY_FILE']) {
+    expect(text).toContain(name);
+  }
+  expect(text).toContain('--port');
+  expect(text).not.toContain('c2hvcnQ=');
+});
+
+test('a missing store is an error for api, while dev defaults to memory', () => {
+  expect(() => loadConfig({ env: {} })).toThrow(/TOKENVAULT_STORE/);
+  expect(loadConfig({ env: {}, defaults: { store: 'memory' } }).store).toEqual({ kind: 'memory' });
+});
+
+test('unknown flags are refused', () => {
+  expect(() => loadConfig({ argv: ['--prot', '1'], env: { TOKENVAULT_STORE: 'memory' } })).toThrow(/prot/);
+});
