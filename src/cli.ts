@@ -1,6 +1,7 @@
 // The `tokenvault` command: one subcommand per process (see docs/architecture.md).
 import { ConfigError, loadConfig, type LoadOptions } from './config/config.js';
 import { createLogger, type Logger } from './observability/logger.js';
+import { keysCommand } from './crypto/rotate.js';
 import { startApi } from './server/api.js';
 import { devBanner, startDev } from './server/dev.js';
 import pino from 'pino';
@@ -12,6 +13,7 @@ commands:
   dev         api on the in-memory store with a ready tenant; prints the URL and a management key
   worker      run reactor code in sandboxes (not available yet)
   controller  reconcile Kubernetes custom resources (not available yet)
+  keys rotate re-wrap every tenant's data keys under the primary key-encryption key
 
 Every flag has an environment variable; see docs/configuration.md.`;
 
@@ -35,6 +37,8 @@ async function main(argv: string[]): Promise<number> {
       stopOnSignal(logger, () => dev.close());
       return -1;
     }
+    case 'keys':
+      return keysCommand(rest);
     case 'worker':
     case 'controller':
       process.stderr.write(`tokenvault ${command}: not available yet\n`);

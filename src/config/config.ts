@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { hashKey, isApiKey } from '../auth/api-keys.js';
+import { parseKeyEncryptionKeys } from '../crypto/keyring.js';
 import type { StoreSpec } from '../store/open.js';
 
 export type { StoreSpec };
@@ -17,8 +18,11 @@ export interface Config {
   logLevel: LogLevel;
   /** Hash of the operator key (the key itself is not kept), or undefined when none is configured. */
   operatorKeyHash?: string;
-  /** Key-encryption key material (32 bytes) when configured; dev mode generates one when absent. */
-  keyEncryptionKey?: Buffer;
+  /**
+   * Key-encryption keys (32 bytes each) when configured, primary (the one that wraps) first; the others only unwrap,
+   * during a rotation. Dev mode generates one when absent.
+   */
+  keyEncryptionKeys?: Buffer[];
   /** Key for the dev tenant's management application (`tokenvault dev` only). */
   devRootKey?: string;
   limits: {
@@ -26,6 +30,8 @@ export interface Config {
     sessionTtlSeconds: number;
     /** How long an idle key stays in the per-process key cache; watches evict changed keys immediately. */
     keyCacheSeconds: number;
+    /** How often each API process sweeps expired tokens. */
+    expirySweepSeconds: number;
   };
 }
 
@@ -62,11 +68,15 @@ export const SETTINGS = {
     env: 'TOKENVAULT_OPERATOR_KEY_FILE',
     description: 'File holding the operator key (a mounted Secret)',
   },
-  kek: { flag: 'kek', env: 'TOKENVAULT_KEK', description: 'Key-encryption key, 32 bytes in base64 (prefer the file)' },
+  kek: {
+    flag: 'kek',
+    env: 'TOKENVAULT_KEK',
+    description: 'Key-encryption keys, 32 bytes in base64 each, comma- or newline-separated, primary first (prefer the file)',
+  },
   kekFile: {
     flag: 'kek-file',
     env: 'TOKENVAULT_KEK_FILE',
-    description: 'File holding the key-encryption key, 32 bytes in base64 (a mounted Secret)',
+    description: 'File holding the key-encryption keys, one base64 key a line, primary first (a mounted Secret)',
   },
   devRootKey: {
     flag: 'dev-root-key',
@@ -84,6 +94,12 @@ export const SETTINGS = {
     env: 'TOKENVAULT_SESSION_TTL_SECONDS',
     description: 'Default session lifetime',
     default: '180',
+  },
+  expirySweep: {
+    flag: 'expiry-sweep-seconds',
+    env: 'TOKENVAULT_EXPIRY_SWEEP_SECONDS',
+    description: 'How often expired tokens are deleted (reads ignore them from expires_at on)',
+    default: '60',
   },
   keyCache: {
     flag: 'key-cache-seconds',
@@ -160,11 +176,15 @@ export function loadConfig(options: LoadOptions = {}): Config {
     problems.push(`${label('operatorKey')}: must be at least 32 characters`);
   }
 
-  let keyEncryptionKey: Buffer | undefined;
+  let keyEncryptionKeys: Buffer[] | undefined;
   const kek = readSecret('kek', 'kekFile');
   if (kek !== undefined) {
-    keyEncryptionKey = Buffer.from(kek, 'base64');
-    if (keyEncryptionKey.length !== 32) problems.push(`${label('kek')}: must be 32 bytes in base64`);
+    try {
+      keyEncryptionKeys = parseKeyEncryptionKeys(kek);
+    } catch (error) {
+      // The parser's message names the key by position only, so the secret is not repeated here.
+      problems.push(`${label(raw('kekFile') !== undefined ? 'kekFile' : 'kek')}: ${(error as Error).message}`);
+    }
   }
 
   const devRootKey = raw('devRootKey');
@@ -176,6 +196,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     bodyBytes: integer('bodyLimit', 1024, 64 * 1024 * 1024),
     sessionTtlSeconds: integer('sessionTtl', 10, 24 * 3600),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
+    expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
   };
 
   if (problems.length > 0) throw new ConfigError(problems);
@@ -185,7 +206,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     store: store ?? { kind: 'memory' },
     logLevel,
     operatorKeyHash: operatorKey === undefined ? undefined : hashKey(operatorKey),
-    keyEncryptionKey,
+    keyEncryptionKeys,
     devRootKey,
     limits,
   };

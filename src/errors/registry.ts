@@ -89,6 +89,7 @@ export const Errors = {
   RateLimited: define('TV_RATE_LIMITED', 429, 'Too Many Requests', 'Too many requests.'),
   // 5xx
   Internal: define('TV_INTERNAL', 500, 'Internal Server Error', 'An unexpected error occurred.'),
+  DecryptionFailed: define('TV_DECRYPTION_FAILED', 500, 'Internal Server Error', 'Stored data could not be decrypted.'),
   StoreUnavailable: define('TV_STORE_UNAVAILABLE', 503, 'Service Unavailable', 'The store is unavailable; retry later.'),
 } as const;
 

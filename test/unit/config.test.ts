@@ -27,7 +27,34 @@ test('etcd endpoints, TLS and secrets from files', () => {
   });
   expect(config.store).toEqual({ kind: 'etcd', endpoints: ['https://a:2379', 'https://b:2379'], tls: { caFile: '/ca.pem', certFile: undefined, keyFile: undefined } });
   expect(config.operatorKeyHash).toBe(hashKey(operatorKey));
-  expect(config.keyEncryptionKey).toEqual(Buffer.alloc(32, 7));
+  expect(config.keyEncryptionKeys).toEqual([Buffer.alloc(32, 7)]);
+});
+
+test('several key-encryption keys, primary first, separated by newlines or commas', () => {
+  const [a, b, c] = [1, 2, 3].map((n) => Buffer.alloc(32, n));
+  const dir = mkdtempSync(join(tmpdir(), 'tv-config-'));
+  writeFileSync(join(dir, 'keks'), `${a.toString('base64')}\n${b.toString('base64')}\r\n\n${c.toString('base64')}\n`);
+  expect(loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_KEK_FILE: join(dir, 'keks') } }).keyEncryptionKeys).toEqual([a, b, c]);
+  const inline = `${b.toString('base64')}, ${a.toString('base64')}`;
+  expect(loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_KEK: inline } }).keyEncryptionKeys).toEqual([b, a]);
+  expect(loadConfig({ env: { TOKENVAULT_STORE: 'memory' } }).keyEncryptionKeys).toBeUndefined();
+});
+
+test('a bad key among several is named by position, and no key text is repeated', () => {
+  const good = Buffer.alloc(32, 1).toString('base64');
+  // 48 bytes: a hex-looking key that is valid base64 but the wrong size.
+  const bad = 'ab'.repeat(32);
+  let error: ConfigError | undefined;
+  try {
+    loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_KEK: `${good},${bad}` } });
+  } catch (caught) {
+    error = caught as ConfigError;
+  }
+  expect(error).toBeInstanceOf(ConfigError);
+  expect(error!.message).toContain('TOKENVAULT_KEK');
+  expect(error!.message).toContain('key 2 of 2');
+  expect(error!.message).not.toContain(good);
+  expect(error!.message).not.toContain(bad);
 });
 
 test('every bad value is reported at once, naming flag and variable, without echoing secrets', () => {
