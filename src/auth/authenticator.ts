@@ -1,65 +1,48 @@
 // Resolves a BT-API-KEY to a principal. Lookups are cached per process and the cache is kept honest by watching the
 // key index and the tenant registry: a deleted, regenerated or re-permissioned key changes its index entry, the
-// watch evicts it on every replica (well within a second), and a deleted tenant's keys stop at once.
+// watch evicts it on every replica (well within a second); the TenantDirectory does the same for deleted tenants.
 import { LRUCache } from 'lru-cache';
 import { hashKey, isApiKey, sameHash } from './api-keys.js';
 import { principalFromEntry, type KeyIndexEntry, type Principal } from './principal.js';
 import { Errors } from '../errors/registry.js';
 import { keys } from '../store/keys.js';
 import type { Store, Watcher } from '../store/store.js';
+import type { TenantDirectory } from '../domain/tenants/directory.js';
 
 type CachedLookup = { principal: Principal } | { missing: true };
 
 export class Authenticator {
   private readonly keyCache: LRUCache<string, CachedLookup>;
-  private readonly liveTenants: LRUCache<string, boolean>;
   /** Bumped by every watch event; a lookup that saw it move while in flight does not cache its (maybe stale) answer. */
   private generation = 0;
-  private watchers: Watcher[] = [];
+  private watcher?: Watcher;
 
   constructor(
     private readonly store: Store,
+    private readonly tenants: TenantDirectory,
     private readonly options: { operatorKeyHash?: string; cacheSeconds: number },
   ) {
-    const ttl = options.cacheSeconds * 1000;
-    this.keyCache = new LRUCache({ max: 100_000, ttl });
-    this.liveTenants = new LRUCache({ max: 100_000, ttl });
+    this.keyCache = new LRUCache({ max: 100_000, ttl: options.cacheSeconds * 1000 });
   }
 
   /** Starts the watches; until then nothing is cached. */
   async start(): Promise<void> {
-    const reset = () => {
-      this.generation++;
-      this.keyCache.clear();
-      this.liveTenants.clear();
-    };
-    this.watchers = await Promise.all([
-      this.store.watch(
-        keys.apiKeys,
-        (event) => {
-          this.generation++;
-          this.keyCache.delete(event.key.slice(keys.apiKeys.length));
-        },
-        reset,
-      ),
-      this.store.watch(
-        keys.tenants,
-        (event) => {
-          this.generation++;
-          this.liveTenants.delete(event.key.slice(keys.tenants.length));
-        },
-        reset,
-      ),
-    ]);
-    this.caching = true;
+    this.watcher = await this.store.watch(
+      keys.apiKeys,
+      (event) => {
+        this.generation++;
+        this.keyCache.delete(event.key.slice(keys.apiKeys.length));
+      },
+      () => {
+        this.generation++;
+        this.keyCache.clear();
+      },
+    );
   }
 
-  private caching = false;
-
   async stop(): Promise<void> {
-    await Promise.all(this.watchers.map((w) => w.close()));
-    this.watchers = [];
-    this.caching = false;
+    await this.watcher?.close();
+    this.watcher = undefined;
   }
 
   /** The principal for a presented key; 401 for a missing, unknown or expired key. */
@@ -75,7 +58,8 @@ export class Authenticator {
     if (principal.expiresAt !== undefined && principal.expiresAt <= Date.now()) {
       throw new Errors.Unauthenticated('The key has expired.');
     }
-    if (!(await this.tenantIsLive(principal.tenantId))) throw new Errors.Unauthenticated();
+    // A tenant whose record is gone or marked for deletion authenticates nobody.
+    if ((await this.tenants.get(principal.tenantId)) === undefined) throw new Errors.Unauthenticated();
     return principal;
   }
 
@@ -85,20 +69,9 @@ export class Authenticator {
     const generation = this.generation;
     const entry = await this.store.get(keys.apiKey(hash));
     const principal = entry ? principalFromEntry(JSON.parse(entry.value) as KeyIndexEntry) : undefined;
-    if (this.caching && generation === this.generation) {
+    if (this.watcher && generation === this.generation) {
       this.keyCache.set(hash, principal ? { principal } : { missing: true });
     }
     return principal;
-  }
-
-  /** A tenant whose record is gone or marked for deletion authenticates nobody. */
-  private async tenantIsLive(tenantId: string): Promise<boolean> {
-    const cached = this.liveTenants.get(tenantId);
-    if (cached !== undefined) return cached;
-    const generation = this.generation;
-    const entry = await this.store.get(keys.tenant(tenantId));
-    const live = entry !== undefined && !(JSON.parse(entry.value) as { deleting?: boolean }).deleting;
-    if (this.caching && generation === this.generation) this.liveTenants.set(tenantId, live);
-    return live;
   }
 }

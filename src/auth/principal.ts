@@ -29,6 +29,9 @@ export type Principal =
     }
   | { kind: 'operator' };
 
+/** A key that belongs to a tenant: an application's or a session's. */
+export type TenantPrincipal = Extract<Principal, { kind: 'application' | 'session' }>;
+
 /** The id recorded as `created_by` / `modified_by` for changes the principal makes. */
 export function actorId(principal: Principal): string {
   if (principal.kind === 'operator') return OPERATOR_ACTOR_ID;

@@ -9,6 +9,10 @@ import { sessionRoutes } from '../domain/sessions/routes.js';
 import type { SessionService } from '../domain/sessions/service.js';
 import { adminTenantRoutes, tenantRoutes } from '../domain/tenants/routes.js';
 import type { TenantService } from '../domain/tenants/service.js';
+import type { IdempotencyService } from '../domain/idempotency/service.js';
+import type { Detokenizer } from '../domain/tokens/detokenizer.js';
+import { tokenRoutes } from '../domain/tokens/routes.js';
+import type { TokenService } from '../domain/tokens/service.js';
 import { Errors } from '../errors/registry.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -28,6 +32,9 @@ export interface ApiContext {
     applications: ApplicationService;
     tenants: TenantService;
     sessions: SessionService;
+    tokens: TokenService;
+    detokenizer: Detokenizer;
+    idempotency: IdempotencyService;
   };
 }
 
@@ -58,7 +65,8 @@ export function createApp(context: ApiContext): Express {
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
   app.use(express.json({ limit: config.limits.bodyBytes, type: JSON_TYPES, strict: false }));
-  app.use(applicationRoutes(services.applications));
+  app.use(applicationRoutes(services.applications, services.idempotency));
+  app.use(tokenRoutes(services.tokens, services.detokenizer, services.idempotency));
   app.use(tenantRoutes(services.tenants));
   app.use(sessionRoutes(services.sessions));
   app.use(adminTenantRoutes(services.tenants));

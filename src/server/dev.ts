@@ -3,7 +3,8 @@
 // On etcd the tenant id is fixed, so a restart with the same root key finds its tenant again.
 import { generateApiKey, hashKey } from '../auth/api-keys.js';
 import { OPERATOR_ACTOR_ID } from '../auth/principal.js';
-import type { Config } from '../config/config.js';
+import { ConfigError, SETTINGS, type Config } from '../config/config.js';
+import { KeyRing } from '../crypto/keyring.js';
 import { MANAGEMENT_DEFAULT } from '../domain/permissions/permissions.js';
 import type { Logger } from '../observability/logger.js';
 import { keys } from '../store/keys.js';
@@ -20,7 +21,13 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
   // Dev always has an operator key, so the admin endpoints can be tried too.
   const operatorKey = config.operatorKeyHash === undefined ? generateApiKey() : undefined;
   const effective: Config = operatorKey ? { ...config, operatorKeyHash: hashKey(operatorKey) } : config;
-  const api = await startApi(effective, logger);
+  // Without a configured KEK, dev wraps its data keys under one made for this run: fine for the memory store, which
+  // forgets everything anyway; on etcd that would leave the data unreadable after a restart, so a KEK is required.
+  if (!config.keyEncryptionKeys && config.store.kind !== 'memory') {
+    throw new ConfigError([`--${SETTINGS.kekFile.flag} / ${SETTINGS.kekFile.env}: dev on etcd needs a key-encryption key`]);
+  }
+  const keyRing = config.keyEncryptionKeys ? undefined : KeyRing.generate();
+  const api = await startApi(effective, logger, { keyRing });
   const { store, services } = api.context;
   const managementKey = config.devRootKey ?? generateApiKey();
 

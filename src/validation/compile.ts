@@ -7,7 +7,14 @@ import { Errors, type FieldErrors, type VaultErrorClass } from '../errors/regist
 // ajv-formats is CommonJS with a default export; under NodeNext the callable sits on `.default`.
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
 
-const ajv = new Ajv({ allErrors: true, removeAdditional: true, useDefaults: true, coerceTypes: false, strict: true });
+const ajv = new Ajv({
+  allErrors: true,
+  removeAdditional: true,
+  useDefaults: true,
+  coerceTypes: false,
+  strict: true,
+  allowUnionTypes: true,
+});
 addFormats(ajv, ['date-time', 'uuid', 'uri']);
 
 export type Validator<T> = (value: unknown) => T;

@@ -8,9 +8,12 @@ import { call } from '../support/http.js';
 
 interface Route {
   method: string;
-  /** `:id` is replaced by an application id of the tenant under test (or another tenant's). */
+  /** `:id` is replaced by an id of the tenant under test (or another tenant's): an application's, or a token's. */
   path: string;
   permission?: string;
+  /** Token routes are exercised with a private key that holds every token permission. */
+  tokens?: boolean;
+  contentType?: string;
   body?: Record<string, unknown>;
   /** Bodies the route must refuse with 400, with the field the problem must name. */
   invalid?: Array<[unknown, string]>;
@@ -72,6 +75,41 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/tenants/self/reports/usage', permission: 'report:read' },
   { method: 'DELETE', path: '/tenants/self', permission: 'tenant:delete' },
   { method: 'GET', path: '/permissions' },
+  {
+    method: 'POST',
+    path: '/tokens',
+    permission: 'token:create',
+    tokens: true,
+    body: { type: 'token', data: 'matrix' },
+    invalid: [
+      [{ type: 'card', data: { number: '1' } }, 'data.number'],
+      [{ type: 'token' }, 'data'],
+      [{ type: 'bogus', data: 1 }, 'type'],
+      [{ data: 1, containers: ['nope'] }, 'containers[0]'],
+      [{ data: 1, metadata: { a: 1 } }, 'metadata.a'],
+      [{ data: 1, expires_at: 'soon' }, 'expires_at'],
+      [{ data: 1, mask: '{{ data | no_such_filter }}' }, 'mask'],
+      [{ data: 1, id: 'a b' }, 'id'],
+    ],
+  },
+  { method: 'GET', path: '/tokens', permission: 'token:read', tokens: true },
+  { method: 'GET', path: '/tokens/:id', permission: 'token:read', tokens: true },
+  {
+    method: 'PATCH',
+    path: '/tokens/:id',
+    permission: 'token:update',
+    tokens: true,
+    contentType: 'application/merge-patch+json',
+    body: { metadata: { a: 'b' } },
+    invalid: [
+      [{ data: null }, 'data'],
+      [{ containers: 'pci' }, 'containers'],
+      [{ metadata: { a: 1 } }, 'metadata.a'],
+    ],
+  },
+  { method: 'DELETE', path: '/tokens/:id', permission: 'token:delete', tokens: true },
+  { method: 'POST', path: '/tokenize', permission: 'token:create', tokens: true, body: { a: 'x' } },
+  { method: 'POST', path: '/detokenize', permission: 'token:use', tokens: true, body: { a: 'x' } },
   { method: 'POST', path: '/sessions' },
   { method: 'POST', path: '/sessions/authorize', body: { nonce: 'x', permissions: ['token:read'] } },
 ];
@@ -81,6 +119,8 @@ let tenant: { tenantId: string; managementKey: string };
 let other: { tenantId: string; managementKey: string };
 let noPermissionKey: string;
 let otherAppId: string;
+let tokenKey: string;
+let otherTokenId: string;
 
 beforeAll(async () => {
   api = await startTestApi();
@@ -88,6 +128,10 @@ beforeAll(async () => {
   other = await createTenant(api.url, api.operatorKey);
   noPermissionKey = (await createApplication(api.url, tenant.managementKey, { name: 'nothing', type: 'management', permissions: [] })).key;
   otherAppId = (await createApplication(api.url, other.managementKey, { name: 'theirs', type: 'private', permissions: ['token:read'] })).id;
+  const allTokens = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'] }];
+  tokenKey = (await createApplication(api.url, tenant.managementKey, { name: 'tokens', type: 'private', rules: allTokens })).key;
+  const otherTokenKey = (await createApplication(api.url, other.managementKey, { name: 'tokens', type: 'private', rules: allTokens })).key;
+  otherTokenId = (await call(api.url, 'POST', '/tokens', { key: otherTokenKey, body: { type: 'token', data: 'theirs' } })).body.id;
 });
 
 afterAll(async () => {
@@ -101,7 +145,9 @@ function expectProblem(answer: { status: number; headers: Headers; body: any }, 
   expect(answer.headers.get('bt-trace-id')).toBeTruthy();
 }
 
-async function ownAppId(): Promise<string> {
+async function ownId(route: Route): Promise<string | undefined> {
+  if (!route.path.includes(':id')) return undefined;
+  if (route.tokens) return (await call(api.url, 'POST', '/tokens', { key: tokenKey, body: { type: 'token', data: 'mine' } })).body.id;
   return (await createApplication(api.url, tenant.managementKey, { name: 'mine', type: 'private', permissions: ['token:read'] })).id;
 }
 
@@ -109,61 +155,62 @@ const label = (r: Route) => `${r.method} ${r.path}`;
 
 describe.each(ROUTES.map((r) => [label(r), r] as const))('%s', (_name, route) => {
   const path = (id: string = randomUUID()) => route.path.replace(':id', id);
+  const headers = route.contentType ? { 'Content-Type': route.contentType } : undefined;
+  const ownKey = () => (route.tokens ? tokenKey : tenant.managementKey);
 
   test('without a key → 401', async () => {
-    expectProblem(await call(api.url, route.method, path(), { body: route.body }), 401);
+    expectProblem(await call(api.url, route.method, path(), { body: route.body, headers }), 401);
   });
 
   test('with an unknown key → 401', async () => {
-    expectProblem(await call(api.url, route.method, path(), { key: generateApiKey(), body: route.body }), 401);
+    expectProblem(await call(api.url, route.method, path(), { key: generateApiKey(), body: route.body, headers }), 401);
   });
 
   test('with a malformed key → 401', async () => {
-    expectProblem(await call(api.url, route.method, path(), { key: 'not-a-key', body: route.body }), 401);
+    expectProblem(await call(api.url, route.method, path(), { key: 'not-a-key', body: route.body, headers }), 401);
   });
 
   test('with the operator key → 403 (it is no tenant key)', async () => {
-    expectProblem(await call(api.url, route.method, path(), { key: api.operatorKey, body: route.body }), 403);
+    expectProblem(await call(api.url, route.method, path(), { key: api.operatorKey, body: route.body, headers }), 403);
   });
 
   if (route.permission) {
     test(`without ${route.permission} → 403`, async () => {
-      expectProblem(await call(api.url, route.method, path(), { key: noPermissionKey, body: route.body }), 403);
+      expectProblem(await call(api.url, route.method, path(), { key: noPermissionKey, body: route.body, headers }), 403);
     });
   }
 
   if (route.path.includes(':id')) {
     test("another tenant's id → 404, and theirs is untouched", async () => {
-      expectProblem(await call(api.url, route.method, path(otherAppId), { key: tenant.managementKey, body: route.body }), 404);
+      const theirId = route.tokens ? otherTokenId : otherAppId;
+      expectProblem(await call(api.url, route.method, path(theirId), { key: ownKey(), body: route.body, headers }), 404);
+      if (route.tokens) return;
       const theirs = await call(api.url, 'GET', `/applications/${otherAppId}`, { key: other.managementKey });
       expect(theirs.status).toBe(200);
       expect(theirs.body.name).toBe('theirs');
     });
 
-    test('an id that is no UUID → 404', async () => {
-      expectProblem(await call(api.url, route.method, path('not-a-uuid'), { key: tenant.managementKey, body: route.body }), 404);
+    test('an id of no such resource → 404', async () => {
+      expectProblem(await call(api.url, route.method, path(route.tokens ? 'no-such-token' : 'not-a-uuid'), { key: ownKey(), body: route.body, headers }), 404);
     });
   }
 
   if (route.body) {
     test('malformed JSON → 400', async () => {
-      const id = route.path.includes(':id') ? await ownAppId() : undefined;
-      const answer = await call(api.url, route.method, path(id), { key: tenant.managementKey, raw: '{"name": "unterminated' });
+      const answer = await call(api.url, route.method, path(await ownId(route)), { key: ownKey(), raw: '{"name": "unterminated', headers });
       expectProblem(answer, 400);
       expect(answer.body.code).toBe('TV_MALFORMED_JSON');
     });
 
     test('a body over 1 MB → 413', async () => {
-      const id = route.path.includes(':id') ? await ownAppId() : undefined;
       const huge = JSON.stringify({ ...route.body, padding: 'x'.repeat(1024 * 1024 + 10) });
-      expectProblem(await call(api.url, route.method, path(id), { key: tenant.managementKey, raw: huge }), 413);
+      expectProblem(await call(api.url, route.method, path(await ownId(route)), { key: ownKey(), raw: huge, headers }), 413);
     });
   }
 
   for (const [body, field] of route.invalid ?? []) {
     test(`invalid body naming ${field} → 400`, async () => {
-      const id = route.path.includes(':id') ? await ownAppId() : undefined;
-      const answer = await call(api.url, route.method, path(id), { key: tenant.managementKey, body });
+      const answer = await call(api.url, route.method, path(await ownId(route)), { key: ownKey(), body, headers });
       expectProblem(answer, 400);
       expect(Object.keys(answer.body.errors ?? {})).toContain(field);
     });

@@ -15,6 +15,17 @@ afterAll(async () => {
   await api?.close();
 });
 
+/** Every tenant id the operator lists, across all pages (the test etcd is shared with other test files). */
+async function listedTenantIds(): Promise<string[]> {
+  const ids: string[] = [];
+  for (let page = 1; ; page++) {
+    const answer = await call(api.url, 'GET', `/admin/tenants?size=100&page=${page}`, { key: api.operatorKey });
+    expect(answer.status).toBe(200);
+    ids.push(...answer.body.data.map((t: { id: string }) => t.id));
+    if (page >= answer.body.pagination.total_pages) return ids;
+  }
+}
+
 test('a new tenant has default settings and a management key that reads it', async () => {
   const created = await call(api.url, 'POST', '/admin/tenants', { key: api.operatorKey, body: { name: 'Acme' } });
   expect(created.status).toBe(201);
@@ -70,7 +81,7 @@ test('an interrupted delete is finished by deleting again', async () => {
   const record = JSON.parse((await store.get(keys.tenant(tenantId)))!.value);
   await store.put(keys.tenant(tenantId), JSON.stringify({ ...record, deleting: true }));
   await eventually(async () => expect((await client(api.url, managementKey).get('/tenants/self')).status).toBe(401));
-  expect((await call(api.url, 'GET', '/admin/tenants?size=100', { key: api.operatorKey })).body.data.map((t: { id: string }) => t.id)).not.toContain(tenantId);
+  expect(await listedTenantIds()).not.toContain(tenantId);
 
   expect((await call(api.url, 'DELETE', `/admin/tenants/${tenantId}`, { key: api.operatorKey })).status).toBe(204);
   expect(await store.count(keys.tenantData(tenantId))).toBe(0);
@@ -84,8 +95,7 @@ test('the operator lists, reads, renames and deletes tenants; a chosen id is hon
   const again = await call(api.url, 'POST', '/admin/tenants', { key: api.operatorKey, body: { id, name: 'Chosen' } });
   expect(again.status).toBe(409);
 
-  const listed = await call(api.url, 'GET', '/admin/tenants?size=100', { key: api.operatorKey });
-  expect(listed.body.data.map((t: { id: string }) => t.id)).toContain(id);
+  expect(await listedTenantIds()).toContain(id);
   const renamed = await call(api.url, 'PUT', `/admin/tenants/${id}`, { key: api.operatorKey, body: { name: 'Chosen 2' } });
   expect(renamed.body.name).toBe('Chosen 2');
   expect((await call(api.url, 'DELETE', `/admin/tenants/${id}`, { key: api.operatorKey })).status).toBe(204);

@@ -19,6 +19,9 @@ export function testEtcdStoreUrl(): string {
   return `etcd://${testEtcdEndpoints().split(',').map((e) => new URL(e).host).join(',')}`;
 }
 
+/** One key-encryption key for every API a test run starts, so replicas can read each other's data. */
+export const TEST_KEK = Buffer.alloc(32, 42).toString('base64');
+
 export interface TestApi extends RunningApi {
   operatorKey: string;
 }
@@ -31,6 +34,7 @@ export async function startTestApi(env: Record<string, string> = {}, logDestinat
       TOKENVAULT_PORT: '0',
       TOKENVAULT_STORE: testEtcdStoreUrl(),
       TOKENVAULT_OPERATOR_KEY: operatorKey,
+      TOKENVAULT_KEK: TEST_KEK,
       TOKENVAULT_LOG_LEVEL: 'silent',
       ...env,
     },
@@ -62,7 +66,7 @@ export interface ChildApi {
 /** The built CLI as a separate process (`dist/` must exist: make test builds it). */
 export async function spawnApi(args: string[], env: Record<string, string>): Promise<ChildApi> {
   const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', ...args], {
-    env: { PATH: process.env.PATH ?? '', TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'info', ...env },
+    env: { PATH: process.env.PATH ?? '', TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'info', TOKENVAULT_KEK: TEST_KEK, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const url = await new Promise<string>((resolve, reject) => {

@@ -7,14 +7,18 @@ import { parsePaging } from '../paging.js';
 import { APPLICATION_TYPES, PERMISSIONS, type ApplicationType } from '../permissions/permissions.js';
 import { validateCreateApplication, validateUpdateApplication } from './schema.js';
 import type { ApplicationService } from './service.js';
+import type { IdempotencyService } from '../idempotency/service.js';
 
-export function applicationRoutes(applications: ApplicationService): Router {
+export function applicationRoutes(applications: ApplicationService, idempotency: IdempotencyService): Router {
   const router = Router();
 
   router.post('/applications', requirePermission('application:create'), async (req, res) => {
     const principal = tenantPrincipal(req);
-    const body = validateCreateApplication(req.body);
-    res.status(201).json(await applications.create(principal.tenantId, actorId(principal), body));
+    const answer = await idempotency.run(principal, req.get('bt-idempotency-key'), { route: 'POST /applications', body: req.body }, async () => ({
+      status: 201,
+      body: await applications.create(principal.tenantId, actorId(principal), validateCreateApplication(req.body)),
+    }));
+    res.status(answer.status).json(answer.body);
   });
 
   router.get('/applications', requirePermission('application:read'), async (req, res) => {

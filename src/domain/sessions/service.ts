@@ -4,7 +4,7 @@
 // revision: when two replicas race for one nonce, exactly one transaction commits.
 import { randomUUID } from 'node:crypto';
 import { generateApiKey, generateNonce, hashKey } from '../../auth/api-keys.js';
-import type { KeyIndexEntry, Principal } from '../../auth/principal.js';
+import type { KeyIndexEntry, TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, secondsUntil } from '../../store/records.js';
@@ -35,15 +35,13 @@ export interface CreatedSession {
 /** The longest a session may be authorized to live, counted from its creation. */
 const MAX_SESSION_SECONDS = 24 * 3600;
 
-type ApplicationPrincipal = Extract<Principal, { kind: 'application' | 'session' }>;
-
 export class SessionService {
   constructor(
     private readonly store: Store,
     private readonly defaultTtlSeconds: number,
   ) {}
 
-  async create(principal: ApplicationPrincipal): Promise<CreatedSession> {
+  async create(principal: TenantPrincipal): Promise<CreatedSession> {
     if (principal.kind !== 'application' || principal.applicationType !== 'public') {
       throw new Errors.Forbidden('Sessions are created with a public application key.');
     }
@@ -79,7 +77,7 @@ export class SessionService {
   }
 
   /** The caller's key type is checked before the body, so a public key learns nothing from a malformed body. */
-  async authorize(principal: ApplicationPrincipal, requestBody: unknown): Promise<void> {
+  async authorize(principal: TenantPrincipal, requestBody: unknown): Promise<void> {
     if (principal.kind !== 'application' || principal.applicationType === 'public') {
       throw new Errors.Forbidden('Sessions are authorized with a private or management application key.');
     }

@@ -11,6 +11,7 @@ import type { Store } from '../../store/store.js';
 import { createApplicationOps, toApplication, type Application, type ApplicationRecord, type ApplicationService } from '../applications/service.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
 import { MANAGEMENT_DEFAULT } from '../permissions/permissions.js';
+import type { UsageService } from '../usage/service.js';
 import type { CreateTenantBody, TenantSettings, UpdateTenantBody } from './schema.js';
 
 export interface TenantRecord {
@@ -45,6 +46,7 @@ export class TenantService {
   constructor(
     private readonly store: Store,
     private readonly applications: ApplicationService,
+    private readonly usageService: UsageService,
   ) {}
 
   /** Operator: a tenant and its first management application, whose key is returned once. */
@@ -101,7 +103,7 @@ export class TenantService {
 
   async usage(id: string): Promise<UsageReport> {
     await this.load(id);
-    return { token_report: { metrics_by_type: {}, included_monthly_active_tokens: 0, monthly_active_tokens: 0 } };
+    return this.usageService.report(id);
   }
 
   /** Deletes the tenant, its keys and all its data. Safe to repeat after an interruption. */

@@ -2,10 +2,8 @@
 // handlers then take the principal from `tenantPrincipal(req)` and never look at headers themselves.
 import type { NextFunction, Request, Response } from 'express';
 import type { Authenticator } from '../../auth/authenticator.js';
-import type { Principal } from '../../auth/principal.js';
+import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
-
-export type TenantPrincipal = Extract<Principal, { kind: 'application' | 'session' }>;
 
 export function authenticate(authenticator: Authenticator) {
   return async (req: Request, _res: Response, next: NextFunction): Promise<void> => {

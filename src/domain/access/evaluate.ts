@@ -1,0 +1,78 @@
+// Deciding what a key may do with one token. A key with access rules is governed by its rules alone: they are read
+// by ascending priority and the first rule that matches the token and grants the permission decides the transform;
+// no such rule is a 403. A key without rules falls back to plain permissions: token:use reveals (for use), token:read
+// masks, the write permissions allow.
+import type { TenantPrincipal } from '../../auth/principal.js';
+import type { AccessRule, AccessRuleCondition } from './rules.js';
+
+export type Transform = AccessRule['transform'];
+
+/** The parts of a token that rules look at. */
+export interface TokenFacts {
+  id: string;
+  type: string;
+  containers: string[];
+}
+
+export type TokenPermission = 'token:create' | 'token:read' | 'token:update' | 'token:delete' | 'token:use';
+
+const PLAIN_TRANSFORM: Record<TokenPermission, Transform> = {
+  'token:create': 'reveal',
+  'token:read': 'mask',
+  'token:update': 'reveal',
+  'token:delete': 'reveal',
+  'token:use': 'reveal',
+};
+
+/** The transform the principal gets for this token and permission, or undefined when it may not. */
+export function decide(principal: TenantPrincipal, token: TokenFacts, permission: TokenPermission): Transform | undefined {
+  if (principal.rules.length === 0) {
+    return principal.permissions.has(permission) ? PLAIN_TRANSFORM[permission] : undefined;
+  }
+  const rules = sortedRules(principal.rules);
+  for (const rule of rules) {
+    if (rule.permissions.includes(permission) && ruleMatches(rule, token)) return rule.transform;
+  }
+  return undefined;
+}
+
+/** True when the principal could reach some token with the permission (the route-level check for rule keys). */
+export function mayEver(principal: TenantPrincipal, permission: TokenPermission): boolean {
+  if (principal.rules.length === 0) return principal.permissions.has(permission);
+  return principal.rules.some((rule) => rule.permissions.includes(permission));
+}
+
+const sorted = new WeakMap<AccessRule[], AccessRule[]>();
+
+function sortedRules(rules: AccessRule[]): AccessRule[] {
+  let result = sorted.get(rules);
+  if (!result) {
+    result = [...rules].sort((a, b) => a.priority - b.priority);
+    sorted.set(rules, result);
+  }
+  return result;
+}
+
+function ruleMatches(rule: AccessRule, token: TokenFacts): boolean {
+  if (rule.container !== undefined) return token.containers.some((c) => c.startsWith(rule.container!));
+  return (rule.conditions ?? []).every((condition) => conditionHolds(condition, token));
+}
+
+function conditionHolds({ attribute, operator, value }: AccessRuleCondition, token: TokenFacts): boolean {
+  const candidates = attribute === 'container' ? token.containers : [attribute === 'id' ? token.id : token.type];
+  const test = (candidate: string) => {
+    switch (operator) {
+      case 'equals':
+        return candidate === value;
+      case 'not_equals':
+        return candidate !== value;
+      case 'starts_with':
+        return candidate.startsWith(value);
+      case 'ends_with':
+        return candidate.endsWith(value);
+      case 'contains':
+        return candidate.includes(value);
+    }
+  };
+  return operator === 'not_equals' ? candidates.every(test) : candidates.some(test);
+}

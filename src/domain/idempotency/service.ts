@@ -1,0 +1,74 @@
+// BT-IDEMPOTENCY-KEY: a POST retried with the same key and body gets the first answer again, for 24 hours, instead
+// of creating a second resource. The first request claims the key with a create-if-absent marker, so concurrent
+// duplicates cannot both run; the stored answer is encrypted (it may hold a new key or token data).
+import { createHash } from 'node:crypto';
+import type { TenantPrincipal } from '../../auth/principal.js';
+import { actorId } from '../../auth/principal.js';
+import { Errors } from '../../errors/registry.js';
+import { keys } from '../../store/keys.js';
+import type { Store } from '../../store/store.js';
+import type { DataCipher } from '../tokens/records.js';
+
+const TTL_SECONDS = 24 * 3600;
+
+export interface Answer {
+  status: number;
+  body: unknown;
+}
+
+interface StoredAnswer {
+  request: string;
+  state: 'pending' | 'done';
+  sealed?: string;
+}
+
+export class IdempotencyService {
+  constructor(
+    private readonly store: Store,
+    private readonly cipher: DataCipher,
+  ) {}
+
+  /** Runs `handle` once per (caller, idempotency key); repeats replay its answer. Without a key it just runs. */
+  async run(principal: TenantPrincipal, idempotencyKey: string | undefined, request: { route: string; body: unknown }, handle: () => Promise<Answer>): Promise<Answer> {
+    if (idempotencyKey === undefined) return handle();
+    if (idempotencyKey.length === 0 || idempotencyKey.length > 255) {
+      throw new Errors.InvalidHeader({ errors: { 'BT-IDEMPOTENCY-KEY': ['must be 1 to 255 characters'] } });
+    }
+    const tenantId = principal.tenantId;
+    const hash = sha256(`${actorId(principal)}\n${request.route}\n${idempotencyKey}`);
+    const key = keys.idempotency(tenantId, hash);
+    const requestHash = sha256(JSON.stringify(request.body ?? null));
+
+    const claimed = await this.store.create(key, JSON.stringify({ request: requestHash, state: 'pending' } satisfies StoredAnswer), { ttlSeconds: TTL_SECONDS });
+    if (!claimed) return this.replay(tenantId, key, requestHash);
+
+    let answer: Answer;
+    try {
+      answer = await handle();
+    } catch (error) {
+      // A failed request leaves nothing to replay: the caller may retry it with the same key.
+      await this.store.delete(key);
+      throw error;
+    }
+    const sealed = await this.cipher.encrypt(tenantId, `idempotency:${tenantId}:${hash}`, JSON.stringify(answer));
+    await this.store.put(key, JSON.stringify({ request: requestHash, state: 'done', sealed } satisfies StoredAnswer), { ttlSeconds: TTL_SECONDS });
+    return answer;
+  }
+
+  private async replay(tenantId: string, key: string, requestHash: string): Promise<Answer> {
+    const entry = await this.store.get(key);
+    if (!entry) throw new Errors.Conflict('A request with this BT-IDEMPOTENCY-KEY just failed or expired; retry.');
+    const stored = JSON.parse(entry.value) as StoredAnswer;
+    if (stored.request !== requestHash) throw new Errors.IdempotencyConflict();
+    if (stored.state === 'pending' || !stored.sealed) {
+      throw new Errors.Conflict('A request with this BT-IDEMPOTENCY-KEY is still in progress; retry shortly.');
+    }
+    const hash = key.slice(key.lastIndexOf('/') + 1);
+    const plaintext = await this.cipher.decrypt(tenantId, `idempotency:${tenantId}:${hash}`, stored.sealed);
+    return JSON.parse(plaintext.toString('utf8')) as Answer;
+  }
+}
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}

@@ -1,0 +1,61 @@
+// The one entry point for using token data: /detokenize now, reactors and the proxy later. It finds the tokens a
+// value names, reads them in one round trip, checks each against token:use and the access rules, and substitutes
+// their data. Unknown tokens (also another tenant's, or expired) are a 400 that does not say which exist.
+import type { TenantPrincipal } from '../../auth/principal.js';
+import { Errors } from '../../errors/registry.js';
+import { detokenize, detokenizeText, findTokenIds, findTokenIdsInText } from '../../expressions/index.js';
+import { keys } from '../../store/keys.js';
+import type { Store } from '../../store/store.js';
+import { decide } from '../access/evaluate.js';
+import type { UsageService } from '../usage/service.js';
+import { isExpired, transformed, unseal, type DataCipher, type TokenRecord } from './records.js';
+import { facts } from './service.js';
+
+/** The most distinct tokens one request may detokenize. */
+export const MAX_TOKENS_PER_REQUEST = 100;
+
+export class Detokenizer {
+  constructor(
+    private readonly store: Store,
+    private readonly cipher: DataCipher,
+    private readonly usage: UsageService,
+  ) {}
+
+  /** A JSON value with every expression replaced by the data it names. */
+  async value(principal: TenantPrincipal, value: unknown): Promise<unknown> {
+    const ids = findTokenIds(value);
+    if (ids.length === 0) return value;
+    return detokenize(value, await this.resolve(principal, ids));
+  }
+
+  /** A text body (form, XML, plain text) with expressions replaced by their rendered text. */
+  async text(principal: TenantPrincipal, text: string): Promise<string> {
+    const ids = findTokenIdsInText(text);
+    if (ids.length === 0) return text;
+    return detokenizeText(text, await this.resolve(principal, ids));
+  }
+
+  /** The data of each token, as the principal may use it. */
+  async resolve(principal: TenantPrincipal, ids: string[]): Promise<Map<string, unknown>> {
+    if (ids.length > MAX_TOKENS_PER_REQUEST) {
+      throw new Errors.InvalidBody(`At most ${MAX_TOKENS_PER_REQUEST} tokens can be detokenized in one request; this one names ${ids.length}.`);
+    }
+    const entries = await this.store.getMany(ids.map((id) => keys.token(principal.tenantId, id)));
+    const records: TokenRecord[] = [];
+    for (const id of ids) {
+      const entry = entries.get(keys.token(principal.tenantId, id));
+      const record = entry ? (JSON.parse(entry.value) as TokenRecord) : undefined;
+      if (!record || isExpired(record)) throw new Errors.InvalidBody({ detail: `The token ${id} does not exist.`, errors: { token: [`${id} does not exist`] } });
+      records.push(record);
+    }
+    const data = new Map<string, unknown>();
+    for (const record of records) {
+      const transform = decide(principal, facts(record), 'token:use');
+      const shown = transform ? transformed(await unseal(this.cipher, record), transform) : {};
+      if (!('value' in shown)) throw new Errors.Forbidden(`The key may not use the token ${record.id}.`);
+      data.set(record.id, shown.value);
+    }
+    await this.usage.touch(principal.tenantId, ids);
+    return data;
+  }
+}

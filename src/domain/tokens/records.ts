@@ -1,0 +1,71 @@
+// How a token is stored and how it goes out. The stored record keeps only what is not sensitive in the clear
+// (type, containers, metadata, the fingerprint hash, timestamps); the data and its masked form travel together in one
+// ciphertext whose associated data names the tenant and the token, so it cannot be moved to another token.
+import type { Transform } from '../access/evaluate.js';
+import type { Template } from './schema.js';
+
+/** Encryption at rest, as the token layer needs it (implemented by src/crypto). */
+export interface DataCipher {
+  encrypt(tenantId: string, aad: string, plaintext: string | Buffer): Promise<string>;
+  decrypt(tenantId: string, aad: string, ciphertext: string): Promise<Buffer>;
+  fingerprint(tenantId: string, input: string): Promise<string>;
+}
+
+export interface TokenRecord {
+  id: string;
+  tenant_id: string;
+  type: string;
+  containers: string[];
+  metadata?: Record<string, string>;
+  fingerprint?: string;
+  fingerprint_expression?: string;
+  mask?: Template;
+  search_indexes?: string[];
+  expires_at?: string;
+  created_at: string;
+  created_by: string;
+  modified_at?: string;
+  modified_by?: string;
+  /** Ciphertext of `SealedContent`. */
+  sealed: string;
+}
+
+export interface SealedContent {
+  /** The data. */
+  d: unknown;
+  /** The masked data, when the token has a mask. */
+  m?: unknown;
+}
+
+/** The wire form of a token. */
+export type Token = Omit<TokenRecord, 'sealed'> & { data?: unknown };
+
+export function tokenAad(tenantId: string, id: string): string {
+  return `token:${tenantId}:${id}`;
+}
+
+export async function seal(cipher: DataCipher, tenantId: string, id: string, content: SealedContent): Promise<string> {
+  return cipher.encrypt(tenantId, tokenAad(tenantId, id), JSON.stringify(content));
+}
+
+export async function unseal(cipher: DataCipher, record: TokenRecord): Promise<SealedContent> {
+  const plaintext = await cipher.decrypt(record.tenant_id, tokenAad(record.tenant_id, record.id), record.sealed);
+  return JSON.parse(plaintext.toString('utf8')) as SealedContent;
+}
+
+/** The value a transform yields: the data, its masked form, or nothing (redacted). */
+export function transformed(content: SealedContent, transform: Transform): { value?: unknown } {
+  if (transform === 'reveal') return { value: content.d };
+  if (transform === 'mask' && content.m !== undefined) return { value: content.m };
+  return {};
+}
+
+/** The token as a caller sees it; `data` only when a transform reveals or masks it. */
+export function toToken(record: TokenRecord, shown?: { value?: unknown }): Token {
+  const { sealed: _sealed, ...token } = record;
+  return shown && 'value' in shown ? { ...token, data: shown.value } : token;
+}
+
+export function isExpired(record: TokenRecord, now = Date.now()): boolean {
+  return record.expires_at !== undefined && Date.parse(record.expires_at) <= now;
+}

@@ -1,0 +1,100 @@
+import { Router, type Request } from 'express';
+import type { TenantPrincipal } from '../../auth/principal.js';
+import { Errors } from '../../errors/registry.js';
+import { tenantPrincipal } from '../../http/middleware/auth.js';
+import { stringQuery } from '../../http/params.js';
+import { mayEver, type TokenPermission } from '../access/evaluate.js';
+import type { IdempotencyService } from '../idempotency/service.js';
+import type { Detokenizer } from './detokenizer.js';
+import { TOKEN_ID_PATTERN, validateCreateToken, validateTokenPatch } from './schema.js';
+import type { TokenService } from './service.js';
+import { tokenize } from './tokenize.js';
+
+const TOKEN_ID = new RegExp(TOKEN_ID_PATTERN);
+
+export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idempotency: IdempotencyService): Router {
+  const router = Router();
+
+  router.post('/tokens', async (req, res) => {
+    const principal = allowed(req, 'token:create');
+    const answer = await idempotency.run(principal, req.get('bt-idempotency-key'), { route: 'POST /tokens', body: req.body }, async () => ({
+      status: 201,
+      body: await tokens.create(principal, validateCreateToken(req.body)),
+    }));
+    res.status(answer.status).json(answer.body);
+  });
+
+  router.get('/tokens', async (req, res) => {
+    const principal = allowed(req, 'token:read');
+    res.json(await tokens.list(principal, listQuery(req)));
+  });
+
+  router.get('/tokens/:id', async (req, res) => {
+    res.json(await tokens.get(allowed(req, 'token:read'), tokenId(req)));
+  });
+
+  router.patch('/tokens/:id', async (req, res) => {
+    const principal = allowed(req, 'token:update');
+    if (!req.is('application/merge-patch+json')) {
+      throw new Errors.UnsupportedMediaType('PATCH takes a JSON merge patch: Content-Type: application/merge-patch+json.');
+    }
+    res.json(await tokens.update(principal, tokenId(req), validateTokenPatch(req.body)));
+  });
+
+  router.delete('/tokens/:id', async (req, res) => {
+    await tokens.delete(allowed(req, 'token:delete'), tokenId(req));
+    res.status(204).end();
+  });
+
+  router.post('/tokenize', async (req, res) => {
+    const principal = allowed(req, 'token:create');
+    if (req.body === undefined) throw new Errors.InvalidBody('The body must be JSON.');
+    const answer = await idempotency.run(principal, req.get('bt-idempotency-key'), { route: 'POST /tokenize', body: req.body }, async () => ({
+      status: 201,
+      body: await tokenize(tokens, principal, req.body),
+    }));
+    res.status(answer.status).json(answer.body);
+  });
+
+  router.post('/detokenize', async (req, res) => {
+    const principal = allowed(req, 'token:use');
+    if (req.body === undefined) throw new Errors.InvalidBody('The body must be JSON.');
+    res.json(await detokenizer.value(principal, req.body));
+  });
+
+  return router;
+}
+
+/** The caller, if it could hold the permission for some token at all; rules narrow it per token later. */
+function allowed(req: Request, permission: TokenPermission): TenantPrincipal {
+  const principal = tenantPrincipal(req);
+  if (!mayEver(principal, permission)) throw new Errors.Forbidden(`The key lacks the permission ${permission}.`);
+  return principal;
+}
+
+function tokenId(req: Request): string {
+  const id = req.params.id;
+  if (typeof id !== 'string' || !TOKEN_ID.test(id)) throw new Errors.NotFound('Token not found.');
+  return id;
+}
+
+function listQuery(req: Request) {
+  const size = stringQuery(req, 'size') ?? '20';
+  if (!/^\d{1,3}$/.test(size) || Number(size) < 1 || Number(size) > 100) {
+    throw new Errors.InvalidQuery({ errors: { size: ['must be a whole number from 1 to 100'] } });
+  }
+  const metadata: Record<string, string> = {};
+  for (const [name, value] of Object.entries(req.query as Record<string, unknown>)) {
+    const match = /^metadata(?:\.([^.[\]]+)|\[([^\]]+)\])$/.exec(name);
+    if (!match) continue;
+    if (typeof value !== 'string') throw new Errors.InvalidQuery({ errors: { [name]: ['must be given once'] } });
+    metadata[match[1] ?? match[2]] = value;
+  }
+  return {
+    size: Number(size),
+    start: stringQuery(req, 'start'),
+    type: stringQuery(req, 'type'),
+    container: stringQuery(req, 'container'),
+    metadata,
+  };
+}

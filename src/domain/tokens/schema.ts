@@ -1,0 +1,72 @@
+import { compile } from '../../validation/compile.js';
+import { CONTAINER_PATTERN } from '../access/rules.js';
+import { TOKEN_TYPE_NAMES } from './types.js';
+
+/** Caller-chosen token ids: 3–400 characters that are safe in paths and expressions. */
+export const TOKEN_ID_PATTERN = '^[A-Za-z0-9_.:@~+=-]{3,400}$';
+
+export type Template = string | null | Template[] | { [key: string]: Template };
+
+export interface TokenFields {
+  data?: unknown;
+  containers?: string[];
+  metadata?: Record<string, string>;
+  mask?: Template;
+  fingerprint_expression?: string;
+  search_indexes?: string[];
+  expires_at?: string | null;
+  deduplicate_token?: boolean;
+}
+
+export interface CreateTokenBody extends TokenFields {
+  id?: string;
+  type: string;
+  data: unknown;
+}
+
+const tokenFields = {
+  data: {},
+  containers: {
+    type: 'array',
+    minItems: 1,
+    maxItems: 20,
+    uniqueItems: true,
+    items: { type: 'string', maxLength: 400, pattern: CONTAINER_PATTERN },
+  },
+  metadata: {
+    type: 'object',
+    maxProperties: 20,
+    propertyNames: { maxLength: 100 },
+    additionalProperties: { type: 'string', maxLength: 500 },
+  },
+  mask: {},
+  fingerprint_expression: { type: 'string', minLength: 1, maxLength: 2000 },
+  search_indexes: { type: 'array', maxItems: 10, items: { type: 'string', maxLength: 2000 } },
+  expires_at: { type: ['string', 'null'], format: 'date-time' },
+  deduplicate_token: { type: 'boolean' },
+};
+
+export const validateCreateToken = compile<CreateTokenBody>({
+  type: 'object',
+  additionalProperties: false,
+  required: ['data'],
+  properties: {
+    ...tokenFields,
+    id: { type: 'string', pattern: TOKEN_ID_PATTERN },
+    type: { type: 'string', enum: TOKEN_TYPE_NAMES, default: 'token' },
+  },
+});
+
+/** A merge patch: every field optional; null removes (data cannot be removed, only patched). */
+export const validateTokenPatch = compile<TokenFields>({
+  type: 'object',
+  additionalProperties: false,
+  properties: { ...tokenFields, metadata: { type: ['object', 'null'] }, mask: {}, fingerprint_expression: { type: ['string', 'null'], maxLength: 2000 } },
+});
+
+/** The fields of a token after a merge patch is applied, checked as a create would check them. */
+export const validateMergedToken = compile<TokenFields>({
+  type: 'object',
+  additionalProperties: false,
+  properties: tokenFields,
+});

@@ -1,0 +1,316 @@
+// Tokens: create, read, patch, delete, list. Every write is one transaction that also keeps the indexes honest
+// (fingerprint for deduplication, usage keys, the expiry schedule), guarded by revisions so concurrent writers
+// never lose an update or create a duplicate.
+import { randomUUID } from 'node:crypto';
+import { actorId, type TenantPrincipal } from '../../auth/principal.js';
+import { Errors, type FieldErrors } from '../../errors/registry.js';
+import { renderTemplate, validateTemplate } from '../../expressions/index.js';
+import { keys } from '../../store/keys.js';
+import { getRecord } from '../../store/records.js';
+import type { Compare, Store, TxnOp } from '../../store/store.js';
+import { decide, mayEver, type TokenFacts, type Transform } from '../access/evaluate.js';
+import type { TenantDirectory } from '../tenants/directory.js';
+import type { UsageService } from '../usage/service.js';
+import { isExpired, seal, toToken, transformed, unseal, type DataCipher, type Token, type TokenRecord } from './records.js';
+import { validateMergedToken, type CreateTokenBody, type Template, type TokenFields } from './schema.js';
+import { TOKEN_TYPES } from './types.js';
+
+export interface TokenListQuery {
+  size: number;
+  start?: string;
+  type?: string;
+  container?: string;
+  metadata?: Record<string, string>;
+}
+
+export interface TokenPage {
+  pagination: { page_size: number; next?: string };
+  data: Token[];
+}
+
+/** How many stored tokens one list request may read while filtering, so a sparse filter cannot scan forever. */
+const LIST_SCAN_LIMIT = 1000;
+
+export class TokenService {
+  constructor(
+    private readonly store: Store,
+    private readonly cipher: DataCipher,
+    private readonly tenants: TenantDirectory,
+    private readonly usage: UsageService,
+  ) {}
+
+  async create(principal: TenantPrincipal, body: CreateTokenBody): Promise<Token> {
+    const tenantId = principal.tenantId;
+    const type = TOKEN_TYPES.get(body.type)!;
+    const containers = body.containers ?? [type.defaultContainer];
+    const id = body.id ?? randomUUID();
+    if (!decide(principal, { id, type: type.name, containers }, 'token:create')) {
+      throw new Errors.Forbidden('The key may not create tokens in this container.');
+    }
+    const settings = (await this.tenants.get(tenantId))?.settings;
+    const derived = await this.derive(tenantId, body.type, body, settings?.fingerprint_tokens !== 'false');
+    const deduplicate = body.deduplicate_token ?? settings?.deduplicate_tokens === 'true';
+    if (body.expires_at && Date.parse(body.expires_at) <= Date.now()) {
+      throw new Errors.InvalidBody({ errors: { expires_at: ['must be in the future'] } });
+    }
+
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const existing = deduplicate && derived.fingerprint ? await this.byFingerprint(tenantId, body.type, derived.fingerprint) : undefined;
+      if (existing) return this.asSeenBy(principal, existing.value);
+
+      const now = new Date();
+      const record: TokenRecord = {
+        id,
+        tenant_id: tenantId,
+        type: type.name,
+        containers,
+        metadata: body.metadata,
+        fingerprint: derived.fingerprint,
+        fingerprint_expression: body.fingerprint_expression,
+        mask: body.mask,
+        search_indexes: body.search_indexes,
+        expires_at: utc(body.expires_at),
+        created_at: now.toISOString(),
+        created_by: actorId(principal),
+        sealed: await seal(this.cipher, tenantId, id, { d: body.data, m: derived.masked }),
+      };
+      const compare: Compare[] = [{ key: keys.token(tenantId, id), modRevision: 0 }];
+      if (deduplicate && record.fingerprint) compare.push({ key: keys.fingerprint(tenantId, record.type, record.fingerprint), modRevision: 0 });
+      const written = await this.store.txn({
+        compare,
+        success: [...indexOps(record, 'put'), ...this.usage.createOps(tenantId, record.type, id, now), tokenPut(record)],
+      });
+      if (written) return this.asSeenBy(principal, record, { d: body.data, m: derived.masked });
+      if (await this.store.get(keys.token(tenantId, id))) throw new Errors.Conflict(`A token with the id ${id} already exists.`);
+      // Lost a deduplication race: the next round finds the winner.
+    }
+    throw new Errors.Conflict('The token could not be created because of concurrent writes; retry.');
+  }
+
+  async get(principal: TenantPrincipal, id: string): Promise<Token> {
+    const { value: record } = await this.load(principal.tenantId, id);
+    const transform = decide(principal, facts(record), 'token:read');
+    if (!transform) throw new Errors.Forbidden('The key may not read this token.');
+    await this.usage.touch(principal.tenantId, [id]);
+    return toToken(record, transformed(await unseal(this.cipher, record), transform));
+  }
+
+  async update(principal: TenantPrincipal, id: string, patch: TokenFields): Promise<Token> {
+    const tenantId = principal.tenantId;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const current = await this.load(tenantId, id);
+      const before = current.value;
+      if (!decide(principal, facts(before), 'token:update')) throw new Errors.Forbidden('The key may not update this token.');
+      const content = await unseal(this.cipher, before);
+
+      const merged = validateMergedToken(
+        mergePatch(
+          {
+            data: content.d,
+            containers: before.containers,
+            metadata: before.metadata,
+            mask: before.mask,
+            fingerprint_expression: before.fingerprint_expression,
+            search_indexes: before.search_indexes,
+            expires_at: before.expires_at,
+          },
+          { ...patch, deduplicate_token: undefined },
+        ) as TokenFields,
+      );
+      if (merged.data === undefined || merged.data === null) throw new Errors.InvalidBody({ errors: { data: ['cannot be removed'] } });
+      const containers = merged.containers ?? [TOKEN_TYPES.get(before.type)!.defaultContainer];
+      if (!decide(principal, { id, type: before.type, containers }, 'token:update')) {
+        throw new Errors.Forbidden('The key may not move this token into that container.');
+      }
+      if (merged.expires_at && utc(merged.expires_at) !== before.expires_at && Date.parse(merged.expires_at) <= Date.now()) {
+        throw new Errors.InvalidBody({ errors: { expires_at: ['must be in the future'] } });
+      }
+      const settings = (await this.tenants.get(tenantId))?.settings;
+      const derived = await this.derive(tenantId, before.type, merged, settings?.fingerprint_tokens !== 'false');
+      const record: TokenRecord = {
+        ...before,
+        containers,
+        metadata: merged.metadata ?? undefined,
+        mask: merged.mask ?? undefined,
+        fingerprint_expression: merged.fingerprint_expression ?? undefined,
+        search_indexes: merged.search_indexes ?? undefined,
+        expires_at: utc(merged.expires_at),
+        fingerprint: derived.fingerprint,
+        modified_at: new Date().toISOString(),
+        modified_by: actorId(principal),
+        sealed: await seal(this.cipher, tenantId, id, { d: merged.data, m: derived.masked }),
+      };
+      const written = await this.store.txn({
+        compare: [{ key: keys.token(tenantId, id), modRevision: current.modRevision }],
+        success: [...(await this.staleIndexOps(before, record)), ...indexOps(record, 'put'), tokenPut(record)],
+      });
+      if (written) return this.asSeenBy(principal, record, { d: merged.data, m: derived.masked });
+    }
+    throw new Errors.Conflict('The token was changed by other requests; retry.');
+  }
+
+  async delete(principal: TenantPrincipal, id: string): Promise<void> {
+    const current = await this.load(principal.tenantId, id);
+    if (!decide(principal, facts(current.value), 'token:delete')) throw new Errors.Forbidden('The key may not delete this token.');
+    const deleted = await this.remove(current.value, current.modRevision);
+    if (!deleted) throw new Errors.Conflict('The token was changed while it was being deleted; retry.');
+  }
+
+  /** Deletes a token and its index entries if it is still at `modRevision` (also used by the expiry sweep). */
+  async remove(record: TokenRecord, modRevision: number): Promise<boolean> {
+    const ops: TxnOp[] = [
+      { type: 'delete', key: keys.token(record.tenant_id, record.id) },
+      ...indexOps(record, 'delete'),
+      ...this.usage.deleteOps(record.tenant_id, record.type, record.id),
+    ];
+    const fingerprintOps = await this.fingerprintOwnedOps(record);
+    return this.store.txn({
+      compare: [{ key: keys.token(record.tenant_id, record.id), modRevision }],
+      success: [...ops, ...fingerprintOps],
+    });
+  }
+
+  async list(principal: TenantPrincipal, query: TokenListQuery): Promise<TokenPage> {
+    if (!mayEver(principal, 'token:read')) throw new Errors.Forbidden('The key may not read tokens.');
+    const tenantId = principal.tenantId;
+    const prefix = keys.tokens(tenantId);
+    const found: Array<{ record: TokenRecord; transform: Transform }> = [];
+    let after = query.start === undefined ? undefined : prefix + decodeCursor(query.start);
+    let scanned = 0;
+    let exhausted = false;
+    while (found.length < query.size && scanned < LIST_SCAN_LIMIT) {
+      const batch = await this.store.range(prefix, { startAfter: after, limit: Math.min(100, LIST_SCAN_LIMIT - scanned) });
+      if (batch.length === 0) {
+        exhausted = true;
+        break;
+      }
+      for (const entry of batch) {
+        scanned++;
+        after = entry.key;
+        const record = JSON.parse(entry.value) as TokenRecord;
+        const transform = matches(record, query) ? decide(principal, facts(record), 'token:read') : undefined;
+        if (transform) found.push({ record, transform });
+        if (found.length === query.size) break;
+      }
+    }
+    const data = await Promise.all(found.map(async ({ record, transform }) => toToken(record, transformed(await unseal(this.cipher, record), transform))));
+    await this.usage.touch(tenantId, data.map((t) => t.id));
+    const next = !exhausted && after !== undefined && (await this.store.range(prefix, { startAfter: after, limit: 1 })).length > 0;
+    return { pagination: { page_size: query.size, ...(next ? { next: encodeCursor(after!.slice(prefix.length)) } : {}) }, data };
+  }
+
+  /** A token of the tenant that has not expired; 404 otherwise. */
+  async load(tenantId: string, id: string) {
+    const found = await getRecord<TokenRecord>(this.store, keys.token(tenantId, id));
+    if (!found || isExpired(found.value)) throw new Errors.NotFound('Token not found.');
+    return found;
+  }
+
+  /** The answer to a write: the token, with data only as far as the writer may read it. */
+  private async asSeenBy(principal: TenantPrincipal, record: TokenRecord, content?: { d: unknown; m?: unknown }): Promise<Token> {
+    const transform = decide(principal, facts(record), 'token:read');
+    if (!transform) return toToken(record);
+    return toToken(record, transformed(content ?? (await unseal(this.cipher, record)), transform));
+  }
+
+  /** Validates data for its type and computes what is derived from it: the fingerprint and the masked form. */
+  private async derive(
+    tenantId: string,
+    typeName: string,
+    fields: { data?: unknown; mask?: Template; fingerprint_expression?: string | null },
+    fingerprintByDefault: boolean,
+  ): Promise<{ fingerprint?: string; masked?: unknown }> {
+    const type = TOKEN_TYPES.get(typeName)!;
+    const errors: FieldErrors = { ...type.validate(fields.data) };
+    for (const [name, template] of [['mask', fields.mask], ['fingerprint_expression', fields.fingerprint_expression]] as const) {
+      const problem = template === undefined || template === null ? undefined : validateTemplate(template);
+      if (problem) errors[name] = [problem];
+    }
+    if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
+
+    const context = { data: fields.data };
+    let fingerprintInput: string | undefined;
+    if (fields.fingerprint_expression) fingerprintInput = String(await renderTemplate(fields.fingerprint_expression, context));
+    else if (fingerprintByDefault) fingerprintInput = type.fingerprintInput(fields.data);
+    const masked = fields.mask !== undefined && fields.mask !== null ? await renderTemplate(fields.mask, context) : type.mask?.(fields.data);
+    return {
+      fingerprint: fingerprintInput ? await this.cipher.fingerprint(tenantId, `${typeName}:${fingerprintInput}`) : undefined,
+      masked,
+    };
+  }
+
+  private async byFingerprint(tenantId: string, type: string, fingerprint: string) {
+    const index = await this.store.get(keys.fingerprint(tenantId, type, fingerprint));
+    if (!index) return undefined;
+    const found = await getRecord<TokenRecord>(this.store, keys.token(tenantId, index.value));
+    return found && !isExpired(found.value) ? found : undefined;
+  }
+
+  /** Deleting the fingerprint index entry, but only while it still names this token. */
+  private async fingerprintOwnedOps(record: TokenRecord): Promise<TxnOp[]> {
+    if (!record.fingerprint) return [];
+    const key = keys.fingerprint(record.tenant_id, record.type, record.fingerprint);
+    const index = await this.store.get(key);
+    return index?.value === record.id ? [{ type: 'delete', key }] : [];
+  }
+
+  /** Index entries of the previous version that the new version no longer has. */
+  private async staleIndexOps(before: TokenRecord, after: TokenRecord): Promise<TxnOp[]> {
+    const ops: TxnOp[] = [];
+    if (before.expires_at && before.expires_at !== after.expires_at) {
+      ops.push({ type: 'delete', key: keys.expiry(before.tenant_id, before.expires_at, before.id) });
+    }
+    if (before.fingerprint !== after.fingerprint) ops.push(...(await this.fingerprintOwnedOps(before)));
+    return ops;
+  }
+}
+
+function tokenPut(record: TokenRecord): TxnOp {
+  return { type: 'put', key: keys.token(record.tenant_id, record.id), value: JSON.stringify(record) };
+}
+
+/** The fingerprint and expiry index entries of a token, to write or to delete. */
+function indexOps(record: TokenRecord, type: 'put' | 'delete'): TxnOp[] {
+  const entries: Array<[string, string]> = [];
+  if (record.fingerprint && type === 'put') entries.push([keys.fingerprint(record.tenant_id, record.type, record.fingerprint), record.id]);
+  if (record.expires_at) entries.push([keys.expiry(record.tenant_id, record.expires_at, record.id), '']);
+  return entries.map(([key, value]) => (type === 'put' ? { type, key, value } : { type, key }));
+}
+
+export function facts(record: TokenRecord): TokenFacts {
+  return { id: record.id, type: record.type, containers: record.containers };
+}
+
+function matches(record: TokenRecord, query: TokenListQuery): boolean {
+  if (isExpired(record)) return false;
+  if (query.type !== undefined && record.type !== query.type) return false;
+  if (query.container !== undefined && !record.containers.some((c) => c.startsWith(query.container!))) return false;
+  for (const [name, value] of Object.entries(query.metadata ?? {})) if (record.metadata?.[name] !== value) return false;
+  return true;
+}
+
+/** RFC 7386 JSON merge patch. */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+  const result: Record<string, unknown> =
+    target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  for (const [name, value] of Object.entries(patch as Record<string, unknown>)) {
+    if (value === undefined) continue;
+    if (value === null) delete result[name];
+    else result[name] = mergePatch(result[name], value);
+  }
+  return result;
+}
+
+/** Expiry times are kept in UTC so the schedule's keys sort in time order. */
+function utc(time: string | null | undefined): string | undefined {
+  return time ? new Date(time).toISOString() : undefined;
+}
+
+const encodeCursor = (id: string) => Buffer.from(id, 'utf8').toString('base64url');
+
+function decodeCursor(cursor: string): string {
+  const id = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (!/^[A-Za-z0-9_.:@~+=-]{1,400}$/.test(id)) throw new Errors.InvalidQuery({ errors: { start: ['is not a cursor this service issued'] } });
+  return id;
+}

@@ -1,0 +1,284 @@
+// The token API through HTTP on a real etcd: types, ids, fingerprints, deduplication, patching, listing, expiry,
+// tokenize/detokenize, idempotency, usage, and other tenants.
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { client } from '../support/http.js';
+import { sleep } from '../support/wait.js';
+
+const REVEAL_ALL = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'] }];
+
+let api: TestApi;
+let mgmt: ReturnType<typeof client>;
+let app: ReturnType<typeof client>;
+
+async function newTenantApp(settings?: Record<string, string>) {
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  if (settings) await client(api.url, managementKey).put('/tenants/self', { body: { name: 'settings', settings } });
+  const created = await createApplication(api.url, managementKey, { name: 'backend', type: 'private', rules: REVEAL_ALL });
+  return { mgmt: client(api.url, managementKey), app: client(api.url, created.key) };
+}
+
+beforeAll(async () => {
+  api = await startTestApi({ TOKENVAULT_EXPIRY_SWEEP_SECONDS: '1' });
+  ({ mgmt, app } = await newTenantApp());
+});
+
+afterAll(async () => {
+  await api?.close();
+});
+
+describe('types', () => {
+  test.each([
+    ['card', { number: '4242424242424242', expiration_month: 12, expiration_year: 2030, cvc: '123' }, '/pci/high/'],
+    ['bank', { routing_number: '021000021', account_number: '1234567890' }, '/bank/high/'],
+    ['card_number', '4111111111111111', '/pci/high/'],
+    ['us_bank_account_number', '000123456789', '/bank/high/'],
+    ['us_bank_routing_number', '011000015', '/bank/low/'],
+    ['social_security_number', '123-45-6789', '/pii/high/'],
+    ['employer_id_number', '12-3456789', '/pii/high/'],
+    ['token', { anything: ['goes', 1, true] }, '/general/high/'],
+  ])('%s: accepted, in its default container, read back whole', async (type, data, container) => {
+    const created = await app.post('/tokens', { body: { type, data } });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ type, containers: [container], data, tenant_id: expect.any(String) });
+    expect(created.body.fingerprint).toEqual(expect.any(String));
+    expect((await app.get(`/tokens/${created.body.id}`)).body.data).toEqual(data);
+  });
+
+  test.each([
+    ['card', { number: '4242424242424241' }, 'data.number'],
+    ['card', { number: '42' }, 'data.number'],
+    ['card', { number: '4242424242424242', expiration_month: 13 }, 'data.expiration_month'],
+    ['card', { number: '4242424242424242', cvc: '12' }, 'data.cvc'],
+    ['card', { number: '4242424242424242', pin: '1234' }, 'data.pin'],
+    ['card', '4242424242424242', 'data'],
+    ['bank', { routing_number: '021000022', account_number: '1' }, 'data.routing_number'],
+    ['card_number', '1234', 'data'],
+    ['us_bank_routing_number', '123456789', 'data'],
+    ['social_security_number', '12-345-6789', 'data'],
+    ['employer_id_number', '1234', 'data'],
+    ['token', null, 'data'],
+    ['nonsense', 'x', 'type'],
+  ])('%s with %j → 400 naming %s', async (type, data, field) => {
+    const answer = await app.post('/tokens', { body: { type, data } });
+    expect(answer.status).toBe(400);
+    expect(Object.keys(answer.body.errors)).toContain(field);
+  });
+});
+
+describe('ids', () => {
+  test('a chosen id is used once; taken → 409', async () => {
+    const id = `customer-${Date.now()}`;
+    expect((await app.post('/tokens', { body: { id, type: 'token', data: 'x' } })).body.id).toBe(id);
+    expect((await app.post('/tokens', { body: { id, type: 'token', data: 'y' } })).status).toBe(409);
+    expect((await app.get(`/tokens/${id}`)).body.data).toBe('x');
+  });
+
+  test.each(['ab', 'has space', 'sla/sh', 'curly{}', 'x'.repeat(401)])('id %j → 400', async (id) => {
+    const answer = await app.post('/tokens', { body: { id, type: 'token', data: 'x' } });
+    expect(answer.status).toBe(400);
+    expect(answer.body.errors.id).toBeTruthy();
+  });
+});
+
+describe('fingerprints and deduplication', () => {
+  const card = (cvc: string) => ({ type: 'card', data: { number: '5555555555554444', cvc } });
+
+  test('the same card number fingerprints the same within a tenant, differently in another', async () => {
+    const a = await app.post('/tokens', { body: card('111') });
+    const b = await app.post('/tokens', { body: card('222') });
+    expect(a.body.fingerprint).toBe(b.body.fingerprint);
+    expect(a.body.id).not.toBe(b.body.id);
+    const other = await newTenantApp();
+    expect((await other.app.post('/tokens', { body: card('111') })).body.fingerprint).not.toBe(a.body.fingerprint);
+  });
+
+  test('deduplicate_token returns the existing token', async () => {
+    const number = '378282246310005';
+    const first = await app.post('/tokens', { body: { type: 'card_number', data: number, deduplicate_token: true } });
+    const again = await app.post('/tokens', { body: { type: 'card_number', data: number, deduplicate_token: true } });
+    expect(again.body.id).toBe(first.body.id);
+  });
+
+  test('the tenant setting deduplicates every create; concurrent creates make one token', async () => {
+    const tenant = await newTenantApp({ deduplicate_tokens: 'true' });
+    const answers = await Promise.all(Array.from({ length: 6 }, () => tenant.app.post('/tokens', { body: { type: 'card_number', data: '6011111111111117' } })));
+    expect(new Set(answers.map((a) => a.body.id)).size).toBe(1);
+    const report = await tenant.mgmt.get('/tenants/self/reports/usage');
+    expect(report.body.token_report.metrics_by_type.card_number.count).toBe(1);
+  });
+
+  test('fingerprint_tokens "false" leaves tokens without fingerprints unless an expression is given', async () => {
+    const tenant = await newTenantApp({ fingerprint_tokens: 'false' });
+    expect((await tenant.app.post('/tokens', { body: { type: 'card_number', data: '4111111111111111' } })).body.fingerprint).toBeUndefined();
+    const withExpression = await tenant.app.post('/tokens', { body: { type: 'token', data: { email: 'a@b.c' }, fingerprint_expression: '{{ data.email }}' } });
+    expect(withExpression.body.fingerprint).toEqual(expect.any(String));
+  });
+});
+
+describe('patch', () => {
+  test('merge patch updates data, metadata and containers; other content types → 415', async () => {
+    const created = await app.post('/tokens', { body: { type: 'card', data: { number: '4242424242424242', cvc: '123' }, metadata: { a: '1', b: '2' } } });
+    const id = created.body.id;
+    expect((await app.patch(`/tokens/${id}`, { body: { metadata: { a: 'x' } } })).status).toBe(415);
+    const patched = await app.patch(`/tokens/${id}`, {
+      body: { data: { cvc: null, expiration_month: 1 }, metadata: { b: null, c: '3' } },
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body.data).toEqual({ number: '4242424242424242', expiration_month: 1 });
+    expect(patched.body.metadata).toEqual({ a: '1', c: '3' });
+    expect(patched.body.modified_at).toBeTruthy();
+    const invalid = await app.patch(`/tokens/${id}`, { body: { data: { number: '1' } }, headers: { 'Content-Type': 'application/merge-patch+json' } });
+    expect(invalid.status).toBe(400);
+    expect((await app.get(`/tokens/${id}`)).body.data.number).toBe('4242424242424242');
+  });
+});
+
+describe('delete', () => {
+  test('a deleted token is gone and no longer counted', async () => {
+    const tenant = await newTenantApp();
+    const id = (await tenant.app.post('/tokens', { body: { type: 'token', data: 'bye' } })).body.id;
+    expect((await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count).toBe(1);
+    expect((await tenant.app.delete(`/tokens/${id}`)).status).toBe(204);
+    expect((await tenant.app.get(`/tokens/${id}`)).status).toBe(404);
+    expect((await tenant.app.delete(`/tokens/${id}`)).status).toBe(404);
+    expect((await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count).toBe(0);
+  });
+});
+
+describe('list', () => {
+  test('cursor paging walks every token once; filters by type, container and metadata', async () => {
+    const tenant = await newTenantApp();
+    for (let i = 0; i < 7; i++) await tenant.app.post('/tokens', { body: { type: 'token', data: `v${i}`, metadata: { parity: i % 2 ? 'odd' : 'even' } } });
+    await tenant.app.post('/tokens', { body: { type: 'card_number', data: '4242424242424242' } });
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await tenant.app.get(`/tokens?size=3${cursor ? `&start=${cursor}` : ''}`);
+      expect(page.status).toBe(200);
+      expect(page.body.pagination.page_size).toBe(3);
+      seen.push(...page.body.data.map((t: { id: string }) => t.id));
+      cursor = page.body.pagination.next;
+    } while (cursor);
+    expect(seen).toHaveLength(8);
+    expect(new Set(seen).size).toBe(8);
+    expect((await tenant.app.get('/tokens?type=card_number')).body.data).toHaveLength(1);
+    expect((await tenant.app.get('/tokens?container=/pci/')).body.data).toHaveLength(1);
+    expect((await tenant.app.get('/tokens?metadata.parity=odd&size=100')).body.data).toHaveLength(3);
+    expect((await tenant.app.get('/tokens?start=!!!')).status).toBe(400);
+    expect((await tenant.app.get('/tokens?size=1000')).status).toBe(400);
+  });
+});
+
+describe('expiry', () => {
+  test('a token stops resolving at expires_at and the sweep deletes it', async () => {
+    const tenant = await newTenantApp();
+    const expiresAt = new Date(Date.now() + 1500).toISOString();
+    const id = (await tenant.app.post('/tokens', { body: { type: 'token', data: 'brief', expires_at: expiresAt } })).body.id;
+    expect((await tenant.app.get(`/tokens/${id}`)).status).toBe(200);
+    await sleep(Date.parse(expiresAt) - Date.now() + 50);
+    expect((await tenant.app.get(`/tokens/${id}`)).status).toBe(404);
+    expect((await tenant.app.post('/detokenize', { body: { v: `{{ ${id} }}` } })).status).toBe(400);
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline && (await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count !== 0) await sleep(200);
+    expect((await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count).toBe(0);
+  });
+
+  test('expires_at in the past → 400', async () => {
+    expect((await app.post('/tokens', { body: { type: 'token', data: 'x', expires_at: '2001-01-01T00:00:00Z' } })).status).toBe(400);
+  });
+});
+
+describe('tokenize and detokenize', () => {
+  test('tokenize keeps the shape; detokenize brings the data back', async () => {
+    const tokenized = await app.post('/tokenize', {
+      body: { name: 'Ada', age: 36, card: { type: 'card', data: { number: '4242424242424242', expiration_month: 1, expiration_year: 2031 } }, tags: ['a', null] },
+    });
+    expect(tokenized.status).toBe(201);
+    const { name, age, card, tags } = tokenized.body;
+    expect(typeof name).toBe('string');
+    expect(card).toMatchObject({ type: 'card', id: expect.any(String) });
+    expect(tags[1]).toBeNull();
+
+    const detokenized = await app.post('/detokenize', {
+      body: {
+        whole: `{{ ${card.id} }}`,
+        number: `{{ ${card.id} | json: '$.number' }}`,
+        sentence: `Hello {{ ${name} }}, you are {{ ${age} }}`,
+        last4: `{{ ${card.id} | json: '$.number' | last4 }}`,
+        untouched: 'plain {text}',
+      },
+    });
+    expect(detokenized.status).toBe(200);
+    expect(detokenized.body).toEqual({
+      whole: { number: '4242424242424242', expiration_month: 1, expiration_year: 2031 },
+      number: '4242424242424242',
+      sentence: 'Hello Ada, you are 36',
+      last4: '4242',
+      untouched: 'plain {text}',
+    });
+  });
+
+  test('unknown tokens → 400; more than 100 distinct tokens → 400', async () => {
+    expect((await app.post('/detokenize', { body: { v: '{{ 00000000-0000-4000-8000-00000000dead }}' } })).status).toBe(400);
+    const many = Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`k${i}`, `{{ token-${i}-xyz }}`]));
+    const answer = await app.post('/detokenize', { body: many });
+    expect(answer.status).toBe(400);
+    expect(answer.body.detail).toMatch(/100/);
+  });
+});
+
+describe('idempotency', () => {
+  test('the same BT-IDEMPOTENCY-KEY and body replay the first answer; another body → 409', async () => {
+    const headers = { 'BT-IDEMPOTENCY-KEY': `idem-${Date.now()}` };
+    const first = await app.post('/tokens', { body: { type: 'token', data: 'once' }, headers });
+    const again = await app.post('/tokens', { body: { type: 'token', data: 'once' }, headers });
+    expect(first.status).toBe(201);
+    expect(again.status).toBe(201);
+    expect(again.body.id).toBe(first.body.id);
+    expect((await app.post('/tokens', { body: { type: 'token', data: 'twice' }, headers })).status).toBe(409);
+  });
+
+  test('applications created with one idempotency key are created once, key included in the replay', async () => {
+    const headers = { 'BT-IDEMPOTENCY-KEY': `app-${Date.now()}` };
+    const body = { name: 'idem', type: 'private', permissions: ['token:use'] };
+    const first = await mgmt.post('/applications', { body, headers });
+    const again = await mgmt.post('/applications', { body, headers });
+    expect(again.body).toEqual(first.body);
+    const listed = await mgmt.get('/applications?size=100');
+    expect(listed.body.data.filter((a: { name: string }) => a.name === 'idem')).toHaveLength(1);
+  });
+});
+
+describe('usage report', () => {
+  test('counts by type, last creation, and monthly actives', async () => {
+    const tenant = await newTenantApp();
+    const before = new Date().toISOString();
+    await tenant.app.post('/tokens', { body: { type: 'card_number', data: '4242424242424242' } });
+    const id = (await tenant.app.post('/tokens', { body: { type: 'token', data: 'a' } })).body.id;
+    await tenant.app.get(`/tokens/${id}`);
+    const report = (await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report;
+    expect(report.metrics_by_type.card_number.count).toBe(1);
+    expect(report.metrics_by_type.token.count).toBe(1);
+    expect(report.metrics_by_type.token.last_created_at >= before).toBe(true);
+    expect(report.monthly_active_tokens).toBe(2);
+  });
+});
+
+describe('another tenant', () => {
+  test("every token route answers 404 for another tenant's token, and expressions treat it as unknown", async () => {
+    const mine = (await app.post('/tokens', { body: { type: 'token', data: 'secret' } })).body.id;
+    const other = await newTenantApp();
+    expect((await other.app.get(`/tokens/${mine}`)).status).toBe(404);
+    expect((await other.app.patch(`/tokens/${mine}`, { body: { metadata: { x: 'y' } }, headers: { 'Content-Type': 'application/merge-patch+json' } })).status).toBe(404);
+    expect((await other.app.delete(`/tokens/${mine}`)).status).toBe(404);
+    const unknown = await other.app.post('/detokenize', { body: { v: `{{ ${mine} }}` } });
+    const missing = await other.app.post('/detokenize', { body: { v: '{{ no-such-token }}' } });
+    expect(unknown.status).toBe(400);
+    expect(missing.status).toBe(400);
+    expect(unknown.body.title).toBe(missing.body.title);
+    expect((await other.app.get('/tokens?size=100')).body.data.map((t: { id: string }) => t.id)).not.toContain(mine);
+    expect((await app.get(`/tokens/${mine}`)).body.data).toBe('secret');
+  });
+});
