@@ -1,78 +1,27 @@
 // Acceptance: the official client @basis-theory/basis-theory-js 4.x, pointed at `tokenvault dev` by its base URL
 // only, manages applications, the tenant, sessions and permissions. The CLI runs as a real child process from dist/
-// (`make test` builds it; when iterating, run `npx tsc -p tsconfig.build.json` first).
-import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
-import { createInterface } from 'node:readline';
+// (`make test` builds it; when iterating, run `npx tsc -p tsconfig.build.json` first); see test/support/dev-server.ts.
 import { BasisTheory } from '@basis-theory/basis-theory-js';
-import { generateApiKey } from '../../src/auth/api-keys.js';
+import { rejection, startDevServer, type DevServer } from '../support/dev-server.js';
 
-let child: ChildProcess;
-let baseUrl: string;
-const rootKey = generateApiKey();
+let dev: DevServer;
 
 /** An SDK client for a key. The SDK keeps http only when the host is exactly `localhost`. */
 function sdk(key: string) {
-  return new BasisTheory().init(key, { apiBaseUrl: baseUrl, disableTelemetry: true });
+  return new BasisTheory().init(key, { apiBaseUrl: dev.baseUrl, disableTelemetry: true });
 }
 let bt: Awaited<ReturnType<typeof sdk>>;
 
-/** The error the SDK rejects with: a BasisTheoryApiError carrying the HTTP status and the (camelCased) body. */
-async function rejection(promise: Promise<unknown>): Promise<{ name: string; status: number; data: any }> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as { name: string; status: number; data: any };
-  }
-  throw new Error('expected the SDK call to be rejected');
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** Starts `tokenvault dev` and reads its banner: URL, management key, operator key. */
-async function startDev(port: number): Promise<Record<string, string>> {
-  child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', 'dev'], {
-    env: { PATH: process.env.PATH ?? '', TOKENVAULT_PORT: String(port), TOKENVAULT_DEV_ROOT_KEY: rootKey },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (chunk) => (stderr += chunk));
-  return new Promise((resolve, reject) => {
-    const banner: Record<string, string> = {};
-    const timer = setTimeout(() => reject(new Error(`no banner within 15 s; stderr: ${stderr}`)), 15_000);
-    child.once('exit', (code) => reject(new Error(`tokenvault dev exited with ${code}; stderr: ${stderr}`)));
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const field = /^ {2}(URL|Management key|Operator key):\s+(\S+)$/.exec(line);
-      if (field) banner[field[1]] = field[2];
-      if (banner.URL && banner['Management key'] && banner['Operator key']) {
-        clearTimeout(timer);
-        resolve(banner);
-      }
-    });
-  });
-}
-
 beforeAll(async () => {
-  const port = await freePort();
-  const banner = await startDev(port);
-  expect(banner.URL).toBe(`http://127.0.0.1:${port}`);
-  expect(banner['Management key']).toBe(rootKey);
-  expect(banner['Operator key']).toMatch(/^key_/);
-  baseUrl = `http://localhost:${port}`;
-  bt = await sdk(rootKey);
+  dev = await startDevServer();
+  expect(dev.banner.URL).toBe(`http://127.0.0.1:${dev.port}`);
+  expect(dev.banner['Management key']).toBe(dev.rootKey);
+  expect(dev.banner['Operator key']).toMatch(/^key_/);
+  bt = await sdk(dev.rootKey);
 });
 
 afterAll(async () => {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
+  await dev?.stop();
 });
 
 describe('applications through the SDK', () => {

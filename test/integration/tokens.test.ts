@@ -166,6 +166,13 @@ describe('list', () => {
     expect((await tenant.app.get('/tokens?type=card_number')).body.data).toHaveLength(1);
     expect((await tenant.app.get('/tokens?container=/pci/')).body.data).toHaveLength(1);
     expect((await tenant.app.get('/tokens?metadata.parity=odd&size=100')).body.data).toHaveLength(3);
+    const byIds = await tenant.app.get(`/tokens?id=${seen[0]}&id=${seen[1]}&id=no-such-token`);
+    expect(byIds.body.data.map((t: { id: string }) => t.id).sort()).toEqual([seen[0], seen[1]].sort());
+    expect((await tenant.app.get('/tokens?type=card_number&type=token&size=100')).body.data).toHaveLength(8);
+    expect((await tenant.app.get('/v2/tokens?metadata={"parity":"even"}&size=100')).body.data).toHaveLength(4);
+    const paged = await tenant.app.get('/tokens?page=2');
+    expect(paged.status).toBe(400);
+    expect(paged.body.errors.page).toBeTruthy();
     expect((await tenant.app.get('/tokens?start=!!!')).status).toBe(400);
     expect((await tenant.app.get('/tokens?size=1000')).status).toBe(400);
   });

@@ -2,12 +2,12 @@ import { Router, type Request } from 'express';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import { tenantPrincipal } from '../../http/middleware/auth.js';
-import { stringQuery } from '../../http/params.js';
+import { listQuery as listParam, stringQuery } from '../../http/params.js';
 import { mayEver, type TokenPermission } from '../access/evaluate.js';
 import type { IdempotencyService } from '../idempotency/service.js';
 import type { Detokenizer } from './detokenizer.js';
 import { TOKEN_ID_PATTERN, validateCreateToken, validateTokenPatch } from './schema.js';
-import type { TokenService } from './service.js';
+import type { TokenListQuery, TokenService } from './service.js';
 import { tokenize } from './tokenize.js';
 
 const TOKEN_ID = new RegExp(TOKEN_ID_PATTERN);
@@ -24,7 +24,8 @@ export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idem
     res.status(answer.status).json(answer.body);
   });
 
-  router.get('/tokens', async (req, res) => {
+  // /v2/tokens is the newer clients' name for the same cursor-paged list.
+  router.get(['/tokens', '/v2/tokens'], async (req, res) => {
     const principal = allowed(req, 'token:read');
     res.json(await tokens.list(principal, listQuery(req)));
   });
@@ -78,13 +79,35 @@ function tokenId(req: Request): string {
   return id;
 }
 
-function listQuery(req: Request) {
+/**
+ * The list's query: `size`, `start` (the cursor from `pagination.next`), and filters `id` and `type` (repeatable),
+ * `container` (prefix), `metadata.<name>=<value>` or `metadata[<name>]=<value>` or `metadata=<JSON object>` (the form
+ * node-sdk sends). `page` is refused rather than ignored: token lists page by cursor.
+ */
+function listQuery(req: Request): TokenListQuery {
+  const query = req.query as Record<string, unknown>;
+  if (query.page !== undefined) {
+    throw new Errors.InvalidQuery({ errors: { page: ['token lists page by cursor: pass pagination.next as start'] } });
+  }
   const size = stringQuery(req, 'size') ?? '20';
   if (!/^\d{1,3}$/.test(size) || Number(size) < 1 || Number(size) > 100) {
     throw new Errors.InvalidQuery({ errors: { size: ['must be a whole number from 1 to 100'] } });
   }
   const metadata: Record<string, string> = {};
-  for (const [name, value] of Object.entries(req.query as Record<string, unknown>)) {
+  const json = stringQuery(req, 'metadata');
+  if (json !== undefined) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(json);
+    } catch {
+      parsed = undefined;
+    }
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || Object.values(parsed).some((v) => typeof v !== 'string')) {
+      throw new Errors.InvalidQuery({ errors: { metadata: ['must be a JSON object of strings'] } });
+    }
+    Object.assign(metadata, parsed);
+  }
+  for (const [name, value] of Object.entries(query)) {
     const match = /^metadata(?:\.([^.[\]]+)|\[([^\]]+)\])$/.exec(name);
     if (!match) continue;
     if (typeof value !== 'string') throw new Errors.InvalidQuery({ errors: { [name]: ['must be given once'] } });
@@ -93,7 +116,8 @@ function listQuery(req: Request) {
   return {
     size: Number(size),
     start: stringQuery(req, 'start'),
-    type: stringQuery(req, 'type'),
+    ids: listParam(req, 'id'),
+    types: listParam(req, 'type'),
     container: stringQuery(req, 'container'),
     metadata,
   };
