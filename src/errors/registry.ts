@@ -62,6 +62,12 @@ export const Errors = {
   InvalidQuery: define('TV_INVALID_QUERY', 400, 'Bad Request', 'The query string is invalid.'),
   InvalidPath: define('TV_INVALID_PATH', 400, 'Bad Request', 'The path parameter is invalid.'),
   InvalidHeader: define('TV_INVALID_HEADER', 400, 'Bad Request', 'A request header is invalid.'),
+  DestinationRefused: define(
+    'TV_DESTINATION_REFUSED',
+    400,
+    'Bad Request',
+    'The destination is not allowed by the outbound destination policy.',
+  ),
   // 401 / 403
   Unauthenticated: define('TV_UNAUTHENTICATED', 401, 'Unauthorized', 'A valid BT-API-KEY header is required.'),
   Forbidden: define('TV_FORBIDDEN', 403, 'Forbidden', 'The key does not have the permission this request needs.'),
@@ -90,8 +96,27 @@ export const Errors = {
   // 5xx
   Internal: define('TV_INTERNAL', 500, 'Internal Server Error', 'An unexpected error occurred.'),
   DecryptionFailed: define('TV_DECRYPTION_FAILED', 500, 'Internal Server Error', 'Stored data could not be decrypted.'),
+  UpstreamUnreachable: define('TV_UPSTREAM_UNREACHABLE', 502, 'Bad Gateway', 'The destination could not be reached.'),
+  UpstreamResponseTooLarge: define(
+    'TV_UPSTREAM_RESPONSE_TOO_LARGE',
+    502,
+    'Bad Gateway',
+    'The destination response is larger than allowed.',
+  ),
   StoreUnavailable: define('TV_STORE_UNAVAILABLE', 503, 'Service Unavailable', 'The store is unavailable; retry later.'),
+  UpstreamTimeout: define('TV_UPSTREAM_TIMEOUT', 504, 'Gateway Timeout', 'The destination did not answer in time.'),
 } as const;
+
+/**
+ * An error raised by reactor or transform code. Its status and title come from the code (the reactor-formulas SDK's
+ * error classes), so it is the one error whose status is not fixed here; its code is.
+ */
+export class ReactorFailure extends VaultError {
+  static readonly code = 'TV_REACTOR_FAILED';
+  constructor(status: number, title: string, detail: string, errors?: Record<string, unknown>) {
+    super(ReactorFailure.code, status, title, detail, { errors: errors as FieldErrors | undefined });
+  }
+}
 
 /** Every registered error class, for documentation and tests that check codes are unique. */
 export function registeredErrors(): VaultErrorClass[] {
