@@ -1,0 +1,267 @@
+// How the API reaches workers: POST /invoke over a keep-alive undici Pool. An invocation runs code with side effects
+// (bt writes, outbound calls), so it is retried only when it certainly never reached a worker: the connection failed
+// before a byte of the request was written. Once written, a failure is final. A worker that cannot be reached, or
+// that does not answer within the invocation's time limit plus a margin, is Errors.RuntimeUnavailable (503).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { Pool, type Dispatcher } from 'undici';
+import type { Config } from '../config/config.js';
+import { Errors, VaultError } from '../errors/registry.js';
+import type { Logger } from '../observability/logger.js';
+import { freeLoopbackPort } from '../server/ports.js';
+import type { InvocationRequest, InvocationResult } from './contract.js';
+
+export interface RuntimeClientOptions {
+  /** Base URL of the worker pool (a Service in Kubernetes), or of the dev worker. */
+  workerUrl: string;
+  /** Wall-clock limit of invocations that set none (config.runtime.timeoutMs). */
+  defaultTimeoutMs: number;
+  /** Keep-alive connections to the workers. */
+  connections?: number;
+  /** Added to an invocation's time limit for the worker's answer to arrive. */
+  marginMs?: number;
+  /** Replaces the connection pool (tests). */
+  dispatcher?: Dispatcher;
+}
+
+interface Answer {
+  status: number;
+  body: string;
+}
+
+class SendError extends Error {
+  constructor(
+    readonly cause: Error,
+    readonly sent: boolean,
+  ) {
+    super(cause.message);
+  }
+}
+
+export class RuntimeClient {
+  private readonly pool: Dispatcher;
+  private readonly defaultTimeoutMs: number;
+  private readonly marginMs: number;
+
+  constructor(options: RuntimeClientOptions) {
+    this.defaultTimeoutMs = options.defaultTimeoutMs;
+    this.marginMs = options.marginMs ?? 5000;
+    const timeout = options.defaultTimeoutMs + this.marginMs;
+    this.pool = options.dispatcher ?? new Pool(new URL(options.workerUrl).origin, {
+      connections: options.connections ?? 32,
+      pipelining: 1,
+      keepAliveTimeout: 30_000,
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
+      connectTimeout: 5000,
+    });
+  }
+
+  static fromConfig(config: Config, workerUrl = config.workerUrl): RuntimeClient {
+    if (!workerUrl) throw new Error('no worker URL: set TOKENVAULT_WORKER_URL (dev starts its own worker)');
+    return new RuntimeClient({ workerUrl, defaultTimeoutMs: config.runtime.timeoutMs });
+  }
+
+  async invoke(request: InvocationRequest): Promise<InvocationResult> {
+    const timeoutMs = (request.limits?.timeoutMs ?? this.defaultTimeoutMs) + this.marginMs;
+    const body = JSON.stringify(request);
+    let answer: Answer;
+    try {
+      answer = await this.post(body, timeoutMs);
+    } catch (error) {
+      // Retried once, and only when no byte of the request was written (refused, reset or timed-out connection).
+      if (!(error instanceof SendError) || error.sent) throw unavailable(error);
+      try {
+        answer = await this.post(body, timeoutMs);
+      } catch (second) {
+        throw unavailable(second);
+      }
+    }
+    if (answer.status === 200) {
+      try {
+        const result = JSON.parse(answer.body) as InvocationResult;
+        if (result !== null && typeof result === 'object' && typeof result.ok === 'boolean') return result;
+      } catch {
+        // fall through
+      }
+      throw new Errors.Internal('The reactor runtime answered with something that is not an invocation result.');
+    }
+    if (answer.status === 503 || answer.status >= 502) throw new Errors.RuntimeUnavailable();
+    // 4xx: the API sent something the worker refuses, which is a bug here, not the caller's fault.
+    throw new Errors.Internal(`The reactor runtime refused the invocation (${answer.status}).`);
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close();
+  }
+
+  /** One POST /invoke; rejects with SendError telling whether any of the request was written. */
+  private post(body: string, timeoutMs: number): Promise<Answer> {
+    return new Promise<Answer>((resolve, reject) => {
+      let sent = false;
+      let status = 0;
+      const chunks: Buffer[] = [];
+      const handler: Dispatcher.DispatchHandler = {
+        onConnect() {},
+        onRequestSent() {
+          sent = true;
+        },
+        onBodySent() {
+          sent = true;
+        },
+        onHeaders(statusCode: number) {
+          sent = true;
+          status = statusCode;
+          return true;
+        },
+        onData(chunk: Buffer) {
+          chunks.push(chunk);
+          return true;
+        },
+        onComplete() {
+          resolve({ status, body: Buffer.concat(chunks).toString('utf8') });
+        },
+        onError(error: Error) {
+          reject(new SendError(error, sent));
+        },
+      } as unknown as Dispatcher.DispatchHandler;
+      this.pool.dispatch(
+        {
+          path: '/invoke',
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+          body,
+          headersTimeout: timeoutMs,
+          bodyTimeout: timeoutMs,
+        },
+        handler,
+      );
+    });
+  }
+}
+
+function codeOf(error: unknown): string {
+  const code = (error as { code?: unknown })?.code;
+  if (typeof code === 'string') return code;
+  const cause = (error as { cause?: { code?: unknown } })?.cause?.code;
+  return typeof cause === 'string' ? cause : '';
+}
+
+function unavailable(error: unknown): VaultError {
+  const cause = error instanceof SendError ? error.cause : error;
+  const code = codeOf(cause);
+  const detail =
+    code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT'
+      ? 'The reactor runtime did not answer in time; retry later.'
+      : 'The reactor runtime is unavailable; retry later.';
+  return new Errors.RuntimeUnavailable({ detail, cause });
+}
+
+// ---------------------------------------------------------------------------------------------- dev: a child worker
+
+export interface WorkerProcess {
+  url: string;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+export interface SpawnWorkerOptions {
+  /** The API the worker's bt client calls (default config.apiUrl). */
+  apiUrl?: string;
+  logger?: Logger;
+  /** How long to wait for /readyz (default 15 s). */
+  readyTimeoutMs?: number;
+}
+
+/**
+ * Starts `tokenvault worker` as a child process on a free loopback port (the built CLI next to this module:
+ * dist/cli.js), waits until it is ready, and restarts it if it dies. The child gets the runtime and destination
+ * settings of `config` and no secrets: TOKENVAULT_* variables of this process are not passed on.
+ */
+export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOptions = {}): Promise<WorkerProcess> {
+  const cli = fileURLToPath(new URL('../cli.js', import.meta.url));
+  const port = await freeLoopbackPort();
+  const url = `http://127.0.0.1:${port}`;
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) if (!name.startsWith('TOKENVAULT_')) env[name] = value;
+  Object.assign(env, {
+    TOKENVAULT_HOST: '127.0.0.1',
+    TOKENVAULT_PORT: String(port),
+    TOKENVAULT_LOG_LEVEL: config.logLevel,
+    TOKENVAULT_REACTOR_CPU_MS: String(config.runtime.cpuMs),
+    TOKENVAULT_REACTOR_TIMEOUT_MS: String(config.runtime.timeoutMs),
+    TOKENVAULT_REACTOR_MEMORY_MB: String(config.runtime.memoryMb),
+    TOKENVAULT_RUNTIME_CACHE_SIZE: String(config.runtime.cacheSize),
+    TOKENVAULT_PROXY_ALLOWED_HOSTS: config.destinations.allowedHosts.join(','),
+    TOKENVAULT_WORKER_EXIT_WITH_PARENT: '1',
+  });
+  const apiUrl = options.apiUrl ?? config.apiUrl;
+  if (apiUrl) env.TOKENVAULT_API_URL = apiUrl;
+  if (config.destinations.caFile) env.TOKENVAULT_PROXY_CA_FILE = config.destinations.caFile;
+  // NODE_OPTIONS of a test runner (--experimental-vm-modules...) is not for the worker.
+  delete env.NODE_OPTIONS;
+
+  let stopping = false;
+  let child!: ChildProcess;
+  let restarts = 0;
+  const start = () => {
+    // stdin is a pipe the worker watches: when this process dies, the worker sees it close and exits. The worker's
+    // logs go to this process's stderr (dev keeps stdout for its banner).
+    child = spawn(process.execPath, ['--no-node-snapshot', cli, 'worker'], { env, stdio: ['pipe', 2, 2] });
+    child.once('exit', (code, signal) => {
+      if (stopping) return;
+      restarts++;
+      const delay = Math.min(5000, 100 * 2 ** Math.min(restarts, 6));
+      options.logger?.error({ code, signal, restart_in_ms: delay }, 'the worker process exited; restarting it');
+      setTimeout(() => {
+        if (!stopping) start();
+      }, delay).unref();
+    });
+  };
+  start();
+
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 15_000);
+  for (;;) {
+    if (child.exitCode !== null && restarts > 0) {
+      stopping = true;
+      throw new Error(`the worker process exited with ${child.exitCode} while starting`);
+    }
+    if (await isReady(url)) break;
+    if (Date.now() > deadline) {
+      stopping = true;
+      child.kill('SIGKILL');
+      throw new Error(`the worker process was not ready within ${options.readyTimeoutMs ?? 15_000} ms`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  options.logger?.info({ url, pid: child.pid }, 'worker process ready');
+
+  return {
+    url,
+    get child() {
+      return child;
+    },
+    async stop() {
+      stopping = true;
+      const current = child;
+      if (current.exitCode !== null || current.signalCode !== null) return;
+      const exited = once(current, 'exit');
+      current.kill('SIGTERM');
+      const timer = setTimeout(() => current.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+async function isReady(url: string): Promise<boolean> {
+  try {
+    const response = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(1000) });
+    await response.arrayBuffer();
+    return response.status === 200;
+  } catch {
+    return false;
+  }
+}
+

@@ -1,0 +1,547 @@
+// The sandbox pool: one isolated-vm isolate per (tenant, code hash, heap size), with the prelude and the reactor's
+// code compiled into it once, kept in a bounded LRU (evicted isolates are disposed once no invocation uses them).
+//
+// Every invocation gets a fresh context in that isolate, so nothing a previous invocation did (globals, patched
+// built-ins) is visible to the next; the prelude runs first, then the code's module wrapper, then the exported
+// function with `req` copied in as JSON. Limits:
+//   - CPU: every piece of work the isolate does for an invocation is a task the host starts (the first call, and each
+//     answer to a host operation, which runs the code's continuations), and each gets isolated-vm's `timeout` set to
+//     what is left of the invocation's CPU budget, measured with `isolate.cpuTime`. A busy loop anywhere — sync, in a
+//     promise executor, after an await — is terminated when the budget runs out; the isolate stays usable.
+//   - Wall clock: the invocation is answered when `timeoutMs` passes; its context is released and its host
+//     operations aborted, so a never-settling promise costs nothing afterwards.
+//   - Memory: the isolate's heap limit. isolated-vm disposes an isolate that exceeds it; the entry is dropped and the
+//     next invocation of that code builds a new one.
+// Invocations of the same code share its isolate (a memory-limit kill ends all of them; a CPU timeout only its own).
+//
+// Noisy neighbours: code that used up its CPU budget or its heap is a suspect for a while (SUSPECT_MS). Suspects'
+// tasks (the units of isolate work above) run through a lane of their own, at most `availableParallelism - 1` at a
+// time (at least 1), and each keeps its slot closed afterwards for as long as it computed, so suspects together get
+// at most half of those cores and well-behaved reactors keep their latency; waiting for I/O holds no slot. A tenant whose code failed that way TENANT_STRIKES times within the window
+// is a suspect with all its code. Waiting for the lane counts against the invocation's wall clock.
+import { createHash, createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import { availableParallelism } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import ivm from 'isolated-vm';
+import { LRUCache } from 'lru-cache';
+import type { Logger } from '../observability/logger.js';
+import type { BtAnswer, BtCall } from './bt-bridge.js';
+import type { InvocationFailure, InvocationLimits, InvocationRequest, InvocationResult } from './contract.js';
+import { compileFailure, exceededResources, invalidResultFailure, memoryFailure, readEnvelope, thrownFailure, timeoutFailure, type Envelope } from './failures.js';
+import type { InvocationOutcome, RuntimeMetrics } from './metrics.js';
+import { MAX_OUTBOUND_RESPONSE_BYTES, refuseOutbound, type Outbound } from './outbound.js';
+import { PRELUDE_SOURCE, wrapReactorCode } from './prelude.js';
+
+/** What the sandbox's `bt` client calls on the host (bt-bridge.ts). */
+export interface BtHost {
+  call(apiKey: string, call: BtCall, signal: AbortSignal): Promise<BtAnswer>;
+}
+
+export interface SandboxPoolOptions {
+  /** Isolates kept (config.runtime.cacheSize). */
+  cacheSize: number;
+  /** Limits for requests that do not set their own (config.runtime). */
+  limits: InvocationLimits;
+  /** `fetch` inside the sandbox; refuses everything when absent. */
+  outbound?: Outbound;
+  /** `bt` inside the sandbox; without it every bt call fails with a clear message. */
+  bt?: BtHost;
+  metrics?: RuntimeMetrics;
+  logger?: Logger;
+  /** isolated-vm lost control of an isolate: the process should stop serving (the worker exits). */
+  onCatastrophicError?: (message: string) => void;
+  /** Suspect invocations (see above) allowed to run at once; default availableParallelism() - 1, at least 1. */
+  suspectConcurrency?: number;
+}
+
+/** How long code stays a suspect after exceeding its CPU or memory limit. */
+export const SUSPECT_MS = 60_000;
+/** Resource-limit failures after which all of a tenant's code is a suspect (new code each time does not escape). */
+export const TENANT_STRIKES = 3;
+
+/** A request the pool refuses to run (the worker answers 400). */
+export class InvalidInvocation extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidInvocation';
+  }
+}
+
+const HASHES = new Set(['md5', 'sha1', 'sha256', 'sha384', 'sha512']);
+const DIGEST_ENCODINGS = new Set(['hex', 'base64', 'base64url', 'latin1', 'binary']);
+const ENOUGH = 1; // ms: the least timeout handed to isolated-vm (0 would mean none)
+/** Largest answer (JSON) taken from reactor code. */
+const MAX_RESULT_CHARS = 16 * 1024 * 1024;
+
+class CompiledSandbox {
+  active = 0;
+  retired = false;
+  /** Set when isolated-vm disposed the isolate for exceeding its heap limit. */
+  outOfMemory = false;
+
+  constructor(
+    readonly key: string,
+    readonly isolate: ivm.Isolate,
+    readonly prelude: ivm.Script,
+    readonly script: ivm.Script,
+    readonly memoryMb: number,
+  ) {}
+
+  get usable(): boolean {
+    return !this.retired && !this.isolate.isDisposed;
+  }
+}
+
+export class SandboxPool {
+  private readonly cache: LRUCache<string, CompiledSandbox>;
+  /** Code that does not compile, so it is not compiled again on every call. */
+  private readonly broken: LRUCache<string, InvocationFailure>;
+  private readonly compiling = new Map<string, Promise<CompiledSandbox | InvocationFailure>>();
+  private readonly live = new Set<CompiledSandbox>();
+  private readonly outbound: Outbound;
+  private closed = false;
+  private readonly suspects = new LRUCache<string, true>({ max: 10_000, ttl: SUSPECT_MS });
+  /** Resource-limit failures per tenant: a tenant with TENANT_STRIKES of them is a suspect with all its code. */
+  private readonly strikes = new LRUCache<string, number>({ max: 10_000, ttl: SUSPECT_MS });
+  private readonly suspectLane: Lane;
+
+  constructor(private readonly options: SandboxPoolOptions) {
+    this.outbound = options.outbound ?? refuseOutbound;
+    this.cache = new LRUCache<string, CompiledSandbox>({
+      max: Math.max(1, options.cacheSize),
+      dispose: (sandbox) => this.retire(sandbox),
+    });
+    this.broken = new LRUCache<string, InvocationFailure>({ max: Math.max(1, options.cacheSize) });
+    this.suspectLane = new Lane(options.suspectConcurrency ?? Math.max(1, availableParallelism() - 1));
+  }
+
+  /** Isolates alive now (cached, or evicted and still finishing an invocation). */
+  get isolates(): number {
+    return this.live.size;
+  }
+
+  /** Runs one invocation. Code failures are results; only a request that cannot be run at all throws. */
+  async invoke(request: InvocationRequest): Promise<InvocationResult> {
+    if (this.closed) throw new Error('the sandbox pool is closed');
+    const started = performance.now();
+    const limits = this.limitsFor(request);
+    const acquired = await this.claim(request, limits.memoryMb);
+    const suspectKey = `${request.tenantId}\u0000${request.codeHash}`;
+    let envelope: Envelope;
+    if ('kind' in acquired) {
+      envelope = { ok: false, error: acquired };
+    } else {
+      const suspect = this.suspects.has(suspectKey) || (this.strikes.get(request.tenantId) ?? 0) >= TENANT_STRIKES;
+      try {
+        envelope = await this.run(acquired, request, limits, started, suspect ? this.suspectLane : undefined);
+      } finally {
+        acquired.active--;
+        if (acquired.isolate.isDisposed) this.evict(acquired);
+        else if (acquired.retired) this.release(acquired);
+      }
+      if (!envelope.ok && exceededResources(envelope.error)) {
+        this.suspects.set(suspectKey, true);
+        this.strikes.set(request.tenantId, (this.strikes.get(request.tenantId) ?? 0) + 1);
+      }
+    }
+    const durationMs = Math.round((performance.now() - started) * 1000) / 1000;
+    const outcome: InvocationOutcome = envelope.ok ? 'ok' : envelope.error.kind;
+    this.options.metrics?.observeInvocation(outcome, durationMs / 1000);
+    if (!envelope.ok && (outcome === 'timeout' || outcome === 'memory')) {
+      this.options.logger?.warn({ tenant_id: request.tenantId, code_hash: request.codeHash, outcome, duration_ms: durationMs }, 'reactor invocation stopped');
+    }
+    return envelope.ok ? { ok: true, result: envelope.result, durationMs } : { ok: false, error: envelope.error, durationMs };
+  }
+
+  /** Disposes every isolate; invocations still running fail. */
+  close(): void {
+    this.closed = true;
+    this.cache.clear();
+    for (const sandbox of [...this.live]) {
+      sandbox.retired = true;
+      this.release(sandbox, true);
+    }
+  }
+
+  private limitsFor(request: InvocationRequest): InvocationLimits {
+    const pick = (value: number | undefined, fallback: number) => (Number.isInteger(value) && (value as number) > 0 ? (value as number) : fallback);
+    const defaults = this.options.limits;
+    return {
+      cpuMs: pick(request.limits?.cpuMs, defaults.cpuMs),
+      timeoutMs: pick(request.limits?.timeoutMs, defaults.timeoutMs),
+      memoryMb: Math.max(8, pick(request.limits?.memoryMb, defaults.memoryMb)),
+    };
+  }
+
+  /**
+   * A usable sandbox for the request, counted as active before anything else can run (an idle isolate evicted from
+   * the cache is disposed at once, so one in use must never look idle), or the code's compile failure.
+   */
+  private async claim(request: InvocationRequest, memoryMb: number): Promise<CompiledSandbox | InvocationFailure> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const acquired = await this.acquire(request, memoryMb);
+      if ('kind' in acquired) return acquired;
+      if (acquired.usable) {
+        acquired.active++;
+        return acquired;
+      }
+      // Evicted between compiling and now: look again (a new isolate is built if need be).
+    }
+    throw new Error('the sandbox cache is too small for this many different codes at once (runtime cache size)');
+  }
+
+  private async acquire(request: InvocationRequest, memoryMb: number): Promise<CompiledSandbox | InvocationFailure> {
+    const key = `${request.tenantId}\u0000${request.codeHash}\u0000${memoryMb}`;
+    const cached = this.cache.get(key);
+    if (cached?.usable) {
+      this.options.metrics?.observeCompileCache('hit');
+      return cached;
+    }
+    if (cached) this.evict(cached);
+    const failure = this.broken.get(key);
+    if (failure) {
+      this.options.metrics?.observeCompileCache('hit');
+      return failure;
+    }
+    const inFlight = this.compiling.get(key);
+    if (inFlight) {
+      this.options.metrics?.observeCompileCache('hit');
+      return inFlight;
+    }
+    if (createHash('sha256').update(request.code).digest('hex') !== request.codeHash.toLowerCase()) {
+      throw new InvalidInvocation('codeHash is not the SHA-256 of code');
+    }
+    this.options.metrics?.observeCompileCache('miss');
+    const compilation = this.compile(key, request.code, memoryMb).finally(() => this.compiling.delete(key));
+    this.compiling.set(key, compilation);
+    return compilation;
+  }
+
+  private async compile(key: string, code: string, memoryMb: number): Promise<CompiledSandbox | InvocationFailure> {
+    const isolate = new ivm.Isolate({
+      memoryLimit: memoryMb,
+      onCatastrophicError: (message) => {
+        this.options.logger?.fatal({ message }, 'isolated-vm lost control of an isolate');
+        this.options.onCatastrophicError?.(message);
+      },
+    });
+    let prelude: ivm.Script;
+    let script: ivm.Script;
+    try {
+      prelude = await isolate.compileScript(PRELUDE_SOURCE, { filename: 'tokenvault:prelude' });
+      try {
+        script = await isolate.compileScript(wrapReactorCode(code), { filename: 'reactor.js', lineOffset: -1 });
+      } catch (error) {
+        isolate.dispose();
+        const failure = compileFailure(syntaxMessage(error));
+        this.broken.set(key, failure);
+        return failure;
+      }
+    } catch (error) {
+      if (!isolate.isDisposed) isolate.dispose();
+      throw error;
+    }
+    const sandbox = new CompiledSandbox(key, isolate, prelude, script, memoryMb);
+    this.live.add(sandbox);
+    this.options.metrics?.isolates.set(this.live.size);
+    if (this.closed) {
+      this.retire(sandbox);
+      throw new Error('the sandbox pool is closed');
+    }
+    this.cache.set(key, sandbox);
+    return sandbox;
+  }
+
+  /** Drops an entry whose isolate died (the cache's dispose callback retires it). */
+  private evict(sandbox: CompiledSandbox): void {
+    if (this.cache.peek(sandbox.key) === sandbox) this.cache.delete(sandbox.key);
+    else this.retire(sandbox);
+  }
+
+  private retire(sandbox: CompiledSandbox): void {
+    sandbox.retired = true;
+    this.release(sandbox);
+  }
+
+  private release(sandbox: CompiledSandbox, force = false): void {
+    if (sandbox.active > 0 && !force && !sandbox.isolate.isDisposed) return;
+    if (!sandbox.isolate.isDisposed) sandbox.isolate.dispose();
+    if (this.live.delete(sandbox)) this.options.metrics?.isolates.set(this.live.size);
+  }
+
+  /** One invocation in a fresh context; a suspect's tasks go through `lane`. */
+  private async run(sandbox: CompiledSandbox, request: InvocationRequest, limits: InvocationLimits, started: number, lane?: Lane): Promise<Envelope> {
+    const { isolate } = sandbox;
+    const budgetNs = BigInt(limits.cpuMs) * 1_000_000n;
+    const abort = new AbortController();
+    const hostTimers = new Set<NodeJS.Timeout>();
+    let context: ivm.Context | undefined;
+    let entry: ivm.Reference | undefined;
+    let finished = false;
+    let answer!: (envelope: Envelope) => void;
+    const outcome = new Promise<Envelope>((resolve) => (answer = resolve));
+
+    const complete = (envelope: Envelope) => {
+      if (finished) return;
+      finished = true;
+      answer(envelope);
+    };
+    const fail = (error: unknown) => complete({ ok: false, error: this.classify(sandbox, error, limits) });
+
+    // CPU accounting. The isolate's CPU clock counts every invocation sharing the isolate, so this invocation is
+    // charged only while one of its own tasks (the module, the call, an answer to a host operation and the
+    // continuations it runs) is queued or running — never while it waits for the network or a timer.
+    let charged = 0n;
+    let tasks = 0;
+    let since = 0n;
+    const cpuNow = () => (isolate.isDisposed ? since : isolate.cpuTime);
+    const cpuUsed = () => charged + (tasks > 0 ? cpuNow() - since : 0n);
+    /** What is left of the CPU budget, in whole ms (at least 1: isolated-vm reads 0 as "no limit"). */
+    const cpuLeft = () => {
+      const left = budgetNs - cpuUsed();
+      return left <= 0n ? ENOUGH : Math.max(ENOUGH, Math.ceil(Number(left) / 1e6));
+    };
+    const task = <T>(promise: Promise<T>): Promise<T> => {
+      if (tasks++ === 0) since = cpuNow();
+      const done = () => {
+        if (--tasks === 0) charged += cpuNow() - since;
+      };
+      promise.then(done, done);
+      return promise;
+    };
+    const wallLeftNow = () => limits.timeoutMs - (performance.now() - started);
+    /** Starts a task in the isolate; a suspect's waits for the lane, and keeps it closed as long as it computed. */
+    const issue = <T>(start: () => Promise<T>): Promise<T> => {
+      if (lane === undefined) return task(start());
+      return lane.enter(wallLeftNow()).then((admitted) => {
+        if (!admitted || finished) {
+          if (admitted) lane.leave();
+          throw new LaneTimeout();
+        }
+        const before = cpuUsed();
+        const promise = task(start());
+        const leave = () => lane.leave(Math.min(Number(cpuUsed() - before) / 1e6, limits.cpuMs));
+        promise.then(leave, leave);
+        return promise;
+      });
+    };
+
+    const settle = (id: number, ok: boolean, json: string, bytes?: Buffer) => {
+      if (finished || entry === undefined) return;
+      const args: unknown[] = ['settle', id, ok, json];
+      if (bytes !== undefined) args.push(new ivm.ExternalCopy(bytes).copyInto({ release: true }));
+      const target = entry;
+      issue(() => target.apply(undefined, args, { timeout: cpuLeft() })).catch(fail);
+    };
+    const hostCall = (id: number, op: string, json: string, body: unknown) => {
+      if (finished) return;
+      if (op === 'done') {
+        if (typeof json === 'string' && json.length > MAX_RESULT_CHARS) {
+          return complete({ ok: false, error: invalidResultFailure(`the result is larger than ${MAX_RESULT_CHARS} characters`) });
+        }
+        return complete(readEnvelope(json));
+      }
+      let payload: Record<string, unknown>;
+      try {
+        payload = JSON.parse(json) as Record<string, unknown>;
+      } catch {
+        return settle(id, false, 'the host could not read the request');
+      }
+      switch (op) {
+        case 'sleep': {
+          const ms = Math.min(Math.max(0, Number(payload.ms) || 0), limits.timeoutMs);
+          const timer = setTimeout(() => {
+            hostTimers.delete(timer);
+            settle(id, true, 'null');
+          }, ms);
+          hostTimers.add(timer);
+          return;
+        }
+        case 'fetch':
+          this.fetch(payload, body, abort.signal).then(
+            (response) => settle(id, true, response.json, response.body),
+            (error: Error) => settle(id, false, error?.message || 'the request failed'),
+          );
+          return;
+        case 'bt': {
+          if (request.bt === null || request.bt === undefined) return settle(id, false, 'this reactor has no application, so it has no bt client');
+          if (!this.options.bt) return settle(id, true, JSON.stringify({ status: -1, data: null, message: 'bt is not available in this worker' }));
+          this.options.bt.call(request.bt.apiKey, payload as unknown as BtCall, abort.signal).then(
+            (result) => settle(id, true, JSON.stringify(result)),
+            (error: Error) => settle(id, true, JSON.stringify({ status: -1, data: null, message: error?.message || 'the request to the vault failed' })),
+          );
+          return;
+        }
+        default:
+          return settle(id, false, `unknown host operation ${JSON.stringify(op)}`);
+      }
+    };
+    const hostSync = (op: string, json: string, parts: unknown): string => {
+      const payload = JSON.parse(json) as Record<string, unknown> | null;
+      switch (op) {
+        case 'uuid':
+          return randomUUID();
+        case 'keyMatches': {
+          const candidate = Buffer.from(String(payload?.key ?? ''));
+          const own = Buffer.from(request.bt?.apiKey ?? '');
+          return String(own.length > 0 && candidate.length === own.length && timingSafeEqual(candidate, own));
+        }
+        case 'hash':
+          return digest(payload ?? {}, parts);
+        default:
+          throw new Error(`unknown host operation ${JSON.stringify(op)}`);
+      }
+    };
+
+    const wallTimer = setTimeout(() => complete({ ok: false, error: timeoutFailure('wall', limits.timeoutMs) }), Math.max(0, wallLeftNow()));
+    const main = async () => {
+      const created = await isolate.createContext();
+      // Once the invocation has been answered, whatever arrives late is released here, not in the cleanup below.
+      if (finished) return created.release();
+      context = created;
+      const global = created.global;
+      global.setIgnored('__tv_call', new ivm.Callback(hostCall, { ignored: true }));
+      global.setIgnored('__tv_sync', new ivm.Callback(hostSync));
+      // Queued back to back: the prelude takes the host functions off the global object before the module runs.
+      const preludeRun = sandbox.prelude.run(created, { reference: true, timeout: limits.cpuMs });
+      const moduleRun = issue(() => sandbox.script.run(created, { timeout: limits.cpuMs }));
+      moduleRun.catch(() => undefined);
+      const reference = (await preludeRun) as ivm.Reference;
+      if (finished) return reference.release();
+      entry = reference;
+      await moduleRun;
+      if (finished) return;
+      const input = JSON.stringify({ args: request.args ?? null, configuration: request.configuration ?? {} });
+      // Runs the module and the call up to their first wait; the answer arrives as the host operation 'done'.
+      await issue(() => reference.apply(undefined, ['start', input, request.bt !== null && request.bt !== undefined, request.kind], { timeout: cpuLeft() }));
+    };
+    main().catch(fail);
+
+    try {
+      return await outcome;
+    } finally {
+      clearTimeout(wallTimer);
+      for (const timer of hostTimers) clearTimeout(timer);
+      abort.abort();
+      entry?.release();
+      context?.release();
+    }
+  }
+
+  private classify(sandbox: CompiledSandbox, error: unknown, limits: InvocationLimits): InvocationFailure {
+    if (error instanceof LaneTimeout) return timeoutFailure('wall', limits.timeoutMs);
+    const message = error instanceof Error ? error.message : String(error);
+    if (sandbox.isolate.isDisposed) {
+      // The pool disposes only idle isolates (or all of them when it closes); anything else is isolated-vm enforcing
+      // the heap limit, which also ends the other invocations sharing the isolate.
+      if (/memory limit/i.test(message) || !this.closed) sandbox.outOfMemory = true;
+      this.evict(sandbox);
+      if (sandbox.outOfMemory) return memoryFailure(limits.memoryMb);
+      return thrownFailure('the sandbox was stopped while the code ran');
+    }
+    if (/timed out/i.test(message)) return timeoutFailure('cpu', limits.cpuMs);
+    this.options.logger?.warn({ error_name: (error as Error)?.name }, 'sandbox call failed');
+    return thrownFailure('the sandbox failed while the code ran');
+  }
+
+  private async fetch(payload: Record<string, unknown>, body: unknown, signal: AbortSignal): Promise<{ json: string; body: Buffer }> {
+    const url = String(payload.url ?? '');
+    const method = String(payload.method ?? 'GET').toUpperCase();
+    const headers: Record<string, string> = {};
+    if (payload.headers !== null && typeof payload.headers === 'object') {
+      for (const [name, value] of Object.entries(payload.headers as Record<string, unknown>)) {
+        if (typeof value === 'string') headers[name] = value;
+      }
+    }
+    let bytes: Buffer | undefined;
+    if (typeof body === 'string') bytes = Buffer.from(body, 'utf8');
+    else if (body instanceof ArrayBuffer) bytes = Buffer.from(body);
+    else if (ArrayBuffer.isView(body)) bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    const response = await this.outbound({ url, method, headers, body: bytes, signal });
+    if (response.body.length > MAX_OUTBOUND_RESPONSE_BYTES) {
+      throw new Error(`the response is larger than ${MAX_OUTBOUND_RESPONSE_BYTES} bytes`);
+    }
+    const responseHeaders: Record<string, string[]> = {};
+    for (const [name, value] of Object.entries(response.headers)) {
+      if (value === undefined) continue;
+      responseHeaders[name.toLowerCase()] = Array.isArray(value) ? value.map(String) : [String(value)];
+    }
+    const meta = { status: response.status, statusText: STATUS_CODES[response.status] ?? '', headers: responseHeaders, url };
+    return { json: JSON.stringify(meta), body: response.body };
+  }
+}
+
+/** A suspect's task could not get into the lane before the invocation's wall clock ran out. */
+class LaneTimeout extends Error {}
+
+/** A counting semaphore with a FIFO queue; `enter` gives up after `waitMs`; `leave` may hold the slot a while longer. */
+class Lane {
+  private running = 0;
+  private readonly waiting: Array<(admitted: boolean) => void> = [];
+
+  constructor(private readonly size: number) {}
+
+  enter(waitMs: number): Promise<boolean> {
+    if (this.running < this.size) {
+      this.running++;
+      return Promise.resolve(true);
+    }
+    if (waitMs <= 0) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      const admit = (admitted: boolean) => {
+        clearTimeout(timer);
+        resolve(admitted);
+      };
+      const timer = setTimeout(() => {
+        const index = this.waiting.indexOf(admit);
+        if (index >= 0) this.waiting.splice(index, 1);
+        resolve(false);
+      }, waitMs);
+      this.waiting.push(admit);
+    });
+  }
+
+  leave(holdMs = 0): void {
+    if (holdMs >= 1) {
+      setTimeout(() => this.leave(), holdMs).unref();
+      return;
+    }
+    const next = this.waiting.shift();
+    if (next) next(true);
+    else this.running--;
+  }
+}
+
+function syntaxMessage(error: unknown): string {
+  const e = error as Error;
+  const text = e instanceof Error ? `${e.name === 'Error' ? '' : `${e.name}: `}${e.message}` : String(error);
+  return text.length > 2000 ? `${text.slice(0, 2000)}...` : text;
+}
+
+/** createHash / createHmac for the sandbox: parts are strings (UTF-8) or bytes; an HMAC's key is the first part. */
+function digest(payload: Record<string, unknown>, parts: unknown): string {
+  const alg = String(payload.alg);
+  const encoding = String(payload.encoding);
+  if (!HASHES.has(alg)) throw new Error(`Digest method not supported: ${alg}`);
+  const list = Array.isArray(parts) ? parts : [];
+  const asInput = (part: unknown): string | Buffer => {
+    if (typeof part === 'string') return part;
+    if (ArrayBuffer.isView(part)) return Buffer.from(part.buffer, part.byteOffset, part.byteLength);
+    if (part instanceof ArrayBuffer) return Buffer.from(part);
+    return String(part);
+  };
+  let hash;
+  let rest = list;
+  if (payload.kind === 'hmac') {
+    hash = createHmac(alg, asInput(list[0]));
+    rest = list.slice(1);
+  } else {
+    hash = createHash(alg);
+  }
+  for (const part of rest) hash.update(asInput(part));
+  const result = hash.digest();
+  if (encoding === 'bytes') return JSON.stringify([...result]);
+  if (!DIGEST_ENCODINGS.has(encoding)) throw new Error(`unsupported digest encoding ${encoding}`);
+  return result.toString(encoding as BufferEncoding);
+}

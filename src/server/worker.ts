@@ -1,0 +1,92 @@
+// Assembles and starts a worker process: the sandbox pool, the bt bridge to the API, the fetch bridge through the
+// destination policy, and the HTTP server (runtime/worker-server.ts). No store, no keys: the only credential a worker
+// ever holds is the short-lived bt key that arrives with an invocation.
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Config } from '../config/config.js';
+import type { Logger } from '../observability/logger.js';
+import { DestinationPolicy, outboundRequest } from '../proxy/destination-policy.js';
+import { BtBridge } from '../runtime/bt-bridge.js';
+import { RuntimeMetrics } from '../runtime/metrics.js';
+import { MAX_OUTBOUND_RESPONSE_BYTES, type Outbound } from '../runtime/outbound.js';
+import { SandboxPool } from '../runtime/sandbox.js';
+import { createWorkerHandler } from '../runtime/worker-server.js';
+
+export interface RunningWorker {
+  url: string;
+  pool: SandboxPool;
+  metrics: RuntimeMetrics;
+  close(): Promise<void>;
+}
+
+export interface StartWorkerOptions {
+  /** Replaces the destination-policy fetch bridge (tests). */
+  outbound?: Outbound;
+  /** Called when isolated-vm reports a catastrophic error; the CLI exits so the orchestrator restarts the worker. */
+  onCatastrophicError?: (message: string) => void;
+}
+
+export async function startWorker(config: Config, logger: Logger, options: StartWorkerOptions = {}): Promise<RunningWorker> {
+  const limits = { cpuMs: config.runtime.cpuMs, timeoutMs: config.runtime.timeoutMs, memoryMb: config.runtime.memoryMb };
+  const metrics = new RuntimeMetrics();
+  const bt = new BtBridge(config.apiUrl, { timeoutMs: limits.timeoutMs });
+  if (!config.apiUrl) logger.warn('no API URL configured (TOKENVAULT_API_URL): reactor code that uses bt will get errors');
+  const outbound = options.outbound ?? policyOutbound(config, limits.timeoutMs);
+  const pool = new SandboxPool({
+    cacheSize: config.runtime.cacheSize,
+    limits,
+    outbound,
+    bt,
+    metrics,
+    logger,
+    onCatastrophicError: options.onCatastrophicError,
+  });
+  const handler = createWorkerHandler({ pool, metrics, logger });
+
+  const server: Server = createServer(handler.listener);
+  // Longer than the API's pool keeps idle connections, so the API side always closes first.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  server.listen(config.port, config.host);
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  logger.info({ url, cache_size: config.runtime.cacheSize, ...limits }, 'worker listening');
+
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    pool,
+    metrics,
+    close() {
+      closing ??= (async () => {
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        await handler.drain(limits.timeoutMs + 1000);
+        server.closeAllConnections();
+        await closed;
+        pool.close();
+        await bt.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+/** `fetch` in reactors goes through the same destination policy as the proxy. */
+function policyOutbound(config: Config, timeoutMs: number): Outbound {
+  const policy = new DestinationPolicy({ allowedHosts: config.destinations.allowedHosts, caFile: config.destinations.caFile });
+  return (request) =>
+    outboundRequest(policy, {
+      url: request.url,
+      method: request.method,
+      headers: request.headers,
+      body: request.body ?? null,
+      signal: request.signal,
+      maxResponseBytes: MAX_OUTBOUND_RESPONSE_BYTES,
+      headersTimeoutMs: timeoutMs,
+      bodyTimeoutMs: timeoutMs,
+    });
+}

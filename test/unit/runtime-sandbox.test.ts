@@ -1,0 +1,471 @@
+// The sandbox pool with real isolated-vm isolates: the reactor code contract, error mapping, the require allow-list,
+// isolation between invocations, the host bridges (with fakes standing in for the API and the destination policy),
+// and abusive code, after each of which a normal invocation must still work.
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { createHash, createHmac } from 'node:crypto';
+import type { InvocationRequest, InvocationResult } from '../../src/runtime/contract.js';
+import type { BtAnswer, BtCall } from '../../src/runtime/bt-bridge.js';
+import { RuntimeMetrics } from '../../src/runtime/metrics.js';
+import type { OutboundRequest, OutboundResponse } from '../../src/runtime/outbound.js';
+import { InvalidInvocation, SandboxPool } from '../../src/runtime/sandbox.js';
+
+const LIMITS = { cpuMs: 200, timeoutMs: 1000, memoryMb: 32 };
+const BT_KEY = 'key_test_reactor_application_0000000000';
+
+const outboundCalls: OutboundRequest[] = [];
+const btCalls: Array<{ apiKey: string; call: BtCall }> = [];
+let pool: SandboxPool;
+let metrics: RuntimeMetrics;
+
+beforeAll(() => {
+  metrics = new RuntimeMetrics({ defaultMetrics: false });
+  pool = new SandboxPool({
+    cacheSize: 50,
+    limits: LIMITS,
+    metrics,
+    outbound: async (request): Promise<OutboundResponse> => {
+      outboundCalls.push(request);
+      if (request.url.startsWith('https://refused.example')) throw new Error('The destination is not allowed by the outbound destination policy.');
+      return {
+        status: 201,
+        headers: { 'content-type': 'application/json', 'x-multi': ['a', 'b'] },
+        body: Buffer.from(JSON.stringify({ echoed: request.body?.toString('utf8') ?? null, method: request.method, ünï: 'cödé' })),
+      };
+    },
+    bt: {
+      async call(apiKey: string, call: BtCall): Promise<BtAnswer> {
+        btCalls.push({ apiKey, call });
+        if (call.op === 'tokens.retrieve' && (call.params as { id: string }).id === 'missing') {
+          return { status: 404, data: { title: 'Not Found', status: 404 }, message: 'Request failed with status code 404' };
+        }
+        return { status: 201, data: { id: 'tok_1', type: 'token', createdAt: 'now', data: call.params } };
+      },
+    },
+  });
+});
+
+afterAll(() => pool.close());
+
+function request(code: string, overrides: Partial<InvocationRequest> = {}): InvocationRequest {
+  return {
+    tenantId: 'tenant-a',
+    codeHash: createHash('sha256').update(code).digest('hex'),
+    code,
+    args: { name: 'Ada' },
+    configuration: { greeting: 'Hello' },
+    bt: null,
+    kind: 'reactor',
+    ...overrides,
+  };
+}
+
+const run = (code: string, overrides: Partial<InvocationRequest> = {}) => pool.invoke(request(code, overrides));
+
+function failure(result: InvocationResult) {
+  if (result.ok) throw new Error(`expected a failure, got ${JSON.stringify(result.result)}`);
+  return result.error;
+}
+
+function value(result: InvocationResult) {
+  if (!result.ok) throw new Error(`expected a result, got ${JSON.stringify(result.error)}`);
+  return result.result as any;
+}
+
+const NORMAL = 'module.exports = async function (req) { return { raw: { hello: req.configuration.greeting + " " + req.args.name } }; };';
+
+/** After abuse: the worker keeps serving. */
+async function expectStillServing() {
+  expect(value(await run(NORMAL))).toEqual({ raw: { hello: 'Hello Ada' } });
+}
+
+describe('the code contract', () => {
+  test('an async function gets {args, configuration, bt} and returns raw and tokenize', async () => {
+    const result = await run(`
+      module.exports = async function (req) {
+        return { raw: { args: req.args, configuration: req.configuration, bt: req.bt }, tokenize: { type: 'token', data: req.args.name } };
+      };`);
+    expect(value(result)).toEqual({
+      raw: { args: { name: 'Ada' }, configuration: { greeting: 'Hello' }, bt: null },
+      tokenize: { type: 'token', data: 'Ada' },
+    });
+    expect(result.durationMs).toBeGreaterThan(0);
+  });
+
+  test('a plain function, exports.default and undefined results work too', async () => {
+    expect(value(await run('module.exports = (req) => req.args.name'))).toBe('Ada');
+    expect(value(await run('exports.default = async () => 7'))).toBe(7);
+    expect(value(await run('module.exports = async () => {}'))).toBeNull();
+  });
+
+  test('bt is null without an application and a client with it; the key never enters the sandbox', async () => {
+    const code = `module.exports = async (req) => ({ type: typeof req.bt, isNull: req.bt === null, seen: JSON.stringify(req) + Object.keys(req.bt || {}).join(',') })`;
+    expect(value(await run(code))).toEqual({ type: 'object', isNull: true, seen: expect.any(String) });
+    const withBt = value(await run(code, { bt: { apiKey: BT_KEY } }));
+    expect(withBt.isNull).toBe(false);
+    expect(withBt.seen).not.toContain(BT_KEY);
+    expect(withBt.seen).toContain('tokens');
+  });
+
+  test('a proxy transform also gets bt as req.args.bt', async () => {
+    const code = 'module.exports = async (req) => ({ same: req.args.bt === req.bt, body: req.args.body })';
+    expect(value(await run(code, { kind: 'transform', args: { body: { a: 1 }, headers: {} }, bt: { apiKey: BT_KEY } }))).toEqual({ same: true, body: { a: 1 } });
+  });
+
+  test('every invocation gets a fresh context: globals and patched built-ins do not carry over', async () => {
+    const code = `
+      globalThis.counter = (globalThis.counter || 0) + 1;
+      module.exports = async () => {
+        const seen = { counter: globalThis.counter, polluted: ({}).polluted, map: typeof [].map, stringify: typeof JSON.stringify };
+        Object.prototype.polluted = 1;
+        Array.prototype.map = null;
+        JSON.parse = () => 'hacked';
+        globalThis.leak = 'x';
+        return seen;
+      };`;
+    for (let i = 0; i < 3; i++) {
+      expect(value(await run(code))).toEqual({ counter: 1, map: 'function', stringify: 'function' });
+    }
+    expect(value(await run('module.exports = async () => ({ leak: typeof leak, polluted: ({}).polluted, map: typeof [].map })'))).toEqual({
+      leak: 'undefined',
+      map: 'function',
+    });
+  });
+
+  test('the same code is compiled once per tenant and reused (one isolate)', async () => {
+    const code = 'module.exports = async () => "compiled once"';
+    const counts = async () => {
+      const { values } = await metrics.compileCache.get();
+      return { hit: values.find((v) => v.labels.result === 'hit')?.value ?? 0, miss: values.find((v) => v.labels.result === 'miss')?.value ?? 0 };
+    };
+    const before = await counts();
+    const isolates = pool.isolates;
+    await run(code);
+    await run(code);
+    await run(code, { tenantId: 'tenant-b' });
+    const after = await counts();
+    expect(after.miss - before.miss).toBe(2); // one per tenant: sandboxes are never shared across tenants
+    expect(after.hit - before.hit).toBe(1);
+    expect(pool.isolates - isolates).toBe(2);
+  });
+
+  test('a code hash that does not match the code is refused', async () => {
+    await expect(pool.invoke({ ...request('module.exports = async () => 1'), codeHash: 'a'.repeat(64) })).rejects.toBeInstanceOf(InvalidInvocation);
+  });
+});
+
+describe('errors', () => {
+  test('code that does not compile is 422', async () => {
+    const error = failure(await run('module.exports = async function (req) { return {'));
+    expect(error).toMatchObject({ kind: 'compile', status: 422, title: 'Unprocessable Entity' });
+    expect((error.errors as any).code[0]).toMatch(/SyntaxError/);
+    // Cached: the second attempt answers the same without compiling.
+    expect(failure(await run('module.exports = async function (req) { return {'))).toEqual(error);
+  });
+
+  test('code that does not export a function is 422', async () => {
+    for (const code of ['module.exports = { hello: 1 }', 'const x = 1;', 'module.exports = "text"']) {
+      const error = failure(await run(code));
+      expect(error).toMatchObject({ kind: 'compile', status: 422, title: 'Unprocessable Entity' });
+      expect((error.errors as any).code[0]).toContain('must export a function');
+    }
+  });
+
+  const SDK = '@basis-theory/basis-theory-reactor-formulas-sdk-js';
+  test.each([
+    ['BadRequestError', 400, 'Bad Request'],
+    ['AuthenticationError', 401, 'Authentication Failed'],
+    ['InvalidPaymentMethodError', 402, 'Invalid Payment Method'],
+    ['AuthorizationError', 403, 'Forbidden'],
+    ['RateLimitError', 429, 'Rate Limit Exceeded'],
+    ['ServiceUnavailableError', 503, 'Service Unavailable'],
+  ])('%s is %d with {status, detail, errors}', async (name, status, detail) => {
+    const error = failure(await run(`const { ${name} } = require('${SDK}'); module.exports = async () => { throw new ${name}({ card: 'invalid number', nested: { a: 1 } }); };`));
+    expect(error).toEqual({
+      kind: 'sdk',
+      status,
+      title: expect.any(String),
+      detail,
+      errors: { card: ['invalid number'], nested: ['{"a":1}'] },
+    });
+    const plain = failure(await run(`const errors = require('${SDK}'); module.exports = async () => { throw new errors.${name}('just a message'); };`));
+    expect(plain).toMatchObject({ kind: 'sdk', status, detail, errors: { error: ['just a message'] } });
+  });
+
+  test('ReactorRuntimeError is 500 (or the status its error carries) with the message', async () => {
+    const error = failure(await run(`const { ReactorRuntimeError } = require('${SDK}'); module.exports = async () => { throw new ReactorRuntimeError(new Error('card network down')); };`));
+    expect(error).toMatchObject({ kind: 'sdk', status: 500, detail: 'Reactor Runtime Error', errors: { error: ['card network down'] } });
+    const withStatus = failure(await run(`const { ReactorRuntimeError } = require('${SDK}'); module.exports = async () => { throw new ReactorRuntimeError({ status: 502, reason: 'upstream' }); };`));
+    expect(withStatus).toMatchObject({ kind: 'sdk', status: 502 });
+  });
+
+  test('CustomHttpResponseError passes its status, headers and body through', async () => {
+    const error = failure(
+      await run(`const { CustomHttpResponseError } = require('${SDK}');
+        module.exports = async () => { throw new CustomHttpResponseError({ status: 418, headers: { 'X-Teapot': 'yes', 'Bad Header': 'no' }, body: { short: 'and stout' } }); };`),
+    );
+    expect(error).toMatchObject({ kind: 'custom_response', status: 418, headers: { 'X-Teapot': 'yes' }, body: { short: 'and stout' } });
+    expect(error.headers).not.toHaveProperty('Bad Header');
+  });
+
+  test('anything else thrown is 500 Reactor Runtime Error with the message in errors', async () => {
+    expect(failure(await run("module.exports = async () => { throw new TypeError('no card'); }"))).toEqual({
+      kind: 'thrown',
+      status: 500,
+      title: 'Reactor Runtime Error',
+      detail: 'The reactor code threw an error.',
+      errors: { error: ['no card'] },
+    });
+    expect(failure(await run("module.exports = async () => { throw 'a string'; }")).errors).toEqual({ error: ['a string'] });
+    expect(failure(await run("throw new Error('at the top');")).errors).toEqual({ error: ['at the top'] });
+    expect(failure(await run('module.exports = async () => undefinedThing.x')).errors).toEqual({ error: ['undefinedThing is not defined'] });
+  });
+
+  test('a result that is not JSON is invalid_result 500', async () => {
+    expect(failure(await run('module.exports = async () => 10n'))).toMatchObject({ kind: 'invalid_result', status: 500 });
+    expect(failure(await run('module.exports = async () => { const a = {}; a.a = a; return a; }'))).toMatchObject({ kind: 'invalid_result', status: 500 });
+    expect(failure(await run('module.exports = async () => () => 1'))).toMatchObject({ kind: 'invalid_result', status: 500 });
+  });
+});
+
+describe('require and the global scope', () => {
+  test.each(['fs', 'child_process', 'net', 'http', 'vm', 'worker_threads', 'process', 'isolated-vm', '../../src/cli.js'])('require(%j) is refused by name', async (name) => {
+    const error = failure(await run(`module.exports = async () => require(${JSON.stringify(name)})`));
+    expect(error.kind).toBe('thrown');
+    expect((error.errors as any).error[0]).toBe(
+      `module '${name}' is not available in reactors (allowed: @basis-theory/basis-theory-js, @basis-theory/basis-theory-reactor-formulas-sdk-js, crypto, node-fetch, uuid)`,
+    );
+  });
+
+  test('there is no process, and constructors lead nowhere', async () => {
+    expect(failure(await run('module.exports = async () => process.env')).errors).toEqual({ error: ['process is not defined'] });
+    expect(failure(await run("module.exports = async () => globalThis.constructor.constructor('return process')()")).errors).toEqual({ error: ['process is not defined'] });
+    const probe = value(
+      await run(`module.exports = async () => ({
+        globals: ['process', 'require', 'Buffer', 'global', '__tv_call', '__tv_sync', '__tv_module', 'SharedArrayBuffer', 'Atomics', 'WebAssembly'].filter((n) => typeof globalThis[n] !== 'undefined'),
+        viaFetch: fetch.constructor('return typeof process')(),
+        viaPromise: Promise.resolve().constructor.constructor('return typeof require')(),
+        viaError: (() => { try { null.x; } catch (e) { return e.constructor.constructor('return Object.keys(globalThis).join()')(); } })(),
+      })`),
+    );
+    expect(probe).toEqual({ globals: [], viaFetch: 'undefined', viaPromise: 'undefined', viaError: '' });
+  });
+
+  test('the allowed modules load', async () => {
+    const out = value(
+      await run(`
+        const { BasisTheory } = require('@basis-theory/basis-theory-js');
+        const sdk = require('@basis-theory/basis-theory-reactor-formulas-sdk-js');
+        const fetch2 = require('node-fetch');
+        const { v4, validate } = require('uuid');
+        const crypto = require('crypto');
+        module.exports = async () => ({
+          bt: typeof BasisTheory,
+          sdk: Object.keys(sdk).sort(),
+          fetch: fetch2 === fetch && fetch2.default === fetch,
+          uuid: validate(v4()) && v4() !== v4(),
+          randomUUID: validate(crypto.randomUUID()),
+          sha256: crypto.createHash('sha256').update('abc').digest('hex'),
+          hmac: crypto.createHmac('sha256', 'key').update('ab').update(new Uint8Array([99])).digest('base64'),
+          raw: Array.from(crypto.createHash('md5').update('').digest()).length,
+        });`),
+    );
+    expect(out).toEqual({
+      bt: 'function',
+      sdk: expect.arrayContaining(['BadRequestError', 'CustomHttpResponseError', 'ReactorRuntimeError', 'ServiceUnavailableError']),
+      fetch: true,
+      uuid: true,
+      randomUUID: true,
+      sha256: createHash('sha256').update('abc').digest('hex'),
+      hmac: createHmac('sha256', 'key').update('abc').digest('base64'),
+      raw: 16,
+    });
+  });
+
+  test('web helpers: TextEncoder/Decoder, btoa/atob, URLSearchParams, timers; console output is discarded', async () => {
+    const out = value(
+      await run(`module.exports = async () => {
+        console.log('secret', 4111111111111111);
+        const order = [];
+        setTimeout(() => order.push('late'), 20);
+        setTimeout((x) => order.push(x), 1, 'early');
+        const cancelled = setTimeout(() => order.push('never'), 5);
+        clearTimeout(cancelled);
+        await new Promise((r) => setTimeout(r, 40));
+        return {
+          order,
+          text: new TextDecoder().decode(new TextEncoder().encode('héllo €')),
+          b64: btoa('hello'), back: atob('aGVsbG8='),
+          form: new URLSearchParams({ a: '1 2', b: 'x&y' }).toString(),
+        };
+      }`),
+    );
+    expect(out).toEqual({ order: ['early', 'late'], text: 'héllo €', b64: 'aGVsbG8=', back: 'hello', form: 'a=1+2&b=x%26y' });
+  });
+});
+
+describe('bridges', () => {
+  test('fetch goes through the outbound host function and answers with a Response-like object', async () => {
+    outboundCalls.length = 0;
+    const out = value(
+      await run(`module.exports = async (req) => {
+        const response = await fetch('https://api.example.com/charge', { method: 'post', headers: { 'X-Card': req.args.name }, body: JSON.stringify({ amount: 5 }) });
+        return { ok: response.ok, status: response.status, statusText: response.statusText, type: response.headers.get('content-type'), multi: response.headers.get('x-multi'), body: await response.json() };
+      }`),
+    );
+    expect(out).toEqual({
+      ok: true,
+      status: 201,
+      statusText: 'Created',
+      type: 'application/json',
+      multi: 'a, b',
+      body: { echoed: '{"amount":5}', method: 'POST', ünï: 'cödé' },
+    });
+    expect(outboundCalls).toHaveLength(1);
+    expect(outboundCalls[0]).toMatchObject({ url: 'https://api.example.com/charge', method: 'POST', headers: { 'x-card': 'Ada', 'content-type': 'text/plain;charset=UTF-8' } });
+  });
+
+  test('a refused destination is a FetchError inside the code', async () => {
+    const out = value(
+      await run(`const fetch = require('node-fetch'); module.exports = async () => {
+        try { await fetch('https://refused.example/x'); return 'called'; } catch (e) { return { name: e.name, message: e.message }; }
+      }`),
+    );
+    expect(out).toEqual({ name: 'FetchError', message: expect.stringContaining('not allowed by the outbound destination policy') });
+  });
+
+  test('bt calls reach the host with the reactor key; API errors surface like the SDK', async () => {
+    btCalls.length = 0;
+    const out = value(
+      await run(
+        `module.exports = async (req) => {
+          const created = await req.bt.tokens.create({ type: 'token', data: req.args.name }, { idempotencyKey: 'k1' });
+          const tokenized = await req.bt.tokenize({ a: { type: 'token', data: 1 } });
+          let error;
+          try { await req.bt.tokens.retrieve('missing'); } catch (e) { error = { name: e.name, status: e.status, data: e.data, message: e.message }; }
+          return { created: created.id, tokenized: tokenized.id, error };
+        }`,
+        { bt: { apiKey: BT_KEY } },
+      ),
+    );
+    expect(out).toEqual({
+      created: 'tok_1',
+      tokenized: 'tok_1',
+      error: { name: 'BasisTheoryApiError', status: 404, data: { title: 'Not Found', status: 404 }, message: 'Request failed with status code 404' },
+    });
+    expect(btCalls.map((c) => c.call.op)).toEqual(['tokens.create', 'tokenize', 'tokens.retrieve']);
+    expect(btCalls.every((c) => c.apiKey === BT_KEY)).toBe(true);
+  });
+
+  test('new BasisTheory().init(key) works only with the reactor key', async () => {
+    const code = `const { BasisTheory } = require('@basis-theory/basis-theory-js');
+      module.exports = async (req) => {
+        try { const bt = await new BasisTheory().init(req.args.key); return typeof bt.tokens.create; } catch (e) { return e.message; }
+      }`;
+    expect(value(await run(code, { bt: { apiKey: BT_KEY }, args: { key: BT_KEY } }))).toBe('function');
+    expect(value(await run(code, { bt: { apiKey: BT_KEY }, args: { key: 'key_someone_else' } }))).toMatch(/own application's key/);
+    expect(value(await run(code, { args: { key: BT_KEY } }))).toMatch(/has no application/);
+  });
+});
+
+describe('abuse: each is a clean error and the pool keeps serving', () => {
+  test('while (true) {} is a CPU timeout (408)', async () => {
+    const error = failure(await run('module.exports = async () => { while (true) {} }'));
+    expect(error).toMatchObject({ kind: 'timeout', status: 408, title: 'Reactor Timeout' });
+    await expectStillServing();
+  });
+
+  test('a loop at the top level of the module is a CPU timeout', async () => {
+    expect(failure(await run('while (true) {} module.exports = async () => 1'))).toMatchObject({ kind: 'timeout', status: 408 });
+    await expectStillServing();
+  });
+
+  test('a loop inside a promise executor is a CPU timeout', async () => {
+    expect(failure(await run('module.exports = async () => { await new Promise((r) => { while (true) {} }); }'))).toMatchObject({ kind: 'timeout', status: 408 });
+    await expectStillServing();
+  });
+
+  test('a loop after an await (in a continuation) is a CPU timeout', async () => {
+    const started = Date.now();
+    const error = failure(await run('module.exports = async () => { await new Promise((r) => setTimeout(r, 5)); await null; for (;;) {} }'));
+    expect(error).toMatchObject({ kind: 'timeout', status: 408 });
+    expect(error.detail).toContain('CPU');
+    expect(Date.now() - started).toBeLessThan(900);
+    await expectStillServing();
+  });
+
+  test('an invocation is charged only for its own CPU time, not for other invocations sharing its isolate', async () => {
+    const code = `module.exports = async (req) => {
+      if (req.args.mode === 'wait') { await new Promise((r) => setTimeout(r, 600)); return 'waited'; }
+      const until = Date.now() + 100; while (Date.now() < until) {}
+      return 'busy';
+    }`;
+    const waiting = run(code, { args: { mode: 'wait' } });
+    for (let i = 0; i < 4; i++) expect(value(await run(code, { args: { mode: 'busy' } }))).toBe('busy'); // 400 ms of CPU in the same isolate
+    expect(value(await waiting)).toBe('waited');
+  });
+
+  test('a promise that never settles hits the wall-clock limit', async () => {
+    const started = Date.now();
+    const error = failure(await run('module.exports = async () => new Promise(() => {})'));
+    expect(error).toMatchObject({ kind: 'timeout', status: 408 });
+    expect(error.detail).toContain('1000 ms');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(990);
+    await expectStillServing();
+  });
+
+  // Close to the heap limit V8 spends its time collecting garbage, which counts as CPU: these get a larger CPU budget
+  // so that the memory limit, not the CPU limit, is what stops them.
+  const BOMB = "module.exports = async () => { const a = []; for (let i = 0; ; i++) a.push(new Array(100000).fill('x' + i)); }";
+  test('an allocation bomb hits the memory limit (500 Reactor Memory Limit)', async () => {
+    // Wall-clock raised too: on a loaded machine, allocating up to the heap limit (GC included) can outlast 1 s.
+    const error = failure(await run(BOMB, { limits: { cpuMs: 5000, timeoutMs: 20000 } }));
+    expect(error).toMatchObject({ kind: 'memory', status: 500, title: 'Reactor Memory Limit' });
+    await expectStillServing();
+    // The same code again: a new isolate is built for it, and it fails the same way.
+    expect(failure(await run(BOMB, { limits: { cpuMs: 5000, timeoutMs: 20000 } })).kind).toBe('memory');
+    await expectStillServing();
+  });
+
+  test('with the usual CPU budget an allocation bomb stops on one limit or the other', async () => {
+    expect(['memory', 'timeout']).toContain(failure(await run(BOMB.replace('100000', '200000'))).kind);
+    await expectStillServing();
+  });
+
+  test('string doubling runs out of memory or into an error, never the process', async () => {
+    const error = failure(await run("module.exports = async () => { let s = 'x'; const keep = []; for (;;) { s = s + s; keep.push(s + '!'); } }"));
+    expect(['memory', 'thrown', 'timeout']).toContain(error.kind);
+    await expectStillServing();
+  });
+
+  test('deep recursion is a runtime error', async () => {
+    const error = failure(await run('module.exports = async () => { const f = (n) => f(n + 1) + 1; return f(0); }'));
+    expect(error).toMatchObject({ kind: 'thrown', status: 500, errors: { error: ['Maximum call stack size exceeded'] } });
+    await expectStillServing();
+  });
+
+  test('timers and host calls cannot be used to run forever or flood the host', async () => {
+    const started = Date.now();
+    const error = failure(await run('module.exports = async () => { const tick = () => setTimeout(tick, 0); tick(); await new Promise(() => {}); }'));
+    expect(error.kind).toBe('timeout');
+    expect(Date.now() - started).toBeLessThan(1500);
+    const flood = value(await run("module.exports = async () => { const all = []; for (let i = 0; i < 100; i++) all.push(fetch('https://api.example.com/' + i).then(() => 'ok', (e) => e.message)); return (await Promise.all(all)).filter((m) => m !== 'ok').length; }"));
+    expect(flood).toBeGreaterThan(0); // beyond 64 concurrent calls they are refused
+    await expectStillServing();
+  });
+});
+
+describe('the cache', () => {
+  test('is bounded: evicted isolates are disposed', async () => {
+    const small = new SandboxPool({ cacheSize: 2, limits: LIMITS });
+    try {
+      for (let i = 0; i < 5; i++) {
+        const code = `module.exports = async () => ${i}`;
+        expect(value(await small.invoke(request(code)))).toBe(i);
+      }
+      expect(small.isolates).toBe(2);
+    } finally {
+      small.close();
+    }
+    expect(small.isolates).toBe(0);
+  });
+});
