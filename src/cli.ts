@@ -4,6 +4,7 @@ import { createLogger, type Logger } from './observability/logger.js';
 import { keysCommand } from './crypto/rotate.js';
 import { startApi } from './server/api.js';
 import { devBanner, startDev } from './server/dev.js';
+import { startWorker, type RunningWorker } from './server/worker.js';
 import pino from 'pino';
 
 const USAGE = `usage: tokenvault <command> [flags]
@@ -11,7 +12,7 @@ const USAGE = `usage: tokenvault <command> [flags]
 commands:
   api         serve the REST interface and the proxy (store: --store etcd://host:port)
   dev         api on the in-memory store with a ready tenant; prints the URL and a management key
-  worker      run reactor code in sandboxes (not available yet)
+  worker      run reactor code in sandboxes (TOKENVAULT_API_URL: the API, for reactor code's bt client)
   controller  reconcile Kubernetes custom resources (not available yet)
   keys rotate re-wrap every tenant's data keys under the primary key-encryption key
 
@@ -39,7 +40,30 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'keys':
       return keysCommand(rest);
-    case 'worker':
+    case 'worker': {
+      const config = loadConfig({ argv: rest, requireStore: false });
+      const logger = createLogger(config.logLevel);
+      let worker: RunningWorker | undefined;
+      const stop = (exit: () => never) => {
+        const timer = setTimeout(exit, 5000);
+        (worker ? worker.close() : Promise.resolve()).finally(() => {
+          clearTimeout(timer);
+          exit();
+        });
+      };
+      worker = await startWorker(config, logger, {
+        // isolated-vm lost control of an isolate: stop serving and end the process (the orchestrator restarts it).
+        onCatastrophicError: () => stop(() => process.abort()),
+      });
+      stopOnSignal(logger, () => worker.close());
+      // `tokenvault dev` starts the worker as a child with a stdin pipe: when the parent goes, so does the worker.
+      if (process.env.TOKENVAULT_WORKER_EXIT_WITH_PARENT === '1') {
+        process.stdin.on('close', () => stop(() => process.exit(0)));
+        process.stdin.on('end', () => stop(() => process.exit(0)));
+        process.stdin.resume();
+      }
+      return -1;
+    }
     case 'controller':
       process.stderr.write(`tokenvault ${command}: not available yet\n`);
       return 2;

@@ -25,6 +25,35 @@ export interface Config {
   keyEncryptionKeys?: Buffer[];
   /** Key for the dev tenant's management application (`tokenvault dev` only). */
   devRootKey?: string;
+  /** api: the worker pool's base URL. Unset in dev, which starts its own worker process. */
+  workerUrl?: string;
+  /** worker: the API's base URL, for the `bt` client that reactor code is given. */
+  apiUrl?: string;
+  runtime: {
+    /** CPU time one invocation may use. */
+    cpuMs: number;
+    /** Wall-clock time one invocation may take, awaiting included. */
+    timeoutMs: number;
+    /** Heap of one sandbox. */
+    memoryMb: number;
+    /** Compiled sandboxes kept per worker. */
+    cacheSize: number;
+  };
+  destinations: {
+    /** Host names allowed even when they resolve to private, loopback or link-local addresses. */
+    allowedHosts: string[];
+    /** Extra CA certificates (PEM) trusted for outbound TLS, besides the system's and NODE_EXTRA_CA_CERTS. */
+    caFile?: string;
+  };
+  /** The detokenizing proxy. */
+  proxy: {
+    /** Time the destination has for its response headers, and the longest pause inside its body. */
+    timeoutMs: number;
+    /** Largest request body the proxy reads (it reads it whole, to detokenize). */
+    requestBytes: number;
+    /** Largest destination response passed through (streamed). */
+    responseBytes: number;
+  };
   limits: {
     bodyBytes: number;
     sessionTtlSeconds: number;
@@ -83,6 +112,68 @@ export const SETTINGS = {
     env: 'TOKENVAULT_DEV_ROOT_KEY',
     description: "tokenvault dev: the dev tenant's management key (generated when unset)",
   },
+  workerUrl: {
+    flag: 'worker-url',
+    env: 'TOKENVAULT_WORKER_URL',
+    description: 'api: base URL of the reactor workers (dev starts its own worker when unset)',
+  },
+  apiUrl: {
+    flag: 'api-url',
+    env: 'TOKENVAULT_API_URL',
+    description: "worker: base URL of the API, for reactor code's bt client",
+  },
+  reactorCpu: {
+    flag: 'reactor-cpu-ms',
+    env: 'TOKENVAULT_REACTOR_CPU_MS',
+    description: 'CPU time one reactor or transform invocation may use',
+    default: '10000',
+  },
+  reactorTimeout: {
+    flag: 'reactor-timeout-ms',
+    env: 'TOKENVAULT_REACTOR_TIMEOUT_MS',
+    description: 'Wall-clock time one invocation may take, including awaited calls',
+    default: '30000',
+  },
+  reactorMemory: {
+    flag: 'reactor-memory-mb',
+    env: 'TOKENVAULT_REACTOR_MEMORY_MB',
+    description: 'Heap limit of one sandbox',
+    default: '128',
+  },
+  runtimeCache: {
+    flag: 'runtime-cache-size',
+    env: 'TOKENVAULT_RUNTIME_CACHE_SIZE',
+    description: 'Compiled sandboxes a worker keeps (least recently used are dropped)',
+    default: '500',
+  },
+  allowedHosts: {
+    flag: 'proxy-allowed-hosts',
+    env: 'TOKENVAULT_PROXY_ALLOWED_HOSTS',
+    description: 'Comma-separated host names outbound calls may reach even at private or loopback addresses',
+  },
+  proxyCa: {
+    flag: 'proxy-ca-file',
+    env: 'TOKENVAULT_PROXY_CA_FILE',
+    description: 'PEM file of extra CA certificates trusted for outbound TLS',
+  },
+  proxyTimeout: {
+    flag: 'proxy-timeout-ms',
+    env: 'TOKENVAULT_PROXY_TIMEOUT_MS',
+    description: "Proxy: time for the destination's response headers, and the longest pause inside its body",
+    default: '30000',
+  },
+  proxyRequestLimit: {
+    flag: 'proxy-request-limit-bytes',
+    env: 'TOKENVAULT_PROXY_REQUEST_LIMIT_BYTES',
+    description: 'Proxy: largest request body',
+    default: String(10 * 1024 * 1024),
+  },
+  proxyResponseLimit: {
+    flag: 'proxy-response-limit-bytes',
+    env: 'TOKENVAULT_PROXY_RESPONSE_LIMIT_BYTES',
+    description: 'Proxy: largest destination response passed through (streamed)',
+    default: String(1024 * 1024 * 1024),
+  },
   bodyLimit: {
     flag: 'body-limit-bytes',
     env: 'TOKENVAULT_BODY_LIMIT_BYTES',
@@ -116,6 +207,8 @@ export interface LoadOptions {
   env?: NodeJS.ProcessEnv;
   /** Defaults that differ per subcommand (dev listens on loopback and uses the memory store). */
   defaults?: Partial<Record<keyof typeof SETTINGS, string>>;
+  /** The worker has no store; everything else needs one. */
+  requireStore?: boolean;
 }
 
 export function loadConfig(options: LoadOptions = {}): Config {
@@ -162,7 +255,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const logLevel = (raw('logLevel') ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`${label('logLevel')}: must be one of ${LOG_LEVELS.join(', ')}`);
 
-  const store = parseStore(raw('store'), problems, label('store'));
+  const store = options.requireStore === false && raw('store') === undefined ? undefined : parseStore(raw('store'), problems, label('store'));
   if (store?.kind === 'etcd') {
     const tls = { caFile: raw('etcdCa'), certFile: raw('etcdCert'), keyFile: raw('etcdKey') };
     if (tls.caFile || tls.certFile || tls.keyFile) store.tls = tls;
@@ -192,6 +285,34 @@ export function loadConfig(options: LoadOptions = {}): Config {
     problems.push(`${label('devRootKey')}: must look like key_ followed by at least 22 base58 characters`);
   }
 
+  const url = (name: keyof typeof SETTINGS): string | undefined => {
+    const value = raw(name);
+    if (value === undefined) return undefined;
+    if (!/^https?:\/\/[^/]+/.test(value)) problems.push(`${label(name)}: must be an http(s) URL, got ${JSON.stringify(value)}`);
+    return value.replace(/\/+$/, '');
+  };
+  const workerUrl = url('workerUrl');
+  const apiUrl = url('apiUrl');
+  const runtime = {
+    cpuMs: integer('reactorCpu', 10, 600_000),
+    timeoutMs: integer('reactorTimeout', 10, 600_000),
+    memoryMb: integer('reactorMemory', 8, 4096),
+    cacheSize: integer('runtimeCache', 1, 100_000),
+  };
+  const destinations = {
+    allowedHosts: (raw('allowedHosts') ?? '')
+      .split(',')
+      .map((host) => host.trim().toLowerCase())
+      .filter((host) => host !== ''),
+    caFile: raw('proxyCa'),
+  };
+
+  const proxy = {
+    timeoutMs: integer('proxyTimeout', 100, 3_600_000),
+    requestBytes: integer('proxyRequestLimit', 1024, 1024 * 1024 * 1024),
+    responseBytes: integer('proxyResponseLimit', 1024, 64 * 1024 * 1024 * 1024),
+  };
+
   const limits = {
     bodyBytes: integer('bodyLimit', 1024, 64 * 1024 * 1024),
     sessionTtlSeconds: integer('sessionTtl', 10, 24 * 3600),
@@ -208,6 +329,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
     operatorKeyHash: operatorKey === undefined ? undefined : hashKey(operatorKey),
     keyEncryptionKeys,
     devRootKey,
+    workerUrl,
+    apiUrl,
+    runtime,
+    destinations,
+    proxy,
     limits,
   };
 }

@@ -104,6 +104,12 @@ export const Errors = {
     'The destination response is larger than allowed.',
   ),
   StoreUnavailable: define('TV_STORE_UNAVAILABLE', 503, 'Service Unavailable', 'The store is unavailable; retry later.'),
+  RuntimeUnavailable: define(
+    'TV_RUNTIME_UNAVAILABLE',
+    503,
+    'Service Unavailable',
+    'The reactor runtime is unavailable; retry later.',
+  ),
   UpstreamTimeout: define('TV_UPSTREAM_TIMEOUT', 504, 'Gateway Timeout', 'The destination did not answer in time.'),
 } as const;
 

@@ -13,6 +13,13 @@ import type { IdempotencyService } from '../domain/idempotency/service.js';
 import type { Detokenizer } from '../domain/tokens/detokenizer.js';
 import { tokenRoutes } from '../domain/tokens/routes.js';
 import type { TokenService } from '../domain/tokens/service.js';
+import { adminFormulaRoutes, formulaRoutes } from '../domain/formulas/routes.js';
+import type { FormulaService } from '../domain/formulas/service.js';
+import { reactorRoutes } from '../domain/reactors/routes.js';
+import type { ReactorService } from '../domain/reactors/service.js';
+import { proxiesRoutes, proxyRoutes } from '../domain/proxies/routes.js';
+import type { ProxyHandler } from '../domain/proxies/handler.js';
+import type { ProxyService } from '../domain/proxies/service.js';
 import { Errors } from '../errors/registry.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -35,6 +42,10 @@ export interface ApiContext {
     tokens: TokenService;
     detokenizer: Detokenizer;
     idempotency: IdempotencyService;
+    formulas: FormulaService;
+    reactors: ReactorService;
+    proxies: ProxyService;
+    proxy: ProxyHandler;
   };
 }
 
@@ -62,6 +73,19 @@ export function createApp(context: ApiContext): Express {
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
 
+  // The detokenizing proxy reads its body raw (so it comes before the JSON parser) and authenticates by itself (so it
+  // comes before the global authentication): a pre-configured proxy with require_auth false needs no BT-API-KEY.
+  app.use(
+    proxyRoutes({
+      authenticator,
+      proxies: services.proxies,
+      handler: services.proxy,
+      metrics,
+      logger,
+      maxRequestBytes: config.proxy.requestBytes,
+    }),
+  );
+
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
   app.use(express.json({ limit: config.limits.bodyBytes, type: JSON_TYPES, strict: false }));
@@ -69,7 +93,11 @@ export function createApp(context: ApiContext): Express {
   app.use(tokenRoutes(services.tokens, services.detokenizer, services.idempotency));
   app.use(tenantRoutes(services.tenants));
   app.use(sessionRoutes(services.sessions));
+  app.use(formulaRoutes(services.formulas, services.reactors));
+  app.use(reactorRoutes(services.reactors));
+  app.use(proxiesRoutes(services.proxies, services.idempotency));
   app.use(adminTenantRoutes(services.tenants));
+  app.use(adminFormulaRoutes(services.formulas, services.reactors));
 
   app.use((_req, res) => sendProblem(res, new Errors.RouteNotFound()));
   app.use(errorHandler(logger));

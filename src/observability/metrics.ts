@@ -28,6 +28,32 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Proxy: time from sending a request to the destination until its response headers arrived, per proxy
+   * (a pre-configured proxy's id, or `direct` for BT-PROXY-URL). */
+  readonly proxyUpstreamDuration = new Histogram({
+    name: 'tokenvault_proxy_upstream_duration_seconds',
+    help: 'Proxy: destination latency to response headers, per proxy (id, or direct)',
+    labelNames: ['proxy'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+
+  /** Proxy: requests by outcome: `forwarded` (the destination answered, whatever its status) or the error code. */
+  readonly proxyRequests = new Counter({
+    name: 'tokenvault_proxy_requests_total',
+    help: 'Proxy requests per proxy (id, or direct) and outcome (forwarded, or the TV_ error code)',
+    labelNames: ['proxy', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  /** Proxy: body bytes sent to destinations and received from them. */
+  readonly proxyBytes = new Counter({
+    name: 'tokenvault_proxy_bytes_total',
+    help: 'Proxy body bytes per proxy (id, or direct) and direction (sent to / received from the destination)',
+    labelNames: ['proxy', 'direction'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'tokenvault_' });
   }

@@ -15,6 +15,15 @@ import { Detokenizer } from '../domain/tokens/detokenizer.js';
 import { ExpirySweeper } from '../domain/tokens/expiry.js';
 import { TokenService } from '../domain/tokens/service.js';
 import { UsageService } from '../domain/usage/service.js';
+import { FormulaService } from '../domain/formulas/service.js';
+import { BtKeys } from '../domain/reactors/bt-keys.js';
+import { ReactorService } from '../domain/reactors/service.js';
+import { RuntimeClient } from '../runtime/client.js';
+import { ProxyHandler } from '../domain/proxies/handler.js';
+import { ProxyService } from '../domain/proxies/service.js';
+import { TransformRunner } from '../domain/proxies/transforms.js';
+import { DestinationPolicy } from '../proxy/destination-policy.js';
+import { Forwarder } from '../proxy/forwarder.js';
 import { createApp, type ApiContext } from '../http/app.js';
 import type { Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
@@ -30,6 +39,8 @@ export interface RunningApi {
 
 export interface StartOptions {
   store?: Store;
+  /** The workers' client; by default one for config.workerUrl (reactors answer 503 when there is none). */
+  runtime?: RuntimeClient;
   /** Dev mode passes a generated ring; the api command requires configured keys. */
   keyRing?: KeyRing;
 }
@@ -46,6 +57,21 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const usage = new UsageService(store);
   const applications = new ApplicationService(store);
   const tokens = new TokenService(store, cipher, tenantDirectory, usage);
+  const detokenizer = new Detokenizer(store, cipher, usage);
+  const runtime = options.runtime ?? (config.workerUrl ? RuntimeClient.fromConfig(config) : undefined);
+  if (!runtime) logger.warn('no reactor workers configured (TOKENVAULT_WORKER_URL): invocations will answer 503');
+  const formulas = new FormulaService(store);
+  // One destination policy (and so one keep-alive pool per origin) for every proxied request of this process.
+  const destinations = new DestinationPolicy({ allowedHosts: config.destinations.allowedHosts, caFile: config.destinations.caFile });
+  const proxies = new ProxyService(store, cipher, tenantDirectory, {
+    checkUrl: (url) => destinations.checkUrl(url),
+    cacheSeconds: config.limits.keyCacheSeconds,
+  });
+  const forwarder = new Forwarder(destinations, metrics, {
+    timeoutMs: config.proxy.timeoutMs,
+    maxResponseBytes: config.proxy.responseBytes,
+    maxTransformedResponseBytes: Math.min(config.proxy.responseBytes, 10 * 1024 * 1024),
+  });
   const context: ApiContext = {
     config,
     store,
@@ -60,11 +86,15 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       tenants: new TenantService(store, applications, usage),
       sessions: new SessionService(store, config.limits.sessionTtlSeconds),
       tokens,
-      detokenizer: new Detokenizer(store, cipher, usage),
+      detokenizer,
       idempotency: new IdempotencyService(store, cipher),
+      formulas,
+      reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, new BtKeys(store)),
+      proxies,
+      proxy: new ProxyHandler(detokenizer, forwarder, new TransformRunner(runtime, new BtKeys(store))),
     },
   };
-  await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start()]);
+  await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start()]);
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
 
@@ -84,7 +114,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await sweeper.stop();
-      await Promise.all([context.authenticator.stop(), cipher.stop(), tenantDirectory.stop()]);
+      await Promise.all([context.authenticator.stop(), cipher.stop(), tenantDirectory.stop(), runtime?.close(), proxies.stop(), destinations.close()]);
       await rawStore.close();
     },
   };

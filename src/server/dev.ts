@@ -8,7 +8,9 @@ import { KeyRing } from '../crypto/keyring.js';
 import { MANAGEMENT_DEFAULT } from '../domain/permissions/permissions.js';
 import type { Logger } from '../observability/logger.js';
 import { keys } from '../store/keys.js';
+import { spawnWorkerProcess } from '../runtime/client.js';
 import { startApi, type RunningApi } from './api.js';
+import { freeLoopbackPort } from './ports.js';
 
 export const DEV_TENANT_ID = 'a7d3f1c2-0d5e-4b8a-9c61-2f4e8b7d0001';
 
@@ -27,7 +29,15 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
     throw new ConfigError([`--${SETTINGS.kekFile.flag} / ${SETTINGS.kekFile.env}: dev on etcd needs a key-encryption key`]);
   }
   const keyRing = config.keyEncryptionKeys ? undefined : KeyRing.generate();
-  const api = await startApi(effective, logger, { keyRing });
+  // The worker's bt client calls back into this API, so the API's port is fixed before either starts.
+  const port = config.port === 0 ? await freeLoopbackPort() : config.port;
+  const worker = config.workerUrl
+    ? undefined
+    : await spawnWorkerProcess(config, { apiUrl: `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`, logger });
+  const api = await startApi({ ...effective, port, workerUrl: config.workerUrl ?? worker!.url }, logger, { keyRing }).catch(async (error: unknown) => {
+    await worker?.stop();
+    throw error;
+  });
   const { store, services } = api.context;
   const managementKey = config.devRootKey ?? generateApiKey();
 
@@ -44,7 +54,15 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
       await services.applications.insert(record);
     }
   }
-  return { ...api, managementKey, operatorKey };
+  return {
+    ...api,
+    managementKey,
+    operatorKey,
+    async close() {
+      await api.close();
+      await worker?.stop();
+    },
+  };
 }
 
 export function devBanner(dev: RunningDev, config: Config): string {

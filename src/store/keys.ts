@@ -43,6 +43,32 @@ export const keys = {
   activeInMonth: (tenantId: string, month: string) => `${ROOT}t/${tenantId}/usage/active/${month}/`,
   active: (tenantId: string, month: string, id: string) => `${ROOT}t/${tenantId}/usage/active/${month}/${id}`,
 
+  /** Private reactor formulas of a tenant; official ones are global (every tenant sees them). */
+  formulas: (tenantId: string) => `${ROOT}t/${tenantId}/formulas/`,
+  formula: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/formulas/${id}`,
+  officialFormulas: `${ROOT}official-formulas/`,
+  officialFormula: (id: string) => `${ROOT}official-formulas/${id}`,
+  /**
+   * Which reactors use a formula: `formula-refs/<formula>/<tenant>/<reactor>`, empty values. Global because official
+   * formulas are used across tenants; entries of deleted tenants are recognised as stale and dropped when read.
+   */
+  formulaRefs: (formulaId: string) => `${ROOT}formula-refs/${formulaId}/`,
+  formulaRef: (formulaId: string, tenantId: string, reactorId: string) => `${ROOT}formula-refs/${formulaId}/${tenantId}/${reactorId}`,
+
+  reactors: (tenantId: string) => `${ROOT}t/${tenantId}/reactors/`,
+  reactor: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/reactors/${id}`,
+
+  /** Pre-configured proxies; their configuration and key are sealed inside the record. */
+  proxies: (tenantId: string) => `${ROOT}t/${tenantId}/proxies/`,
+  proxy: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/proxies/${id}`,
+  /**
+   * Proxy-key index: `proxykeys/<sha-256 of the proxy key>` → {tenant_id, proxy_id}. Global for the same reason as
+   * the API-key index (a caller of /proxy presents only the proxy key); rewritten with every change to the proxy so
+   * that a watch on this prefix evicts cached proxies on every replica.
+   */
+  proxyKeys: `${ROOT}proxykeys/`,
+  proxyKey: (keyHash: string) => `${ROOT}proxykeys/${keyHash}`,
+
   /** Replayable answers to requests that carried BT-IDEMPOTENCY-KEY (on a 24 h lease). */
   idempotency: (tenantId: string, hash: string) => `${ROOT}t/${tenantId}/idempotency/${hash}`,
 

@@ -13,6 +13,8 @@ interface Route {
   permission?: string;
   /** Token routes are exercised with a private key that holds every token permission. */
   tokens?: boolean;
+  /** `:id` is a pre-configured proxy's id. */
+  proxies?: boolean;
   contentType?: string;
   body?: Record<string, unknown>;
   /** Bodies the route must refuse with 400, with the field the problem must name. */
@@ -20,6 +22,18 @@ interface Route {
 }
 
 const appBody = { name: 'matrix app', type: 'private', permissions: ['token:read'] };
+const proxyBody = { name: 'matrix proxy', destination_url: 'https://destination.example/base' };
+const proxyInvalid: Array<[unknown, string]> = [
+  [{ ...proxyBody, name: 'x'.repeat(201) }, 'name'],
+  [{ ...proxyBody, name: 42 }, 'name'],
+  [{ name: 'p' }, 'destination_url'],
+  [{ ...proxyBody, destination_url: 'http://destination.example/' }, 'destination_url'],
+  [{ ...proxyBody, destination_url: 'https://169.254.169.254/' }, 'destination_url'],
+  [{ ...proxyBody, require_auth: 'yes' }, 'require_auth'],
+  [{ ...proxyBody, configuration: { a: 1 } }, 'configuration.a'],
+  [{ ...proxyBody, request_transform: { code: 42 } }, 'request_transform.code'],
+  [{ ...proxyBody, application: { id: 'nope' } }, 'application.id'],
+];
 
 const ROUTES: Route[] = [
   {
@@ -110,6 +124,27 @@ const ROUTES: Route[] = [
   { method: 'DELETE', path: '/tokens/:id', permission: 'token:delete', tokens: true },
   { method: 'POST', path: '/tokenize', permission: 'token:create', tokens: true, body: { a: 'x' } },
   { method: 'POST', path: '/detokenize', permission: 'token:use', tokens: true, body: { a: 'x' } },
+  { method: 'POST', path: '/proxies', permission: 'proxy:create', body: proxyBody, invalid: proxyInvalid },
+  { method: 'GET', path: '/proxies', permission: 'proxy:read' },
+  { method: 'GET', path: '/proxies/:id', permission: 'proxy:read', proxies: true },
+  { method: 'PUT', path: '/proxies/:id', permission: 'proxy:update', proxies: true, body: proxyBody, invalid: proxyInvalid },
+  {
+    method: 'PATCH',
+    path: '/proxies/:id',
+    permission: 'proxy:update',
+    proxies: true,
+    contentType: 'application/merge-patch+json',
+    body: { name: 'patched' },
+    invalid: [
+      [{ name: null }, 'name'],
+      [{ destination_url: 'ftp://x.example/' }, 'destination_url'],
+      [{ configuration: { a: 1 } }, 'configuration.a'],
+    ],
+  },
+  { method: 'DELETE', path: '/proxies/:id', permission: 'proxy:delete', proxies: true },
+  // The proxy itself authenticates like every route (its 401 and 403 are plain problems, not proxy_error).
+  { method: 'POST', path: '/proxy', permission: 'token:use' },
+  { method: 'GET', path: '/proxy/some/path', permission: 'token:use' },
   { method: 'POST', path: '/sessions' },
   { method: 'POST', path: '/sessions/authorize', body: { nonce: 'x', permissions: ['token:read'] } },
 ];
@@ -121,6 +156,7 @@ let noPermissionKey: string;
 let otherAppId: string;
 let tokenKey: string;
 let otherTokenId: string;
+let otherProxyId: string;
 
 beforeAll(async () => {
   api = await startTestApi();
@@ -132,6 +168,7 @@ beforeAll(async () => {
   tokenKey = (await createApplication(api.url, tenant.managementKey, { name: 'tokens', type: 'private', rules: allTokens })).key;
   const otherTokenKey = (await createApplication(api.url, other.managementKey, { name: 'tokens', type: 'private', rules: allTokens })).key;
   otherTokenId = (await call(api.url, 'POST', '/tokens', { key: otherTokenKey, body: { type: 'token', data: 'theirs' } })).body.id;
+  otherProxyId = (await call(api.url, 'POST', '/proxies', { key: other.managementKey, body: { name: 'theirs', destination_url: 'https://theirs.example/' } })).body.id;
 });
 
 afterAll(async () => {
@@ -148,6 +185,7 @@ function expectProblem(answer: { status: number; headers: Headers; body: any }, 
 async function ownId(route: Route): Promise<string | undefined> {
   if (!route.path.includes(':id')) return undefined;
   if (route.tokens) return (await call(api.url, 'POST', '/tokens', { key: tokenKey, body: { type: 'token', data: 'mine' } })).body.id;
+  if (route.proxies) return (await call(api.url, 'POST', '/proxies', { key: tenant.managementKey, body: proxyBody })).body.id;
   return (await createApplication(api.url, tenant.managementKey, { name: 'mine', type: 'private', permissions: ['token:read'] })).id;
 }
 
@@ -182,8 +220,14 @@ describe.each(ROUTES.map((r) => [label(r), r] as const))('%s', (_name, route) =>
 
   if (route.path.includes(':id')) {
     test("another tenant's id → 404, and theirs is untouched", async () => {
-      const theirId = route.tokens ? otherTokenId : otherAppId;
+      const theirId = route.tokens ? otherTokenId : route.proxies ? otherProxyId : otherAppId;
       expectProblem(await call(api.url, route.method, path(theirId), { key: ownKey(), body: route.body, headers }), 404);
+      if (route.proxies) {
+        const theirs = await call(api.url, 'GET', `/proxies/${otherProxyId}`, { key: other.managementKey });
+        expect(theirs.status).toBe(200);
+        expect(theirs.body.name).toBe('theirs');
+        return;
+      }
       if (route.tokens) return;
       const theirs = await call(api.url, 'GET', `/applications/${otherAppId}`, { key: other.managementKey });
       expect(theirs.status).toBe(200);

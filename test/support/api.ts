@@ -5,6 +5,8 @@ import { generateApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startApi, type RunningApi } from '../../src/server/api.js';
+import { freeLoopbackPort } from '../../src/server/ports.js';
+import { startWorker } from '../../src/server/worker.js';
 import { call } from './http.js';
 import type { DestinationStream } from 'pino';
 
@@ -26,12 +28,26 @@ export interface TestApi extends RunningApi {
   operatorKey: string;
 }
 
+/**
+ * The API in this process with a real worker beside it (also in this process, over loopback HTTP): the worker's bt
+ * client calls the API, so the API's port is chosen first.
+ */
 export async function startTestApi(env: Record<string, string> = {}, logDestination?: DestinationStream): Promise<TestApi> {
   const operatorKey = generateApiKey();
+  const port = await freeLoopbackPort();
+  const logger = createLogger('silent');
+  const worker = await startWorker(
+    loadConfig({
+      requireStore: false,
+      env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_API_URL: `http://127.0.0.1:${port}`, ...env },
+    }),
+    logger,
+  );
   const config = loadConfig({
     env: {
       TOKENVAULT_HOST: '127.0.0.1',
-      TOKENVAULT_PORT: '0',
+      TOKENVAULT_PORT: String(port),
+      TOKENVAULT_WORKER_URL: worker.url,
       TOKENVAULT_STORE: testEtcdStoreUrl(),
       TOKENVAULT_OPERATOR_KEY: operatorKey,
       TOKENVAULT_KEK: TEST_KEK,
@@ -40,7 +56,14 @@ export async function startTestApi(env: Record<string, string> = {}, logDestinat
     },
   });
   const api = await startApi(config, createLogger(config.logLevel, logDestination));
-  return { ...api, operatorKey };
+  return {
+    ...api,
+    operatorKey,
+    async close() {
+      await api.close();
+      await worker.close();
+    },
+  };
 }
 
 /** A fresh tenant through the operator API; returns its id and management key. */

@@ -25,12 +25,15 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** Starts `tokenvault dev` on a free port and waits for its banner (URL, management key, operator key). */
-export async function startDevServer(): Promise<DevServer> {
+/**
+ * Starts `tokenvault dev` on a free port and waits for its banner (URL, management key, operator key). `env` adds
+ * settings (TOKENVAULT_PROXY_ALLOWED_HOSTS, TOKENVAULT_PROXY_CA_FILE for proxy tests).
+ */
+export async function startDevServer(env: Record<string, string> = {}): Promise<DevServer> {
   const port = await freePort();
   const rootKey = generateApiKey();
   const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', 'dev'], {
-    env: { PATH: process.env.PATH ?? '', TOKENVAULT_PORT: String(port), TOKENVAULT_DEV_ROOT_KEY: rootKey },
+    env: { PATH: process.env.PATH ?? '', ...env, TOKENVAULT_PORT: String(port), TOKENVAULT_DEV_ROOT_KEY: rootKey },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';

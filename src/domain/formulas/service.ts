@@ -1,0 +1,171 @@
+// Reactor formulas. Private formulas belong to one tenant; official ones are the operator's and every tenant sees
+// them (listing returns both). Tenant keys cannot create, change or delete official formulas. A formula still used
+// by reactors cannot be deleted: the 409 names them.
+import { randomUUID } from 'node:crypto';
+import type { TenantPrincipal } from '../../auth/principal.js';
+import { actorId, OPERATOR_ACTOR_ID } from '../../auth/principal.js';
+import { Errors } from '../../errors/registry.js';
+import { keys } from '../../store/keys.js';
+import { getRecord, listRecords } from '../../store/records.js';
+import type { Store } from '../../store/store.js';
+import { paginate, type Page, type PageRequest } from '../paging.js';
+import { assertCompiles } from './code.js';
+import type { ConfigurationElement, FormulaBody, RequestParameter } from './schema.js';
+
+export interface Formula {
+  id: string;
+  name: string;
+  description?: string;
+  type: 'official' | 'private';
+  status: 'verified' | 'coming_soon';
+  icon?: string;
+  code: string;
+  configuration: ConfigurationElement[];
+  request_parameters: RequestParameter[];
+  created_at: string;
+  created_by: string;
+  modified_at?: string;
+  modified_by?: string;
+  /** Private formulas only. */
+  tenant_id?: string;
+}
+
+/** Who is acting: a tenant key (private formulas of its tenant) or the operator (official formulas). */
+export type FormulaOwner = { tenantId: string; actor: string } | { operator: true };
+
+export function ownerOf(principal: TenantPrincipal): FormulaOwner {
+  return { tenantId: principal.tenantId, actor: actorId(principal) };
+}
+
+export const OPERATOR: FormulaOwner = { operator: true };
+
+export interface ReactorUsage {
+  tenantId: string;
+  reactorId: string;
+}
+
+export class FormulaService {
+  constructor(private readonly store: Store) {}
+
+  async create(owner: FormulaOwner, body: FormulaBody): Promise<Formula> {
+    checkBody(owner, body);
+    const formula: Formula = {
+      ...fields(body),
+      id: randomUUID(),
+      created_at: new Date().toISOString(),
+      created_by: 'operator' in owner ? OPERATOR_ACTOR_ID : owner.actor,
+      ...('operator' in owner ? {} : { tenant_id: owner.tenantId }),
+    };
+    await this.store.put(storeKey(owner, formula.id), JSON.stringify(formula));
+    return formula;
+  }
+
+  async update(owner: FormulaOwner, id: string, body: FormulaBody): Promise<Formula> {
+    checkBody(owner, body);
+    const current = await this.loadOwned(owner, id);
+    const formula: Formula = {
+      ...current.value,
+      ...fields(body),
+      modified_at: new Date().toISOString(),
+      modified_by: 'operator' in owner ? OPERATOR_ACTOR_ID : owner.actor,
+    };
+    if (!(await this.store.compareAndSwap(storeKey(owner, id), current.modRevision, JSON.stringify(formula)))) {
+      throw new Errors.Conflict('The formula was changed by another request; retry.');
+    }
+    return formula;
+  }
+
+  async delete(owner: FormulaOwner, id: string, reactorName: (usage: ReactorUsage) => Promise<string | undefined>): Promise<void> {
+    const current = await this.loadOwned(owner, id);
+    const users: string[] = [];
+    for (const usage of await this.usages(id)) {
+      const name = await reactorName(usage);
+      if (name === undefined) await this.store.delete(keys.formulaRef(id, usage.tenantId, usage.reactorId));
+      else users.push(`${name} (${usage.reactorId})`);
+    }
+    if (users.length > 0) {
+      throw new Errors.Conflict(`The formula is used by ${users.length} reactor${users.length === 1 ? '' : 's'}: ${users.slice(0, 20).join(', ')}. Delete them first.`);
+    }
+    if (!(await this.store.compareAndDelete(storeKey(owner, id), current.modRevision))) {
+      throw new Errors.Conflict('The formula was changed while it was being deleted; retry.');
+    }
+  }
+
+  /** A formula the tenant can see: its own private one or an official one. */
+  async get(tenantId: string, id: string): Promise<Formula> {
+    const found = (await getRecord<Formula>(this.store, keys.formula(tenantId, id))) ?? (await getRecord<Formula>(this.store, keys.officialFormula(id)));
+    if (!found) throw new Errors.NotFound('Reactor formula not found.');
+    return found.value;
+  }
+
+  /** Official formulas plus the tenant's private ones (or only official ones for the operator). */
+  async list(tenantId: string | undefined, paging: PageRequest, name?: string): Promise<Page<Formula>> {
+    const official = await listRecords<Formula>(this.store, keys.officialFormulas);
+    const own = tenantId ? await listRecords<Formula>(this.store, keys.formulas(tenantId)) : [];
+    let all = [...official, ...own];
+    if (name !== undefined) all = all.filter((f) => f.name.toLowerCase().includes(name.toLowerCase()));
+    all.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+    return paginate(all, paging);
+  }
+
+  /** The reactors that use a formula, from the reference index. */
+  async usages(formulaId: string): Promise<ReactorUsage[]> {
+    const prefix = keys.formulaRefs(formulaId);
+    return (await this.store.range(prefix)).map((entry) => {
+      const [tenantId, reactorId] = entry.key.slice(prefix.length).split('/');
+      return { tenantId, reactorId };
+    });
+  }
+
+  /** The operator changes official formulas, a tenant its private ones; anything else is not found or forbidden. */
+  private async loadOwned(owner: FormulaOwner, id: string) {
+    const found = await getRecord<Formula>(this.store, storeKey(owner, id));
+    if (found) return found;
+    if (!('operator' in owner) && (await this.store.get(keys.officialFormula(id)))) {
+      throw new Errors.Forbidden('Official formulas are managed by the operator.');
+    }
+    throw new Errors.NotFound('Reactor formula not found.');
+  }
+}
+
+function storeKey(owner: FormulaOwner, id: string): string {
+  return 'operator' in owner ? keys.officialFormula(id) : keys.formula(owner.tenantId, id);
+}
+
+function fields(body: FormulaBody) {
+  return {
+    name: body.name,
+    description: body.description,
+    type: body.type,
+    status: body.status ?? 'verified',
+    icon: body.icon,
+    code: body.code,
+    configuration: body.configuration ?? [],
+    request_parameters: body.request_parameters ?? [],
+  };
+}
+
+/** What a schema cannot say: who may write which type, unique names, no leaf that is also a parent, code compiles. */
+function checkBody(owner: FormulaOwner, body: FormulaBody): void {
+  if ('operator' in owner ? body.type !== 'official' : body.type !== 'private') {
+    if ('operator' in owner) throw new Errors.InvalidBody({ errors: { type: ['the operator creates official formulas'] } });
+    throw new Errors.Forbidden('Official formulas are created by the operator; tenant keys create private formulas.');
+  }
+  const errors: Record<string, string[]> = {};
+  const configNames = new Set<string>();
+  (body.configuration ?? []).forEach((element, i) => {
+    if (/[.\s]/.test(element.name)) (errors[`configuration[${i}].name`] ??= []).push('must not contain dots or spaces (nested configuration is not supported)');
+    if (configNames.has(element.name)) (errors[`configuration[${i}].name`] ??= []).push(`${element.name} is declared twice`);
+    configNames.add(element.name);
+  });
+  const parameterNames = (body.request_parameters ?? []).map((p) => p.name);
+  parameterNames.forEach((name, i) => {
+    const at = `request_parameters[${i}].name`;
+    if (/\s/.test(name) || name.split('.').some((part) => part === '')) (errors[at] ??= []).push('must be names separated by single dots');
+    if (parameterNames.indexOf(name) !== i) (errors[at] ??= []).push(`${name} is declared twice`);
+    const parent = parameterNames.find((other) => other !== name && name.startsWith(`${other}.`));
+    if (parent) (errors[at] ??= []).push(`cannot be nested under ${parent}, which is declared as a value`);
+  });
+  if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
+  assertCompiles(body.code);
+}

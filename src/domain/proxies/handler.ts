@@ -1,0 +1,164 @@
+// One proxied request, after the caller was authenticated and its destination chosen: detokenize the body, run the
+// request transform, forward (streaming the answer back when no response transform runs), run the response transform.
+import type { Readable } from 'node:stream';
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
+import type { TenantPrincipal } from '../../auth/principal.js';
+import { bodyKind, detokenizeBody, type BodyDetokenizer } from '../../proxy/body.js';
+import type { Forwarder } from '../../proxy/forwarder.js';
+import {
+  forwardedRequestHeaders,
+  headerValue,
+  lowerCased,
+  returnedResponseHeaders,
+  transformedHeaders,
+  withoutHeaders,
+  type HeaderMap,
+} from '../../proxy/headers.js';
+import { joinDestination, type ProxySuffix } from '../../proxy/target.js';
+import type { ResolvedProxy } from './service.js';
+import { invalid, type TransformOutput, type TransformRunner } from './transforms.js';
+
+export interface ProxyInput {
+  /** Undefined only for a pre-configured proxy with require_auth false called without BT-API-KEY: then nothing is
+   * detokenized. */
+  principal?: TenantPrincipal;
+  /** The destination base URL (BT-PROXY-URL, or the proxy's destination_url) and the proxy when pre-configured. */
+  base: URL;
+  proxy?: ResolvedProxy;
+  /** Metrics label: the proxy id, or `direct`. */
+  label: string;
+  method: string;
+  suffix: ProxySuffix;
+  /** Node's flat list of the caller's headers. */
+  rawHeaders: string[];
+  body: Buffer;
+  signal?: AbortSignal;
+}
+
+export interface ProxyAnswer {
+  status: number;
+  headers: HeaderMap;
+  body: Buffer | Readable;
+}
+
+/** An error after the destination answered: the answer still says what the destination's status was. */
+export class AfterDestination extends Error {
+  constructor(
+    readonly error: unknown,
+    readonly destinationStatus: number,
+  ) {
+    super('failed after the destination answered');
+  }
+}
+
+const BODYLESS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
+const inflaters: Record<string, (input: Buffer) => Promise<Buffer>> = {
+  gzip: promisify(zlib.gunzip),
+  'x-gzip': promisify(zlib.gunzip),
+  deflate: promisify(zlib.inflate),
+  br: promisify(zlib.brotliDecompress),
+};
+
+export class ProxyHandler {
+  constructor(
+    private readonly detokenizer: BodyDetokenizer,
+    private readonly forwarder: Forwarder,
+    private readonly transforms: TransformRunner,
+  ) {}
+
+  /** The destination policy's check of a URL (https, DNS host name, no user info); 400 when refused. */
+  checkUrl(url: string): URL {
+    return this.forwarder.checkUrl(url);
+  }
+
+  async handle(input: ProxyInput): Promise<ProxyAnswer> {
+    const { proxy } = input;
+    const url = this.forwarder.checkUrl(joinDestination(input.base, input.suffix)).href;
+    let headers = forwardedRequestHeaders(input.rawHeaders);
+    let body = input.principal
+      ? await detokenizeBody(this.detokenizer, input.principal, headerValue(headers, 'content-type'), input.body)
+      : input.body;
+
+    if (proxy?.requestTransform) {
+      const output = await this.transforms.run(proxy, 'request', {
+        body: forTransform(body, headerValue(headers, 'content-type')),
+        headers: lowerCased(headers),
+      });
+      ({ body, headers } = applyOutput(output, body, headers, 'request'));
+    }
+    if (proxy?.responseTransform) {
+      // The transform reads the body, so ask for it uncompressed (a compressed one is inflated below all the same).
+      headers = { ...withoutHeaders(headers, 'accept-encoding'), 'accept-encoding': 'identity' };
+    }
+
+    const request = {
+      url,
+      method: input.method,
+      headers,
+      body: body.length === 0 && BODYLESS.has(input.method) ? null : body,
+      signal: input.signal,
+    };
+    if (!proxy?.responseTransform) {
+      const response = await this.forwarder.stream(input.label, request);
+      return { status: response.status, headers: returnedResponseHeaders(response.headers, { keepLength: true }), body: response.body };
+    }
+
+    const response = await this.forwarder.buffer(input.label, request);
+    try {
+      let responseBody = response.body;
+      let responseHeaders = returnedResponseHeaders(response.headers, { keepLength: false });
+      const encoding = headerValue(responseHeaders, 'content-encoding')?.trim().toLowerCase();
+      if (encoding && encoding !== 'identity' && responseBody.length > 0) {
+        const inflate = inflaters[encoding];
+        if (inflate) {
+          responseBody = await inflate(responseBody);
+          responseHeaders = withoutHeaders(responseHeaders, 'content-encoding');
+        }
+      }
+      const output = await this.transforms.run(proxy, 'response', {
+        body: forTransform(responseBody, headerValue(responseHeaders, 'content-type')),
+        headers: lowerCased(responseHeaders),
+      });
+      const applied = applyOutput(output, responseBody, responseHeaders, 'response');
+      return { status: response.status, headers: applied.headers, body: applied.body };
+    } catch (error) {
+      throw new AfterDestination(error, response.status);
+    }
+  }
+}
+
+/** What a transform sees as args.body: parsed JSON for JSON types, text otherwise, null for no body. */
+function forTransform(body: Buffer, contentType: string | undefined): unknown {
+  if (body.length === 0) return null;
+  const text = body.toString('utf8');
+  if (bodyKind(contentType) === 'json') {
+    try {
+      return JSON.parse(text);
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}
+
+function applyOutput(output: TransformOutput, body: Buffer, headers: HeaderMap, which: 'request' | 'response') {
+  let nextHeaders = headers;
+  if (output.headers !== undefined) {
+    try {
+      nextHeaders = transformedHeaders(output.headers, which);
+    } catch (error) {
+      throw invalid(which, (error as Error).message);
+    }
+  }
+  let nextBody = body;
+  if (output.body !== undefined) {
+    if (output.body === null) nextBody = Buffer.alloc(0);
+    else if (typeof output.body === 'string') nextBody = Buffer.from(output.body, 'utf8');
+    else {
+      nextBody = Buffer.from(JSON.stringify(output.body), 'utf8');
+      if (headerValue(nextHeaders, 'content-type') === undefined) nextHeaders = { ...nextHeaders, 'content-type': 'application/json' };
+    }
+  }
+  return { body: nextBody, headers: withoutHeaders(nextHeaders, 'content-length') };
+}

@@ -1,0 +1,60 @@
+import { Router } from 'express';
+import { Errors } from '../../errors/registry.js';
+import { requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
+import { listQuery, stringQuery, uuidParam } from '../../http/params.js';
+import { mayEver } from '../access/evaluate.js';
+import { parsePaging } from '../paging.js';
+import { validateCreateReactor, validatePatchReactor, validateReactBody, validateUpdateReactor } from './schema.js';
+import { CustomResponse, type ReactorService } from './service.js';
+
+export function reactorRoutes(reactors: ReactorService): Router {
+  const router = Router();
+
+  router.post('/reactors', requirePermission('reactor:create'), async (req, res) => {
+    res.status(201).json(await reactors.create(tenantPrincipal(req), validateCreateReactor(req.body)));
+  });
+
+  router.get('/reactors', requirePermission('reactor:read'), async (req, res) => {
+    const filter = { ids: listQuery(req, 'id'), name: stringQuery(req, 'name') };
+    res.json(await reactors.list(tenantPrincipal(req).tenantId, parsePaging(req.query), filter));
+  });
+
+  router.get('/reactors/:id', requirePermission('reactor:read'), async (req, res) => {
+    res.json(await reactors.get(tenantPrincipal(req).tenantId, uuidParam(req, 'id')));
+  });
+
+  router.put('/reactors/:id', requirePermission('reactor:update'), async (req, res) => {
+    const principal = tenantPrincipal(req);
+    res.json(await reactors.update(principal, uuidParam(req, 'id'), validateUpdateReactor(req.body)));
+  });
+
+  router.patch('/reactors/:id', requirePermission('reactor:update'), async (req, res) => {
+    if (!req.is('application/merge-patch+json')) {
+      throw new Errors.UnsupportedMediaType('PATCH takes a JSON merge patch: Content-Type: application/merge-patch+json.');
+    }
+    const principal = tenantPrincipal(req);
+    res.json(await reactors.patch(principal, uuidParam(req, 'id'), validatePatchReactor(req.body)));
+  });
+
+  router.delete('/reactors/:id', requirePermission('reactor:delete'), async (req, res) => {
+    await reactors.delete(tenantPrincipal(req).tenantId, uuidParam(req, 'id'));
+    res.status(204).end();
+  });
+
+  // Rule 10: token:use to invoke at all; each detokenized token's container is checked again on the way.
+  router.post('/reactors/:id/react', async (req, res) => {
+    const principal = tenantPrincipal(req);
+    if (!mayEver(principal, 'token:use')) throw new Errors.Forbidden('The key lacks the permission token:use.');
+    const id = uuidParam(req, 'id');
+    const body = validateReactBody(req.body ?? {});
+    try {
+      res.json(await reactors.react(principal, id, body.args));
+    } catch (error) {
+      if (!(error instanceof CustomResponse)) throw error;
+      // CustomHttpResponseError: the code chose the status, headers and body; they pass through unchanged.
+      res.status(error.status).set(error.headers).json(error.body);
+    }
+  });
+
+  return router;
+}

@@ -1,0 +1,55 @@
+import { compile } from '../../validation/compile.js';
+import { MAX_CODE_LENGTH } from '../formulas/schema.js';
+
+export type ConfigurationValues = Record<string, string | number | boolean>;
+
+export interface ReactorBody {
+  name: string;
+  configuration?: ConfigurationValues;
+  formula?: { id: string };
+  /** Inline code instead of a formula (newer clients). */
+  code?: string;
+  application?: { id: string } | null;
+}
+
+const reference = { type: 'object', required: ['id'], properties: { id: { type: 'string', format: 'uuid' } } };
+const configuration = {
+  type: 'object',
+  maxProperties: 100,
+  propertyNames: { maxLength: 200 },
+  additionalProperties: { type: ['string', 'number', 'boolean'] },
+};
+
+export const validateCreateReactor = compile<ReactorBody>({
+  type: 'object',
+  additionalProperties: false,
+  required: ['name'],
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 200 },
+    configuration,
+    formula: reference,
+    code: { type: 'string', minLength: 1, maxLength: MAX_CODE_LENGTH },
+    application: { anyOf: [reference, { type: 'null' }] },
+  },
+});
+
+/** PUT takes the same fields; the formula may be repeated but not changed. */
+export const validateUpdateReactor = validateCreateReactor;
+
+export const validatePatchReactor = compile<Partial<ReactorBody>>({
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 200 },
+    configuration: { type: ['object', 'null'] },
+    formula: reference,
+    code: { type: 'string', minLength: 1, maxLength: MAX_CODE_LENGTH },
+    application: { anyOf: [reference, { type: 'null' }] },
+  },
+});
+
+export const validateReactBody = compile<{ args?: unknown }>({
+  type: 'object',
+  additionalProperties: false,
+  properties: { args: { type: ['object', 'null'] } },
+});

@@ -1,0 +1,302 @@
+// Reactors: a formula (or inline code) configured for a tenant, optionally with an application whose key the code
+// gets as `bt`. Configuration is encrypted at rest. Invoking one runs invocation rules 1–10: detokenize the args,
+// apply the formula's request parameters, run the code on a worker, tokenize what it asks to tokenize.
+import { randomUUID } from 'node:crypto';
+import { actorId, type TenantPrincipal } from '../../auth/principal.js';
+import { Errors, ReactorFailure, VaultError } from '../../errors/registry.js';
+import type { RuntimeClient } from '../../runtime/client.js';
+import type { InvocationFailure } from '../../runtime/contract.js';
+import { keys } from '../../store/keys.js';
+import { getRecord, listRecords } from '../../store/records.js';
+import type { Store, TxnOp } from '../../store/store.js';
+import type { ApplicationRecord } from '../applications/service.js';
+import { assertCompiles, codeHash } from '../formulas/code.js';
+import type { Formula, FormulaService } from '../formulas/service.js';
+import { paginate, type Page, type PageRequest } from '../paging.js';
+import type { Detokenizer } from '../tokens/detokenizer.js';
+import type { DataCipher } from '../tokens/records.js';
+import type { TokenService } from '../tokens/service.js';
+import { tokenize } from '../tokens/tokenize.js';
+import { applyParameters } from './arguments.js';
+import type { BtKeys } from './bt-keys.js';
+import type { ConfigurationValues, ReactorBody } from './schema.js';
+
+interface ReactorRecord {
+  id: string;
+  tenant_id: string;
+  name: string;
+  formula_id?: string;
+  code?: string;
+  application_id?: string;
+  /** Ciphertext of the configuration values. */
+  sealed_configuration: string;
+  created_at: string;
+  created_by: string;
+  modified_at?: string;
+  modified_by?: string;
+}
+
+export interface Reactor {
+  id: string;
+  tenant_id: string;
+  name: string;
+  formula?: Formula;
+  code?: string;
+  configuration: ConfigurationValues;
+  application?: { id: string };
+  created_at: string;
+  created_by: string;
+  modified_at?: string;
+  modified_by?: string;
+}
+
+export interface ReactResponse {
+  tokens?: unknown;
+  raw?: unknown;
+}
+
+/** What a failed invocation answers: a problem, or the code's own response (CustomHttpResponseError). */
+export class CustomResponse {
+  constructor(
+    readonly status: number,
+    readonly headers: Record<string, string>,
+    readonly body: unknown,
+  ) {}
+}
+
+export class ReactorService {
+  constructor(
+    private readonly store: Store,
+    private readonly cipher: DataCipher,
+    private readonly formulas: FormulaService,
+    private readonly tokens: TokenService,
+    private readonly detokenizer: Detokenizer,
+    private readonly runtime: RuntimeClient | undefined,
+    private readonly btKeys: BtKeys,
+  ) {}
+
+  async create(principal: TenantPrincipal, body: ReactorBody): Promise<Reactor> {
+    const tenantId = principal.tenantId;
+    if ((body.formula === undefined) === (body.code === undefined)) {
+      throw new Errors.InvalidBody({ errors: { formula: ['give exactly one of formula.id and code'] } });
+    }
+    const formula = body.formula ? await this.formulaOf(tenantId, body.formula.id) : undefined;
+    const configuration = body.configuration ?? {};
+    await this.check(tenantId, body, formula, configuration);
+    const id = randomUUID();
+    const record: ReactorRecord = {
+      id,
+      tenant_id: tenantId,
+      name: body.name,
+      formula_id: formula?.id,
+      code: body.code,
+      application_id: body.application?.id,
+      sealed_configuration: await this.sealConfiguration(tenantId, id, configuration),
+      created_at: new Date().toISOString(),
+      created_by: actorId(principal),
+    };
+    const ops: TxnOp[] = [{ type: 'put', key: keys.reactor(tenantId, id), value: JSON.stringify(record) }];
+    if (formula) ops.push({ type: 'put', key: keys.formulaRef(formula.id, tenantId, id), value: '' });
+    await this.store.txn({ success: ops });
+    return this.toReactor(record, configuration, formula);
+  }
+
+  async get(tenantId: string, id: string): Promise<Reactor> {
+    const { value } = await this.load(tenantId, id);
+    return this.toReactor(value, await this.openConfiguration(value));
+  }
+
+  async list(tenantId: string, paging: PageRequest, filter: { ids?: string[]; name?: string }): Promise<Page<Reactor>> {
+    let records = await listRecords<ReactorRecord>(this.store, keys.reactors(tenantId));
+    if (filter.ids && filter.ids.length > 0) records = records.filter((r) => filter.ids!.includes(r.id));
+    if (filter.name !== undefined) records = records.filter((r) => r.name.toLowerCase().includes(filter.name!.toLowerCase()));
+    records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+    const page = paginate(records, paging);
+    return { ...page, data: await Promise.all(page.data.map(async (r) => this.toReactor(r, await this.openConfiguration(r)))) };
+  }
+
+  /** PUT: name, configuration and application are replaced; the formula cannot change. */
+  async update(principal: TenantPrincipal, id: string, body: ReactorBody): Promise<Reactor> {
+    return this.replace(principal, id, () => body);
+  }
+
+  /** JSON merge patch over name, configuration and application. */
+  async patch(principal: TenantPrincipal, id: string, patch: Partial<ReactorBody>): Promise<Reactor> {
+    return this.replace(principal, id, (current, configuration) => {
+      const merged: ReactorBody = { name: patch.name ?? current.name, application: current.application_id ? { id: current.application_id } : undefined };
+      if (patch.application !== undefined) merged.application = patch.application;
+      merged.configuration = patch.configuration === undefined ? configuration : patch.configuration === null ? {} : mergeConfiguration(configuration, patch.configuration);
+      if (patch.formula) merged.formula = patch.formula;
+      if (patch.code) merged.code = patch.code;
+      return merged;
+    });
+  }
+
+  async delete(tenantId: string, id: string): Promise<void> {
+    const current = await this.load(tenantId, id);
+    const ops: TxnOp[] = [{ type: 'delete', key: keys.reactor(tenantId, id) }];
+    if (current.value.formula_id) ops.push({ type: 'delete', key: keys.formulaRef(current.value.formula_id, tenantId, id) });
+    if (!(await this.store.txn({ compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }], success: ops }))) {
+      throw new Errors.Conflict('The reactor was changed while it was being deleted; retry.');
+    }
+  }
+
+  /** The reactor's name, or undefined when it no longer exists (formula deletion checks its users with this). */
+  async nameOf(tenantId: string, id: string): Promise<string | undefined> {
+    return (await getRecord<ReactorRecord>(this.store, keys.reactor(tenantId, id)))?.value.name;
+  }
+
+  async react(principal: TenantPrincipal, id: string, args: unknown): Promise<ReactResponse> {
+    const tenantId = principal.tenantId;
+    const { value: record } = await this.load(tenantId, id);
+    const formula = record.formula_id ? await this.formulaOf(tenantId, record.formula_id) : undefined;
+    const code = formula?.code ?? record.code!;
+    const configuration = await this.openConfiguration(record);
+
+    // Rules 6–10: detokenize first (≤ 100 tokens, token:use per container), then validate what came out.
+    const detokenized = await this.detokenizer.value(principal, args ?? {});
+    const validated = formula ? applyParameters(detokenized, formula.request_parameters) : detokenized;
+    const bt = record.application_id ? { apiKey: await this.btKeys.keyFor(tenantId, record.application_id) } : null;
+
+    if (!this.runtime) throw new Errors.RuntimeUnavailable('No reactor workers are configured (TOKENVAULT_WORKER_URL).');
+    const result = await this.runtime.invoke({
+      tenantId,
+      codeHash: codeHash(code),
+      code,
+      args: validated,
+      configuration,
+      bt,
+      kind: 'reactor',
+    });
+    if (!result.ok) throw failureToError(result.error);
+    const output = (result.result ?? {}) as { raw?: unknown; tokenize?: unknown };
+    const response: ReactResponse = {};
+    if (output.tokenize !== undefined && output.tokenize !== null) {
+      response.tokens = await tokenize(this.tokens, reactorPrincipal(tenantId, record.id), output.tokenize);
+    }
+    if (output.raw !== undefined) response.raw = output.raw;
+    return response;
+  }
+
+  private async replace(
+    principal: TenantPrincipal,
+    id: string,
+    next: (current: ReactorRecord, configuration: ConfigurationValues) => ReactorBody,
+  ): Promise<Reactor> {
+    const tenantId = principal.tenantId;
+    const current = await this.load(tenantId, id);
+    const body = next(current.value, await this.openConfiguration(current.value));
+    if (body.formula && body.formula.id !== current.value.formula_id) {
+      throw new Errors.InvalidBody({ errors: { 'formula.id': ['cannot be changed; create a new reactor'] } });
+    }
+    if (body.code !== undefined && current.value.formula_id) throw new Errors.InvalidBody({ errors: { code: ['this reactor runs a formula'] } });
+    const formula = current.value.formula_id ? await this.formulaOf(tenantId, current.value.formula_id) : undefined;
+    const configuration = body.configuration ?? {};
+    await this.check(tenantId, body, formula, configuration);
+    const record: ReactorRecord = {
+      ...current.value,
+      name: body.name,
+      code: formula ? undefined : (body.code ?? current.value.code),
+      application_id: body.application?.id,
+      sealed_configuration: await this.sealConfiguration(tenantId, id, configuration),
+      modified_at: new Date().toISOString(),
+      modified_by: actorId(principal),
+    };
+    if (!(await this.store.compareAndSwap(keys.reactor(tenantId, id), current.modRevision, JSON.stringify(record)))) {
+      throw new Errors.Conflict('The reactor was changed by another request; retry.');
+    }
+    return this.toReactor(record, configuration, formula);
+  }
+
+  /** Configuration against the formula's contract, the application, and inline code that compiles. */
+  private async check(tenantId: string, body: ReactorBody, formula: Formula | undefined, configuration: ConfigurationValues) {
+    const errors: Record<string, string[]> = {};
+    if (formula) {
+      for (const element of formula.configuration) {
+        const value = configuration[element.name];
+        if (value === undefined) errors[`configuration.${element.name}`] = ['is required by the formula'];
+        else if (typeof value !== element.type) errors[`configuration.${element.name}`] = [`must be a ${element.type}`];
+      }
+      for (const name of Object.keys(configuration)) {
+        if (!formula.configuration.some((e) => e.name === name)) errors[`configuration.${name}`] = ['is not declared by the formula'];
+      }
+    }
+    if (body.application) {
+      const application = await getRecord<ApplicationRecord>(this.store, keys.application(tenantId, body.application.id));
+      if (!application) errors['application.id'] = ['no such application'];
+      else if (application.value.type === 'management') errors['application.id'] = ['must be a public or private application'];
+    }
+    if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
+    if (body.code !== undefined) assertCompiles(body.code);
+  }
+
+  private async formulaOf(tenantId: string, formulaId: string): Promise<Formula> {
+    try {
+      return await this.formulas.get(tenantId, formulaId);
+    } catch (error) {
+      if (error instanceof VaultError && error.status === 404) {
+        throw new Errors.InvalidBody({ errors: { 'formula.id': ['no such reactor formula'] } });
+      }
+      throw error;
+    }
+  }
+
+  private async load(tenantId: string, id: string) {
+    const found = await getRecord<ReactorRecord>(this.store, keys.reactor(tenantId, id));
+    if (!found) throw new Errors.NotFound('Reactor not found.');
+    return found;
+  }
+
+  private async sealConfiguration(tenantId: string, id: string, configuration: ConfigurationValues): Promise<string> {
+    return this.cipher.encrypt(tenantId, `reactor:${tenantId}:${id}`, JSON.stringify(configuration));
+  }
+
+  private async openConfiguration(record: ReactorRecord): Promise<ConfigurationValues> {
+    const plaintext = await this.cipher.decrypt(record.tenant_id, `reactor:${record.tenant_id}:${record.id}`, record.sealed_configuration);
+    return JSON.parse(plaintext.toString('utf8')) as ConfigurationValues;
+  }
+
+  private async toReactor(record: ReactorRecord, configuration: ConfigurationValues, formula?: Formula): Promise<Reactor> {
+    const resolved = formula ?? (record.formula_id ? await this.formulas.get(record.tenant_id, record.formula_id).catch(() => undefined) : undefined);
+    return {
+      id: record.id,
+      tenant_id: record.tenant_id,
+      name: record.name,
+      ...(resolved ? { formula: resolved } : {}),
+      ...(record.code !== undefined ? { code: record.code } : {}),
+      configuration,
+      ...(record.application_id ? { application: { id: record.application_id } } : {}),
+      created_at: record.created_at,
+      created_by: record.created_by,
+      modified_at: record.modified_at,
+      modified_by: record.modified_by,
+    };
+  }
+}
+
+function mergeConfiguration(current: ConfigurationValues, patch: Record<string, unknown>): ConfigurationValues {
+  const merged: Record<string, unknown> = { ...current };
+  for (const [name, value] of Object.entries(patch)) {
+    if (value === null) delete merged[name];
+    else merged[name] = value;
+  }
+  return merged as ConfigurationValues;
+}
+
+/** Tokens a reactor's code asks to tokenize are created by the reactor itself, in any container of its tenant. */
+function reactorPrincipal(tenantId: string, reactorId: string): TenantPrincipal {
+  return {
+    kind: 'application',
+    tenantId,
+    applicationId: reactorId,
+    applicationType: 'private',
+    permissions: new Set(['token:create']),
+    rules: [],
+  };
+}
+
+/** How a failed invocation is answered (docs/api.md, "Reactor errors"). */
+export function failureToError(failure: InvocationFailure): VaultError | CustomResponse {
+  if (failure.kind === 'custom_response') return new CustomResponse(failure.status, failure.headers ?? {}, failure.body);
+  return new ReactorFailure(failure.status, failure.title, failure.detail, failure.errors);
+}
