@@ -173,6 +173,7 @@ describe('fetch, through the destination policy', () => {
     ['plain http', 'http://localhost:1/', /https/],
     ['an IP literal', 'https://127.0.0.1:1/', /./],
     ['a decimal IP literal', 'https://2130706433/', /./],
+    ['the cloud metadata address', 'https://169.254.169.254/latest/meta-data/', /./],
   ])('%s is refused', async (_name, url, reason) => {
     const out = value(
       await worker.pool.invoke(request(`module.exports = async (req) => { try { await fetch(req.args.url); return 'reached'; } catch (e) { return { name: e.name, message: e.message }; } }`, { args: { url } })),
