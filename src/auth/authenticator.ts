@@ -3,7 +3,8 @@
 // watch evicts it on every replica (well within a second); the TenantDirectory does the same for deleted tenants.
 import { LRUCache } from 'lru-cache';
 import { hashKey, isApiKey, sameHash } from './api-keys.js';
-import { principalFromEntry, type KeyIndexEntry, type Principal } from './principal.js';
+import { OPERATOR_ACTOR_ID, principalFromEntry, type KeyIndexEntry, type Principal } from './principal.js';
+import { ALL_PERMISSIONS } from '../domain/permissions/permissions.js';
 import { Errors } from '../errors/registry.js';
 import { keys } from '../store/keys.js';
 import type { Store, Watcher } from '../store/store.js';
@@ -45,14 +46,28 @@ export class Authenticator {
     this.watcher = undefined;
   }
 
-  /** The principal for a presented key; 401 for a missing, unknown or expired key. */
-  async authenticate(presented: string | undefined): Promise<Principal> {
+  /**
+   * The principal for a presented key; 401 for a missing, unknown or expired key. The operator key with a tenant id
+   * (BT-TENANT-ID) acts in that tenant with every permission, which is how the controller manages a tenant's resources.
+   */
+  async authenticate(presented: string | undefined, asTenant?: string): Promise<Principal> {
     if (presented === undefined || presented === '') throw new Errors.Unauthenticated();
     if (!isApiKey(presented)) throw new Errors.Unauthenticated('The BT-API-KEY is not a valid key.');
     const hash = hashKey(presented);
     if (this.options.operatorKeyHash !== undefined && sameHash(hash, this.options.operatorKeyHash)) {
-      return { kind: 'operator' };
+      if (asTenant === undefined) return { kind: 'operator' };
+      if ((await this.tenants.get(asTenant)) === undefined) throw new Errors.NotFound('Tenant not found.');
+      return {
+        kind: 'application',
+        tenantId: asTenant,
+        applicationId: OPERATOR_ACTOR_ID,
+        applicationType: 'management',
+        permissions: new Set(ALL_PERMISSIONS),
+        rules: [],
+        operator: true,
+      };
     }
+    if (asTenant !== undefined) throw new Errors.Forbidden('BT-TENANT-ID is for the operator key only.');
     const principal = await this.lookup(hash);
     if (principal === undefined || principal.kind === 'operator') throw new Errors.Unauthenticated();
     if (principal.expiresAt !== undefined && principal.expiresAt <= Date.now()) {

@@ -2,6 +2,7 @@
 // cached read: applications and sessions rewrite their index entry whenever their permissions change.
 import type { AccessRule } from '../domain/access/rules.js';
 import type { ApplicationType } from '../domain/permissions/permissions.js';
+import type { ManagedBy } from '../domain/ownership.js';
 
 /** The stored form of an API-key index entry (`apikeys/<hash>`). */
 export interface KeyIndexEntry {
@@ -26,15 +27,19 @@ export type Principal =
       permissions: ReadonlySet<string>;
       rules: AccessRule[];
       expiresAt?: number;
+      /** The operator acting in this tenant (operator key with BT-TENANT-ID). */
+      operator?: true;
+      /** The Kubernetes object the operator is acting for (BT-MANAGED-BY). */
+      managedBy?: ManagedBy;
     }
-  | { kind: 'operator' };
+  | { kind: 'operator'; managedBy?: ManagedBy };
 
 /** A key that belongs to a tenant: an application's or a session's. */
 export type TenantPrincipal = Extract<Principal, { kind: 'application' | 'session' }>;
 
 /** The id recorded as `created_by` / `modified_by` for changes the principal makes. */
 export function actorId(principal: Principal): string {
-  if (principal.kind === 'operator') return OPERATOR_ACTOR_ID;
+  if (principal.kind === 'operator' || principal.operator) return OPERATOR_ACTOR_ID;
   return principal.sessionId ?? principal.applicationId;
 }
 

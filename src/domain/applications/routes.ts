@@ -1,5 +1,4 @@
 import { Router } from 'express';
-import { actorId } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import { requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
 import { listQuery, stringQuery, uuidParam } from '../../http/params.js';
@@ -16,7 +15,7 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
     const principal = tenantPrincipal(req);
     const answer = await idempotency.run(principal, req.get('bt-idempotency-key'), { route: 'POST /applications', body: req.body }, async () => ({
       status: 201,
-      body: await applications.create(principal.tenantId, actorId(principal), validateCreateApplication(req.body)),
+      body: await applications.create(principal, validateCreateApplication(req.body)),
     }));
     res.status(answer.status).json(answer.body);
   });
@@ -39,17 +38,16 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
   router.put('/applications/:id', requirePermission('application:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    res.json(await applications.update(principal.tenantId, id, actorId(principal), validateUpdateApplication(req.body)));
+    res.json(await applications.update(principal, id, validateUpdateApplication(req.body)));
   });
 
   router.delete('/applications/:id', requirePermission('application:delete'), async (req, res) => {
-    await applications.delete(tenantPrincipal(req).tenantId, uuidParam(req, 'id'));
+    await applications.delete(tenantPrincipal(req), uuidParam(req, 'id'));
     res.status(204).end();
   });
 
   router.post('/applications/:id/regenerate', requirePermission('application:update'), async (req, res) => {
-    const principal = tenantPrincipal(req);
-    res.json(await applications.regenerate(principal.tenantId, uuidParam(req, 'id'), actorId(principal)));
+    res.json(await applications.regenerate(tenantPrincipal(req), uuidParam(req, 'id')));
   });
 
   router.get('/permissions', (req, res) => {

@@ -10,9 +10,11 @@ export interface CreateApplicationBody {
   expires_at?: string;
   /** false creates the application without a key (regenerate makes one later). */
   create_key?: boolean;
+  /** Operator only: the id to create the application with. */
+  id?: string;
 }
 
-export type UpdateApplicationBody = Omit<CreateApplicationBody, 'type' | 'create_key'> & { type?: ApplicationType };
+export type UpdateApplicationBody = Omit<CreateApplicationBody, 'type' | 'create_key' | 'id'> & { type?: ApplicationType };
 
 const name = { type: 'string', minLength: 1, maxLength: 200 };
 const permissions = { type: 'array', uniqueItems: true, maxItems: 100, items: { type: 'string', enum: ALL_PERMISSIONS } };
@@ -30,6 +32,7 @@ export const validateCreateApplication = compile<CreateApplicationBody>({
     rules,
     expires_at: expiresAt,
     create_key: { type: 'boolean' },
+    id: { type: 'string', format: 'uuid' },
   },
 });
 

@@ -3,7 +3,8 @@
 // something the record no longer says.
 import { randomUUID } from 'node:crypto';
 import { generateApiKey, hashKey } from '../../auth/api-keys.js';
-import type { KeyIndexEntry } from '../../auth/principal.js';
+import { actorId, type KeyIndexEntry, type TenantPrincipal } from '../../auth/principal.js';
+import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../ownership.js';
 import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
@@ -32,6 +33,8 @@ export interface ApplicationRecord {
   key_hash?: string;
   keys: ApplicationKey[];
   expires_at?: string;
+  /** Set when a Kubernetes Application object declares it; then only the operator may change it. */
+  managed_by?: ManagedBy;
   created_at: string;
   created_by: string;
   modified_at?: string;
@@ -86,11 +89,11 @@ export class ApplicationService {
   constructor(private readonly store: Store) {}
 
   /** Builds (does not store) a new application with a fresh key, after checking its permissions and rules. */
-  prepare(tenantId: string, actor: string, body: CreateApplicationBody, givenKey?: string): NewApplication {
+  prepare(tenantId: string, actor: string, body: CreateApplicationBody, givenKey?: string, managedBy?: ManagedBy): NewApplication {
     checkGrants(body.type, body.permissions ?? [], body.rules ?? [], body.expires_at);
     const { key, ...keyFields } = body.create_key === false ? { key: undefined, keys: [] } : newKey(actor, givenKey);
     const record: ApplicationRecord = {
-      id: randomUUID(),
+      id: body.id ?? randomUUID(),
       tenant_id: tenantId,
       name: body.name,
       type: body.type,
@@ -98,22 +101,31 @@ export class ApplicationService {
       rules: body.rules ?? [],
       ...keyFields,
       expires_at: body.expires_at,
+      ...(managedBy ? { managed_by: managedBy } : {}),
       created_at: new Date().toISOString(),
       created_by: actor,
     };
     return { record, key };
   }
 
-  async create(tenantId: string, actor: string, body: CreateApplicationBody): Promise<Application> {
-    const { record, key } = this.prepare(tenantId, actor, body);
+  async create(principal: TenantPrincipal, body: CreateApplicationBody): Promise<Application> {
+    chosenId(principal, body.id);
+    const { record, key } = this.prepare(principal.tenantId, actorId(principal), body, undefined, managedByOf(principal));
     await this.insert(record);
     return toApplication(record, key);
   }
 
-  /** Stores a prepared application; its key must not be in use. */
+  /** Stores a prepared application; its id and key must not be in use. */
   async insert(record: ApplicationRecord): Promise<void> {
-    const created = await this.store.txn({ compare: keyIsFree(record), success: createApplicationOps(record) });
-    if (!created) throw new Errors.Conflict('The key is already in use.');
+    const created = await this.store.txn({
+      compare: [{ key: keys.application(record.tenant_id, record.id), modRevision: 0 }, ...keyIsFree(record)],
+      success: createApplicationOps(record),
+    });
+    if (created) return;
+    if (await this.store.get(keys.application(record.tenant_id, record.id))) {
+      throw new Errors.Conflict(`An application with the id ${record.id} already exists.`);
+    }
+    throw new Errors.Conflict('The key is already in use.');
   }
 
   async list(tenantId: string, paging: PageRequest, ids?: string[]): Promise<Page<Application>> {
@@ -127,8 +139,10 @@ export class ApplicationService {
     return toApplication((await this.load(tenantId, id)).value);
   }
 
-  async update(tenantId: string, id: string, actor: string, body: UpdateApplicationBody): Promise<Application> {
-    const current = await this.load(tenantId, id);
+  async update(principal: TenantPrincipal, id: string, body: UpdateApplicationBody): Promise<Application> {
+    const actor = actorId(principal);
+    const current = await this.load(principal.tenantId, id);
+    assertMayChange(current.value, principal, 'application');
     if (body.type !== undefined && body.type !== current.value.type) {
       throw new Errors.InvalidBody({ errors: { type: ['cannot be changed'] } });
     }
@@ -147,16 +161,20 @@ export class ApplicationService {
   }
 
   /** A new key for the application; the old one stops working at once. */
-  async regenerate(tenantId: string, id: string, actor: string): Promise<Application> {
-    const current = await this.load(tenantId, id);
+  async regenerate(principal: TenantPrincipal, id: string): Promise<Application> {
+    const actor = actorId(principal);
+    const current = await this.load(principal.tenantId, id);
+    assertMayChange(current.value, principal, 'application');
     const { key, ...keyFields } = newKey(actor);
     const record: ApplicationRecord = { ...current.value, ...keyFields, modified_at: new Date().toISOString(), modified_by: actor };
     await this.replace(current.modRevision, record, revokeKey(current.value));
     return toApplication(record, key);
   }
 
-  async delete(tenantId: string, id: string): Promise<void> {
+  async delete(principal: TenantPrincipal, id: string): Promise<void> {
+    const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
+    assertMayChange(current.value, principal, 'application');
     const deleted = await this.store.txn({
       compare: [{ key: keys.application(tenantId, id), modRevision: current.modRevision }],
       success: [{ type: 'delete', key: keys.application(tenantId, id) }, ...revokeKey(current.value)],

@@ -4,7 +4,7 @@ import { stringQuery, uuidParam } from '../../http/params.js';
 import { parsePaging } from '../paging.js';
 import type { ReactorService } from '../reactors/service.js';
 import { validateFormula } from './schema.js';
-import { OPERATOR, ownerOf, type FormulaService } from './service.js';
+import { operatorOwner, ownerOf, type FormulaService } from './service.js';
 
 export function formulaRoutes(formulas: FormulaService, reactors: ReactorService): Router {
   const router = Router();
@@ -41,7 +41,7 @@ export function adminFormulaRoutes(formulas: FormulaService, reactors: ReactorSe
   router.use('/admin/reactor-formulas', requireOperator);
 
   router.post('/admin/reactor-formulas', async (req, res) => {
-    res.status(201).json(await formulas.create(OPERATOR, validateFormula(req.body)));
+    res.status(201).json(await formulas.create(operatorOwner(req.principal?.managedBy), validateFormula(req.body)));
   });
 
   router.get('/admin/reactor-formulas', async (req, res) => {
@@ -49,11 +49,11 @@ export function adminFormulaRoutes(formulas: FormulaService, reactors: ReactorSe
   });
 
   router.put('/admin/reactor-formulas/:id', async (req, res) => {
-    res.json(await formulas.update(OPERATOR, uuidParam(req, 'id'), validateFormula(req.body)));
+    res.json(await formulas.update(operatorOwner(), uuidParam(req, 'id'), validateFormula(req.body)));
   });
 
   router.delete('/admin/reactor-formulas/:id', async (req, res) => {
-    await formulas.delete(OPERATOR, uuidParam(req, 'id'), (usage) => reactors.nameOf(usage.tenantId, usage.reactorId));
+    await formulas.delete(operatorOwner(), uuidParam(req, 'id'), (usage) => reactors.nameOf(usage.tenantId, usage.reactorId));
     res.status(204).end();
   });
 

@@ -22,6 +22,8 @@ export interface FormulaBody {
   code: string;
   configuration?: ConfigurationElement[];
   request_parameters?: RequestParameter[];
+  /** Operator only: the id to create the formula with. */
+  id?: string;
 }
 
 /** Code is at most 50,000 characters; icons at most 256 KiB of data URL (documented in docs/api.md). */
@@ -54,5 +56,6 @@ export const validateFormula = compile<FormulaBody>({
     code: { type: 'string', minLength: 1, maxLength: MAX_CODE_LENGTH },
     configuration: { type: 'array', maxItems: 100, items: element(false) },
     request_parameters: { type: 'array', maxItems: 200, items: element(true) },
+    id: { type: 'string', format: 'uuid' },
   },
 });

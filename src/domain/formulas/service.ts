@@ -9,6 +9,7 @@ import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
+import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../ownership.js';
 import { assertCompiles } from './code.js';
 import type { ConfigurationElement, FormulaBody, RequestParameter } from './schema.js';
 
@@ -28,16 +29,25 @@ export interface Formula {
   modified_by?: string;
   /** Private formulas only. */
   tenant_id?: string;
+  /** Set when a Kubernetes object declares it; then only the operator may change it. */
+  managed_by?: ManagedBy;
 }
 
-/** Who is acting: a tenant key (private formulas of its tenant) or the operator (official formulas). */
-export type FormulaOwner = { tenantId: string; actor: string } | { operator: true };
+/**
+ * Who is acting: a tenant key, or the operator in a tenant (private formulas of that tenant), or the operator alone
+ * (official formulas).
+ */
+export type FormulaOwner =
+  | { tenantId: string; actor: string; operator?: boolean; managedBy?: ManagedBy }
+  | { operator: true; official: true; managedBy?: ManagedBy };
 
 export function ownerOf(principal: TenantPrincipal): FormulaOwner {
-  return { tenantId: principal.tenantId, actor: actorId(principal) };
+  return { tenantId: principal.tenantId, actor: actorId(principal), operator: principal.operator, managedBy: managedByOf(principal) };
 }
 
-export const OPERATOR: FormulaOwner = { operator: true };
+export function operatorOwner(managedBy?: ManagedBy): FormulaOwner {
+  return { operator: true, official: true, managedBy };
+}
 
 export interface ReactorUsage {
   tenantId: string;
@@ -51,23 +61,27 @@ export class FormulaService {
     checkBody(owner, body);
     const formula: Formula = {
       ...fields(body),
-      id: randomUUID(),
+      id: chosenId(owner, body.id) ?? randomUUID(),
       created_at: new Date().toISOString(),
-      created_by: 'operator' in owner ? OPERATOR_ACTOR_ID : owner.actor,
-      ...('operator' in owner ? {} : { tenant_id: owner.tenantId }),
+      created_by: 'official' in owner ? OPERATOR_ACTOR_ID : owner.actor,
+      ...('official' in owner ? {} : { tenant_id: owner.tenantId }),
+      ...(owner.operator && owner.managedBy ? { managed_by: owner.managedBy } : {}),
     };
-    await this.store.put(storeKey(owner, formula.id), JSON.stringify(formula));
+    if (!(await this.store.create(storeKey(owner, formula.id), JSON.stringify(formula)))) {
+      throw new Errors.Conflict(`A reactor formula with the id ${formula.id} already exists.`);
+    }
     return formula;
   }
 
   async update(owner: FormulaOwner, id: string, body: FormulaBody): Promise<Formula> {
     checkBody(owner, body);
     const current = await this.loadOwned(owner, id);
+    assertMayChange(current.value, owner, 'reactor formula');
     const formula: Formula = {
       ...current.value,
       ...fields(body),
       modified_at: new Date().toISOString(),
-      modified_by: 'operator' in owner ? OPERATOR_ACTOR_ID : owner.actor,
+      modified_by: 'official' in owner ? OPERATOR_ACTOR_ID : owner.actor,
     };
     if (!(await this.store.compareAndSwap(storeKey(owner, id), current.modRevision, JSON.stringify(formula)))) {
       throw new Errors.Conflict('The formula was changed by another request; retry.');
@@ -77,6 +91,7 @@ export class FormulaService {
 
   async delete(owner: FormulaOwner, id: string, reactorName: (usage: ReactorUsage) => Promise<string | undefined>): Promise<void> {
     const current = await this.loadOwned(owner, id);
+    assertMayChange(current.value, owner, 'reactor formula');
     const users: string[] = [];
     for (const usage of await this.usages(id)) {
       const name = await reactorName(usage);
@@ -121,7 +136,7 @@ export class FormulaService {
   private async loadOwned(owner: FormulaOwner, id: string) {
     const found = await getRecord<Formula>(this.store, storeKey(owner, id));
     if (found) return found;
-    if (!('operator' in owner) && (await this.store.get(keys.officialFormula(id)))) {
+    if (!('official' in owner) && (await this.store.get(keys.officialFormula(id)))) {
       throw new Errors.Forbidden('Official formulas are managed by the operator.');
     }
     throw new Errors.NotFound('Reactor formula not found.');
@@ -129,7 +144,7 @@ export class FormulaService {
 }
 
 function storeKey(owner: FormulaOwner, id: string): string {
-  return 'operator' in owner ? keys.officialFormula(id) : keys.formula(owner.tenantId, id);
+  return 'official' in owner ? keys.officialFormula(id) : keys.formula(owner.tenantId, id);
 }
 
 function fields(body: FormulaBody) {
@@ -147,8 +162,8 @@ function fields(body: FormulaBody) {
 
 /** What a schema cannot say: who may write which type, unique names, no leaf that is also a parent, code compiles. */
 function checkBody(owner: FormulaOwner, body: FormulaBody): void {
-  if ('operator' in owner ? body.type !== 'official' : body.type !== 'private') {
-    if ('operator' in owner) throw new Errors.InvalidBody({ errors: { type: ['the operator creates official formulas'] } });
+  if ('official' in owner ? body.type !== 'official' : body.type !== 'private') {
+    if ('official' in owner) throw new Errors.InvalidBody({ errors: { type: ['the operator creates official formulas here'] } });
     throw new Errors.Forbidden('Official formulas are created by the operator; tenant keys create private formulas.');
   }
   const errors: Record<string, string[]> = {};

@@ -56,7 +56,7 @@ export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencySer
   });
 
   router.delete('/proxies/:id', requirePermission('proxy:delete'), async (req, res) => {
-    await proxies.delete(tenantPrincipal(req).tenantId, uuidParam(req, 'id'));
+    await proxies.delete(tenantPrincipal(req), uuidParam(req, 'id'));
     res.status(204).end();
   });
 

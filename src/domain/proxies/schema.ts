@@ -48,11 +48,12 @@ const properties = {
   require_auth: { type: 'boolean' },
 };
 
-export const validateCreateProxy = compile<ProxyBody>({
+export const validateCreateProxy = compile<ProxyBody & { id?: string }>({
   type: 'object',
   additionalProperties: false,
   required: ['name', 'destination_url'],
-  properties,
+  // id: operator only (the controller creates with the object's uid).
+  properties: { ...properties, id: { type: 'string', format: 'uuid' } },
 });
 
 /** PUT replaces the whole proxy: the same body as create (absent optional fields are cleared). */

@@ -18,6 +18,7 @@ import { paginate, type Page, type PageRequest } from '../paging.js';
 import type { TenantDirectory } from '../tenants/directory.js';
 import type { DataCipher } from '../tokens/records.js';
 import type { ProxyBody, ProxyPatch, ProxyTransformBody } from './schema.js';
+import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../ownership.js';
 
 interface ProxyRecord {
   id: string;
@@ -34,6 +35,8 @@ interface ProxyRecord {
   response_transform?: ProxyTransformBody;
   application_id?: string;
   require_auth: boolean;
+  /** Set when a Kubernetes Proxy object declares it; then only the operator may change it. */
+  managed_by?: ManagedBy;
   created_at: string;
   created_by: string;
   modified_at?: string;
@@ -126,10 +129,12 @@ export class ProxyService {
     this.watcher = undefined;
   }
 
-  async create(principal: TenantPrincipal, body: ProxyBody): Promise<Proxy> {
+  async create(principal: TenantPrincipal, body: ProxyBody & { id?: string }): Promise<Proxy> {
     const tenantId = principal.tenantId;
-    const { configuration, ...fields } = await this.check(tenantId, body);
-    const id = randomUUID();
+    const { id: givenId, ...rest } = body;
+    const { configuration, ...fields } = await this.check(tenantId, rest);
+    const id = chosenId(principal, givenId) ?? randomUUID();
+    const managedBy = managedByOf(principal);
     const key = generateApiKey();
     const record: ProxyRecord = {
       id,
@@ -138,11 +143,16 @@ export class ProxyService {
       key_hash: hashKey(key),
       sealed_key: await this.cipher.encrypt(tenantId, keyAad(tenantId, id), key),
       sealed_configuration: await this.sealConfiguration(tenantId, id, configuration),
+      ...(managedBy ? { managed_by: managedBy } : {}),
       created_at: new Date().toISOString(),
       created_by: actorId(principal),
     };
+    if (await this.store.get(keys.proxy(tenantId, id))) throw new Errors.Conflict(`A proxy with the id ${id} already exists.`);
     const written = await this.store.txn({
-      compare: [{ key: keys.proxyKey(record.key_hash), modRevision: 0 }],
+      compare: [
+        { key: keys.proxyKey(record.key_hash), modRevision: 0 },
+        { key: keys.proxy(tenantId, id), modRevision: 0 },
+      ],
       success: [
         { type: 'put', key: keys.proxy(tenantId, id), value: JSON.stringify(toStored(record)) },
         { type: 'put', key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
@@ -203,8 +213,10 @@ export class ProxyService {
     });
   }
 
-  async delete(tenantId: string, id: string): Promise<void> {
+  async delete(principal: TenantPrincipal, id: string): Promise<void> {
+    const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
+    assertMayChange(current.value, principal, 'proxy');
     const deleted = await this.store.txn({
       compare: [{ key: keys.proxy(tenantId, id), modRevision: current.modRevision }],
       success: [
@@ -270,6 +282,7 @@ export class ProxyService {
   ): Promise<Proxy> {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
+    assertMayChange(current.value, principal, 'proxy');
     const body = next(current.value, await this.openConfiguration(current.value));
     const { configuration, ...fields } = await this.check(tenantId, body);
     const record: ProxyRecord = {
@@ -372,7 +385,7 @@ function indexEntry(record: ProxyRecord): string {
 /** The record as stored: optional fields that are unset are left out. */
 function toStored(record: ProxyRecord): ProxyRecord {
   const stored = { ...record };
-  for (const field of ['request_transform', 'response_transform', 'application_id'] as const) {
+  for (const field of ['request_transform', 'response_transform', 'application_id', 'managed_by'] as const) {
     if (stored[field] === undefined) delete stored[field];
   }
   return stored;

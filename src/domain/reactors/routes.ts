@@ -37,7 +37,7 @@ export function reactorRoutes(reactors: ReactorService): Router {
   });
 
   router.delete('/reactors/:id', requirePermission('reactor:delete'), async (req, res) => {
-    await reactors.delete(tenantPrincipal(req).tenantId, uuidParam(req, 'id'));
+    await reactors.delete(tenantPrincipal(req), uuidParam(req, 'id'));
     res.status(204).end();
   });
 

@@ -10,6 +10,8 @@ export interface ReactorBody {
   /** Inline code instead of a formula (newer clients). */
   code?: string;
   application?: { id: string } | null;
+  /** Operator only: the id to create the reactor with. */
+  id?: string;
 }
 
 const reference = { type: 'object', required: ['id'], properties: { id: { type: 'string', format: 'uuid' } } };
@@ -30,6 +32,7 @@ export const validateCreateReactor = compile<ReactorBody>({
     formula: reference,
     code: { type: 'string', minLength: 1, maxLength: MAX_CODE_LENGTH },
     application: { anyOf: [reference, { type: 'null' }] },
+    id: { type: 'string', format: 'uuid' },
   },
 });
 

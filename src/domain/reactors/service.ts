@@ -18,6 +18,7 @@ import type { DataCipher } from '../tokens/records.js';
 import type { TokenService } from '../tokens/service.js';
 import { tokenize } from '../tokens/tokenize.js';
 import { applyParameters } from './arguments.js';
+import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../ownership.js';
 import type { BtKeys } from './bt-keys.js';
 import type { ConfigurationValues, ReactorBody } from './schema.js';
 
@@ -30,6 +31,8 @@ interface ReactorRecord {
   application_id?: string;
   /** Ciphertext of the configuration values. */
   sealed_configuration: string;
+  /** Set when a Kubernetes Reactor object declares it; then only the operator may change it. */
+  managed_by?: ManagedBy;
   created_at: string;
   created_by: string;
   modified_at?: string;
@@ -83,7 +86,8 @@ export class ReactorService {
     const formula = body.formula ? await this.formulaOf(tenantId, body.formula.id) : undefined;
     const configuration = body.configuration ?? {};
     await this.check(tenantId, body, formula, configuration);
-    const id = randomUUID();
+    const id = chosenId(principal, body.id) ?? randomUUID();
+    const managedBy = managedByOf(principal);
     const record: ReactorRecord = {
       id,
       tenant_id: tenantId,
@@ -92,12 +96,15 @@ export class ReactorService {
       code: body.code,
       application_id: body.application?.id,
       sealed_configuration: await this.sealConfiguration(tenantId, id, configuration),
+      ...(managedBy ? { managed_by: managedBy } : {}),
       created_at: new Date().toISOString(),
       created_by: actorId(principal),
     };
     const ops: TxnOp[] = [{ type: 'put', key: keys.reactor(tenantId, id), value: JSON.stringify(record) }];
     if (formula) ops.push({ type: 'put', key: keys.formulaRef(formula.id, tenantId, id), value: '' });
-    await this.store.txn({ success: ops });
+    if (!(await this.store.txn({ compare: [{ key: keys.reactor(tenantId, id), modRevision: 0 }], success: ops }))) {
+      throw new Errors.Conflict(`A reactor with the id ${id} already exists.`);
+    }
     return this.toReactor(record, configuration, formula);
   }
 
@@ -132,8 +139,10 @@ export class ReactorService {
     });
   }
 
-  async delete(tenantId: string, id: string): Promise<void> {
+  async delete(principal: TenantPrincipal, id: string): Promise<void> {
+    const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
+    assertMayChange(current.value, principal, 'reactor');
     const ops: TxnOp[] = [{ type: 'delete', key: keys.reactor(tenantId, id) }];
     if (current.value.formula_id) ops.push({ type: 'delete', key: keys.formulaRef(current.value.formula_id, tenantId, id) });
     if (!(await this.store.txn({ compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }], success: ops }))) {
@@ -185,6 +194,7 @@ export class ReactorService {
   ): Promise<Reactor> {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
+    assertMayChange(current.value, principal, 'reactor');
     const body = next(current.value, await this.openConfiguration(current.value));
     if (body.formula && body.formula.id !== current.value.formula_id) {
       throw new Errors.InvalidBody({ errors: { 'formula.id': ['cannot be changed; create a new reactor'] } });

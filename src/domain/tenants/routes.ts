@@ -16,11 +16,12 @@ export function tenantRoutes(tenants: TenantService): Router {
 
   router.put('/tenants/self', requirePermission('tenant:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
-    res.json(await tenants.update(principal.tenantId, actorId(principal), validateUpdateTenant(req.body)));
+    res.json(await tenants.update(principal.tenantId, actorId(principal), validateUpdateTenant(req.body), principal));
   });
 
   router.delete('/tenants/self', requirePermission('tenant:delete'), async (req, res) => {
-    await tenants.delete(tenantPrincipal(req).tenantId);
+    const principal = tenantPrincipal(req);
+    await tenants.delete(principal.tenantId, principal);
     res.status(204).end();
   });
 
@@ -37,7 +38,7 @@ export function adminTenantRoutes(tenants: TenantService): Router {
   router.use('/admin', requireOperator);
 
   router.post('/admin/tenants', async (req, res) => {
-    res.status(201).json(await tenants.create(validateCreateTenant(req.body)));
+    res.status(201).json(await tenants.create(validateCreateTenant(req.body), undefined, req.principal?.managedBy));
   });
 
   router.get('/admin/tenants', async (req, res) => {

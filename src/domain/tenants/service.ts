@@ -12,6 +12,7 @@ import { createApplicationOps, toApplication, type Application, type Application
 import { paginate, type Page, type PageRequest } from '../paging.js';
 import { MANAGEMENT_DEFAULT } from '../permissions/permissions.js';
 import type { UsageService } from '../usage/service.js';
+import { assertMayChange, type ManagedBy } from '../ownership.js';
 import type { CreateTenantBody, TenantSettings, UpdateTenantBody } from './schema.js';
 
 export interface TenantRecord {
@@ -25,6 +26,8 @@ export interface TenantRecord {
   modified_by?: string;
   /** Set while a delete is in progress; such a tenant is invisible and authenticates nobody. */
   deleting?: boolean;
+  /** Set when a Kubernetes Tenant object declares it; then tenant keys cannot change or delete it. */
+  managed_by?: ManagedBy;
 }
 
 export type Tenant = Omit<TenantRecord, 'deleting'>;
@@ -50,7 +53,7 @@ export class TenantService {
   ) {}
 
   /** Operator: a tenant and its first management application, whose key is returned once. */
-  async create(body: CreateTenantBody, managementKey?: string): Promise<{ tenant: Tenant; application: Application }> {
+  async create(body: CreateTenantBody, managementKey?: string, managedBy?: ManagedBy): Promise<{ tenant: Tenant; application: Application }> {
     const now = new Date().toISOString();
     const tenant: TenantRecord = {
       id: body.id ?? randomUUID(),
@@ -59,12 +62,14 @@ export class TenantService {
       settings: { ...DEFAULT_SETTINGS, ...body.settings },
       created_at: now,
       created_by: OPERATOR_ACTOR_ID,
+      ...(managedBy ? { managed_by: managedBy } : {}),
     };
     const { record, key } = this.applications.prepare(
       tenant.id,
       OPERATOR_ACTOR_ID,
       { name: body.management_application_name ?? `${body.name} management`, type: 'management', permissions: MANAGEMENT_DEFAULT },
       managementKey,
+      managedBy,
     );
     const created = await this.store.txn({
       compare: [
@@ -87,8 +92,9 @@ export class TenantService {
     return (await this.load(id)).value;
   }
 
-  async update(id: string, actor: string, body: UpdateTenantBody): Promise<Tenant> {
+  async update(id: string, actor: string, body: UpdateTenantBody, caller: { operator?: boolean } = { operator: true }): Promise<Tenant> {
     const current = await this.load(id);
+    assertMayChange(current.value, caller, 'tenant');
     const tenant: TenantRecord = {
       ...current.value,
       name: body.name,
@@ -107,9 +113,10 @@ export class TenantService {
   }
 
   /** Deletes the tenant, its keys and all its data. Safe to repeat after an interruption. */
-  async delete(id: string): Promise<void> {
+  async delete(id: string, caller: { operator?: boolean } = { operator: true }): Promise<void> {
     const found = await getRecord<TenantRecord>(this.store, keys.tenant(id));
     if (!found) throw new Errors.NotFound('Tenant not found.');
+    assertMayChange(found.value, caller, 'tenant');
     if (!found.value.deleting) {
       const marked = await this.store.compareAndSwap(
         keys.tenant(id),

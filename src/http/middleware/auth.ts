@@ -4,10 +4,24 @@ import type { NextFunction, Request, Response } from 'express';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
+import { parseManagedBy } from '../../domain/ownership.js';
+import { isUuid } from '../params.js';
 
 export function authenticate(authenticator: Authenticator) {
   return async (req: Request, _res: Response, next: NextFunction): Promise<void> => {
-    req.principal = await authenticator.authenticate(req.get('bt-api-key'));
+    const tenant = req.get('bt-tenant-id');
+    if (tenant !== undefined && !isUuid(tenant)) {
+      throw new Errors.InvalidHeader({ errors: { 'BT-TENANT-ID': ['must be a tenant id (UUID)'] } });
+    }
+    const principal = await authenticator.authenticate(req.get('bt-api-key'), tenant?.toLowerCase());
+    const owner = req.get('bt-managed-by');
+    if (owner !== undefined) {
+      if (principal.kind !== 'operator' && !principal.operator) throw new Errors.Forbidden('BT-MANAGED-BY is for the operator key only.');
+      const managedBy = parseManagedBy(owner);
+      if (!managedBy) throw new Errors.InvalidHeader({ errors: { 'BT-MANAGED-BY': ['must be Kind/namespace/name or Kind/name'] } });
+      principal.managedBy = managedBy;
+    }
+    req.principal = principal;
     next();
   };
 }
