@@ -13,7 +13,7 @@ SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
 help:
 	@echo "make run    build and start tokenvault dev (prints the URL and a management key)"
-	@echo "make test   run every test tier against real etcd (and, later, a real kube-apiserver)"
+	@echo "make test   run every test tier against a real etcd and a real kube-apiserver"
 	@echo "make bench  run the benchmarks"
 
 # npm install, not npm ci: npm 11 writes lock files without other platforms' optional bindings (unrs-resolver's),
