@@ -324,6 +324,14 @@ describe('errors from code (section 7)', () => {
     expect(answer.body).toEqual({ brewed: false });
   });
 
+  test('a CustomHttpResponseError text body is sent as text', async () => {
+    const r = await reactor({ code: thrower("throw new CustomHttpResponseError({ status: 409, headers: { 'Content-Type': 'text/plain' }, body: 'plain text' })") });
+    const answer = await react(r.id, {});
+    expect(answer.status).toBe(409);
+    expect(answer.headers.get('content-type')).toMatch(/^text\/plain/);
+    expect(answer.body).toBe('plain text');
+  });
+
   test('anything else thrown → 500 Reactor Runtime Error with the message', async () => {
     const r = await reactor({ code: "module.exports = async () => { throw new Error('kaboom'); };" });
     const answer = await react(r.id, {});

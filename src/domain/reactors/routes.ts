@@ -51,8 +51,11 @@ export function reactorRoutes(reactors: ReactorService): Router {
       res.json(await reactors.react(principal, id, body.args));
     } catch (error) {
       if (!(error instanceof CustomResponse)) throw error;
-      // CustomHttpResponseError: the code chose the status, headers and body; they pass through unchanged.
-      res.status(error.status).set(error.headers).json(error.body);
+      // CustomHttpResponseError: the code chose the status, headers and body; they pass through unchanged (a string
+      // body as text, anything else as JSON).
+      res.status(error.status).set(error.headers);
+      if (typeof error.body === 'string') res.send(error.body);
+      else res.json(error.body);
     }
   });
 
