@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { ApiextensionsV1Api, KubeConfig, type V1CustomResourceDefinition } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, KubeConfig, loadYaml, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
 import { generate } from 'selfsigned';
 import { startEtcd, type EtcdProcess } from './etcd.js';
@@ -377,7 +377,9 @@ async function readCrds(crdsDir: string): Promise<V1CustomResourceDefinition[]> 
   for (const file of files) {
     for (const document of yaml.loadAll(await readFile(path.join(crdsDir, file), 'utf8'))) {
       if (document == null) continue; // empty document between two ---
-      const object = document as V1CustomResourceDefinition;
+      // Through the client's own deserializer: its models rename fields (`enum` is `_enum`, x-kubernetes-* are camel
+      // case), and a plain object passed as a model silently loses them: no enums, defaults or CEL rules.
+      const object = loadYaml<V1CustomResourceDefinition>(yaml.dump(document));
       if (object.kind !== 'CustomResourceDefinition' || !object.metadata?.name) {
         throw new Error(`${path.join(crdsDir, file)}: expected only CustomResourceDefinitions, found ${object.kind}`);
       }
