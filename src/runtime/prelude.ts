@@ -1,7 +1,8 @@
 // The JavaScript that runs inside every sandbox context before the reactor's code: the `require` allow-list, the
 // reactor-formulas SDK error classes, the `bt` client, `fetch`, timers and a few web globals, all implemented here as
-// plain JS. The host is reached only through two plain functions (isolated-vm Callbacks, which arrive as ordinary
-// functions, not References): `__tv_call(id, op, json, body)` starts an asynchronous host operation whose answer
+// plain JS (Node's `Buffer` and the WHATWG `URL` are in prelude-node.ts, spliced in below). The host is reached only
+// through two plain functions (isolated-vm Callbacks, which arrive as ordinary functions, not References):
+// `__tv_call(id, op, json, body)` starts an asynchronous host operation whose answer
 // comes back through `entry('settle', ...)`, and `__tv_sync(op, json, parts)` answers small synchronous questions
 // (random UUIDs, hashes, key comparison). The prelude takes both off the global object before any reactor code runs,
 // so reactor code can never call them directly, and nothing in the context leads back to the host's objects.
@@ -11,12 +12,16 @@
 // `done`; `entry('settle', id, ok, json, bytes)` answers a host operation. The host validates every envelope: nothing the code does to built-ins can make
 // the host misbehave, only fail that one invocation.
 
+import { NODE_COMPAT_SOURCE } from './prelude-node.js';
+
 /** Modules `require` serves, in the order the error message lists them. */
 export const ALLOWED_MODULES = [
   '@basis-theory/basis-theory-js',
   '@basis-theory/basis-theory-reactor-formulas-sdk-js',
+  'buffer',
   'crypto',
   'node-fetch',
+  'url',
   'uuid',
 ] as const;
 
@@ -53,6 +58,17 @@ const StringCtor = String;
 const NumberCtor = Number;
 const ErrorCtor = Error;
 const TypeErrorCtor = TypeError;
+const RangeErrorCtor = RangeError;
+const ObjectSetPrototypeOf = Object.setPrototypeOf;
+const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+const MathTrunc = Math.trunc;
+const MathMin = Math.min;
+const MathMax = Math.max;
+const MathPow = Math.pow;
+const SymbolToPrimitive = Symbol.toPrimitive;
+const SymbolToStringTag = Symbol.toStringTag;
+const WeakMapCtor = WeakMap;
+const DataViewCtor = DataView;
 const PromiseCtor = Promise;
 const MapCtor = Map;
 const Uint8ArrayCtor = Uint8Array;
@@ -123,29 +139,41 @@ function utf8Encode(input) {
   }
   return new Uint8ArrayCtor(out);
 }
+// The WHATWG decoder (as TextDecoder and Node's Buffer#toString): each maximal invalid subsequence is one U+FFFD.
 function utf8Decode(bytes) {
   let out = '';
   let chunk = [];
-  const flush = function () { out += ReflectApply(fromCharCode, null, chunk); chunk = []; };
-  for (let i = 0; i < bytes.length; ) {
+  let needed = 0, seen = 0, lower = 0x80, upper = 0xbf, cp = 0;
+  for (let i = 0; i < bytes.length; i++) {
     const b = bytes[i];
-    let c = 0xfffd;
-    let n = 1;
-    if (b < 0x80) c = b;
-    else if (b >= 0xc2 && b < 0xe0 && i + 1 < bytes.length && (bytes[i + 1] & 0xc0) === 0x80) { c = ((b & 31) << 6) | (bytes[i + 1] & 63); n = 2; }
-    else if (b >= 0xe0 && b < 0xf0 && i + 2 < bytes.length && (bytes[i + 1] & 0xc0) === 0x80 && (bytes[i + 2] & 0xc0) === 0x80) {
-      c = ((b & 15) << 12) | ((bytes[i + 1] & 63) << 6) | (bytes[i + 2] & 63); n = 3;
-      if (c < 0x800 || (c >= 0xd800 && c <= 0xdfff)) c = 0xfffd;
-    } else if (b >= 0xf0 && b < 0xf5 && i + 3 < bytes.length && (bytes[i + 1] & 0xc0) === 0x80 && (bytes[i + 2] & 0xc0) === 0x80 && (bytes[i + 3] & 0xc0) === 0x80) {
-      c = ((b & 7) << 18) | ((bytes[i + 1] & 63) << 12) | ((bytes[i + 2] & 63) << 6) | (bytes[i + 3] & 63); n = 4;
-      if (c < 0x10000 || c > 0x10ffff) c = 0xfffd;
+    if (needed === 0) {
+      if (b < 0x80) chunk.push(b);
+      else if (b >= 0xc2 && b <= 0xdf) { needed = 1; cp = b & 0x1f; }
+      else if (b >= 0xe0 && b <= 0xef) { if (b === 0xe0) lower = 0xa0; else if (b === 0xed) upper = 0x9f; needed = 2; cp = b & 0xf; }
+      else if (b >= 0xf0 && b <= 0xf4) { if (b === 0xf0) lower = 0x90; else if (b === 0xf4) upper = 0x8f; needed = 3; cp = b & 7; }
+      else chunk.push(0xfffd);
+    } else if (b < lower || b > upper) {
+      needed = seen = cp = 0; lower = 0x80; upper = 0xbf;
+      chunk.push(0xfffd);
+      i--;
+    } else {
+      lower = 0x80; upper = 0xbf;
+      cp = (cp << 6) | (b & 0x3f);
+      if (++seen === needed) {
+        if (cp >= 0x10000) { cp -= 0x10000; chunk.push(0xd800 + (cp >> 10), 0xdc00 + (cp & 1023)); } else chunk.push(cp);
+        needed = seen = cp = 0;
+      }
     }
-    i += n;
-    if (c >= 0x10000) { c -= 0x10000; chunk.push(0xd800 + (c >> 10), 0xdc00 + (c & 1023)); } else chunk.push(c);
-    if (chunk.length > 8192) flush();
+    if (chunk.length > 8192) { out += ReflectApply(fromCharCode, null, chunk); chunk = []; }
   }
-  flush();
-  return out;
+  if (needed !== 0) chunk.push(0xfffd);
+  return out + ReflectApply(fromCharCode, null, chunk);
+}
+function hexDigit(c) {
+  if (c >= 48 && c <= 57) return c - 48;
+  if (c >= 97 && c <= 102) return c - 87;
+  if (c >= 65 && c <= 70) return c - 55;
+  return -1;
 }
 function toBytes(value) {
   if (value instanceof Uint8ArrayCtor) return value;
@@ -153,6 +181,8 @@ function toBytes(value) {
   if (isView(value)) return new Uint8ArrayCtor(value.buffer, value.byteOffset, value.byteLength);
   return utf8Encode(value);
 }
+/** A copy in a plain Uint8Array (a Buffer's slice() is a view, like Node's), for the host and for keeping. */
+function copyBytes(value) { return new Uint8ArrayCtor(toBytes(value)); }
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 function btoaImpl(input) {
   const s = StringCtor(input);
@@ -179,10 +209,34 @@ function atobImpl(input) {
 }
 
 // ---------------------------------------------------------------------------------------------- URLSearchParams
+// application/x-www-form-urlencoded, as URLSearchParams: UTF-8, '+' for spaces, lenient percent-decoding.
 function formEncode(s) {
-  return encodeURIComponent(s).replace(/%20/g, '+').replace(/[!'()~]/g, function (c) { return '%' + c.charCodeAt(0).toString(16).toUpperCase(); });
+  const bytes = utf8Encode(s);
+  let out = '';
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i];
+    if ((b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) || b === 42 || b === 45 || b === 46 || b === 95) out += fromCharCode(b);
+    else if (b === 32) out += '+';
+    else out += '%' + (b < 16 ? '0' : '') + b.toString(16).toUpperCase();
+  }
+  return out;
 }
-function formDecode(s) { return decodeURIComponent(s.replace(/\+/g, ' ')); }
+function formDecode(s) {
+  s = s.replace(/\+/g, ' ');
+  if (s.indexOf('%') < 0) return s;
+  const bytes = utf8Encode(s);
+  const out = [];
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i];
+    if (b === 37 && i + 2 < bytes.length && hexDigit(bytes[i + 1]) >= 0 && hexDigit(bytes[i + 2]) >= 0) {
+      out.push(hexDigit(bytes[i + 1]) * 16 + hexDigit(bytes[i + 2]));
+      i += 2;
+    } else out.push(b);
+  }
+  return utf8Decode(out);
+}
+// Set by URL (prelude-node.ts) once it exists: a URL's searchParams write their changes through to its query.
+let paramsChanged = null;
 
 // Built on first use: most reactors touch none of this, and every invocation starts a fresh context.
 function once(factory) {
@@ -217,25 +271,32 @@ const web = once(function () {
           const eq = part.indexOf('=');
           this._list.push(eq < 0 ? [formDecode(part), ''] : [formDecode(part.slice(0, eq)), formDecode(part.slice(eq + 1))]);
         }
-      } else if (init instanceof URLSearchParams || ArrayIsArray(init)) {
-        for (const pair of init) this._list.push([StringCtor(pair[0]), StringCtor(pair[1])]);
+      } else if (init instanceof URLSearchParams || ArrayIsArray(init) || (typeof init === 'object' && typeof init[Symbol.iterator] === 'function')) {
+        for (const pair of init) {
+          if (pair === null || typeof pair !== 'object' || pair.length !== 2) throw new TypeErrorCtor('Each query pair must be an iterable [name, value] tuple');
+          this._list.push([StringCtor(pair[0]), StringCtor(pair[1])]);
+        }
       } else if (typeof init === 'object') {
         for (const key of ObjectKeys(init)) this._list.push([key, StringCtor(init[key])]);
       }
     }
-    append(name, value) { this._list.push([StringCtor(name), StringCtor(value)]); }
-    delete(name) { name = StringCtor(name); this._list = this._list.filter(function (p) { return p[0] !== name; }); }
+    append(name, value) { this._list.push([StringCtor(name), StringCtor(value)]); this._changed(); }
+    delete(name) { name = StringCtor(name); this._list = this._list.filter(function (p) { return p[0] !== name; }); this._changed(); }
     get(name) { name = StringCtor(name); const found = this._list.find(function (p) { return p[0] === name; }); return found ? found[1] : null; }
     getAll(name) { name = StringCtor(name); return this._list.filter(function (p) { return p[0] === name; }).map(function (p) { return p[1]; }); }
     has(name) { name = StringCtor(name); return this._list.some(function (p) { return p[0] === name; }); }
     set(name, value) {
       name = StringCtor(name);
       const index = this._list.findIndex(function (p) { return p[0] === name; });
-      if (index < 0) { this._list.push([name, StringCtor(value)]); return; }
-      this._list[index][1] = StringCtor(value);
-      this._list = this._list.filter(function (p, i) { return i <= index || p[0] !== name; });
+      if (index < 0) this._list.push([name, StringCtor(value)]);
+      else {
+        this._list[index][1] = StringCtor(value);
+        this._list = this._list.filter(function (p, i) { return i <= index || p[0] !== name; });
+      }
+      this._changed();
     }
-    sort() { this._list.sort(function (a, b) { return a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0; }); }
+    sort() { this._list.sort(function (a, b) { return a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0; }); this._changed(); }
+    _changed() { if (paramsChanged !== null) paramsChanged(this); }
     forEach(fn, thisArg) { for (const p of this._list) fn.call(thisArg, p[1], p[0], this); }
     keys() { return this._list.map(function (p) { return p[0]; })[Symbol.iterator](); }
     values() { return this._list.map(function (p) { return p[1]; })[Symbol.iterator](); }
@@ -290,8 +351,9 @@ const web = once(function () {
     get size() { return this._bytes.length; }
     text() { return PromiseCtor.resolve(utf8Decode(this._bytes)); }
     json() { const self = this; return new PromiseCtor(function (resolve) { resolve(JSONparse(utf8Decode(self._bytes))); }); }
-    arrayBuffer() { return PromiseCtor.resolve(this._bytes.slice().buffer); }
-    clone() { return new Response(this._bytes.slice(), { status: this.status, statusText: this.statusText, headers: new Headers(this.headers), url: this.url }); }
+    arrayBuffer() { return PromiseCtor.resolve(copyBytes(this._bytes).buffer); }
+    buffer() { return PromiseCtor.resolve(nodeBuffer().Buffer.from(this._bytes)); }
+    clone() { return new Response(copyBytes(this._bytes), { status: this.status, statusText: this.statusText, headers: new Headers(this.headers), url: this.url }); }
   }
   class FetchError extends ErrorCtor {
     constructor(message, type) { super(message); this.name = 'FetchError'; this.type = type || 'system'; }
@@ -299,7 +361,7 @@ const web = once(function () {
   function fetch(input, init) {
     return new PromiseCtor(function (resolve) {
       const options = init || {};
-      const url = typeof input === 'string' ? input : input && typeof input.url === 'string' ? input.url : StringCtor(input);
+      const url = typeof input === 'string' ? input : nodeURL().isURL(input) ? input.href : input && typeof input.url === 'string' ? input.url : StringCtor(input);
       const method = StringCtor(options.method || 'GET').toUpperCase();
       const headers = new Headers(options.headers);
       let body = options.body;
@@ -307,7 +369,7 @@ const web = once(function () {
       else if (body instanceof URLSearchParams) {
         if (!headers.has('content-type')) headers.set('content-type', 'application/x-www-form-urlencoded;charset=UTF-8');
         body = body.toString();
-      } else if (body instanceof ArrayBufferCtor || isView(body)) body = toBytes(body).slice();
+      } else if (body instanceof ArrayBufferCtor || isView(body)) body = copyBytes(body);
       else if (typeof body !== 'string') {
         body = StringCtor(body);
         if (!headers.has('content-type')) headers.set('content-type', 'text/plain;charset=UTF-8');
@@ -329,6 +391,7 @@ const web = once(function () {
   return { TextEncoder: TextEncoder, TextDecoder: TextDecoder, URLSearchParams: URLSearchParams, Headers: Headers, Response: Response, FetchError: FetchError, fetch: fetch };
 });
 
+${NODE_COMPAT_SOURCE}
 // ---------------------------------------------------------------------------------------------- timers
 const timers = new MapCtor();
 let nextTimer = 0;
@@ -523,10 +586,9 @@ function digester(kind, algorithm, key) {
   const object = {
     update: function (data, encoding) {
       if (done) throw new ErrorCtor('Digest already called');
-      if (typeof data === 'string') {
-        if (encoding !== undefined && encoding !== 'utf8' && encoding !== 'utf-8') throw new ErrorCtor('update(): only utf8 strings or byte arrays are supported');
-        parts.push(data);
-      } else parts.push(toBytes(data).slice());
+      if (typeof data === 'string' && encoding !== undefined && encoding !== 'utf8' && encoding !== 'utf-8') parts.push(copyBytes(nodeBuffer().Buffer.from(data, encoding)));
+      else if (typeof data === 'string') parts.push(data);
+      else parts.push(copyBytes(data));
       return object;
     },
     digest: function (encoding) {
@@ -534,8 +596,8 @@ function digester(kind, algorithm, key) {
       done = true;
       const enc = encoding === undefined ? 'bytes' : StringCtor(encoding);
       if (['hex', 'base64', 'base64url', 'latin1', 'binary', 'bytes'].indexOf(enc) < 0) throw new ErrorCtor('digest(): unsupported encoding ' + enc);
-      const out = sync('hash', { kind: kind, alg: alg, encoding: enc }, key === undefined ? parts : [typeof key === 'string' ? key : toBytes(key).slice()].concat(parts));
-      return enc === 'bytes' ? new Uint8ArrayCtor(JSONparse(out)) : out;
+      const out = sync('hash', { kind: kind, alg: alg, encoding: enc }, key === undefined ? parts : [typeof key === 'string' ? key : copyBytes(key)].concat(parts));
+      return enc === 'bytes' ? nodeBuffer().Buffer.from(JSONparse(out)) : out;
     },
   };
   return object;
@@ -554,16 +616,22 @@ const uuidModule = once(function () { return ObjectFreeze({
   validate: function (value) { return typeof value === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i.test(value); },
 }); });
 
+const urlModule = once(function () { return ObjectFreeze({ URL: nodeURL().URL, URLSearchParams: web().URLSearchParams }); });
+
 // ---------------------------------------------------------------------------------------------- require
 const MODULES = new MapCtor([
   ['@basis-theory/basis-theory-js', basisTheoryJs],
   ['@basis-theory/basis-theory-reactor-formulas-sdk-js', sdkModule],
   ['crypto', cryptoModule],
   ['node:crypto', cryptoModule],
+  ['buffer', function () { return nodeBuffer().module; }],
+  ['node:buffer', function () { return nodeBuffer().module; }],
   ['node-fetch', function () { return web().fetch; }],
+  ['url', urlModule],
+  ['node:url', urlModule],
   ['uuid', uuidModule],
 ]);
-const ALLOWED = '@basis-theory/basis-theory-js, @basis-theory/basis-theory-reactor-formulas-sdk-js, crypto, node-fetch, uuid';
+const ALLOWED = ${JSON.stringify(ALLOWED_MODULES.join(', '))};
 function require(name) {
   const id = StringCtor(name);
   const found = ReflectApply(mapGet, MODULES, [id]);
@@ -582,15 +650,18 @@ defineGlobal('clearTimeout', clearTimeoutImpl);
 defineGlobal('setImmediate', setImmediateImpl);
 defineGlobal('clearImmediate', clearTimeoutImpl);
 defineGlobal('queueMicrotask', queueMicrotaskImpl);
-// The web classes become plain globals the first time anything reads (or replaces) one of them.
-['fetch', 'Headers', 'Response', 'URLSearchParams', 'TextEncoder', 'TextDecoder'].forEach(function (name) {
+// The web classes, Buffer and URL become plain globals the first time anything reads (or replaces) one of them.
+function lazyGlobal(name, factory) {
   ObjectDefineProperty(g, name, {
     configurable: true,
     enumerable: false,
-    get: function () { const value = web()[name]; defineGlobal(name, value); return value; },
+    get: function () { const value = factory()[name]; defineGlobal(name, value); return value; },
     set: function (value) { defineGlobal(name, value); },
   });
-});
+}
+['fetch', 'Headers', 'Response', 'URLSearchParams', 'TextEncoder', 'TextDecoder'].forEach(function (name) { lazyGlobal(name, web); });
+lazyGlobal('Buffer', nodeBuffer);
+lazyGlobal('URL', nodeURL);
 
 // ---------------------------------------------------------------------------------------------- running the code
 function messageOf(error) {

@@ -232,7 +232,7 @@ describe('require and the global scope', () => {
     const error = failure(await run(`module.exports = async () => require(${JSON.stringify(name)})`));
     expect(error.kind).toBe('thrown');
     expect((error.errors as any).error[0]).toBe(
-      `module '${name}' is not available in reactors (allowed: @basis-theory/basis-theory-js, @basis-theory/basis-theory-reactor-formulas-sdk-js, crypto, node-fetch, uuid)`,
+      `module '${name}' is not available in reactors (allowed: @basis-theory/basis-theory-js, @basis-theory/basis-theory-reactor-formulas-sdk-js, buffer, crypto, node-fetch, url, uuid)`,
     );
   });
 
@@ -241,7 +241,7 @@ describe('require and the global scope', () => {
     expect(failure(await run("module.exports = async () => globalThis.constructor.constructor('return process')()")).errors).toEqual({ error: ['process is not defined'] });
     const probe = value(
       await run(`module.exports = async () => ({
-        globals: ['process', 'require', 'Buffer', 'global', '__tv_call', '__tv_sync', '__tv_module', 'SharedArrayBuffer', 'Atomics', 'WebAssembly'].filter((n) => typeof globalThis[n] !== 'undefined'),
+        globals: ['process', 'require', 'global', '__tv_call', '__tv_sync', '__tv_module', 'SharedArrayBuffer', 'Atomics', 'WebAssembly'].filter((n) => typeof globalThis[n] !== 'undefined'),
         viaFetch: fetch.constructor('return typeof process')(),
         viaPromise: Promise.resolve().constructor.constructor('return typeof require')(),
         viaError: (() => { try { null.x; } catch (e) { return e.constructor.constructor('return Object.keys(globalThis).join()')(); } })(),
@@ -364,6 +364,243 @@ describe('bridges', () => {
     expect(value(await run(code, { bt: { apiKey: BT_KEY }, args: { key: BT_KEY } }))).toBe('function');
     expect(value(await run(code, { bt: { apiKey: BT_KEY }, args: { key: 'key_someone_else' } }))).toMatch(/own application's key/);
     expect(value(await run(code, { args: { key: BT_KEY } }))).toMatch(/has no application/);
+  });
+});
+
+describe("Node's Buffer and the WHATWG URL (pure JS inside the sandbox)", () => {
+  const SAMPLES = ['', 'hello', 'key_test_123:', 'héllo wörld €', 'emoji 😀🎉 and 中文', '\u0000\u007f\u0080\u07ff\u0800\uffff'];
+  const ENCODINGS = ['utf8', 'base64', 'base64url', 'hex', 'latin1'] as const;
+
+  test('round trips through every encoding give what Node gives', async () => {
+    const out = value(
+      await run(
+        `module.exports = async (req) => req.args.samples.map((s) => {
+          const bytes = Buffer.from(s);
+          const row = { decoded: bytes.toString(), length: bytes.length, byteLength: Buffer.byteLength(s) };
+          for (const enc of req.args.encodings) {
+            const text = bytes.toString(enc);
+            row[enc] = { text, back: Buffer.from(text, enc).equals(bytes), byteLength: Buffer.byteLength(text, enc) };
+          }
+          return row;
+        })`,
+        { args: { samples: SAMPLES, encodings: ENCODINGS } },
+      ),
+    );
+    expect(out).toEqual(
+      SAMPLES.map((s) => {
+        const bytes = Buffer.from(s);
+        const row: Record<string, unknown> = { decoded: s, length: bytes.length, byteLength: Buffer.byteLength(s) };
+        for (const enc of ENCODINGS) {
+          const text = bytes.toString(enc);
+          row[enc] = { text, back: Buffer.from(text, enc).equals(bytes), byteLength: Buffer.byteLength(text, enc) };
+        }
+        return row;
+      }),
+    );
+    expect(out[4].decoded).toBe('emoji 😀🎉 and 中文');
+    expect(out[4].base64.back && out[4].base64url.back && out[4].hex.back).toBe(true);
+  });
+
+  test('decoding is as lenient as Node: malformed UTF-8, base64 with whitespace or either alphabet, odd hex', async () => {
+    const inputs = { bytes: [0xe2, 0x82, 0x41, 0xf0, 0x9f, 0x98, 0xed, 0xa0, 0x80, 0xc0, 0xaf, 0xf0, 0x9f, 0x98, 0x80], b64: 'Zm9v\nYmFy YQ', b64url: '-_8', mixed: 'ab$c d=e', hex: 'abcdefzz12', oddHex: 'abc' };
+    const out = value(
+      await run(
+        `module.exports = async ({ args: a }) => [Buffer.from(a.bytes).toString(), Buffer.from(a.b64, 'base64').toString('hex'), Buffer.from(a.b64url, 'base64').toString('hex'),
+          Buffer.from(a.mixed, 'base64').toString('hex'), Buffer.from(a.hex, 'hex').toString('hex'), Buffer.from(a.oddHex, 'hex').toString('hex'), new TextDecoder().decode(new Uint8Array(a.bytes))]`,
+        { args: inputs },
+      ),
+    );
+    expect(out).toEqual([
+      Buffer.from(inputs.bytes).toString(),
+      Buffer.from(inputs.b64, 'base64').toString('hex'),
+      Buffer.from(inputs.b64url, 'base64').toString('hex'),
+      Buffer.from(inputs.mixed, 'base64').toString('hex'),
+      Buffer.from(inputs.hex, 'hex').toString('hex'),
+      Buffer.from(inputs.oddHex, 'hex').toString('hex'),
+      new TextDecoder().decode(new Uint8Array(inputs.bytes)),
+    ]);
+  });
+
+  test('a Basic-auth header built as in the examples reaches fetch; require("buffer") is the same Buffer', async () => {
+    outboundCalls.length = 0;
+    const out = value(
+      await run(
+        `const { Buffer: B } = require('buffer');
+        module.exports = async (req) => {
+          const auth = 'Basic ' + Buffer.from(req.configuration.API_KEY + ':').toString('base64');
+          const response = await fetch('https://api.stripe.example/v1/tokens', { method: 'POST', headers: { Authorization: auth }, body: Buffer.from('card=4242') });
+          const [user] = Buffer.from(auth.split(' ')[1], 'base64').toString('utf8').split(':');
+          return { same: B === Buffer && require('node:buffer').Buffer === Buffer && require('url').URL === URL && require('node:url').URLSearchParams === URLSearchParams, user, echoed: (await response.json()).echoed, raw: (await response.clone().buffer()).toString('base64') };
+        }`,
+        { configuration: { API_KEY: 'sk_test_ünïcode' } },
+      ),
+    );
+    expect(out.same).toBe(true);
+    expect(out.user).toBe('sk_test_ünïcode');
+    expect(out.echoed).toBe('card=4242');
+    expect(outboundCalls[0].headers.authorization).toBe('Basic ' + Buffer.from('sk_test_ünïcode:').toString('base64'));
+    expect(Buffer.from(out.raw, 'base64').toString()).toContain('"echoed":"card=4242"');
+  });
+
+  test('the Buffer API: alloc, concat, isBuffer, byteLength, equals, slice/subarray views, toJSON, crypto', async () => {
+    const out = value(
+      await run(`const crypto = require('crypto');
+        module.exports = async () => {
+          const b = Buffer.from('hello world');
+          const view = b.slice(0, 5);
+          view[0] = 0x48;
+          const joined = Buffer.concat([Buffer.from('ab'), new Uint8Array([0x63]), Buffer.alloc(2, 'z')]);
+          let unknown;
+          try { b.toString('utf7'); } catch (e) { unknown = e.name + ': ' + e.message; }
+          const key = Buffer.from('c2VjcmV0', 'base64');
+          return {
+            b: b.toString(), isView: Buffer.isBuffer(view) && Buffer.isBuffer(b.subarray(-5)) && view instanceof Uint8Array, tail: b.subarray(-5).toString('latin1'),
+            joined: joined.toString(), total: Buffer.concat([Buffer.from('abc'), Buffer.from('def')], 4).toString(), alloc: Buffer.alloc(3).toString('hex'),
+            isBuffer: [Buffer.isBuffer(b), Buffer.isBuffer(new Uint8Array(1)), Buffer.isBuffer('x')], byteLength: [Buffer.byteLength('€'), Buffer.byteLength('aGk=', 'base64'), Buffer.byteLength(b)],
+            equals: [b.equals(Buffer.from('Hello world')), b.equals(Buffer.from('hello'))], json: b.subarray(0, 2).toJSON(), direct: Buffer.from([1, 255]),
+            fromJson: Buffer.from(JSON.parse(JSON.stringify(Buffer.from('hi')))).toString(), unknown,
+            hmac: crypto.createHmac('sha256', key).update(Buffer.from('payload')).digest('hex'), digest: crypto.createHash('sha256').update('abc').digest().toString('base64'),
+            hexUpdate: crypto.createHash('md5').update('616263', 'hex').digest('hex'),
+          };
+        }`),
+    );
+    expect(out).toEqual({
+      b: 'Hello world', isView: true, tail: 'world',
+      joined: 'abczz', total: 'abcd', alloc: '000000',
+      isBuffer: [true, false, false], byteLength: [3, 2, 11],
+      equals: [true, false], json: { type: 'Buffer', data: [72, 101] }, direct: { type: 'Buffer', data: [1, 255] },
+      fromJson: 'hi', unknown: 'TypeError: Unknown encoding: utf7',
+      hmac: createHmac('sha256', 'secret').update('payload').digest('hex'), digest: createHash('sha256').update('abc').digest('base64'),
+      hexUpdate: createHash('md5').update('abc').digest('hex'),
+    });
+  });
+
+  const URL_CASES: Array<[string, string?]> = [
+    ['https://api.example.com/v1/charges?expand[]=customer#top'],
+    ['https://user:p%40ss@Example.COM:8443/a/./b/../c?q=é y#frä g'],
+    ['HTTP://EXAMPLE.com:80/%7e/x'],
+    ['/v1/tokens?x=1', 'https://api.basistheory.com'],
+    ['tokens/abc', 'https://api.example.com/v1/'],
+    ['../../up?x', 'https://a.example/a/b/c/d'],
+    ['//cdn.example/lib.js', 'https://a.example/x'],
+    ['?page=2', 'https://a.example/list?page=1#h'],
+    ['#section', 'https://a.example/doc?q'],
+    ['http://[::ffff:192.168.0.1]:3000/'],
+    ['http://0x7f.1/'],
+    ['https://münchen.example/straße'],
+    ['mailto:someone@example.com?subject=hi there'],
+    ['wss://socket.example:443/chat'],
+    ['http:\\\\backslash.example\\a\\b'],
+  ];
+  const PARTS = ['href', 'origin', 'protocol', 'username', 'password', 'host', 'hostname', 'port', 'pathname', 'search', 'hash'] as const;
+
+  test('URL parses and resolves like Node', async () => {
+    const out = value(
+      await run(
+        `module.exports = async (req) => req.args.cases.map(([input, base]) => {
+          const url = base === undefined ? new URL(input) : new URL(input, base);
+          const parts = {};
+          for (const name of req.args.parts) parts[name] = url[name];
+          return { parts, string: url.toString(), json: JSON.stringify({ url }), params: [...url.searchParams] };
+        })`,
+        { args: { cases: URL_CASES, parts: PARTS } },
+      ),
+    );
+    expect(out).toEqual(
+      URL_CASES.map(([input, base]) => {
+        const url = new URL(input, base);
+        return { parts: Object.fromEntries(PARTS.map((name) => [name, url[name]])), string: url.toString(), json: JSON.stringify({ url }), params: [...url.searchParams] };
+      }),
+    );
+  });
+
+  test('searchParams and the setters stay in step with href; invalid URLs throw TypeError like Node', async () => {
+    const out = value(
+      await run(`module.exports = async () => {
+        const url = new URL('https://api.example.com/v1/search?q=old&x=%zz');
+        const params = url.searchParams;
+        const steps = [params.get('x')];
+        params.set('q', 'card & token');
+        params.append('limit', '10');
+        steps.push(url.href);
+        params.delete('x');
+        steps.push(url.search);
+        url.search = '?a=1';
+        steps.push(params.get('a'), url.searchParams === params);
+        url.pathname = '/v2/a b';
+        url.hash = 'frag';
+        url.port = '8443';
+        url.username = 'me';
+        url.password = 'p@ss';
+        url.hostname = 'other.example';
+        url.protocol = 'http';
+        steps.push(url.href, url.origin);
+        url.href = 'https://third.example/';
+        steps.push(url.host, params.size);
+        const errors = [['not a url'], ['/relative'], ['http://'], ['https://exa mple.com'], ['x', 'also not a url'], ['http://a:99999/']].map((args) => {
+          try { new URL(...args); return 'parsed'; } catch (e) { return [e instanceof TypeError, e.name, e.message, e.code]; }
+        });
+        let setter;
+        try { url.href = 'nope'; } catch (e) { setter = e.message; }
+        return { steps, errors, setter, canParse: [URL.canParse('https://a.example'), URL.canParse('nope'), URL.canParse('/x', 'https://a.example')] };
+      }`),
+    );
+    expect(out.steps).toEqual([
+      '%zz',
+      'https://api.example.com/v1/search?q=card+%26+token&x=%25zz&limit=10',
+      '?q=card+%26+token&limit=10',
+      '1',
+      true,
+      'http://me:p%40ss@other.example:8443/v2/a%20b?a=1#frag',
+      'http://other.example:8443',
+      'third.example',
+      0,
+    ]);
+    expect(out.errors).toEqual(Array(6).fill([true, 'TypeError', 'Invalid URL', 'ERR_INVALID_URL']));
+    expect(out.setter).toBe('Invalid URL');
+    expect(out.canParse).toEqual([true, false, true]);
+  });
+
+  test('fetch takes a URL object or its string', async () => {
+    outboundCalls.length = 0;
+    value(
+      await run(`module.exports = async () => {
+        const url = new URL('/v1/charges', 'https://api.example.com');
+        url.searchParams.set('expand', 'customer');
+        await fetch(url);
+        await fetch(url.toString(), { method: 'POST', body: url.searchParams });
+        return null;
+      }`),
+    );
+    expect(outboundCalls.map((c) => [c.url, c.method])).toEqual([
+      ['https://api.example.com/v1/charges?expand=customer', 'GET'],
+      ['https://api.example.com/v1/charges?expand=customer', 'POST'],
+    ]);
+    expect(outboundCalls[1].body?.toString()).toBe('expand=customer');
+  });
+
+  test('neither leads to the host: their constructors are the sandbox own, and changes do not outlive the invocation', async () => {
+    const probe = value(
+      await run(`module.exports = async () => {
+        const tries = [
+          () => Buffer.constructor.constructor('return typeof process')(),
+          () => Buffer.from('x').constructor.constructor('return typeof require')(),
+          () => Buffer.alloc(1).buffer.constructor.constructor('return typeof Buffer === "function" && typeof process')(),
+          () => URL.constructor('return typeof process')(),
+          () => new URL('https://a.example').searchParams.constructor.constructor('return typeof __tv_call')(),
+          () => Object.getPrototypeOf(Buffer.prototype).constructor.constructor('return typeof global')(),
+        ];
+        const seen = tries.map((f) => { try { return f(); } catch (e) { return e.name; } });
+        let escape;
+        try { escape = Buffer.constructor.constructor('return process')(); } catch (e) { escape = e.message; }
+        const sameRealm = Object.getPrototypeOf(Buffer) === Uint8Array && Buffer.from('x').buffer instanceof ArrayBuffer && Object.getPrototypeOf(URL.prototype) === Object.prototype;
+        Buffer.prototype.toString = () => 'patched';
+        globalThis.URL = function () { return 'patched'; };
+        return { seen, escape, sameRealm };
+      }`),
+    );
+    expect(probe).toEqual({ seen: ['undefined', 'undefined', 'undefined', 'undefined', 'undefined', 'undefined'], escape: 'process is not defined', sameRealm: true });
+    expect(value(await run("module.exports = async () => [Buffer.from('ok').toString(), new URL('https://a.example/x').pathname]"))).toEqual(['ok', '/x']);
   });
 });
 
