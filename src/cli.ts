@@ -1,5 +1,5 @@
 // The `tokenvault` command: one subcommand per process (see docs/architecture.md).
-import { ConfigError, loadConfig, type LoadOptions } from './config/config.js';
+import { ConfigError, loadConfig, SETTINGS, type LoadOptions } from './config/config.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { keysCommand } from './crypto/rotate.js';
 import { startApi } from './server/api.js';
@@ -13,7 +13,7 @@ commands:
   api         serve the REST interface and the proxy (store: --store etcd://host:port)
   dev         api on the in-memory store with a ready tenant; prints the URL and a management key
   worker      run reactor code in sandboxes (TOKENVAULT_API_URL: the API, for reactor code's bt client)
-  controller  reconcile Kubernetes custom resources (not available yet)
+  controller  reconcile Kubernetes custom resources into the vault (KUBECONFIG or in-cluster; TOKENVAULT_API_URL and the operator key)
   keys rotate re-wrap every tenant's data keys under the primary key-encryption key
 
 Every flag has an environment variable; see docs/configuration.md.`;
@@ -64,9 +64,22 @@ async function main(argv: string[]): Promise<number> {
       }
       return -1;
     }
-    case 'controller':
-      process.stderr.write(`tokenvault ${command}: not available yet\n`);
-      return 2;
+    case 'controller': {
+      const config = loadConfig({ argv: rest, requireStore: false, keepOperatorKey: true });
+      const missing: string[] = [];
+      if (!config.apiUrl) missing.push(`--${SETTINGS.apiUrl.flag} / ${SETTINGS.apiUrl.env}: required (the API to reconcile into)`);
+      if (!config.operatorKey) {
+        missing.push(`--${SETTINGS.operatorKeyFile.flag} / ${SETTINGS.operatorKeyFile.env}: required (the controller calls the API with the operator key)`);
+      }
+      if (missing.length > 0) throw new ConfigError(missing);
+      const logger = createLogger(config.logLevel);
+      // Loaded here only: @kubernetes/client-node is large, and the other commands do not need it.
+      const { startController } = await import('./server/controller.js');
+      // The per-kind reconcilers are registered here as they arrive.
+      const controller = await startController(config, logger, { reconcilers: [] });
+      stopOnSignal(logger, () => controller.close());
+      return -1;
+    }
     case undefined:
     case 'help':
     case '--help':

@@ -27,8 +27,25 @@ export interface Config {
   devRootKey?: string;
   /** api: the worker pool's base URL. Unset in dev, which starts its own worker process. */
   workerUrl?: string;
-  /** worker: the API's base URL, for the `bt` client that reactor code is given. */
+  /** worker: the API's base URL, for the `bt` client that reactor code is given; controller: the API it reconciles into. */
   apiUrl?: string;
+  /**
+   * The operator key itself, only when loadConfig was asked to keep it (`keepOperatorKey`: the controller, which calls
+   * the API with it). Other processes keep only its hash.
+   */
+  operatorKey?: string;
+  /** tokenvault controller. */
+  controller: {
+    /** Watch this namespace only; every namespace when undefined. */
+    namespace?: string;
+    leaderElection: boolean;
+    leaseName: string;
+    /** Undefined: the pod's own namespace (service account), else the watched namespace, else default. */
+    leaseNamespace?: string;
+    resyncSeconds: number;
+    /** Reconciles at once. */
+    workers: number;
+  };
   runtime: {
     /** CPU time one invocation may use. */
     cpuMs: number;
@@ -120,7 +137,41 @@ export const SETTINGS = {
   apiUrl: {
     flag: 'api-url',
     env: 'TOKENVAULT_API_URL',
-    description: "worker: base URL of the API, for reactor code's bt client",
+    description: "worker: base URL of the API, for reactor code's bt client; controller: the API it reconciles into",
+  },
+  controllerNamespace: {
+    flag: 'controller-namespace',
+    env: 'TOKENVAULT_CONTROLLER_NAMESPACE',
+    description: 'controller: watch custom resources in this namespace only (every namespace when unset)',
+  },
+  leaderElection: {
+    flag: 'leader-election',
+    env: 'TOKENVAULT_LEADER_ELECTION',
+    description: 'controller: elect a leader on a Lease, so that only one replica reconciles (true or false)',
+    default: 'true',
+  },
+  leaseName: {
+    flag: 'lease-name',
+    env: 'TOKENVAULT_LEASE_NAME',
+    description: 'controller: name of the leader-election Lease',
+    default: 'tokenvault-controller',
+  },
+  leaseNamespace: {
+    flag: 'lease-namespace',
+    env: 'TOKENVAULT_LEASE_NAMESPACE',
+    description: "controller: namespace of the Lease (default: the pod's namespace, else the watched one, else default)",
+  },
+  resyncSeconds: {
+    flag: 'resync-seconds',
+    env: 'TOKENVAULT_RESYNC_SECONDS',
+    description: 'controller: every object is reconciled again this often, changed or not',
+    default: '600',
+  },
+  controllerWorkers: {
+    flag: 'controller-workers',
+    env: 'TOKENVAULT_CONTROLLER_WORKERS',
+    description: 'controller: reconciles run at once',
+    default: '4',
   },
   reactorCpu: {
     flag: 'reactor-cpu-ms',
@@ -209,6 +260,8 @@ export interface LoadOptions {
   defaults?: Partial<Record<keyof typeof SETTINGS, string>>;
   /** The worker has no store; everything else needs one. */
   requireStore?: boolean;
+  /** Keep the operator key itself in Config.operatorKey (the controller calls the API with it). */
+  keepOperatorKey?: boolean;
 }
 
 export function loadConfig(options: LoadOptions = {}): Config {
@@ -313,6 +366,28 @@ export function loadConfig(options: LoadOptions = {}): Config {
     responseBytes: integer('proxyResponseLimit', 1024, 64 * 1024 * 1024 * 1024),
   };
 
+  const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+  const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+  const kubeName = (name: keyof typeof SETTINGS, pattern: RegExp, max: number, what: string): string | undefined => {
+    const value = raw(name);
+    if (value !== undefined && (!pattern.test(value) || value.length > max)) {
+      problems.push(`${label(name)}: must be a Kubernetes ${what}, got ${JSON.stringify(value)}`);
+    }
+    return value;
+  };
+  const leaderElectionValue = (raw('leaderElection') ?? 'true').toLowerCase();
+  if (!['true', 'false'].includes(leaderElectionValue)) {
+    problems.push(`${label('leaderElection')}: must be true or false, got ${JSON.stringify(raw('leaderElection'))}`);
+  }
+  const controller = {
+    namespace: kubeName('controllerNamespace', dnsLabel, 63, 'namespace name'),
+    leaderElection: leaderElectionValue !== 'false',
+    leaseName: kubeName('leaseName', dnsSubdomain, 253, 'object name') ?? 'tokenvault-controller',
+    leaseNamespace: kubeName('leaseNamespace', dnsLabel, 63, 'namespace name'),
+    resyncSeconds: integer('resyncSeconds', 10, 7 * 24 * 3600),
+    workers: integer('controllerWorkers', 1, 256),
+  };
+
   const limits = {
     bodyBytes: integer('bodyLimit', 1024, 64 * 1024 * 1024),
     sessionTtlSeconds: integer('sessionTtl', 10, 24 * 3600),
@@ -327,10 +402,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
     store: store ?? { kind: 'memory' },
     logLevel,
     operatorKeyHash: operatorKey === undefined ? undefined : hashKey(operatorKey),
+    operatorKey: options.keepOperatorKey ? operatorKey : undefined,
     keyEncryptionKeys,
     devRootKey,
     workerUrl,
     apiUrl,
+    controller,
     runtime,
     destinations,
     proxy,

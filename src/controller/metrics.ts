@@ -36,18 +36,18 @@ export class ControllerMetrics {
     collect: () => this.collectQueue(),
   });
 
-  readonly queueDelayed = new Gauge({
+  readonly queueDelayed: Gauge = new Gauge({
     name: 'tokenvault_controller_queue_delayed',
     help: 'Keys scheduled to return to the work queue later (backoff, requeue-after)',
     registers: [this.registry],
-    collect: () => this.queueDelayed.set(this.queueSource?.().delayed ?? 0),
+    collect: (): void => this.queueDelayed.set(this.queueSource?.().delayed ?? 0),
   });
 
-  readonly queueInFlight = new Gauge({
+  readonly queueInFlight: Gauge = new Gauge({
     name: 'tokenvault_controller_queue_in_flight',
     help: 'Reconciles running now',
     registers: [this.registry],
-    collect: () => this.queueInFlight.set(this.queueSource?.().inFlight ?? 0),
+    collect: (): void => this.queueInFlight.set(this.queueSource?.().inFlight ?? 0),
   });
 
   readonly leader = new Gauge({
