@@ -1,0 +1,187 @@
+// What every reconciler does the same way: the vault kinds' resource references, the finalizer, the status write
+// (id, observedGeneration, a Ready condition), the tenant a namespaced object points at, Secrets that carry generated
+// keys (owned by the object, so Kubernetes deletes them with it), and how a vault failure becomes a condition.
+import { Resources, isNotFound, type KubeObject, type ResourceRef } from '../kube.js';
+import { isConditionTrue, notReady, ready, setCondition, type Condition, type ConditionUpdate } from '../conditions.js';
+import type { ReconcileContext, ReconcileResult } from '../manager.js';
+import { VaultRefused, VaultUnavailable } from '../vault-client.js';
+
+export const GROUP = 'tokenvault.dev';
+export const VERSION = 'v1alpha1';
+export const FINALIZER = 'tokenvault.dev/finalizer';
+
+const crd = (kind: string, plural: string, namespaced = true): ResourceRef => ({ group: GROUP, version: VERSION, plural, kind, namespaced });
+
+export const Kinds = {
+  Tenant: crd('Tenant', 'tenants'),
+  Application: crd('Application', 'applications'),
+  ReactorFormula: crd('ReactorFormula', 'reactorformulas'),
+  ClusterReactorFormula: crd('ClusterReactorFormula', 'clusterreactorformulas', false),
+  Reactor: crd('Reactor', 'reactors'),
+  Proxy: crd('Proxy', 'proxies'),
+} satisfies Record<string, ResourceRef>;
+
+/** The status every kind has. */
+export interface VaultStatus {
+  id?: string;
+  observedGeneration?: number;
+  conditions?: Condition[];
+}
+
+export interface VaultObject<Spec = Record<string, unknown>> extends KubeObject {
+  spec: Spec;
+  status?: VaultStatus;
+}
+
+/** `Kind/namespace/name`: the BT-MANAGED-BY value naming an object. */
+export function managedBy(object: KubeObject): string {
+  const { namespace, name } = object.metadata ?? {};
+  return namespace ? `${object.kind}/${namespace}/${name}` : `${object.kind}/${name}`;
+}
+
+/** Adds the finalizer (before the vault resource exists, so a delete can never skip removing it). */
+export async function ensureFinalizer<T extends VaultObject>(ctx: ReconcileContext<T>, object: T): Promise<void> {
+  const finalizers = object.metadata?.finalizers ?? [];
+  if (finalizers.includes(FINALIZER)) return;
+  await ctx.patch({ metadata: { finalizers: [...finalizers, FINALIZER], resourceVersion: object.metadata?.resourceVersion } });
+}
+
+export async function removeFinalizer<T extends VaultObject>(ctx: ReconcileContext<T>, object: T): Promise<void> {
+  const finalizers = object.metadata?.finalizers ?? [];
+  if (!finalizers.includes(FINALIZER)) return;
+  await ctx.patch({ metadata: { finalizers: finalizers.filter((f) => f !== FINALIZER), resourceVersion: object.metadata?.resourceVersion } });
+}
+
+/** Writes status only when it would change: the vault id, this generation, and the Ready condition. */
+export async function writeStatus<T extends VaultObject>(ctx: ReconcileContext<T>, object: T, update: ConditionUpdate, id?: string): Promise<void> {
+  const generation = object.metadata?.generation;
+  const conditions = setCondition(object.status?.conditions, { ...update, observedGeneration: generation });
+  const status: VaultStatus = { conditions, observedGeneration: generation };
+  if (id !== undefined) status.id = id;
+  const previous = object.status ?? {};
+  if (
+    JSON.stringify(previous.conditions ?? []) === JSON.stringify(conditions) &&
+    previous.observedGeneration === generation &&
+    (id === undefined || previous.id === id)
+  ) {
+    return;
+  }
+  await ctx.patchStatus(status as Record<string, unknown>);
+}
+
+export const Ready = (message = 'The vault resource matches the spec.') => ready('Reconciled', message);
+
+/** Thrown when a reconcile cannot proceed yet; the reconciler reports it as Ready=False and retries later. */
+export class NotReadyYet extends Error {
+  constructor(
+    readonly reason: string,
+    message: string,
+    readonly retryAfterMs = 5000,
+  ) {
+    super(message);
+  }
+}
+
+/** The vault tenant id of the Tenant object a namespaced object names in spec.tenantRef (same namespace). */
+export function tenantIdOf(ctx: ReconcileContext<any>, namespace: string, tenantRef: { name: string } | undefined): string {
+  if (!tenantRef?.name) throw new NotReadyYet('InvalidSpec', 'spec.tenantRef.name is required.');
+  const tenant = ctx.get<VaultObject>('Tenant', namespace, tenantRef.name);
+  if (!tenant) throw new NotReadyYet('TenantNotFound', `Tenant ${namespace}/${tenantRef.name} does not exist.`);
+  if (!tenant.status?.id || !isConditionTrue(tenant.status.conditions, 'Ready')) {
+    throw new NotReadyYet('TenantNotReady', `Tenant ${namespace}/${tenantRef.name} is not Ready yet.`);
+  }
+  return tenant.status.id;
+}
+
+/** The vault id of a Ready object of another kind (applicationRef, formulaRef). */
+export function readyIdOf(ctx: ReconcileContext<any>, kind: string, namespace: string | undefined, name: string): string {
+  const object = ctx.get<VaultObject>(kind, namespace, name);
+  const label = `${kind} ${namespace ? `${namespace}/` : ''}${name}`;
+  if (!object) throw new NotReadyYet(`${kind}NotFound`, `${label} does not exist.`);
+  if (!object.status?.id || !isConditionTrue(object.status.conditions, 'Ready')) {
+    throw new NotReadyYet(`${kind}NotReady`, `${label} is not Ready yet.`);
+  }
+  return object.status.id;
+}
+
+/** Creates or updates a Secret holding one generated key, owned by the object (garbage-collected with it). */
+export async function writeKeySecret(
+  ctx: ReconcileContext<any>,
+  owner: VaultObject,
+  ref: { name: string; key?: string },
+  value: string,
+): Promise<void> {
+  const namespace = owner.metadata!.namespace!;
+  const dataKey = ref.key ?? 'key';
+  const body = {
+    metadata: {
+      name: ref.name,
+      namespace,
+      labels: { 'app.kubernetes.io/managed-by': 'tokenvault' },
+      ownerReferences: [
+        {
+          apiVersion: `${GROUP}/${VERSION}`,
+          kind: owner.kind!,
+          name: owner.metadata!.name!,
+          uid: owner.metadata!.uid!,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    type: 'Opaque',
+    data: { [dataKey]: Buffer.from(value, 'utf8').toString('base64') },
+  };
+  const existing = await ctx.readSecret(namespace, ref.name);
+  if (!existing) {
+    await ctx.client.create(Resources.secrets, namespace, body);
+    return;
+  }
+  await ctx.client.patch(Resources.secrets, namespace, ref.name, { metadata: { ownerReferences: body.metadata.ownerReferences }, data: body.data });
+}
+
+/** Whether the Secret already holds a value under the key (a key generated earlier must not be replaced on resync). */
+export async function secretHasKey(ctx: ReconcileContext<any>, namespace: string, ref: { name: string; key?: string }): Promise<boolean> {
+  const secret = await ctx.readSecret(namespace, ref.name);
+  return Boolean(secret?.data?.[ref.key ?? 'key']);
+}
+
+/** A value from a Secret (`{name, key}`), or NotReadyYet naming what is missing. */
+export async function secretValue(ctx: ReconcileContext<any>, namespace: string, ref: { name: string; key: string }): Promise<string> {
+  const secret = await ctx.readSecret(namespace, ref.name);
+  const data = secret?.data?.[ref.key];
+  if (!secret) throw new NotReadyYet('SecretNotFound', `Secret ${namespace}/${ref.name} does not exist.`);
+  if (data === undefined) throw new NotReadyYet('SecretKeyNotFound', `Secret ${namespace}/${ref.name} has no key ${ref.key}.`);
+  return Buffer.from(data, 'base64').toString('utf8');
+}
+
+/**
+ * Runs one reconcile step and turns the expected failures into conditions: an unreachable vault is ApiUnavailable
+ * (retried soon), a refusal is VaultRefused with the API's reason (retried after a minute: the spec must change), a
+ * missing dependency is its own reason. Anything else propagates to the manager's backoff.
+ */
+export async function reportingFailures<T extends VaultObject>(
+  ctx: ReconcileContext<T>,
+  object: T,
+  step: () => Promise<ReconcileResult | void>,
+): Promise<ReconcileResult | void> {
+  try {
+    return await step();
+  } catch (error) {
+    if (error instanceof VaultUnavailable) {
+      await writeStatus(ctx, object, notReady('ApiUnavailable', error.message));
+      return { requeueAfterMs: Math.min(30_000, 1000 * 2 ** Math.min(ctx.attempt, 5)) };
+    }
+    if (error instanceof VaultRefused) {
+      await writeStatus(ctx, object, notReady('VaultRefused', error.describe()));
+      await ctx.event('Warning', 'VaultRefused', error.describe());
+      return { requeueAfterMs: 60_000 };
+    }
+    if (error instanceof NotReadyYet) {
+      await writeStatus(ctx, object, notReady(error.reason, error.message));
+      return { requeueAfterMs: error.retryAfterMs };
+    }
+    if (isNotFound(error)) return; // the object went away while we worked on it
+    throw error;
+  }
+}
