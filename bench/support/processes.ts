@@ -1,0 +1,185 @@
+// The processes a benchmark measures: a throw-away etcd (test/support/etcd.ts, so benchmarks and tests run the same
+// etcd the same way) and the built API as a child process, the way it is deployed (`dist/cli.js api`).
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { generateApiKey } from '../../src/auth/api-keys.js';
+import { startEtcd, type EtcdProcess } from '../../test/support/etcd.js';
+
+/** The repository root (this file runs from dist-bench/bench/support/). */
+export const repoRoot = findRepoRoot(path.dirname(fileURLToPath(import.meta.url)));
+
+function findRepoRoot(from: string): string {
+  for (let dir = from; dir !== path.dirname(dir); dir = path.dirname(dir)) {
+    try {
+      if (JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')).name === 'tokenvault') return dir;
+    } catch {
+      // not here
+    }
+  }
+  throw new Error(`no tokenvault package.json above ${from}`);
+}
+
+/**
+ * Sets TOKENVAULT_ETCD_BIN from hack/tools.sh when it is unset. test/support/etcd.ts would run hack/tools.sh itself,
+ * but it finds the script relative to its own file, which is elsewhere once compiled into dist-bench/.
+ */
+export function ensureEtcdBinary(): string {
+  process.env.TOKENVAULT_ETCD_BIN ||= execFileSync(path.join(repoRoot, 'hack/tools.sh'), ['etcd'], {
+    cwd: repoRoot,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  }).trim();
+  return process.env.TOKENVAULT_ETCD_BIN;
+}
+
+export interface BenchEtcd extends EtcdProcess {
+  /** host:port list for `--store etcd://...`. */
+  storeUrl: string;
+  /** etcd's process id when it could be found (for CPU accounting), else undefined. */
+  pid?: number;
+}
+
+/**
+ * A fresh etcd on free loopback ports. test/support/etcd.ts runs it with --unsafe-no-fsync: writes cost CPU, not
+ * disk flushes, which is the strict setting for an overhead ratio (with fsync, both sides wait for the same disk).
+ * Its binary comes from TOKENVAULT_ETCD_BIN (see ensureEtcdBinary).
+ */
+export async function startBenchEtcd(): Promise<BenchEtcd> {
+  ensureEtcdBinary();
+  const etcd = await startEtcd();
+  return { ...etcd, storeUrl: `etcd://${new URL(etcd.endpoint).host}`, pid: findPidByArgument(`--listen-client-urls=${etcd.endpoint}`) };
+}
+
+/** The process whose command line has this exact argument (Linux /proc); undefined elsewhere or when not found. */
+export function findPidByArgument(argument: string): number | undefined {
+  try {
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+        if (args.includes(argument)) return Number(entry);
+      } catch {
+        // gone meanwhile, or not ours to read
+      }
+    }
+  } catch {
+    // no /proc
+  }
+  return undefined;
+}
+
+export interface ApiOptions {
+  storeUrl: string;
+  /** pino level of the API; the default 'info' is what a deployment runs (one access-log line per request). */
+  logLevel?: string;
+  /** Write a V8 CPU profile (--cpu-prof) into this directory; it appears when the API stops. */
+  cpuProfileDir?: string;
+  env?: Record<string, string>;
+}
+
+export interface BenchApi {
+  url: string;
+  pid: number;
+  operatorKey: string;
+  /** The last lines the API wrote (stdout and stderr), for error messages. */
+  logTail(): string;
+  process: ChildProcess;
+  /** SIGTERM and wait; returns the CPU profile's path when one was asked for. */
+  stop(): Promise<string | undefined>;
+}
+
+const apiStartMs = 20_000;
+const logTailBytes = 8_000;
+
+/**
+ * `node --no-node-snapshot dist/cli.js api --store etcd://...` with a random KEK and operator key, on a free loopback
+ * port. Its logs go to a pipe this process drains, as a container runtime would read them; only a tail is kept.
+ */
+export async function spawnApi(options: ApiOptions): Promise<BenchApi> {
+  const operatorKey = generateApiKey();
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const nodeFlags = ['--no-node-snapshot'];
+  if (options.cpuProfileDir) nodeFlags.push('--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`);
+  const child = spawn(process.execPath, [...nodeFlags, 'dist/cli.js', 'api', '--store', options.storeUrl], {
+    cwd: repoRoot,
+    env: {
+      PATH: process.env.PATH ?? '',
+      TOKENVAULT_HOST: '127.0.0.1',
+      TOKENVAULT_PORT: String(port),
+      TOKENVAULT_LOG_LEVEL: options.logLevel ?? 'info',
+      TOKENVAULT_KEK: randomBytes(32).toString('base64'),
+      TOKENVAULT_OPERATOR_KEY: operatorKey,
+      ...options.env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-logTailBytes);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const logTail = () => tail;
+
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+
+  const stop = async (): Promise<string | undefined> => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    process.removeListener('exit', killOnExit);
+    if (!options.cpuProfileDir) return undefined;
+    const profile = (await readdir(options.cpuProfileDir)).find((name) => name.endsWith('.cpuprofile') && name.includes(`.${child.pid}.`));
+    return profile && path.join(options.cpuProfileDir, profile);
+  };
+
+  try {
+    await waitForListening(url, logTail, exited);
+    return { url, pid: child.pid!, operatorKey, logTail, process: child, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Polls GET /healthz until it answers (any log level works: the URL is not read from the log). */
+async function waitForListening(url: string, logTail: () => string, exited: Promise<void>): Promise<void> {
+  let dead = false;
+  void exited.then(() => (dead = true));
+  const deadline = Date.now() + apiStartMs;
+  while (Date.now() < deadline) {
+    if (dead) throw new Error(`the api exited during start:\n${logTail()}`);
+    try {
+      const response = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) });
+      await response.text();
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`the api did not answer ${url}/healthz within ${apiStartMs} ms:\n${logTail()}`);
+}
+
+/** A free loopback port: bound to port 0, then released for the API to bind. */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
