@@ -75,9 +75,14 @@ async function main(argv: string[]): Promise<number> {
       const logger = createLogger(config.logLevel);
       // Loaded here only: @kubernetes/client-node is large, and the other commands do not need it.
       const { startController } = await import('./server/controller.js');
-      // The per-kind reconcilers are registered here as they arrive.
-      const controller = await startController(config, logger, { reconcilers: [] });
-      stopOnSignal(logger, () => controller.close());
+      const { createReconcilers } = await import('./controller/reconcilers/index.js');
+      const { VaultClient } = await import('./controller/vault-client.js');
+      const vault = new VaultClient(config.apiUrl!, config.operatorKey!);
+      const controller = await startController(config, logger, { reconcilers: createReconcilers(vault) });
+      stopOnSignal(logger, async () => {
+        await controller.close();
+        await vault.close();
+      });
       return -1;
     }
     case undefined:

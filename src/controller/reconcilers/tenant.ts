@@ -1,0 +1,168 @@
+// Tenant → a vault tenant (POST/GET/PUT/DELETE /admin/tenants with the operator key). The vault id is the object's
+// uid, so a create retried after a crash (between the create and the status write) answers 409 and the reconciler
+// carries on with the tenant it already made: never a second tenant. The create's answer holds the key of the
+// tenant's first management application, which goes into the Secret spec.managementKeySecretRef (owned by the Tenant).
+//
+// A key is written only when the vault just made it, or when the Secret has lost it: a resync never rotates it. A lost
+// key (the Secret deleted, or a crash between the create and the Secret write) is recovered by REGENERATING the key of
+// the tenant's own management application (the management application managed by this Tenant object, oldest first;
+// regenerating revokes the lost key at once), not by creating another application, so management applications do not
+// pile up and a key that left the cluster stops working. Only when no such application exists is one created (managed
+// by the Tenant, so the next recovery finds it).
+//
+// Deletion (finalizer): deletionPolicy Delete deletes the vault tenant, every key and all its data (404: already
+// gone); Retain (the default) keeps it and says so in an Event.
+import { permissionsFor } from '../../domain/permissions/permissions.js';
+import type { ObjectKey, ReconcileContext, Reconciler } from '../manager.js';
+import { VaultRefused, type VaultClient } from '../vault-client.js';
+import {
+  ensureFinalizer,
+  FINALIZER,
+  Kinds,
+  managedBy,
+  NotReadyYet,
+  Ready,
+  removeFinalizer,
+  reportingFailures,
+  secretHasKey,
+  writeKeySecret,
+  writeStatus,
+  type VaultObject,
+} from './common.js';
+
+// A type alias (not an interface) so that it is assignable to the helpers' VaultObject<Record<string, unknown>>.
+export type TenantSpec = {
+  displayName?: string;
+  settings?: { deduplicateTokens?: boolean; fingerprintTokens?: boolean };
+  deletionPolicy?: 'Retain' | 'Delete';
+  managementKeySecretRef: { name: string; key?: string };
+  runtime?: Record<string, unknown>;
+};
+
+export type TenantObject = VaultObject<TenantSpec>;
+
+interface VaultTenant {
+  id: string;
+  name: string;
+  settings: Record<string, string>;
+}
+
+interface VaultApplication {
+  id: string;
+  type: string;
+  created_at: string;
+  managed_by?: { kind: string; namespace?: string; name: string };
+  key?: string;
+}
+
+/** What the vault tenant should be: name and settings as the API writes them (booleans as "true"/"false"). */
+export function desiredTenant(object: TenantObject): { name: string; settings: Record<string, string> } {
+  const settings: Record<string, string> = {};
+  const given = object.spec.settings ?? {};
+  if (given.deduplicateTokens !== undefined) settings.deduplicate_tokens = String(given.deduplicateTokens);
+  if (given.fingerprintTokens !== undefined) settings.fingerprint_tokens = String(given.fingerprintTokens);
+  return { name: object.spec.displayName ?? object.metadata!.name!, settings };
+}
+
+export function tenantReconciler(vault: VaultClient): Reconciler<TenantObject> {
+  return {
+    kind: 'Tenant',
+    resource: Kinds.Tenant,
+    watchSecrets: true,
+    async reconcile(key: ObjectKey, ctx: ReconcileContext<TenantObject>) {
+      const object = ctx.object;
+      if (!object) {
+        ctx.references.clear();
+        return;
+      }
+      const namespace = object.metadata!.namespace!;
+      const secretRef = object.spec.managementKeySecretRef;
+      ctx.references.set([{ kind: 'Secret', namespace, name: secretRef.name }]);
+      if (object.metadata?.deletionTimestamp) return reportingFailures(ctx, object, () => finalize(vault, ctx, object));
+
+      return reportingFailures(ctx, object, async () => {
+        await ensureFinalizer(ctx, object);
+        const id = object.metadata!.uid!;
+        const owner = managedBy(object);
+        const desired = desiredTenant(object);
+
+        let tenant = await vault.call<VaultTenant>('GET', `/admin/tenants/${id}`, {}, true);
+        let keyWritten = false;
+        if (!tenant) {
+          try {
+            const created = await vault.call<{ tenant: VaultTenant; application: { key: string } }>('POST', '/admin/tenants', {
+              managedBy: owner,
+              body: { id, ...desired },
+            });
+            tenant = created!.tenant;
+            // A new tenant: its key is the only one that works, whatever the Secret held before.
+            await writeKeySecret(ctx, object, secretRef, created!.application.key);
+            keyWritten = true;
+            await ctx.event('Normal', 'Created', `Created vault tenant ${id}.`);
+          } catch (error) {
+            if (!(error instanceof VaultRefused && error.status === 409)) throw error;
+            // Made by an earlier attempt that stopped before its status write (or a delete still in progress).
+            tenant = await vault.call<VaultTenant>('GET', `/admin/tenants/${id}`, {}, true);
+            if (!tenant) throw new NotReadyYet('TenantConflict', `The vault tenant ${id} exists but cannot be read (a delete may be in progress).`);
+          }
+        }
+
+        const settingsDiffer = Object.entries(desired.settings).some(([name, value]) => tenant!.settings?.[name] !== value);
+        if (tenant.name !== desired.name || settingsDiffer) {
+          tenant = (await vault.call<VaultTenant>('PUT', `/admin/tenants/${id}`, { body: desired }))!;
+          await ctx.event('Normal', 'Updated', `Updated vault tenant ${id}.`);
+        }
+
+        if (!keyWritten && !(await secretHasKey(ctx, namespace, secretRef))) {
+          await writeKeySecret(ctx, object, secretRef, await recoverManagementKey(vault, object, id));
+          await ctx.event('Normal', 'KeyRegenerated', `The management key was missing from Secret ${secretRef.name}; wrote a new one (the old one is revoked).`);
+        }
+
+        await writeStatus(ctx, object, Ready(), id);
+      });
+    },
+  };
+}
+
+/** A new key for the tenant's own management application (regenerated), or a new management application. */
+async function recoverManagementKey(vault: VaultClient, object: TenantObject, tenantId: string): Promise<string> {
+  const { namespace, name } = object.metadata!;
+  const mine = (application: VaultApplication) =>
+    application.type === 'management' &&
+    application.managed_by?.kind === 'Tenant' &&
+    application.managed_by.namespace === namespace &&
+    application.managed_by.name === name;
+  const found: VaultApplication[] = [];
+  for (let page = 1; ; page++) {
+    const answer = await vault.call<{ data: VaultApplication[]; pagination: { total_pages: number } }>(
+      'GET',
+      `/applications?page=${page}&size=100`,
+      { tenantId },
+    );
+    found.push(...answer!.data.filter(mine));
+    if (page >= answer!.pagination.total_pages) break;
+  }
+  found.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+  if (found.length > 0) {
+    const regenerated = await vault.call<VaultApplication>('POST', `/applications/${found[0].id}/regenerate`, { tenantId });
+    return regenerated!.key!;
+  }
+  const created = await vault.call<VaultApplication>('POST', '/applications', {
+    tenantId,
+    managedBy: managedBy(object),
+    body: { name: `${desiredTenant(object).name} management`, type: 'management', permissions: permissionsFor('management') },
+  });
+  return created!.key!;
+}
+
+async function finalize(vault: VaultClient, ctx: ReconcileContext<TenantObject>, object: TenantObject): Promise<void> {
+  if (!object.metadata?.finalizers?.includes(FINALIZER)) return;
+  const id = object.status?.id ?? object.metadata.uid!;
+  if (object.spec.deletionPolicy === 'Delete') {
+    await vault.call('DELETE', `/admin/tenants/${id}`, {}, true);
+    await ctx.event('Normal', 'Deleted', `Deleted vault tenant ${id} and all its data.`);
+  } else {
+    await ctx.event('Normal', 'Retained', `Kept vault tenant ${id} and its data (deletionPolicy Retain).`);
+  }
+  await removeFinalizer(ctx, object);
+}
