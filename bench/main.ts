@@ -8,9 +8,10 @@ import os from 'node:os';
 import { loadSettings, type Benchmark } from './support/settings.js';
 import { ensureEtcdBinary, repoRoot } from './support/processes.js';
 import { proxyBenchmark } from './proxy.js';
+import { reactorsBenchmark } from './reactors.js';
 import { tokensBenchmark } from './tokens.js';
 
-const BENCHMARKS: Benchmark[] = [tokensBenchmark, proxyBenchmark];
+const BENCHMARKS: Benchmark[] = [tokensBenchmark, proxyBenchmark, reactorsBenchmark];
 
 async function main(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h') || argv.includes('--list')) {

@@ -80,6 +80,8 @@ export interface ApiOptions {
   /** Write a V8 CPU profile (--cpu-prof) into this directory; it appears when the API stops. */
   cpuProfileDir?: string;
   env?: Record<string, string>;
+  /** Listen on this loopback port (e.g. one a worker was told about already); a free one when unset. */
+  port?: number;
 }
 
 export interface BenchApi {
@@ -102,7 +104,7 @@ const logTailBytes = 8_000;
  */
 export async function spawnApi(options: ApiOptions): Promise<BenchApi> {
   const operatorKey = generateApiKey();
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const url = `http://127.0.0.1:${port}`;
   const nodeFlags = ['--no-node-snapshot'];
   if (options.cpuProfileDir) nodeFlags.push('--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`);
@@ -153,15 +155,76 @@ export async function spawnApi(options: ApiOptions): Promise<BenchApi> {
   }
 }
 
-/** Polls GET /healthz until it answers (any log level works: the URL is not read from the log). */
-async function waitForListening(url: string, logTail: () => string, exited: Promise<void>): Promise<void> {
+export interface WorkerOptions {
+  /** TOKENVAULT_API_URL of the worker (for reactor code's bt client). */
+  apiUrl?: string;
+  logLevel?: string;
+  env?: Record<string, string>;
+}
+
+export interface BenchWorker {
+  url: string;
+  pid: number;
+  logTail(): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * `node --no-node-snapshot dist/cli.js worker` on a free loopback port, as deployed next to the API (which reaches it
+ * through TOKENVAULT_WORKER_URL). Logs go to a pipe this process drains; only a tail is kept. Ready when /readyz is 200.
+ */
+export async function spawnWorker(options: WorkerOptions = {}): Promise<BenchWorker> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', 'worker'], {
+    cwd: repoRoot,
+    env: {
+      PATH: process.env.PATH ?? '',
+      TOKENVAULT_HOST: '127.0.0.1',
+      TOKENVAULT_PORT: String(port),
+      TOKENVAULT_LOG_LEVEL: options.logLevel ?? 'info',
+      ...(options.apiUrl ? { TOKENVAULT_API_URL: options.apiUrl } : {}),
+      ...options.env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-logTailBytes);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const logTail = () => tail;
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    process.removeListener('exit', killOnExit);
+  };
+  try {
+    await waitForListening(url, logTail, exited, '/readyz', 'worker');
+    return { url, pid: child.pid!, logTail, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Polls GET /healthz (or `probe`) until it answers 200 (any log level works: the URL is not read from the log). */
+async function waitForListening(url: string, logTail: () => string, exited: Promise<void>, probe = '/healthz', what = 'api'): Promise<void> {
   let dead = false;
   void exited.then(() => (dead = true));
   const deadline = Date.now() + apiStartMs;
   while (Date.now() < deadline) {
-    if (dead) throw new Error(`the api exited during start:\n${logTail()}`);
+    if (dead) throw new Error(`the ${what} exited during start:\n${logTail()}`);
     try {
-      const response = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) });
+      const response = await fetch(`${url}${probe}`, { signal: AbortSignal.timeout(1_000) });
       await response.text();
       if (response.ok) return;
     } catch {
@@ -169,11 +232,11 @@ async function waitForListening(url: string, logTail: () => string, exited: Prom
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  throw new Error(`the api did not answer ${url}/healthz within ${apiStartMs} ms:\n${logTail()}`);
+  throw new Error(`the ${what} did not answer ${url}${probe} within ${apiStartMs} ms:\n${logTail()}`);
 }
 
 /** A free loopback port: bound to port 0, then released for the API to bind. */
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = net.createServer();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
