@@ -89,8 +89,9 @@ export function createApp(context: ApiContext): Express {
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
   app.use(express.json({ limit: config.limits.bodyBytes, type: JSON_TYPES, strict: false }));
-  app.use(applicationRoutes(services.applications, services.idempotency));
+  // The token routes (the hot path) go first; no other router's paths overlap theirs, so the order changes nothing else.
   app.use(tokenRoutes(services.tokens, services.detokenizer, services.idempotency));
+  app.use(applicationRoutes(services.applications, services.idempotency));
   app.use(tenantRoutes(services.tenants));
   app.use(sessionRoutes(services.sessions));
   app.use(formulaRoutes(services.formulas, services.reactors));

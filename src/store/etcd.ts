@@ -4,6 +4,8 @@
 // Failure handling, in short: every call has a deadline; failures that mean "etcd did not answer" become
 // StoreUnavailable (HTTP 503) with etcd's error kept only as the cause; reads are retried once, writes never (see
 // `tryOnce` below); a watch survives reconnects and compaction and tells its owner through onReset.
+// Gets, small getMany calls and plain transactions issued in the same event-loop turn are sent together as one etcd
+// transaction each (see `batchedRead`, `batchedTxn`): an etcd call costs this process far more CPU than a key in it.
 
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
@@ -58,6 +60,16 @@ function watchBackoff(ms = 100): NonNullable<FaultHandling['watchBackoff']> {
 const IDEMPOTENT = { attempts: 2 };
 const ONCE = { attempts: 1 };
 
+/** At most this many keys are read in one batched transaction (etcd allows MAX_TXN_OPS operations). */
+const READ_BATCH_KEYS = 64;
+
+interface ReadBatch {
+  keys: Set<string>;
+  readers: { keys: string[]; resolve: (found: Map<string, Entry>) => void; reject: (error: unknown) => void }[];
+  flushed?: boolean;
+}
+
+
 export class EtcdStore implements Store {
   private readonly client: Etcd3;
   private readonly dialTimeoutMs: number;
@@ -65,6 +77,10 @@ export class EtcdStore implements Store {
   private readonly pingKey: Buffer;
   private readonly watches = new Set<EtcdWatch>();
   private closed = false;
+  /** The reads waiting to be sent together (see `batchedRead`). */
+  private readBatch?: ReadBatch;
+  /** The transactions waiting to be sent together (see `batchedTxn`). */
+  private writeBatch?: WriteBatch;
 
   constructor(options: EtcdStoreOptions) {
     this.dialTimeoutMs = options.dialTimeoutMs ?? 2_000;
@@ -83,13 +99,16 @@ export class EtcdStore implements Store {
   }
 
   async get(key: string): Promise<Entry | undefined> {
-    const response = await this.call(IDEMPOTENT, () => this.client.kv.range({ key: Buffer.from(key) }));
-    return response.kvs.length > 0 ? toEntry(response.kvs[0]) : undefined;
+    const found = await this.batchedRead([key]);
+    return found.get(key);
   }
 
   async getMany(keys: string[]): Promise<Map<string, Entry>> {
-    const found = new Map<string, Entry>();
     const unique = [...new Set(keys)];
+    if (unique.length === 0) return new Map();
+    // Up to a batch's worth of keys joins the shared batch (one transaction, so still one snapshot).
+    if (unique.length <= READ_BATCH_KEYS) return this.batchedRead(unique);
+    const found = new Map<string, Entry>();
     // One read-only transaction of gets per MAX_TXN_OPS keys (a single one for any batch the API allows); later
     // chunks read at the first one's revision, so the whole answer is one snapshot.
     let revision: string | undefined;
@@ -167,20 +186,7 @@ export class EtcdStore implements Store {
 
   async txn(txn: Txn): Promise<boolean> {
     checkTxn(txn);
-    // Leases are granted before the transaction; one that ends up unused (compare failed) expires with no keys.
-    const leases = new Map<number, string>();
-    for (const op of txn.success) {
-      if (op.type !== 'put' || op.ttlSeconds === undefined) continue;
-      const seconds = leaseSeconds(op.ttlSeconds);
-      if (!leases.has(seconds)) leases.set(seconds, await this.grant(seconds));
-    }
-    const response = await this.call(ONCE, () =>
-      this.client.kv.txn({
-        compare: (txn.compare ?? []).map((c) => modRevisionIs(c.key, c.modRevision)),
-        success: txn.success.map((op) => requestOp(op, leases)),
-      }),
-    );
-    return response.succeeded;
+    return batchable(txn) ? this.batchedTxn(txn) : this.sendTxn(txn);
   }
 
   async watch(prefix: string, handler: (event: WatchEvent) => void, onReset?: () => void): Promise<Watcher> {
@@ -214,6 +220,70 @@ export class EtcdStore implements Store {
 
   // --- internals ---------------------------------------------------------------------------------------------------
 
+  /**
+   * Reads (get, small getMany) issued in the same turn of the event loop are sent together: one read-only transaction
+   * of range requests, linearizable like a single range, and each caller gets only its own keys. An etcd call costs
+   * the client far more CPU than a key in it, so under concurrent load this is most of a read's client-side cost.
+   * A failed batch rejects every caller in it, each with the error its own call would have had.
+   */
+  private batchedRead(keys: string[]): Promise<Map<string, Entry>> {
+    return new Promise((resolve, reject) => {
+      let batch = this.readBatch;
+      if (batch && batch.keys.size + keys.length > READ_BATCH_KEYS) {
+        this.readBatch = undefined;
+        void this.flushReads(batch);
+        batch = undefined;
+      }
+      if (!batch) {
+        const fresh: ReadBatch = { keys: new Set(), readers: [] };
+        this.readBatch = batch = fresh;
+        // setImmediate, not a microtask: it runs after this turn's I/O callbacks, so the reads of every request that
+        // arrived together share the batch (a microtask would flush after each request's own callback).
+        setImmediate(() => {
+          if (this.readBatch === fresh) this.readBatch = undefined;
+          void this.flushReads(fresh);
+        });
+      }
+      for (const key of keys) batch.keys.add(key);
+      batch.readers.push({ keys, resolve, reject });
+    });
+  }
+
+  private async flushReads(batch: ReadBatch): Promise<void> {
+    if (batch.flushed) return;
+    batch.flushed = true;
+    const found = new Map<string, Entry>();
+    try {
+      if (batch.keys.size === 1) {
+        const [key] = batch.keys;
+        const response = await this.call(IDEMPOTENT, () => this.client.kv.range({ key: Buffer.from(key) }), false);
+        for (const kv of response.kvs) found.set(kv.key.toString(), toEntry(kv));
+      } else {
+        const gets: IRequestOp[] = [...batch.keys].map((key) => ({ request_range: { key: Buffer.from(key) } }));
+        const response = await this.call(IDEMPOTENT, () => this.client.kv.txn({ success: gets }), false);
+        for (const result of response.responses) {
+          for (const kv of result.response_range.kvs) found.set(kv.key.toString(), toEntry(kv));
+        }
+      }
+    } catch (error) {
+      for (const reader of batch.readers) reader.reject(unavailableOr(error));
+      return;
+    }
+    for (const reader of batch.readers) {
+      if (reader.keys.length === 1) {
+        const entry = found.get(reader.keys[0]);
+        reader.resolve(entry ? new Map([[reader.keys[0], entry]]) : new Map());
+        continue;
+      }
+      const own = new Map<string, Entry>();
+      for (const key of reader.keys) {
+        const entry = found.get(key);
+        if (entry) own.set(key, entry);
+      }
+      reader.resolve(own);
+    }
+  }
+
   private async grant(ttlSeconds: number): Promise<string> {
     const seconds = leaseSeconds(ttlSeconds);
     // A retried grant at worst leaves an unused lease, which expires on its own.
@@ -221,13 +291,91 @@ export class EtcdStore implements Store {
     return response.ID;
   }
 
+  private async sendTxn(txn: Txn): Promise<boolean> {
+    // Leases are granted before the transaction; one that ends up unused (compare failed) expires with no keys.
+    const leases = new Map<number, string>();
+    for (const op of txn.success) {
+      if (op.type !== 'put' || op.ttlSeconds === undefined) continue;
+      const seconds = leaseSeconds(op.ttlSeconds);
+      if (!leases.has(seconds)) leases.set(seconds, await this.grant(seconds));
+    }
+    const response = await this.call(ONCE, () =>
+      this.client.kv.txn({
+        compare: (txn.compare ?? []).map((c) => modRevisionIs(c.key, c.modRevision)),
+        success: txn.success.map((op) => requestOp(op, leases)),
+      }),
+    );
+    return response.succeeded;
+  }
+
+  /**
+   * Transactions issued in the same turn of the event loop whose keys do not overlap are sent as one etcd transaction
+   * (their compares and their operations together), which etcd applies atomically at one revision: the same outcome
+   * as sending them one after the other. Two of them may blindly put the same key (one compared or deleted by either
+   * may not): the later one's value is kept, as sending them in order would leave it. When the merged transaction
+   * fails, some compare failed, and nothing was written; each is then sent on its own to learn its own answer (and so
+   * is each when etcd refuses the merged one). "etcd did not answer" rejects every caller, as it would have each.
+   */
+  private batchedTxn(txn: Txn): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      let batch = this.writeBatch;
+      if (batch && !joins(batch, txn)) {
+        this.writeBatch = undefined;
+        void this.flushWrites(batch);
+        batch = undefined;
+      }
+      if (!batch) {
+        const fresh: WriteBatch = { txns: [], keys: new Map(), puts: new Map(), deletes: [], compares: [], bytes: 0 };
+        this.writeBatch = batch = fresh;
+        setImmediate(() => {
+          if (this.writeBatch === fresh) this.writeBatch = undefined;
+          void this.flushWrites(fresh);
+        });
+      }
+      add(batch, txn);
+      batch.txns.push({ txn, resolve, reject });
+    });
+  }
+
+  private async flushWrites(batch: WriteBatch): Promise<void> {
+    if (batch.flushed) return;
+    batch.flushed = true;
+    if (batch.txns.length === 1) {
+      const [{ txn, resolve, reject }] = batch.txns;
+      return this.sendTxn(txn).then(resolve, reject);
+    }
+    let succeeded: boolean;
+    try {
+      const response = await this.call(
+        ONCE,
+        () =>
+          this.client.kv.txn({
+            compare: batch.compares.map((c) => modRevisionIs(c.key, c.modRevision)),
+            success: [...batch.puts.values(), ...batch.deletes].map((op) => requestOp(op, NO_LEASES)),
+          }),
+        false,
+      );
+      succeeded = response.succeeded;
+    } catch (error) {
+      if (isUnavailable(error)) {
+        for (const { reject } of batch.txns) reject(unavailableOr(error));
+        return;
+      }
+      succeeded = false; // refused as a whole (too large, say): each on its own gets its own answer
+    }
+    for (const { txn, resolve, reject } of batch.txns) {
+      if (succeeded) resolve(true);
+      else this.sendTxn(txn).then(resolve, reject);
+    }
+  }
+
   /** Runs one etcd call, turning "etcd did not answer" into StoreUnavailable; other errors pass through. */
-  private async call<T>(policy: { attempts: number }, request: () => Promise<T>): Promise<T> {
+  private async call<T>(policy: { attempts: number }, request: () => Promise<T>, mapErrors = true): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await request();
       } catch (error) {
-        if (!isUnavailable(error) || attempt >= policy.attempts) throw unavailableOr(error);
+        if (!isUnavailable(error) || attempt >= policy.attempts) throw mapErrors ? unavailableOr(error) : error;
       }
     }
   }
@@ -311,6 +459,69 @@ class EtcdWatch implements Watcher {
     this.broken = true;
     this.onReset?.();
   }
+}
+
+// --- write batches ---------------------------------------------------------------------------------------------------
+
+/** A merged transaction stays well under etcd's --max-request-bytes (1.5 MiB by default). */
+const WRITE_BATCH_BYTES = 512 * 1024;
+const NO_LEASES = new Map<number, string>();
+
+interface WriteBatch {
+  txns: { txn: Txn; resolve: (succeeded: boolean) => void; reject: (error: unknown) => void }[];
+  /** Every key of the batch: 'put' when only blindly put, 'held' when compared or deleted. */
+  keys: Map<string, 'put' | 'held'>;
+  puts: Map<string, TxnOp>;
+  deletes: TxnOp[];
+  compares: NonNullable<Txn['compare']>;
+  bytes: number;
+  flushed?: boolean;
+}
+
+/** Transactions with leases or prefix deletes are sent on their own. */
+function batchable(txn: Txn): boolean {
+  return txn.success.every((op) => op.type === 'delete' || (op.type === 'put' && op.ttlSeconds === undefined));
+}
+
+function txnBytes(txn: Txn): number {
+  let bytes = 0;
+  for (const c of txn.compare ?? []) bytes += c.key.length;
+  for (const op of txn.success) bytes += op.type === 'put' ? op.key.length + op.value.length : op.type === 'delete' ? op.key.length : 0;
+  return bytes;
+}
+
+function joins(batch: WriteBatch, txn: Txn): boolean {
+  const compares = txn.compare ?? [];
+  if (batch.compares.length + compares.length > MAX_TXN_OPS) return false;
+  if (batch.puts.size + batch.deletes.length + txn.success.length > MAX_TXN_OPS) return false;
+  if (batch.bytes + txnBytes(txn) > WRITE_BATCH_BYTES) return false;
+  const compared = new Set(compares.map((c) => c.key));
+  for (const key of compared) if (batch.keys.has(key)) return false;
+  for (const op of txn.success) {
+    if (op.type !== 'put' && op.type !== 'delete') return false;
+    const held = batch.keys.get(op.key);
+    if (held === undefined) continue;
+    if (op.type === 'delete' || held === 'held' || compared.has(op.key)) return false;
+  }
+  return true;
+}
+
+function add(batch: WriteBatch, txn: Txn): void {
+  for (const c of txn.compare ?? []) {
+    batch.compares.push(c);
+    batch.keys.set(c.key, 'held');
+  }
+  for (const op of txn.success) {
+    if (op.type === 'put') {
+      batch.puts.delete(op.key); // a later blind put of the same key wins, placed where it now comes
+      batch.puts.set(op.key, op);
+      if (!batch.keys.has(op.key)) batch.keys.set(op.key, 'put');
+    } else if (op.type === 'delete') {
+      batch.deletes.push(op);
+      batch.keys.set(op.key, 'held');
+    }
+  }
+  batch.bytes += txnBytes(txn);
 }
 
 // --- mapping ---------------------------------------------------------------------------------------------------------
