@@ -7,11 +7,12 @@ import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { loadSettings, type Benchmark } from './support/settings.js';
 import { ensureEtcdBinary, repoRoot } from './support/processes.js';
+import { controllerScaleBenchmark } from './controller-scale.js';
 import { proxyBenchmark } from './proxy.js';
 import { reactorsBenchmark } from './reactors.js';
 import { tokensBenchmark } from './tokens.js';
 
-const BENCHMARKS: Benchmark[] = [tokensBenchmark, proxyBenchmark, reactorsBenchmark];
+const BENCHMARKS: Benchmark[] = [tokensBenchmark, proxyBenchmark, reactorsBenchmark, controllerScaleBenchmark];
 
 async function main(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h') || argv.includes('--list')) {

@@ -309,6 +309,23 @@ describe.each(subjects)('Store contract: $name', ({ open }) => {
     }
   });
 
+  // Calls made in one event-loop turn may travel together (the etcd store batches them); each must still get exactly
+  // the answer it would have got alone.
+  test('concurrent calls from one client: each create, swap and get answers for itself', async () => {
+    const existing = `${prefix}existing`;
+    await store.put(existing, 'old');
+    const keys = [...Array.from({ length: 12 }, (_, i) => `${prefix}k${i % 9}`), existing];
+    const created = await Promise.all(keys.map((key, i) => store.create(key, `v${i}`)));
+    expect(created).toEqual([...Array(9).fill(true), false, false, false, false]);
+    const values = await Promise.all(keys.map((key) => store.get(key)));
+    expect(values.map((v) => v?.value)).toEqual([...Array.from({ length: 9 }, (_, i) => `v${i}`), 'v0', 'v1', 'v2', 'old']);
+
+    const rev = (await store.get(existing))!.modRevision;
+    const swaps = await Promise.all(Array.from({ length: 5 }, (_, i) => store.compareAndSwap(existing, rev, `s${i}`)));
+    expect(swaps.filter(Boolean)).toHaveLength(1);
+    expect((await store.get(existing))?.value).toBe(`s${swaps.indexOf(true)}`);
+  });
+
   test('ping answers', async () => {
     await expect(store.ping()).resolves.toBeUndefined();
   });

@@ -23,6 +23,11 @@ export interface OperatorEnvOptions {
   apiEnv?: Record<string, string>;
   /** Every cached object is queued again this often (default 3 s). */
   resyncMs?: number;
+  /**
+   * Start the in-process manager (default true). False: it is built but never started, for tests that run the
+   * controller as child processes (`dist/cli.js controller`) against this control plane and API instead.
+   */
+  startManager?: boolean;
 }
 
 export interface OperatorEnv {
@@ -112,8 +117,10 @@ export async function startOperatorEnv(options: OperatorEnvOptions = {}): Promis
       backoff: { baseMs: 100, maxMs: 2_000 },
       informerBackoff: { initialMs: 100, maxMs: 1_000 },
     });
-    manager.start();
-    await manager.waitForSync(30_000);
+    if (options.startManager !== false) {
+      manager.start();
+      await manager.waitForSync(30_000);
+    }
   } catch (error) {
     await stop();
     throw error;
