@@ -78,7 +78,9 @@ async function main(argv: string[]): Promise<number> {
       const { createReconcilers } = await import('./controller/reconcilers/index.js');
       const { VaultClient } = await import('./controller/vault-client.js');
       const vault = new VaultClient(config.apiUrl!, config.operatorKey!);
-      const controller = await startController(config, logger, { reconcilers: createReconcilers(vault) });
+      const controller = await startController(config, logger, {
+        reconcilers: createReconcilers(vault, { workerImage: config.controller.workerImage, apiUrl: config.apiUrl }),
+      });
       stopOnSignal(logger, async () => {
         await controller.close();
         await vault.close();

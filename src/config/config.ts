@@ -45,6 +45,8 @@ export interface Config {
     resyncSeconds: number;
     /** Reconciles at once. */
     workers: number;
+    /** Image of the dedicated worker Deployments (Tenant spec.runtime.dedicated) when the Tenant names none. */
+    workerImage?: string;
   };
   runtime: {
     /** CPU time one invocation may use. */
@@ -172,6 +174,11 @@ export const SETTINGS = {
     env: 'TOKENVAULT_CONTROLLER_WORKERS',
     description: 'controller: reconciles run at once',
     default: '4',
+  },
+  workerImage: {
+    flag: 'worker-image',
+    env: 'TOKENVAULT_WORKER_IMAGE',
+    description: "controller: image of the dedicated worker Deployments of Tenants with spec.runtime.dedicated (a Tenant's spec.runtime.image wins)",
   },
   reactorCpu: {
     flag: 'reactor-cpu-ms',
@@ -386,6 +393,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     leaseNamespace: kubeName('leaseNamespace', dnsLabel, 63, 'namespace name'),
     resyncSeconds: integer('resyncSeconds', 10, 7 * 24 * 3600),
     workers: integer('controllerWorkers', 1, 256),
+    workerImage: raw('workerImage'),
   };
 
   const limits = {

@@ -37,6 +37,8 @@ export const Resources = {
   events: { group: '', version: 'v1', plural: 'events', kind: 'Event', namespaced: true },
   namespaces: { group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', namespaced: false },
   leases: { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true },
+  services: { group: '', version: 'v1', plural: 'services', kind: 'Service', namespaced: true },
+  deployments: { group: 'apps', version: 'v1', plural: 'deployments', kind: 'Deployment', namespaced: true },
 } satisfies Record<string, ResourceRef>;
 
 export function apiVersionOf(resource: ResourceRef): string {

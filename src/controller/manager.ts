@@ -91,6 +91,11 @@ export interface Reconciler<T extends KubeObject = KubeObject> {
   resource: ResourceRef;
   /** Watch Secrets (metadata only) so that ctx.references to Secrets requeue this kind's objects. */
   watchSecrets?: boolean;
+  /**
+   * More kinds to cache (ctx.get/list, references), such as the Deployments a reconciler makes; a label selector
+   * keeps the cache to the objects it made.
+   */
+  watch?: Array<{ resource: ResourceRef; labelSelector?: string }>;
   /** Whether an update should queue the object (default: defaultUpdatePredicate). */
   shouldReconcileUpdate?(previous: T, object: T): boolean;
   reconcile(key: ObjectKey, ctx: ReconcileContext<T>): Promise<ReconcileResult | void>;
@@ -229,6 +234,11 @@ export class Manager {
     }
     if ([...this.reconcilers.values()].some((r) => r.watchSecrets) && !this.informers.has('Secret')) {
       this.informers.set('Secret', new Informer(client, Resources.secrets, informerOptions(Resources.secrets, true)));
+    }
+    for (const { resource, labelSelector } of [...this.reconcilers.values()].flatMap((r) => r.watch ?? [])) {
+      if (!this.informers.has(resource.kind)) {
+        this.informers.set(resource.kind, new Informer(client, resource, { ...informerOptions(resource), labelSelector }));
+      }
     }
     for (const resource of options.watch ?? []) {
       if (!this.informers.has(resource.kind)) this.informers.set(resource.kind, new Informer(client, resource, informerOptions(resource)));

@@ -19,6 +19,7 @@ import { FormulaService } from '../domain/formulas/service.js';
 import { BtKeys } from '../domain/reactors/bt-keys.js';
 import { ReactorService } from '../domain/reactors/service.js';
 import { RuntimeClient } from '../runtime/client.js';
+import { RuntimeRouter } from '../runtime/router.js';
 import { ProxyHandler } from '../domain/proxies/handler.js';
 import { ProxyService } from '../domain/proxies/service.js';
 import { TransformRunner } from '../domain/proxies/transforms.js';
@@ -39,7 +40,10 @@ export interface RunningApi {
 
 export interface StartOptions {
   store?: Store;
-  /** The workers' client; by default one for config.workerUrl (reactors answer 503 when there is none). */
+  /**
+   * The shared workers' client; by default one for config.workerUrl (reactors answer 503 when there is none). A tenant
+   * with runtime.worker_url set is sent to its own workers instead.
+   */
   runtime?: RuntimeClient;
   /** Dev mode passes a generated ring; the api command requires configured keys. */
   keyRing?: KeyRing;
@@ -58,8 +62,13 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const applications = new ApplicationService(store);
   const tokens = new TokenService(store, cipher, tenantDirectory, usage);
   const detokenizer = new Detokenizer(store, cipher, usage);
-  const runtime = options.runtime ?? (config.workerUrl ? RuntimeClient.fromConfig(config) : undefined);
-  if (!runtime) logger.warn('no reactor workers configured (TOKENVAULT_WORKER_URL): invocations will answer 503');
+  const sharedRuntime = options.runtime ?? (config.workerUrl ? RuntimeClient.fromConfig(config) : undefined);
+  const runtime = new RuntimeRouter({
+    defaultClient: sharedRuntime,
+    workerUrlOf: async (tenantId) => (await tenantDirectory.get(tenantId))?.runtime?.worker_url,
+    createClient: (workerUrl) => RuntimeClient.fromConfig(config, workerUrl),
+  });
+  if (!sharedRuntime) logger.warn('no reactor workers configured (TOKENVAULT_WORKER_URL): invocations will answer 503');
   const formulas = new FormulaService(store);
   // One destination policy (and so one keep-alive pool per origin) for every proxied request of this process.
   const destinations = new DestinationPolicy({ allowedHosts: config.destinations.allowedHosts, caFile: config.destinations.caFile });
@@ -114,7 +123,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await sweeper.stop();
-      await Promise.all([context.authenticator.stop(), cipher.stop(), tenantDirectory.stop(), runtime?.close(), proxies.stop(), destinations.close()]);
+      await Promise.all([context.authenticator.stop(), cipher.stop(), tenantDirectory.stop(), runtime.close(), proxies.stop(), destinations.close()]);
       await rawStore.close();
     },
   };

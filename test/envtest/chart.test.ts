@@ -169,6 +169,14 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     expect(problems).toEqual([]);
     expect(roles.map(describeObject)).toEqual([`Role ${NAMESPACE}/${FULLNAME}-controller-secrets`]);
     expect(subjectsOf(objects(), roles[0])).toEqual([`${NAMESPACE}/${FULLNAME}-controller`]);
+    // The same Role: the dedicated worker Deployments and Services of Tenants with spec.runtime.dedicated.
+    const crud = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
+    expect(roles[0].rules).toEqual(
+      expect.arrayContaining([
+        { apiGroups: ['apps'], resources: ['deployments'], verbs: crud },
+        { apiGroups: [''], resources: ['services'], verbs: crud },
+      ]),
+    );
 
     // The tokenvault.dev kinds with their status and finalizers subresources; the namespaced ones bound only in the
     // release namespace.
@@ -223,6 +231,8 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     expect(envOf(controller, 'TOKENVAULT_LEASE_NAME')).toBe(`${FULLNAME}-controller`);
     expect(envOf(controller, 'TOKENVAULT_LEASE_NAMESPACE')).toBe(NAMESPACE);
     expect(envOf(controller, 'TOKENVAULT_CONTROLLER_NAMESPACE')).toBe(NAMESPACE);
+    // Dedicated tenant workers default to the chart's own image (the one the shared workers run).
+    expect(envOf(controller, 'TOKENVAULT_WORKER_IMAGE')).toBe(worker.image);
 
     // Every TOKENVAULT_* variable set is one docs/configuration.md documents.
     const documented = new Set(readFileSync(path.join(repoRoot, 'docs/configuration.md'), 'utf8').match(/TOKENVAULT_[A-Z_]+/g));

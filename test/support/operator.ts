@@ -28,6 +28,8 @@ export interface OperatorEnvOptions {
    * controller as child processes (`dist/cli.js controller`) against this control plane and API instead.
    */
   startManager?: boolean;
+  /** The controller's TOKENVAULT_WORKER_IMAGE (dedicated tenant runtimes); default none. */
+  workerImage?: string;
 }
 
 export interface OperatorEnv {
@@ -110,7 +112,7 @@ export async function startOperatorEnv(options: OperatorEnvOptions = {}): Promis
     reconcilerVault = new VaultClient(api.url, api.operatorKey);
     manager = new Manager({
       client: managerClient,
-      reconcilers: createReconcilers(reconcilerVault),
+      reconcilers: createReconcilers(reconcilerVault, { workerImage: options.workerImage, apiUrl: api.url }),
       logger,
       leaderElection: false,
       resyncMs: options.resyncMs ?? 3_000,

@@ -2,7 +2,7 @@
 // (id, observedGeneration, a Ready condition), the tenant a namespaced object points at, Secrets that carry generated
 // keys (owned by the object, so Kubernetes deletes them with it), and how a vault failure becomes a condition.
 import { Resources, isNotFound, type KubeObject, type ResourceRef } from '../kube.js';
-import { isConditionTrue, notReady, ready, setCondition, type Condition, type ConditionUpdate } from '../conditions.js';
+import { isConditionTrue, notReady, ready, removeCondition, setCondition, type Condition, type ConditionUpdate } from '../conditions.js';
 import type { ReconcileContext, ReconcileResult } from '../manager.js';
 import { VaultRefused, VaultUnavailable } from '../vault-client.js';
 
@@ -52,10 +52,21 @@ export async function removeFinalizer<T extends VaultObject>(ctx: ReconcileConte
   await ctx.patch({ metadata: { finalizers: finalizers.filter((f) => f !== FINALIZER), resourceVersion: object.metadata?.resourceVersion } });
 }
 
-/** Writes status only when it would change: the vault id, this generation, and the Ready condition. */
-export async function writeStatus<T extends VaultObject>(ctx: ReconcileContext<T>, object: T, update: ConditionUpdate, id?: string): Promise<void> {
+/**
+ * Writes status only when it would change: the vault id, this generation, and the Ready condition (and, with
+ * `others`, more conditions set or removed, such as a Tenant's RuntimeReady).
+ */
+export async function writeStatus<T extends VaultObject>(
+  ctx: ReconcileContext<T>,
+  object: T,
+  update: ConditionUpdate,
+  id?: string,
+  others: { set?: ConditionUpdate[]; remove?: string[] } = {},
+): Promise<void> {
   const generation = object.metadata?.generation;
-  const conditions = setCondition(object.status?.conditions, { ...update, observedGeneration: generation });
+  let conditions = setCondition(object.status?.conditions, { ...update, observedGeneration: generation });
+  for (const other of others.set ?? []) conditions = setCondition(conditions, { ...other, observedGeneration: generation });
+  for (const type of others.remove ?? []) conditions = removeCondition(conditions, type);
   const status: VaultStatus = { conditions, observedGeneration: generation };
   if (id !== undefined) status.id = id;
   const previous = object.status ?? {};

@@ -5,11 +5,13 @@ import { applicationReconciler } from './application.js';
 import { clusterFormulaReconciler, formulaReconciler } from './formula.js';
 import { proxyReconciler } from './proxy.js';
 import { reactorReconciler } from './reactor.js';
+import type { RuntimeDefaults } from './runtime.js';
 import { tenantReconciler } from './tenant.js';
 
-export function createReconcilers(vault: VaultClient): Reconciler<any>[] {
+/** `runtime`: the dedicated workers' defaults (TOKENVAULT_WORKER_IMAGE, and the API URL they call). */
+export function createReconcilers(vault: VaultClient, runtime: RuntimeDefaults = {}): Reconciler<any>[] {
   return [
-    tenantReconciler(vault),
+    tenantReconciler(vault, runtime),
     applicationReconciler(vault),
     formulaReconciler(vault),
     clusterFormulaReconciler(vault),

@@ -10,10 +10,15 @@
 // pile up and a key that left the cluster stops working. Only when no such application exists is one created (managed
 // by the Tenant, so the next recovery finds it).
 //
+// spec.runtime.dedicated: a worker Deployment and Service owned by the Tenant, and the vault tenant's
+// runtime.worker_url pointing at them (runtime.ts); condition RuntimeReady, which Ready does not wait for.
+//
 // Deletion (finalizer): deletionPolicy Delete deletes the vault tenant, every key and all its data (404: already
-// gone); Retain (the default) keeps it and says so in an Event.
+// gone); Retain (the default) keeps it (back on the shared workers: its dedicated ones are garbage-collected with the
+// Tenant) and says so in an Event.
 import { permissionsFor } from '../../domain/permissions/permissions.js';
 import type { ObjectKey, ReconcileContext, Reconciler } from '../manager.js';
+import { Resources } from '../kube.js';
 import { VaultRefused, type VaultClient } from '../vault-client.js';
 import {
   ensureFinalizer,
@@ -29,6 +34,16 @@ import {
   writeStatus,
   type VaultObject,
 } from './common.js';
+import {
+  reconcileRuntime,
+  RUNTIME_READY,
+  runtimeReferences,
+  TENANT_LABEL,
+  WORKER_NAME,
+  WORKER_NAME_LABEL,
+  type RuntimeDefaults,
+  type RuntimeSpec,
+} from './runtime.js';
 
 // A type alias (not an interface) so that it is assignable to the helpers' VaultObject<Record<string, unknown>>.
 export type TenantSpec = {
@@ -36,7 +51,7 @@ export type TenantSpec = {
   settings?: { deduplicateTokens?: boolean; fingerprintTokens?: boolean };
   deletionPolicy?: 'Retain' | 'Delete';
   managementKeySecretRef: { name: string; key?: string };
-  runtime?: Record<string, unknown>;
+  runtime?: RuntimeSpec;
 };
 
 export type TenantObject = VaultObject<TenantSpec>;
@@ -45,6 +60,7 @@ interface VaultTenant {
   id: string;
   name: string;
   settings: Record<string, string>;
+  runtime?: { worker_url: string };
 }
 
 interface VaultApplication {
@@ -64,11 +80,17 @@ export function desiredTenant(object: TenantObject): { name: string; settings: R
   return { name: object.spec.displayName ?? object.metadata!.name!, settings };
 }
 
-export function tenantReconciler(vault: VaultClient): Reconciler<TenantObject> {
+export function tenantReconciler(vault: VaultClient, runtimeDefaults: RuntimeDefaults = {}): Reconciler<TenantObject> {
+  const workerSelector = `${WORKER_NAME_LABEL}=${WORKER_NAME},${TENANT_LABEL}`;
   return {
     kind: 'Tenant',
     resource: Kinds.Tenant,
     watchSecrets: true,
+    // The dedicated workers' Deployments and Services (only those the controller makes: they carry both labels).
+    watch: [
+      { resource: Resources.deployments, labelSelector: workerSelector },
+      { resource: Resources.services, labelSelector: workerSelector },
+    ],
     async reconcile(key: ObjectKey, ctx: ReconcileContext<TenantObject>) {
       const object = ctx.object;
       if (!object) {
@@ -77,7 +99,7 @@ export function tenantReconciler(vault: VaultClient): Reconciler<TenantObject> {
       }
       const namespace = object.metadata!.namespace!;
       const secretRef = object.spec.managementKeySecretRef;
-      ctx.references.set([{ kind: 'Secret', namespace, name: secretRef.name }]);
+      ctx.references.set([{ kind: 'Secret', namespace, name: secretRef.name }, ...runtimeReferences(object)]);
       if (object.metadata?.deletionTimestamp) return reportingFailures(ctx, object, () => finalize(vault, ctx, object));
 
       return reportingFailures(ctx, object, async () => {
@@ -118,7 +140,9 @@ export function tenantReconciler(vault: VaultClient): Reconciler<TenantObject> {
           await ctx.event('Normal', 'KeyRegenerated', `The management key was missing from Secret ${secretRef.name}; wrote a new one (the old one is revoked).`);
         }
 
-        await writeStatus(ctx, object, Ready(), id);
+        // Dedicated workers (or their removal). RuntimeReady reports them; Ready does not wait for them.
+        const runtime = await reconcileRuntime(vault, ctx, object, tenant, desired, runtimeDefaults);
+        await writeStatus(ctx, object, Ready(), id, runtime.condition ? { set: [runtime.condition] } : { remove: [RUNTIME_READY] });
       });
     },
   };
@@ -162,6 +186,11 @@ async function finalize(vault: VaultClient, ctx: ReconcileContext<TenantObject>,
     await vault.call('DELETE', `/admin/tenants/${id}`, {}, true);
     await ctx.event('Normal', 'Deleted', `Deleted vault tenant ${id} and all its data.`);
   } else {
+    // The dedicated workers go with the Tenant (owner references): a kept tenant goes back to the shared workers.
+    const tenant = await vault.call<VaultTenant>('GET', `/admin/tenants/${id}`, {}, true);
+    if (tenant?.runtime) {
+      await vault.call('PUT', `/admin/tenants/${id}`, { body: { name: tenant.name, runtime: null } });
+    }
     await ctx.event('Normal', 'Retained', `Kept vault tenant ${id} and its data (deletionPolicy Retain).`);
   }
   await removeFinalizer(ctx, object);

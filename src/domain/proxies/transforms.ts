@@ -8,9 +8,9 @@ import type { BtKeys } from '../reactors/bt-keys.js';
 import { failureToError } from '../reactors/service.js';
 import type { ResolvedProxy } from './service.js';
 
-/** What the proxy needs of the runtime client (src/runtime/client.ts). */
+/** What the proxy needs of the runtime router (src/runtime/router.ts): the client of the tenant's workers. */
 export interface TransformRuntime {
-  invoke(request: InvocationRequest): Promise<InvocationResult>;
+  clientFor(tenantId: string): Promise<{ invoke(request: InvocationRequest): Promise<InvocationResult> } | undefined>;
 }
 
 export interface TransformArgs {
@@ -26,18 +26,19 @@ export interface TransformOutput {
 
 export class TransformRunner {
   constructor(
-    private readonly runtime: TransformRuntime | undefined,
+    private readonly runtime: TransformRuntime,
     private readonly btKeys: BtKeys,
   ) {}
 
   async run(proxy: ResolvedProxy, which: 'request' | 'response', args: TransformArgs): Promise<TransformOutput> {
     const transform = which === 'request' ? proxy.requestTransform : proxy.responseTransform;
     if (!transform) throw new Error(`the proxy has no ${which} transform`);
-    if (!this.runtime) {
+    const runtime = await this.runtime.clientFor(proxy.tenantId);
+    if (!runtime) {
       throw new Errors.RuntimeUnavailable('Proxy transforms run on the reactor workers, and none are configured.');
     }
     const bt = proxy.applicationId ? { apiKey: await this.btKeys.keyFor(proxy.tenantId, proxy.applicationId) } : null;
-    const result = await this.runtime.invoke({
+    const result = await runtime.invoke({
       tenantId: proxy.tenantId,
       codeHash: transform.hash,
       code: transform.code,

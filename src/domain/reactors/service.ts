@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors, ReactorFailure, VaultError } from '../../errors/registry.js';
-import type { RuntimeClient } from '../../runtime/client.js';
+import type { RuntimeRouter } from '../../runtime/router.js';
 import type { InvocationFailure } from '../../runtime/contract.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
@@ -74,7 +74,7 @@ export class ReactorService {
     private readonly formulas: FormulaService,
     private readonly tokens: TokenService,
     private readonly detokenizer: Detokenizer,
-    private readonly runtime: RuntimeClient | undefined,
+    private readonly runtime: RuntimeRouter,
     private readonly btKeys: BtKeys,
   ) {}
 
@@ -167,8 +167,9 @@ export class ReactorService {
     const validated = formula ? applyParameters(detokenized, formula.request_parameters) : detokenized;
     const bt = record.application_id ? { apiKey: await this.btKeys.keyFor(tenantId, record.application_id) } : null;
 
-    if (!this.runtime) throw new Errors.RuntimeUnavailable('No reactor workers are configured (TOKENVAULT_WORKER_URL).');
-    const result = await this.runtime.invoke({
+    const runtime = await this.runtime.clientFor(tenantId);
+    if (!runtime) throw new Errors.RuntimeUnavailable('No reactor workers are configured (TOKENVAULT_WORKER_URL).');
+    const result = await runtime.invoke({
       tenantId,
       codeHash: codeHash(code),
       code,

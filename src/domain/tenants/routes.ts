@@ -3,20 +3,31 @@ import { actorId, OPERATOR_ACTOR_ID } from '../../auth/principal.js';
 import { requireOperator, requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
 import { uuidParam } from '../../http/params.js';
 import { parsePaging } from '../paging.js';
-import { validateCreateTenant, validateUpdateTenant } from './schema.js';
-import type { TenantService } from './service.js';
+import { Errors } from '../../errors/registry.js';
+import { validateAdminUpdateTenant, validateCreateTenant, validateUpdateTenant } from './schema.js';
+import type { Tenant, TenantService } from './service.js';
+
+/** Tenant keys do not see where their code runs (an internal cluster address). */
+function forTenantKey(tenant: Tenant): Omit<Tenant, 'runtime'> {
+  const { runtime: _runtime, ...rest } = tenant;
+  return rest;
+}
 
 /** The tenant that owns the calling key. */
 export function tenantRoutes(tenants: TenantService): Router {
   const router = Router();
 
   router.get('/tenants/self', requirePermission('tenant:read'), async (req, res) => {
-    res.json(await tenants.get(tenantPrincipal(req).tenantId));
+    res.json(forTenantKey(await tenants.get(tenantPrincipal(req).tenantId)));
   });
 
   router.put('/tenants/self', requirePermission('tenant:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
-    res.json(await tenants.update(principal.tenantId, actorId(principal), validateUpdateTenant(req.body), principal));
+    // Validation would drop an unknown field silently; the runtime is refused outright, so nobody thinks it took.
+    if (req.body && typeof req.body === 'object' && 'runtime' in req.body) {
+      throw new Errors.InvalidBody({ errors: { runtime: ['only the operator can set the runtime (Tenant spec.runtime in Kubernetes)'] } });
+    }
+    res.json(forTenantKey(await tenants.update(principal.tenantId, actorId(principal), validateUpdateTenant(req.body), principal)));
   });
 
   router.delete('/tenants/self', requirePermission('tenant:delete'), async (req, res) => {
@@ -50,7 +61,7 @@ export function adminTenantRoutes(tenants: TenantService): Router {
   });
 
   router.put('/admin/tenants/:id', async (req, res) => {
-    res.json(await tenants.update(uuidParam(req, 'id'), OPERATOR_ACTOR_ID, validateUpdateTenant(req.body)));
+    res.json(await tenants.update(uuidParam(req, 'id'), OPERATOR_ACTOR_ID, validateAdminUpdateTenant(req.body)));
   });
 
   router.delete('/admin/tenants/:id', async (req, res) => {

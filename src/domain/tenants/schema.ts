@@ -11,6 +11,17 @@ export interface UpdateTenantBody {
   settings?: Partial<TenantSettings>;
 }
 
+/** Where the tenant's reactor and transform code runs; set by the operator (the controller) only. */
+export interface TenantRuntime {
+  /** Base URL of the tenant's dedicated workers (http or https). */
+  worker_url: string;
+}
+
+/** The operator's PUT /admin/tenants/{id}: runtime null clears it, absent keeps it. */
+export interface AdminUpdateTenantBody extends UpdateTenantBody {
+  runtime?: TenantRuntime | null;
+}
+
 export interface CreateTenantBody extends UpdateTenantBody {
   id?: string;
   owner_id?: string;
@@ -31,6 +42,22 @@ export const validateUpdateTenant = compile<UpdateTenantBody>({
   additionalProperties: false,
   required: ['name'],
   properties: { name, settings },
+});
+
+const runtime = {
+  type: ['object', 'null'],
+  additionalProperties: false,
+  required: ['worker_url'],
+  properties: {
+    worker_url: { type: 'string', format: 'uri', pattern: '^https?://[^/?#\\s]+(/[^?#\\s]*)?$', maxLength: 2048 },
+  },
+};
+
+export const validateAdminUpdateTenant = compile<AdminUpdateTenantBody>({
+  type: 'object',
+  additionalProperties: false,
+  required: ['name'],
+  properties: { name, settings, runtime },
 });
 
 export const validateCreateTenant = compile<CreateTenantBody>({

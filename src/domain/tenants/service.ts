@@ -13,7 +13,7 @@ import { paginate, type Page, type PageRequest } from '../paging.js';
 import { MANAGEMENT_DEFAULT } from '../permissions/permissions.js';
 import type { UsageService } from '../usage/service.js';
 import { assertMayChange, type ManagedBy } from '../ownership.js';
-import type { CreateTenantBody, TenantSettings, UpdateTenantBody } from './schema.js';
+import type { AdminUpdateTenantBody, CreateTenantBody, TenantRuntime, TenantSettings } from './schema.js';
 
 export interface TenantRecord {
   id: string;
@@ -28,6 +28,8 @@ export interface TenantRecord {
   deleting?: boolean;
   /** Set when a Kubernetes Tenant object declares it; then tenant keys cannot change or delete it. */
   managed_by?: ManagedBy;
+  /** The tenant's dedicated workers (Tenant spec.runtime.dedicated); absent: the shared workers. Operator only. */
+  runtime?: TenantRuntime;
 }
 
 export type Tenant = Omit<TenantRecord, 'deleting'>;
@@ -92,7 +94,8 @@ export class TenantService {
     return (await this.load(id)).value;
   }
 
-  async update(id: string, actor: string, body: UpdateTenantBody, caller: { operator?: boolean } = { operator: true }): Promise<Tenant> {
+  /** Name and settings; `runtime` (operator only: the route of tenant keys refuses it) is kept when absent, cleared by null. */
+  async update(id: string, actor: string, body: AdminUpdateTenantBody, caller: { operator?: boolean } = { operator: true }): Promise<Tenant> {
     const current = await this.load(id);
     assertMayChange(current.value, caller, 'tenant');
     const tenant: TenantRecord = {
@@ -102,6 +105,8 @@ export class TenantService {
       modified_at: new Date().toISOString(),
       modified_by: actor,
     };
+    if (body.runtime === null) delete tenant.runtime;
+    else if (body.runtime !== undefined) tenant.runtime = { worker_url: body.runtime.worker_url.replace(/\/+$/, '') };
     const written = await this.store.compareAndSwap(keys.tenant(id), current.modRevision, JSON.stringify(tenant));
     if (!written) throw new Errors.Conflict('The tenant was changed by another request; retry.');
     return tenant;

@@ -1,0 +1,237 @@
+// A Tenant's dedicated runtime (spec.runtime.dedicated): a worker Deployment and a Service, both named
+// tokenvault-worker-<tenant> in the Tenant's namespace and owned by the Tenant (so Kubernetes deletes them with it),
+// and the vault tenant's runtime.worker_url pointing at the Service, so the API sends that tenant's invocations there.
+//
+// The Deployment and Service are written with server-side apply (field manager tokenvault-controller, forced): the
+// same call creates and updates, and an unchanged spec changes nothing. Turning dedicated off clears worker_url FIRST
+// (so no invocation is sent to workers about to go), then deletes both. The RuntimeReady condition says whether the
+// Deployment has an available replica; Ready does not depend on it (the vault tenant is reconciled either way, and
+// invocations answer 503 until a worker is up).
+import { createHash } from 'node:crypto';
+import type { ConditionUpdate } from '../conditions.js';
+import { isNotFound, Resources, type KubeObject } from '../kube.js';
+import type { ObjectKey, ReconcileContext } from '../manager.js';
+import type { VaultClient } from '../vault-client.js';
+import { GROUP, NotReadyYet, VERSION, type VaultObject } from './common.js';
+
+export const WORKER_NAME_LABEL = 'app.kubernetes.io/name';
+export const WORKER_NAME = 'tokenvault-worker';
+export const TENANT_LABEL = 'tokenvault.dev/tenant';
+export const FIELD_MANAGER = 'tokenvault-controller';
+export const WORKER_PORT = 8080;
+export const RUNTIME_READY = 'RuntimeReady';
+
+export interface RuntimeSpec {
+  dedicated?: boolean;
+  image?: string;
+  replicas?: number;
+  resources?: { limits?: Record<string, string | number>; requests?: Record<string, string | number> };
+}
+
+export interface RuntimeDefaults {
+  /** TOKENVAULT_WORKER_IMAGE: the image when the Tenant names none. */
+  workerImage?: string;
+  /** TOKENVAULT_API_URL of the workers (their bt client): the API the controller reconciles into. */
+  apiUrl?: string;
+}
+
+/** What the reconciler needs of the vault tenant. */
+export interface VaultTenantRuntime {
+  id: string;
+  name: string;
+  settings: Record<string, string>;
+  runtime?: { worker_url: string };
+}
+
+/**
+ * The Deployment's and Service's name: tokenvault-worker-<tenant>, a DNS-1035 label (a Service name): dots become
+ * dashes, and a name longer than 63 characters is cut and given a hash of the whole.
+ */
+export function workerName(tenantName: string): string {
+  const base = `${WORKER_NAME}-${tenantName.replace(/\./g, '-')}`;
+  if (base.length <= 63) return base;
+  const hash = createHash('sha256').update(tenantName).digest('hex').slice(0, 8);
+  return `${base.slice(0, 54).replace(/-+$/, '')}-${hash}`;
+}
+
+/** The tokenvault.dev/tenant label value: the Tenant's name, or a hash of it when longer than a label value may be. */
+export function tenantLabel(tenantName: string): string {
+  return tenantName.length <= 63 ? tenantName : createHash('sha256').update(tenantName).digest('hex').slice(0, 63);
+}
+
+export function workerUrl(name: string, namespace: string): string {
+  return `http://${name}.${namespace}.svc:${WORKER_PORT}`;
+}
+
+function ownerReference(owner: VaultObject) {
+  return {
+    apiVersion: `${GROUP}/${VERSION}`,
+    kind: owner.kind ?? 'Tenant',
+    name: owner.metadata!.name!,
+    uid: owner.metadata!.uid!,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+const ownedBy = (object: KubeObject | undefined, owner: VaultObject) =>
+  Boolean(object?.metadata?.ownerReferences?.some((ref) => ref.uid === owner.metadata?.uid && ref.controller));
+
+/** The worker Deployment: the chart's worker, restricted the same way. */
+export function workerDeployment(owner: VaultObject, name: string, spec: RuntimeSpec, image: string, defaults: RuntimeDefaults): KubeObject {
+  const tenant = owner.metadata!.name!;
+  const selector = { [WORKER_NAME_LABEL]: WORKER_NAME, [TENANT_LABEL]: tenantLabel(tenant) };
+  const labels = { ...selector, 'app.kubernetes.io/component': 'worker', 'app.kubernetes.io/managed-by': 'tokenvault' };
+  const env = [{ name: 'TOKENVAULT_PORT', value: String(WORKER_PORT) }];
+  if (defaults.apiUrl) env.unshift({ name: 'TOKENVAULT_API_URL', value: defaults.apiUrl });
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name, namespace: owner.metadata!.namespace, labels, ownerReferences: [ownerReference(owner)] },
+    spec: {
+      replicas: spec.replicas ?? 1,
+      selector: { matchLabels: selector },
+      template: {
+        metadata: { labels },
+        spec: {
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: 10001,
+            runAsGroup: 10001,
+            fsGroup: 10001,
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
+          containers: [
+            {
+              name: 'worker',
+              image,
+              args: ['worker'],
+              ports: [{ name: 'http', containerPort: WORKER_PORT, protocol: 'TCP' }],
+              env,
+              readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 5, failureThreshold: 3 },
+              livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 10, failureThreshold: 6 },
+              ...(spec.resources ? { resources: spec.resources } : {}),
+              securityContext: {
+                runAsNonRoot: true,
+                runAsUser: 10001,
+                runAsGroup: 10001,
+                privileged: false,
+                allowPrivilegeEscalation: false,
+                readOnlyRootFilesystem: true,
+                capabilities: { drop: ['ALL'] },
+                seccompProfile: { type: 'RuntimeDefault' },
+              },
+            },
+          ],
+        },
+      },
+    },
+  };
+}
+
+export function workerService(owner: VaultObject, name: string): KubeObject {
+  const tenant = owner.metadata!.name!;
+  const selector = { [WORKER_NAME_LABEL]: WORKER_NAME, [TENANT_LABEL]: tenantLabel(tenant) };
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: {
+      name,
+      namespace: owner.metadata!.namespace,
+      labels: { ...selector, 'app.kubernetes.io/component': 'worker', 'app.kubernetes.io/managed-by': 'tokenvault' },
+      ownerReferences: [ownerReference(owner)],
+    },
+    spec: {
+      type: 'ClusterIP',
+      selector,
+      ports: [{ name: 'http', port: WORKER_PORT, targetPort: 'http', protocol: 'TCP' }],
+    },
+  };
+}
+
+/** The keys of the worker objects (referenced, so a Deployment status change requeues the Tenant). */
+export function runtimeReferences(object: VaultObject): ObjectKey[] {
+  const namespace = object.metadata!.namespace!;
+  const name = workerName(object.metadata!.name!);
+  return [
+    { kind: 'Deployment', namespace, name },
+    { kind: 'Service', namespace, name },
+  ];
+}
+
+export interface RuntimeOutcome {
+  tenant: VaultTenantRuntime;
+  /** RuntimeReady to set, or undefined: remove it. */
+  condition?: ConditionUpdate;
+}
+
+/** Makes the worker objects and the vault tenant's worker_url match spec.runtime. */
+export async function reconcileRuntime(
+  vault: VaultClient,
+  ctx: ReconcileContext<any>,
+  object: VaultObject<{ runtime?: RuntimeSpec }>,
+  tenant: VaultTenantRuntime,
+  body: { name: string; settings: Record<string, string> },
+  defaults: RuntimeDefaults,
+): Promise<RuntimeOutcome> {
+  const spec = object.spec.runtime ?? {};
+  const namespace = object.metadata!.namespace!;
+  const name = workerName(object.metadata!.name!);
+  const id = tenant.id;
+
+  if (!spec.dedicated) {
+    // worker_url first: from now on the shared workers serve the tenant; then the dedicated ones can go.
+    if (tenant.runtime) {
+      tenant = (await vault.call<VaultTenantRuntime>('PUT', `/admin/tenants/${id}`, { body: { ...body, runtime: null } }))!;
+      await ctx.event('Normal', 'RuntimeShared', 'Invocations run on the shared workers again.');
+    }
+    let deleted = false;
+    for (const resource of [Resources.deployments, Resources.services]) {
+      const existing = ctx.get(resource.kind, namespace, name);
+      if (!existing || !ownedBy(existing, object)) continue;
+      try {
+        await ctx.client.delete(resource, namespace, name, { signal: ctx.signal, propagationPolicy: 'Background' });
+        deleted = true;
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+    }
+    if (deleted) await ctx.event('Normal', 'RuntimeDeleted', `Deleted the dedicated workers ${name}.`);
+    return { tenant };
+  }
+
+  const image = spec.image ?? defaults.workerImage;
+  if (!image) {
+    throw new NotReadyYet(
+      'NoWorkerImage',
+      'spec.runtime.dedicated is true but neither spec.runtime.image nor the controller (TOKENVAULT_WORKER_IMAGE) names a worker image.',
+      60_000,
+    );
+  }
+  for (const resource of [Resources.deployments, Resources.services]) {
+    const existing = ctx.get(resource.kind, namespace, name) ?? (await ctx.client.find(resource, namespace, name, { signal: ctx.signal }));
+    if (existing && !ownedBy(existing, object)) {
+      throw new NotReadyYet('WorkerNameTaken', `${resource.kind} ${namespace}/${name} exists and does not belong to this Tenant.`, 60_000);
+    }
+  }
+  const apply = { type: 'apply' as const, fieldManager: FIELD_MANAGER, force: true, signal: ctx.signal };
+  await ctx.client.patch(Resources.deployments, namespace, name, workerDeployment(object, name, spec, image, defaults), apply);
+  await ctx.client.patch(Resources.services, namespace, name, workerService(object, name), apply);
+
+  const url = workerUrl(name, namespace);
+  if (tenant.runtime?.worker_url !== url) {
+    tenant = (await vault.call<VaultTenantRuntime>('PUT', `/admin/tenants/${id}`, { body: { ...body, runtime: { worker_url: url } } }))!;
+    await ctx.event('Normal', 'RuntimeDedicated', `Invocations run on the dedicated workers ${name} (${url}).`);
+  }
+
+  const deployment = ctx.get<KubeObject & { status?: { availableReplicas?: number } }>('Deployment', namespace, name);
+  const available = deployment?.status?.availableReplicas ?? 0;
+  const wanted = spec.replicas ?? 1;
+  const condition: ConditionUpdate =
+    available > 0
+      ? { type: RUNTIME_READY, status: 'True', reason: 'WorkersAvailable', message: `${available}/${wanted} dedicated workers available.` }
+      : { type: RUNTIME_READY, status: 'False', reason: 'WorkersUnavailable', message: `No dedicated worker of ${name} is available yet (0/${wanted}).` };
+  return { tenant, condition };
+}

@@ -1,0 +1,110 @@
+// Tenant spec.runtime.dedicated against a real kube-apiserver (issue 6 point 5, the controller half): the controller
+// makes a worker Deployment and Service owned by the Tenant, restricted like the chart's workers, and points the
+// vault tenant's runtime.worker_url at the Service; turning it off clears worker_url and removes both. No pods run
+// in envtest (no scheduler, no kubelet), so RuntimeReady stays False (WorkersUnavailable) while Ready is True.
+import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { Resources } from '../../src/controller/kube.js';
+import { call } from '../support/http.js';
+import { startOperatorEnv, type OperatorEnv } from '../support/operator.js';
+
+let env: OperatorEnv;
+let ns: string;
+
+beforeAll(async () => {
+  env = await startOperatorEnv(); // no TOKENVAULT_WORKER_IMAGE: a dedicated Tenant must name its image
+  ns = await env.namespace('runtime');
+}, 90_000);
+
+afterAll(async () => {
+  await env?.stop();
+}, 30_000);
+
+const operator = (method: string, path: string, body?: unknown) => call(env.api.url, method, path, { key: env.api.operatorKey, body });
+
+function tenantYaml(name: string, runtime: Record<string, unknown>): string {
+  return JSON.stringify({
+    apiVersion: 'tokenvault.dev/v1alpha1',
+    kind: 'Tenant',
+    metadata: { name, namespace: ns },
+    spec: { managementKeySecretRef: { name: `${name}-management` }, deletionPolicy: 'Delete', runtime },
+  });
+}
+
+const condition = (object: any, type: string) => object?.status?.conditions?.find((c: any) => c.type === type);
+
+test('dedicated: a Deployment and Service owned by the Tenant, and the vault tenant sends invocations to the Service', async () => {
+  const resources = { limits: { cpu: '500m', memory: '256Mi' }, requests: { cpu: '100m', memory: '128Mi' } };
+  await env.apply(tenantYaml('acme', { dedicated: true, image: 'example.com/tokenvault:1.2.3', replicas: 2, resources }));
+  const tenant = await env.waitFor('Tenant', ns, 'acme', (t) =>
+    condition(t, 'Ready')?.status === 'True' && condition(t, 'RuntimeReady')?.reason === 'WorkersUnavailable',
+  );
+  expect(condition(tenant, 'RuntimeReady').status).toBe('False');
+  const name = 'tokenvault-worker-acme';
+
+  const deployment = await env.client.get<any>(Resources.deployments, ns, name);
+  const owner = { apiVersion: 'tokenvault.dev/v1alpha1', kind: 'Tenant', name: 'acme', uid: tenant.metadata.uid, controller: true };
+  expect(deployment.metadata.ownerReferences).toEqual([expect.objectContaining(owner)]);
+  expect(deployment.metadata.labels).toMatchObject({ 'app.kubernetes.io/name': 'tokenvault-worker', 'tokenvault.dev/tenant': 'acme' });
+  expect(deployment.spec.replicas).toBe(2);
+  const pod = deployment.spec.template.spec;
+  expect(pod.automountServiceAccountToken).toBe(false);
+  expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+  const [container] = pod.containers;
+  expect(container.image).toBe('example.com/tokenvault:1.2.3');
+  expect(container.args).toEqual(['worker']);
+  expect(container.resources).toEqual(resources);
+  expect(container.securityContext).toMatchObject({
+    runAsNonRoot: true,
+    readOnlyRootFilesystem: true,
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  });
+  expect(container.readinessProbe.httpGet.path).toBe('/readyz');
+  const envOf = (variable: string) => container.env.find((e: any) => e.name === variable)?.value;
+  expect(envOf('TOKENVAULT_API_URL')).toBe(env.api.url);
+  expect(envOf('TOKENVAULT_PORT')).toBe('8080');
+
+  const service = await env.client.get<any>(Resources.services, ns, name);
+  expect(service.metadata.ownerReferences).toEqual([expect.objectContaining(owner)]);
+  expect(service.spec.selector).toEqual(deployment.spec.selector.matchLabels);
+  expect(service.spec.ports[0]).toMatchObject({ port: 8080, targetPort: 'http' });
+
+  const vault = await operator('GET', `/admin/tenants/${tenant.status.id}`);
+  expect(vault.status).toBe(200);
+  expect(vault.body.runtime).toEqual({ worker_url: `http://${name}.${ns}.svc:8080` });
+
+  // A spec change reaches the Deployment.
+  await env.apply(tenantYaml('acme', { dedicated: true, image: 'example.com/tokenvault:1.2.4', replicas: 1 }));
+  await env.waitFor('Deployment', ns, name, (d) => d?.spec.template.spec.containers[0].image === 'example.com/tokenvault:1.2.4' && d.spec.replicas === 1);
+
+  // Off: worker_url cleared, the Deployment and Service removed, RuntimeReady gone.
+  await env.apply(tenantYaml('acme', { dedicated: false }));
+  await env.waitFor('Deployment', ns, name, (d) => d === undefined);
+  await env.waitFor('Service', ns, name, (s) => s === undefined);
+  const shared = await env.waitFor('Tenant', ns, 'acme', (t) => condition(t, 'Ready')?.status === 'True' && !condition(t, 'RuntimeReady'));
+  expect(shared.status.observedGeneration).toBe(shared.metadata.generation);
+  expect((await operator('GET', `/admin/tenants/${tenant.status.id}`)).body.runtime).toBeUndefined();
+}, 60_000);
+
+test('dedicated without an image, with no controller default: Ready=False NoWorkerImage; naming one recovers', async () => {
+  await env.apply(tenantYaml('noimage', { dedicated: true }));
+  const tenant = await env.waitNotReady('Tenant', ns, 'noimage', 'NoWorkerImage');
+  expect(await env.client.find(Resources.deployments, ns, 'tokenvault-worker-noimage')).toBeUndefined();
+  await env.apply(tenantYaml('noimage', { dedicated: true, image: 'example.com/tokenvault:1.2.3' }));
+  await env.waitReady('Tenant', ns, 'noimage');
+  await env.waitFor('Deployment', ns, 'tokenvault-worker-noimage', (d) => d !== undefined);
+  const vault = await operator('GET', `/admin/tenants/${tenant.metadata.uid}`);
+  expect(vault.body.runtime.worker_url).toBe(`http://tokenvault-worker-noimage.${ns}.svc:8080`);
+}, 60_000);
+
+test('a Service of that name that the Tenant does not own is left alone: Ready=False WorkerNameTaken', async () => {
+  await env.client.create(Resources.services, ns, {
+    metadata: { name: 'tokenvault-worker-taken' },
+    spec: { ports: [{ port: 80 }] },
+  });
+  await env.apply(tenantYaml('taken', { dedicated: true, image: 'example.com/tokenvault:1.2.3' }));
+  await env.waitNotReady('Tenant', ns, 'taken', 'WorkerNameTaken');
+  const service = await env.client.get<any>(Resources.services, ns, 'tokenvault-worker-taken');
+  expect(service.metadata.ownerReferences).toBeUndefined();
+}, 60_000);
