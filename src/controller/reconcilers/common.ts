@@ -4,7 +4,7 @@
 import { Resources, isNotFound, type KubeObject, type ResourceRef } from '../kube.js';
 import { isConditionTrue, notReady, ready, removeCondition, setCondition, type Condition, type ConditionUpdate } from '../conditions.js';
 import type { ReconcileContext, ReconcileResult } from '../manager.js';
-import { VaultRefused, VaultUnavailable } from '../vault-client.js';
+import { VaultRefused, VaultUnavailable, type VaultClient } from '../vault-client.js';
 
 export const GROUP = 'tokenvault.dev';
 export const VERSION = 'v1alpha1';
@@ -50,6 +50,23 @@ export async function removeFinalizer<T extends VaultObject>(ctx: ReconcileConte
   const finalizers = object.metadata?.finalizers ?? [];
   if (!finalizers.includes(FINALIZER)) return;
   await ctx.patch({ metadata: { finalizers: finalizers.filter((f) => f !== FINALIZER), resourceVersion: object.metadata?.resourceVersion } });
+}
+
+/**
+ * The deletion step of a tenant's resource: DELETE it from the vault (already gone is fine), then release the object.
+ * A Tenant object that is gone took (or, with Retain, kept) its data, so then there is nothing left to delete.
+ */
+export async function deleteFromTenant<T extends VaultObject>(
+  ctx: ReconcileContext<T>,
+  object: T,
+  vault: VaultClient,
+  tenantRef: { name?: string } | undefined,
+  path: string,
+): Promise<void> {
+  if (!object.metadata?.finalizers?.includes(FINALIZER)) return;
+  const tenantId = ctx.get<VaultObject>('Tenant', object.metadata.namespace, tenantRef?.name ?? '')?.status?.id;
+  if (tenantId) await vault.call('DELETE', path, { tenantId }, true);
+  await removeFinalizer(ctx, object);
 }
 
 /**

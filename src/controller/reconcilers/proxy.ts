@@ -6,13 +6,12 @@ import type { ObjectKey, Reconciler } from '../manager.js';
 import { VaultRefused, type VaultClient } from '../vault-client.js';
 import {
   ensureFinalizer,
-  FINALIZER,
   Kinds,
   managedBy,
   NotReadyYet,
   Ready,
   readyIdOf,
-  removeFinalizer,
+  deleteFromTenant,
   reportingFailures,
   tenantIdOf,
   writeKeySecret,
@@ -86,13 +85,8 @@ export function proxyReconciler(vault: VaultClient): Reconciler<ProxyObject> {
       ctx.references.set(references);
 
       return reportingFailures(ctx, object, async () => {
-        if (object.metadata?.deletionTimestamp) {
-          if (!object.metadata.finalizers?.includes(FINALIZER)) return;
-          const tenantId = ctx.get<VaultObject>('Tenant', namespace, spec.tenantRef?.name ?? '')?.status?.id;
-          if (tenantId) await vault.call('DELETE', `/proxies/${id}`, { tenantId }, true);
-          await removeFinalizer(ctx, object); // the key Secret is owned by the object: Kubernetes deletes it
-          return;
-        }
+        // The key Secret is owned by the object: Kubernetes deletes it.
+        if (object.metadata?.deletionTimestamp) return deleteFromTenant(ctx, object, vault, spec.tenantRef, `/proxies/${id}`);
         await ensureFinalizer(ctx, object);
         const tenantId = tenantIdOf(ctx, namespace, spec.tenantRef);
         const applicationId = spec.applicationRef ? readyIdOf(ctx, 'Application', namespace, spec.applicationRef.name) : undefined;

@@ -7,12 +7,11 @@ import type { ObjectKey, Reconciler } from '../manager.js';
 import { VaultRefused, type VaultClient } from '../vault-client.js';
 import {
   ensureFinalizer,
-  FINALIZER,
   Kinds,
   managedBy,
   Ready,
   readyIdOf,
-  removeFinalizer,
+  deleteFromTenant,
   reportingFailures,
   tenantIdOf,
   writeStatus,
@@ -54,14 +53,7 @@ export function reactorReconciler(vault: VaultClient): Reconciler<ReactorObject>
       ctx.references.set(references);
 
       return reportingFailures(ctx, object, async () => {
-        if (object.metadata?.deletionTimestamp) {
-          if (!object.metadata.finalizers?.includes(FINALIZER)) return;
-          // A Tenant that is gone took (or, Retain, kept) its data: nothing is left to do here.
-          const tenantId = ctx.get<VaultObject>('Tenant', namespace, spec.tenantRef?.name ?? '')?.status?.id;
-          if (tenantId) await vault.call('DELETE', `/reactors/${id}`, { tenantId }, true);
-          await removeFinalizer(ctx, object);
-          return;
-        }
+        if (object.metadata?.deletionTimestamp) return deleteFromTenant(ctx, object, vault, spec.tenantRef, `/reactors/${id}`);
         await ensureFinalizer(ctx, object);
         const tenantId = tenantIdOf(ctx, namespace, spec.tenantRef);
         let formulaId: string | undefined;
