@@ -1,10 +1,10 @@
 // The processes a benchmark measures: a throw-away etcd (test/support/etcd.ts, so benchmarks and tests run the same
 // etcd the same way) and the built API as a child process, the way it is deployed (`dist/cli.js api`).
+import { freeLoopbackPort } from '../../src/server/ports.js';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generateApiKey } from '../../src/auth/api-keys.js';
@@ -236,13 +236,4 @@ async function waitForListening(url: string, logTail: () => string, exited: Prom
 }
 
 /** A free loopback port: bound to port 0, then released for the API to bind. */
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
-  });
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+export const freePort = freeLoopbackPort;

@@ -8,12 +8,11 @@
 // them), else from hack/tools.sh, which finds or builds them (a first build takes many minutes: run hack/test.sh, or
 // hack/tools.sh once, before running these tests directly with jest).
 
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { generateKeyPair } from 'node:crypto';
 import { existsSync, rmSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,7 +20,8 @@ import { promisify } from 'node:util';
 import { ApiextensionsV1Api, KubeConfig, loadYaml, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
 import { generate } from 'selfsigned';
-import { startEtcd, type EtcdProcess } from './etcd.js';
+import { freeLoopbackPort } from '../../src/server/ports.js';
+import { startEtcd, supervise, type EtcdProcess } from './etcd.js';
 
 export interface ControlPlane {
   /** `https://127.0.0.1:<port>` */
@@ -51,7 +51,6 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../
 const startAttempts = 3;
 const readyWithinMs = 90_000;
 const crdsServedWithinMs = 30_000;
-const stopGraceMs = 5_000;
 const adminUser = 'tokenvault-test-admin';
 
 // --- binaries -------------------------------------------------------------------------------------------------------
@@ -287,7 +286,7 @@ async function startApiServerOnce(
   etcdEndpoint: string,
   attempt: number,
 ): Promise<ApiServerProcess> {
-  const port = await freePort();
+  const port = await freeLoopbackPort();
   const server = `https://127.0.0.1:${port}`;
   const certDir = path.join(dir, `apiserver-${attempt}`);
   await mkdir(certDir);
@@ -320,25 +319,7 @@ async function startApiServerOnce(
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
 
-  // Keep the tail of the log for error messages.
-  let log = '';
-  child.stderr?.setEncoding('utf8');
-  child.stderr?.on('data', (chunk: string) => {
-    log = (log + chunk).slice(-6_000);
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  // A kube-apiserver left running after the test process dies would hold its port forever.
-  const killOnExit = () => child.kill('SIGKILL');
-  process.once('exit', killOnExit);
-
-  let stopped: Promise<void> | undefined;
-  const stop = (signal: NodeJS.Signals = 'SIGTERM') => {
-    stopped ??= (async () => {
-      await terminate(child, exited, signal);
-      process.removeListener('exit', killOnExit);
-    })();
-    return stopped;
-  };
+  const { log, exited, stop } = supervise(child, 6_000);
 
   const client = clientFor(server, pki);
   let running = true;
@@ -348,10 +329,10 @@ async function startApiServerOnce(
       readyWithinMs,
       `kube-apiserver at ${server} to be ready`,
       async () => {
-        if (!running) throw new Error(`kube-apiserver exited during start:\n${log}`);
+        if (!running) throw new Error(`kube-apiserver exited during start:\n${log()}`);
         return (await client.get('/readyz')).status === 200;
       },
-      () => log,
+      log,
     );
   } catch (error) {
     await stop('SIGKILL');
@@ -360,13 +341,6 @@ async function startApiServerOnce(
   return { server, stop: () => stop() };
 }
 
-async function terminate(child: ChildProcess, exited: Promise<void>, signal: NodeJS.Signals): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill(signal);
-  const timer = setTimeout(() => child.kill('SIGKILL'), stopGraceMs);
-  await exited;
-  clearTimeout(timer);
-}
 
 // --- CRDs -------------------------------------------------------------------------------------------------------
 
@@ -495,13 +469,3 @@ async function until(
   }
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}

@@ -1,7 +1,7 @@
 // `tokenvault dev` as a real child process from dist/ (`make test` builds it; when iterating, run
 // `npx tsc -p tsconfig.build.json` first), for the acceptance tests that drive it with the official clients.
+import { freeLoopbackPort } from '../../src/server/ports.js';
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import { createInterface } from 'node:readline';
 import { generateApiKey } from '../../src/auth/api-keys.js';
 
@@ -17,13 +17,8 @@ export interface DevServer {
   stop(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+/** A free loopback port (the one helper in src/server/ports.ts). */
+export const freePort = freeLoopbackPort;
 
 /**
  * Starts `tokenvault dev` on a free port and waits for its banner (URL, management key, operator key). `env` adds

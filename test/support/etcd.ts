@@ -20,7 +20,6 @@ export interface EtcdProcess {
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const startAttempts = 5;
 const healthyWithinMs = 20_000;
-const stopGraceMs = 5_000;
 
 export async function startEtcd(): Promise<EtcdProcess> {
   const binary = await etcdBinary();
@@ -77,43 +76,17 @@ async function startOnce(binary: string): Promise<EtcdProcess> {
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
 
-  // Keep the tail of etcd's log for error messages.
-  let log = '';
-  child.stderr?.setEncoding('utf8');
-  child.stderr?.on('data', (chunk: string) => {
-    log = (log + chunk).slice(-8_000);
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  // An etcd left running after the test process dies would hold its ports and data dir forever.
-  const killOnExit = () => child.kill('SIGKILL');
-  process.once('exit', killOnExit);
-
-  let stopped: Promise<void> | undefined;
-  const stopWith = (signal: NodeJS.Signals) => {
-    stopped ??= (async () => {
-      await terminate(child, exited, signal);
-      process.removeListener('exit', killOnExit);
-      await rm(dataDir, { recursive: true, force: true });
-    })();
-    return stopped;
-  };
+  const supervised = supervise(child, 8_000, () => rm(dataDir, { recursive: true, force: true }));
 
   try {
-    await waitHealthy(endpoint, exited, () => log);
+    await waitHealthy(endpoint, supervised.exited, supervised.log);
   } catch (error) {
-    await stopWith('SIGKILL');
+    await supervised.stop('SIGKILL');
     throw error;
   }
-  return { endpoint, stop: () => stopWith('SIGTERM'), kill: () => stopWith('SIGKILL') };
+  return { endpoint, stop: () => supervised.stop('SIGTERM'), kill: () => supervised.stop('SIGKILL') };
 }
 
-async function terminate(child: ChildProcess, exited: Promise<void>, signal: NodeJS.Signals): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill(signal);
-  const timer = setTimeout(() => child.kill('SIGKILL'), stopGraceMs);
-  await exited;
-  clearTimeout(timer);
-}
 
 async function waitHealthy(endpoint: string, exited: Promise<void>, log: () => string): Promise<void> {
   let done = false;
@@ -157,4 +130,45 @@ async function freePorts(count: number): Promise<number[]> {
   const ports = servers.map((server) => (server.address() as net.AddressInfo).port);
   await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
   return ports;
+}
+
+// Supervising a server process a test starts (etcd here, kube-apiserver in control-plane.ts): keep the tail of its
+// log for error messages, kill it if the test process dies first (it would hold its ports forever), and stop it once:
+// politely, then by force after a grace period. (In this file because global setup can load only this one.)
+const STOP_GRACE_MS = 5_000;
+
+export interface Supervised {
+  /** The last `tailChars` characters the process wrote to stderr. */
+  log(): string;
+  /** Resolves when the process has exited. */
+  exited: Promise<void>;
+  /** Stops the process (once; later calls share the first), then runs `afterExit`. */
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export function supervise(child: ChildProcess, tailChars: number, afterExit?: () => Promise<void>): Supervised {
+  let log = '';
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => {
+    log = (log + chunk).slice(-tailChars);
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+
+  let stopped: Promise<void> | undefined;
+  const stop = (signal: NodeJS.Signals = 'SIGTERM') => {
+    stopped ??= (async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill(signal);
+        const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+        await exited;
+        clearTimeout(timer);
+      }
+      process.removeListener('exit', killOnExit);
+      await afterExit?.();
+    })();
+    return stopped;
+  };
+  return { log: () => log, exited, stop };
 }
