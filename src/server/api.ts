@@ -1,7 +1,7 @@
 // Assembles and starts the API process: store, crypto, services, authenticator and the HTTP server.
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { Authenticator } from '../auth/authenticator.js';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
 import { TenantCrypto } from '../crypto/envelope.js';
@@ -26,6 +26,7 @@ import { TransformRunner } from '../domain/proxies/transforms.js';
 import { DestinationPolicy } from '../proxy/destination-policy.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { createApp, type ApiContext } from '../http/app.js';
+import { createExpressServer } from '../http/server.js';
 import type { Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { instrumentStore } from '../store/instrumented.js';
@@ -107,7 +108,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
 
-  const server: Server = createServer(createApp(context));
+  const server: Server = createExpressServer(createApp(context));
   server.keepAliveTimeout = 65_000;
   server.listen(config.port, config.host);
   await once(server, 'listening');
