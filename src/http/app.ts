@@ -26,6 +26,7 @@ import type { Metrics } from '../observability/metrics.js';
 import type { Store } from '../store/store.js';
 import { authenticate } from './middleware/auth.js';
 import { errorHandler, sendProblem } from './middleware/errors.js';
+import { jsonBody } from './middleware/json-body.js';
 import { observe } from './middleware/observe.js';
 import { traceId } from './middleware/trace.js';
 
@@ -75,7 +76,9 @@ export function createApp(context: ApiContext): Express {
 
   // The detokenizing proxy reads its body raw (so it comes before the JSON parser) and authenticates by itself (so it
   // comes before the global authentication): a pre-configured proxy with require_auth false needs no BT-API-KEY.
+  // Mounted at /proxy: every other request passes it with one prefix check.
   app.use(
+    '/proxy',
     proxyRoutes({
       authenticator,
       proxies: services.proxies,
@@ -88,7 +91,7 @@ export function createApp(context: ApiContext): Express {
 
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
-  app.use(express.json({ limit: config.limits.bodyBytes, type: JSON_TYPES, strict: false }));
+  app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES }));
   // The token routes (the hot path) go first; no other router's paths overlap theirs, so the order changes nothing else.
   app.use(tokenRoutes(services.tokens, services.detokenizer, services.idempotency));
   app.use(applicationRoutes(services.applications, services.idempotency));

@@ -76,13 +76,13 @@ export interface ProxyRouteOptions {
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
 
 /**
- * /proxy and /proxy/** for GET, POST, PUT, PATCH and DELETE. Mounted before the JSON body parser (the body is read
+ * /proxy and /proxy/** for GET, POST, PUT, PATCH and DELETE. Mounted at /proxy, before the JSON body parser (the body is read
  * here, raw, after the caller is authenticated) and before the global authentication, because a pre-configured proxy
  * with require_auth false is called without BT-API-KEY: this route authenticates by itself.
  */
 export function proxyRoutes(options: ProxyRouteOptions): Router {
   const router = Router();
-  for (const method of METHODS) router[method]('/proxy{/*rest}', (req, res) => serve(options, req, res));
+  for (const method of METHODS) router[method]('{/*rest}', (req, res) => serve(options, req, res));
   return router;
 }
 
