@@ -13,6 +13,8 @@ export function jsonBody(options: { limit: number; types: string[] }): RequestHa
   return (req: Request, res: Response, next: NextFunction): void => {
     const { headers } = req;
     const length = headers['content-length'];
+    // No body at all (most GETs): nothing to read, as body-parser would conclude.
+    if (length === undefined && headers['transfer-encoding'] === undefined) return next();
     const type = headers['content-type'];
     if (
       length === undefined ||
