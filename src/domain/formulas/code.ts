@@ -2,6 +2,7 @@
 // write time, so a formula that can never run is refused with a 422 when it is saved, not when it is first invoked.
 import { Script } from 'node:vm';
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { Errors } from '../../errors/registry.js';
 
 /** The same wrapper the sandbox evaluates the code in, so both agree on what compiles. */
@@ -19,6 +20,14 @@ export function assertCompiles(code: string, field = 'code'): void {
   }
 }
 
+/** Hashes of recent code: every invocation names its code by hash, and the same few codes run again and again. */
+const hashes = new LRUCache<string, string>({ max: 256 });
+
 export function codeHash(code: string): string {
-  return createHash('sha256').update(code).digest('hex');
+  let hash = hashes.get(code);
+  if (hash === undefined) {
+    hash = createHash('sha256').update(code).digest('hex');
+    hashes.set(code, hash);
+  }
+  return hash;
 }

@@ -108,7 +108,9 @@ export class FormulaService {
 
   /** A formula the tenant can see: its own private one or an official one. */
   async get(tenantId: string, id: string): Promise<Formula> {
-    const found = (await getRecord<Formula>(this.store, keys.formula(tenantId, id))) ?? (await getRecord<Formula>(this.store, keys.officialFormula(id)));
+    // Both places in the same turn: the store reads them in one round trip.
+    const [own, official] = await Promise.all([getRecord<Formula>(this.store, keys.formula(tenantId, id)), getRecord<Formula>(this.store, keys.officialFormula(id))]);
+    const found = own ?? official;
     if (!found) throw new Errors.NotFound('Reactor formula not found.');
     return found.value;
   }

@@ -2,6 +2,7 @@
 // gets as `bt`. Configuration is encrypted at rest. Invoking one runs invocation rules 1–10: detokenize the args,
 // apply the formula's request parameters, run the code on a worker, tokenize what it asks to tokenize.
 import { randomUUID } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors, ReactorFailure, VaultError } from '../../errors/registry.js';
 import type { RuntimeRouter } from '../../runtime/router.js';
@@ -68,6 +69,11 @@ export class CustomResponse {
 }
 
 export class ReactorService {
+  /** Formula id by reactor key, remembered from earlier calls (a reactor's formula cannot change). */
+  private readonly formulaIds = new LRUCache<string, string>({ max: 10_000 });
+  /** Decrypted configuration by reactor key, with the ciphertext it came from (a new version does not match). */
+  private readonly configurations = new LRUCache<string, { sealed: string; values: ConfigurationValues }>({ max: 10_000 });
+
   constructor(
     private readonly store: Store,
     private readonly cipher: DataCipher,
@@ -157,13 +163,34 @@ export class ReactorService {
 
   async react(principal: TenantPrincipal, id: string, args: unknown): Promise<ReactResponse> {
     const tenantId = principal.tenantId;
-    const { value: record } = await this.load(tenantId, id);
-    const formula = record.formula_id ? await this.formulaOf(tenantId, record.formula_id) : undefined;
+    // One store round trip on the hot path: the reactor, its formula and the tokens the args name are read in the same
+    // turn, which the store sends as one transaction. A reactor's formula never changes, so the formula id seen on an
+    // earlier call is read alongside; if the reactor was replaced by one with another formula, a second read follows.
+    const reactorKey = keys.reactor(tenantId, id);
+    const knownFormulaId = this.formulaIds.get(reactorKey);
+    const [loaded, knownFormula, read] = await Promise.allSettled([
+      this.load(tenantId, id),
+      knownFormulaId ? this.formulaOf(tenantId, knownFormulaId) : Promise.resolve(undefined),
+      this.detokenizer.read(principal, args ?? {}),
+    ]);
+    // The reactor's own errors (404) come before the args' (400).
+    if (loaded.status === 'rejected') throw loaded.reason;
+    const record = loaded.value.value;
+    let formula: Formula | undefined;
+    if (record.formula_id !== undefined) {
+      if (record.formula_id !== knownFormulaId || knownFormula.status === 'rejected') {
+        formula = await this.formulaOf(tenantId, record.formula_id);
+        this.formulaIds.set(reactorKey, record.formula_id);
+      } else {
+        formula = knownFormula.value;
+      }
+    }
     const code = formula?.code ?? record.code!;
-    const configuration = await this.openConfiguration(record);
+    const configuration = await this.configurationFor(reactorKey, record);
 
     // Rules 6–10: detokenize first (≤ 100 tokens, token:use per container), then validate what came out.
-    const detokenized = await this.detokenizer.value(principal, args ?? {});
+    if (read.status === 'rejected') throw read.reason;
+    const detokenized = await read.value.use();
     const validated = formula ? applyParameters(detokenized, formula.request_parameters) : detokenized;
     const bt = record.application_id ? { apiKey: await this.btKeys.keyFor(tenantId, record.application_id) } : null;
 
@@ -177,6 +204,7 @@ export class ReactorService {
       configuration,
       bt,
       kind: 'reactor',
+      contextKey: `reactor:${record.id}`,
     });
     if (!result.ok) throw failureToError(result.error);
     const output = (result.result ?? {}) as { raw?: unknown; tokenize?: unknown };
@@ -260,6 +288,15 @@ export class ReactorService {
 
   private async sealConfiguration(tenantId: string, id: string, configuration: ConfigurationValues): Promise<string> {
     return this.cipher.encrypt(tenantId, `reactor:${tenantId}:${id}`, JSON.stringify(configuration));
+  }
+
+  /** The configuration to invoke with: decrypted once per stored version, not on every invocation. */
+  private async configurationFor(reactorKey: string, record: ReactorRecord): Promise<ConfigurationValues> {
+    const cached = this.configurations.get(reactorKey);
+    if (cached?.sealed === record.sealed_configuration) return cached.values;
+    const values = await this.openConfiguration(record);
+    this.configurations.set(reactorKey, { sealed: record.sealed_configuration, values });
+    return values;
   }
 
   private async openConfiguration(record: ReactorRecord): Promise<ConfigurationValues> {

@@ -23,9 +23,19 @@ export class Detokenizer {
 
   /** A JSON value with every expression replaced by the data it names. */
   async value(principal: TenantPrincipal, value: unknown): Promise<unknown> {
+    return (await this.read(principal, value)).use();
+  }
+
+  /**
+   * The first half of `value`: reads the tokens the value names, in one round trip that joins whatever else the
+   * caller reads in the same turn (the store batches them). Nothing is checked, decrypted or counted until `use`.
+   */
+  read(principal: TenantPrincipal, value: unknown): Promise<ReadValue> {
     const ids = findTokenIds(value);
-    if (ids.length === 0) return value;
-    return detokenize(value, await this.resolve(principal, ids));
+    if (ids.length === 0) return Promise.resolve({ use: async () => value });
+    return this.records(principal, ids).then((records) => ({
+      use: async () => detokenize(value, await this.open(principal, ids, records)),
+    }));
   }
 
   /** A text body (form, XML, plain text) with expressions replaced by their rendered text. */
@@ -37,6 +47,11 @@ export class Detokenizer {
 
   /** The data of each token, as the principal may use it. */
   async resolve(principal: TenantPrincipal, ids: string[]): Promise<Map<string, unknown>> {
+    return this.open(principal, ids, await this.records(principal, ids));
+  }
+
+  /** The tokens' records: ≤ 100 of them, all existing and unexpired (400 otherwise, saying nothing about the others). */
+  private async records(principal: TenantPrincipal, ids: string[]): Promise<TokenRecord[]> {
     if (ids.length > MAX_TOKENS_PER_REQUEST) {
       throw new Errors.InvalidBody(`At most ${MAX_TOKENS_PER_REQUEST} tokens can be detokenized in one request; this one names ${ids.length}.`);
     }
@@ -48,6 +63,11 @@ export class Detokenizer {
       if (!record || isExpired(record)) throw new Errors.InvalidBody({ detail: `The token ${id} does not exist.`, errors: { token: [`${id} does not exist`] } });
       records.push(record);
     }
+    return records;
+  }
+
+  /** token:use and the access rules decide what each token yields; then the use is counted. */
+  private async open(principal: TenantPrincipal, ids: string[], records: TokenRecord[]): Promise<Map<string, unknown>> {
     const data = new Map<string, unknown>();
     for (const record of records) {
       const transform = decide(principal, facts(record), 'token:use');
@@ -58,4 +78,9 @@ export class Detokenizer {
     await this.usage.touch(principal.tenantId, ids);
     return data;
   }
+}
+
+/** Tokens read for a value; `use` yields the value with their data substituted. */
+export interface ReadValue {
+  use(): Promise<unknown>;
 }
