@@ -27,6 +27,12 @@ export interface InvocationRequest {
   bt: { apiKey: string } | null;
   /** Proxy transforms also get `bt` as `req.args.bt`. */
   kind: 'reactor' | 'transform';
+  /**
+   * Which reactor (or proxy transform) this is, e.g. `reactor:<id>`. Invocations with the same key and configuration
+   * may run in a context an earlier one of them left, as a warm serverless function does (docs/runtime.md, "Warm
+   * contexts"); without a key every invocation gets a fresh context.
+   */
+  contextKey?: string;
   limits?: Partial<InvocationLimits>;
 }
 

@@ -700,23 +700,33 @@ function finish(value) {
   ReflectApply(mapClear, timers, []);
   hostCall(0, 'done', value);
 }
+// The module is evaluated by the first invocation in a context; later ones the host runs in the same context (warm
+// contexts: only invocations of the same reactor and configuration, only after one that succeeded with nothing left
+// running) call its function again, as a warm serverless function would.
+let exported = null;
 function start(reqJson, hasBt, kind) {
-  const wrapper = g.__tv_module;
-  delete g.__tv_module;
-  if (typeof wrapper !== 'function') return finish(envelope({ t: 'compile', message: 'the code did not define a module' }));
-  const module = { exports: {} };
-  try {
-    ReflectApply(wrapper, module.exports, [module, module.exports, require]);
-  } catch (error) {
-    return finish(describe(error));
+  finished = false;
+  calls = 0;
+  if (exported === null) {
+    const wrapper = g.__tv_module;
+    delete g.__tv_module;
+    if (typeof wrapper !== 'function') return finish(envelope({ t: 'compile', message: 'the code did not define a module' }));
+    const module = { exports: {} };
+    try {
+      ReflectApply(wrapper, module.exports, [module, module.exports, require]);
+    } catch (error) {
+      return finish(describe(error));
+    }
+    let candidate = module.exports;
+    if (typeof candidate !== 'function' && candidate !== null && typeof candidate === 'object' && typeof candidate.default === 'function') candidate = candidate.default;
+    if (typeof candidate !== 'function') {
+      return finish(envelope({ t: 'compile', message: 'the code must export a function: module.exports = async function (req) { ... }' }));
+    }
+    exported = candidate;
   }
-  let fn = module.exports;
-  if (typeof fn !== 'function' && fn !== null && typeof fn === 'object' && typeof fn.default === 'function') fn = fn.default;
-  if (typeof fn !== 'function') {
-    return finish(envelope({ t: 'compile', message: 'the code must export a function: module.exports = async function (req) { ... }' }));
-  }
+  const fn = exported;
   const input = JSONparse(reqJson);
-  if (hasBt) btClient = makeBtClient();
+  btClient = hasBt ? makeBtClient() : null;
   const req = { args: input.args, configuration: input.configuration, bt: btClient };
   if (kind === 'transform' && req.args !== null && typeof req.args === 'object') req.args.bt = btClient;
   ReflectApply(promiseThen, new PromiseCtor(function (resolve) { resolve(fn(req)); }), [

@@ -1,9 +1,12 @@
 // The sandbox pool: one isolated-vm isolate per (tenant, code hash, heap size), with the prelude and the reactor's
 // code compiled into it once, kept in a bounded LRU (evicted isolates are disposed once no invocation uses them).
 //
-// Every invocation gets a fresh context in that isolate, so nothing a previous invocation did (globals, patched
-// built-ins) is visible to the next; the prelude runs first, then the code's module wrapper, then the exported
-// function with `req` copied in as JSON. Limits:
+// An invocation runs in a context of that isolate: the prelude runs first, then the code's module wrapper, then the
+// exported function with `req` copied in as JSON. Creating a context costs ~0.5 ms of CPU, most of an invocation, so
+// one that served an invocation successfully, with nothing of it left running, is kept (a warm context) for the next
+// invocation with the same `contextKey` (the API's reactor or proxy transform) and configuration, as a warm serverless
+// function is: module-level state may persist between invocations of one reactor, never between reactors, tenants
+// or after a failure. Without a contextKey every invocation gets a fresh context. Limits:
 //   - CPU: every piece of work the isolate does for an invocation is a task the host starts (the first call, and each
 //     answer to a host operation, which runs the code's continuations), and each gets isolated-vm's `timeout` set to
 //     what is left of the invocation's CPU budget, measured with `isolate.cpuTime`. A busy loop anywhere — sync, in a
@@ -71,14 +74,45 @@ export class InvalidInvocation extends Error {
 const HASHES = new Set(['md5', 'sha1', 'sha256', 'sha384', 'sha512']);
 const DIGEST_ENCODINGS = new Set(['hex', 'base64', 'base64url', 'latin1', 'binary']);
 const ENOUGH = 1; // ms: the least timeout handed to isolated-vm (0 would mean none)
+/** Warm contexts kept per isolate, at most. */
+const WARM_PER_ISOLATE = 16;
+/** A warm context unused this long is released when next looked at. */
+const WARM_IDLE_MS = 60_000;
+/** Invocations one context serves before it is replaced (bounds what module state can accumulate). */
+const WARM_MAX_USES = 10_000;
 /** Largest answer (JSON) taken from reactor code. */
 const MAX_RESULT_CHARS = 16 * 1024 * 1024;
+
+/** What a context's host functions reach: the invocation it is serving now, if any. */
+interface InvocationHooks {
+  call(id: number, op: string, json: string, body: unknown): void;
+  sync(op: string, json: string, parts: unknown): string;
+}
+
+/** A context with the prelude run in it; `entry` is the prelude's dispatcher. */
+class SandboxContext {
+  hooks?: InvocationHooks;
+  entry?: ivm.Reference;
+  uses = 0;
+  idleSince = 0;
+
+  constructor(readonly context: ivm.Context) {}
+
+  release(): void {
+    this.hooks = undefined;
+    this.entry?.release();
+    this.context.release();
+  }
+}
 
 class CompiledSandbox {
   active = 0;
   retired = false;
   /** Set when isolated-vm disposed the isolate for exceeding its heap limit. */
   outOfMemory = false;
+  /** Warm contexts by reuse key (contextKey and configuration), most recently parked last. */
+  private readonly idle = new Map<string, SandboxContext[]>();
+  private idleCount = 0;
 
   constructor(
     readonly key: string,
@@ -90,6 +124,42 @@ class CompiledSandbox {
 
   get usable(): boolean {
     return !this.retired && !this.isolate.isDisposed;
+  }
+
+  /** A warm context for this reuse key, if one is parked and not too old. */
+  take(reuseKey: string): SandboxContext | undefined {
+    const list = this.idle.get(reuseKey);
+    while (list && list.length > 0) {
+      const context = list.pop()!;
+      this.idleCount--;
+      if (list.length === 0) this.idle.delete(reuseKey);
+      if (performance.now() - context.idleSince <= WARM_IDLE_MS) return context;
+      context.release();
+    }
+    return undefined;
+  }
+
+  /** Keeps a context for the next invocation with this key, releasing the longest-idle one when there are enough. */
+  park(reuseKey: string, context: SandboxContext): void {
+    // Idle contexts share the isolate's heap (~0.2 MB each): at most one per 8 MB of it, and WARM_PER_ISOLATE.
+    const limit = Math.min(WARM_PER_ISOLATE, Math.floor(this.memoryMb / 8));
+    if (!this.usable || limit === 0) return context.release();
+    if (this.idleCount >= limit) this.releaseOldest();
+    context.idleSince = performance.now();
+    const list = this.idle.get(reuseKey);
+    if (list) list.push(context);
+    else this.idle.set(reuseKey, [context]);
+    this.idleCount++;
+  }
+
+  private releaseOldest(): void {
+    let oldest: [string, SandboxContext[]] | undefined;
+    for (const entry of this.idle) if (!oldest || entry[1][0]!.idleSince < oldest[1][0]!.idleSince) oldest = entry;
+    if (!oldest) return;
+    const [key, list] = oldest;
+    list.shift()!.release();
+    this.idleCount--;
+    if (list.length === 0) this.idle.delete(key);
   }
 }
 
@@ -270,14 +340,19 @@ export class SandboxPool {
     if (this.live.delete(sandbox)) this.options.metrics?.isolates.set(this.live.size);
   }
 
-  /** One invocation in a fresh context; a suspect's tasks go through `lane`. */
+  /** One invocation, in a warm context of the same reactor or a fresh one; a suspect's tasks go through `lane`. */
   private async run(sandbox: CompiledSandbox, request: InvocationRequest, limits: InvocationLimits, started: number, lane?: Lane): Promise<Envelope> {
     const { isolate } = sandbox;
     const budgetNs = BigInt(limits.cpuMs) * 1_000_000n;
-    const abort = new AbortController();
+    // Made on the first fetch or bt call: aborting one builds a DOMException, measurable per invocation.
+    let abort: AbortController | undefined;
+    const signal = () => (abort ??= new AbortController()).signal;
     const hostTimers = new Set<NodeJS.Timeout>();
-    let context: ivm.Context | undefined;
+    const reuseKey = request.contextKey === undefined ? undefined : `${request.contextKey}\u0000${JSON.stringify(request.configuration ?? {})}`;
+    let context: SandboxContext | undefined;
     let entry: ivm.Reference | undefined;
+    /** Host operations started and not yet answered: a context with any left is not reused. */
+    let outstanding = 0;
     let finished = false;
     let answer!: (envelope: Envelope) => void;
     const outcome = new Promise<Envelope>((resolve) => (answer = resolve));
@@ -328,6 +403,7 @@ export class SandboxPool {
     };
 
     const settle = (id: number, ok: boolean, json: string, bytes?: Buffer) => {
+      outstanding--;
       if (finished || entry === undefined) return;
       const args: unknown[] = ['settle', id, ok, json];
       if (bytes !== undefined) args.push(new ivm.ExternalCopy(bytes).copyInto({ release: true }));
@@ -342,6 +418,7 @@ export class SandboxPool {
         }
         return complete(readEnvelope(json));
       }
+      outstanding++;
       let payload: Record<string, unknown>;
       try {
         payload = JSON.parse(json) as Record<string, unknown>;
@@ -359,7 +436,7 @@ export class SandboxPool {
           return;
         }
         case 'fetch':
-          this.fetch(payload, body, abort.signal).then(
+          this.fetch(payload, body, signal()).then(
             (response) => settle(id, true, response.json, response.body),
             (error: Error) => settle(id, false, error?.message || 'the request failed'),
           );
@@ -367,7 +444,7 @@ export class SandboxPool {
         case 'bt': {
           if (request.bt === null || request.bt === undefined) return settle(id, false, 'this reactor has no application, so it has no bt client');
           if (!this.options.bt) return settle(id, true, JSON.stringify({ status: -1, data: null, message: 'bt is not available in this worker' }));
-          this.options.bt.call(request.bt.apiKey, payload as unknown as BtCall, abort.signal).then(
+          this.options.bt.call(request.bt.apiKey, payload as unknown as BtCall, signal()).then(
             (result) => settle(id, true, JSON.stringify(result)),
             (error: Error) => settle(id, true, JSON.stringify({ status: -1, data: null, message: error?.message || 'the request to the vault failed' })),
           );
@@ -395,37 +472,77 @@ export class SandboxPool {
     };
 
     const wallTimer = setTimeout(() => complete({ ok: false, error: timeoutFailure('wall', limits.timeoutMs) }), Math.max(0, wallLeftNow()));
+    const hooks: InvocationHooks = { call: hostCall, sync: hostSync };
     const main = async () => {
-      const created = await isolate.createContext();
-      // Once the invocation has been answered, whatever arrives late is released here, not in the cleanup below.
-      if (finished) return created.release();
-      context = created;
-      const global = created.global;
-      global.setIgnored('__tv_call', new ivm.Callback(hostCall, { ignored: true }));
-      global.setIgnored('__tv_sync', new ivm.Callback(hostSync));
-      // Queued back to back: the prelude takes the host functions off the global object before the module runs.
-      const preludeRun = sandbox.prelude.run(created, { reference: true, timeout: limits.cpuMs });
-      const moduleRun = issue(() => sandbox.script.run(created, { timeout: limits.cpuMs }));
-      moduleRun.catch(() => undefined);
-      const reference = (await preludeRun) as ivm.Reference;
-      if (finished) return reference.release();
-      entry = reference;
-      await moduleRun;
-      if (finished) return;
+      const warm = reuseKey === undefined ? undefined : sandbox.take(reuseKey);
+      if (warm) {
+        context = warm;
+        warm.hooks = hooks;
+        entry = warm.entry!;
+      } else {
+        const created = await isolate.createContext();
+        // Once the invocation has been answered, whatever arrives late is released here, not in the cleanup below.
+        if (finished) return created.release();
+        const fresh = new SandboxContext(created);
+        context = fresh;
+        fresh.hooks = hooks;
+        // The host functions reach whichever invocation the context serves at the time (none between invocations).
+        const global = created.global;
+        global.setIgnored(
+          '__tv_call',
+          new ivm.Callback((id: number, op: string, json: string, body: unknown) => fresh.hooks?.call(id, op, json, body), { ignored: true }),
+        );
+        global.setIgnored(
+          '__tv_sync',
+          new ivm.Callback((op: string, json: string, parts: unknown) => {
+            if (fresh.hooks === undefined) throw new Error('the invocation has ended');
+            return fresh.hooks.sync(op, json, parts);
+          }),
+        );
+        // Queued back to back: the prelude takes the host functions off the global object before the module runs.
+        const preludeRun = sandbox.prelude.run(created, { reference: true, timeout: limits.cpuMs });
+        const moduleRun = issue(() => sandbox.script.run(created, { timeout: limits.cpuMs }));
+        moduleRun.catch(() => undefined);
+        const reference = (await preludeRun) as ivm.Reference;
+        fresh.entry = reference;
+        if (finished) return;
+        entry = reference;
+        await moduleRun;
+        if (finished) return;
+      }
       const input = JSON.stringify({ args: request.args ?? null, configuration: request.configuration ?? {} });
       // Runs the module and the call up to their first wait; the answer arrives as the host operation 'done'.
-      await issue(() => reference.apply(undefined, ['start', input, request.bt !== null && request.bt !== undefined, request.kind], { timeout: cpuLeft() }));
+      await issue(() => entry!.apply(undefined, ['start', input, request.bt !== null && request.bt !== undefined, request.kind], { timeout: cpuLeft() }));
     };
-    main().catch(fail);
+    const running = main();
+    running.catch(fail);
 
+    let envelope: Envelope | undefined;
     try {
-      return await outcome;
+      envelope = await outcome;
+      // The call into the isolate returns right after the answer; waiting for it parks the context before the caller's
+      // next invocation can arrive. Code that computes on after answering delays only its own answer, within the wall
+      // clock (and its CPU budget ends the call anyway).
+      if (envelope.ok && reuseKey !== undefined) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([running.catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, wallLeftNow()))))]);
+        clearTimeout(timer);
+      }
+      return envelope;
     } finally {
       clearTimeout(wallTimer);
       for (const timer of hostTimers) clearTimeout(timer);
-      abort.abort();
-      entry?.release();
-      context?.release();
+      abort?.abort();
+      const used = context;
+      if (used) {
+        used.hooks = undefined;
+        // Kept only after a success with nothing left running, and once the call into the isolate has returned.
+        const reusable = reuseKey !== undefined && envelope?.ok === true && outstanding === 0 && ++used.uses < WARM_MAX_USES;
+        running.then(
+          () => (reusable && outstanding === 0 && used.entry !== undefined && sandbox.usable ? sandbox.park(reuseKey, used) : used.release()),
+          () => used.release(),
+        );
+      }
     }
   }
 

@@ -175,7 +175,7 @@ export function parseInvocation(body: unknown): { request: InvocationRequest } |
   const errors: FieldErrors = {};
   const problem = (field: string, message: string) => (errors[field] ??= []).push(message);
   if (!isObject(body)) return { errors: { body: ['must be a JSON object'] } };
-  const { tenantId, codeHash, code, configuration, bt, kind, limits } = body;
+  const { tenantId, codeHash, code, configuration, bt, kind, limits, contextKey } = body;
   if (typeof tenantId !== 'string' || tenantId === '' || tenantId.length > 200) problem('tenantId', 'must be a string of 1 to 200 characters');
   if (typeof codeHash !== 'string' || !/^[0-9a-f]{64}$/i.test(codeHash)) problem('codeHash', 'must be a SHA-256 in hex');
   if (typeof code !== 'string') problem('code', 'must be a string');
@@ -183,6 +183,9 @@ export function parseInvocation(body: unknown): { request: InvocationRequest } |
   if (configuration !== undefined && !isObject(configuration)) problem('configuration', 'must be an object');
   if (bt !== undefined && bt !== null && !(isObject(bt) && typeof bt.apiKey === 'string' && bt.apiKey !== '')) problem('bt', 'must be null or {apiKey}');
   if (kind !== 'reactor' && kind !== 'transform') problem('kind', "must be 'reactor' or 'transform'");
+  if (contextKey !== undefined && (typeof contextKey !== 'string' || contextKey === '' || contextKey.length > 200)) {
+    problem('contextKey', 'must be a string of 1 to 200 characters');
+  }
   if (limits !== undefined) {
     if (!isObject(limits)) problem('limits', 'must be an object');
     else {
@@ -205,6 +208,7 @@ export function parseInvocation(body: unknown): { request: InvocationRequest } |
       bt: (bt as { apiKey: string } | null | undefined) ?? null,
       kind: kind as 'reactor' | 'transform',
       limits: limits as InvocationRequest['limits'],
+      ...(contextKey !== undefined ? { contextKey: contextKey as string } : {}),
     },
   };
 }

@@ -279,6 +279,22 @@ describe('invocation rules', () => {
     expect((await react(r.id, {})).body.raw).toMatchObject({ configuration: { MODE: 'test' }, hasBt: false });
   });
 
+  test('warm contexts: module state may persist within one reactor, never across reactors or configurations', async () => {
+    const f = await formula({
+      name: 'stateful',
+      configuration: [{ name: 'MODE', type: 'string' }],
+      code: 'let calls = 0; module.exports = async (req) => ({ raw: { calls: ++calls, mode: req.configuration.MODE } });',
+    });
+    const first = await reactor({ formula: { id: f.id }, configuration: { MODE: 'a' } });
+    const second = await reactor({ formula: { id: f.id }, configuration: { MODE: 'a' } });
+    expect((await react(first.id, {})).body.raw).toEqual({ calls: 1, mode: 'a' });
+    expect((await react(first.id, {})).body.raw).toEqual({ calls: 2, mode: 'a' });
+    // Same code, same tenant, same configuration, another reactor: its own context.
+    expect((await react(second.id, {})).body.raw).toEqual({ calls: 1, mode: 'a' });
+    expect((await mgmt.patch(`/reactors/${first.id}`, { body: { configuration: { MODE: 'b' } }, headers: { 'Content-Type': 'application/merge-patch+json' } })).status).toBe(200);
+    expect((await react(first.id, {})).body.raw).toEqual({ calls: 1, mode: 'b' });
+  });
+
   test('the tokenize part of the result becomes tokens; raw comes back as it was', async () => {
     const r = await reactor({
       code: `module.exports = async (req) => ({

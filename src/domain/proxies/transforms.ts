@@ -46,6 +46,7 @@ export class TransformRunner {
       configuration: proxy.configuration,
       bt,
       kind: 'transform',
+      contextKey: `proxy:${proxy.id}:${which}`,
     });
     if (!result.ok) throw failureToError(result.error);
     return output(result.result, which);
