@@ -106,11 +106,18 @@ export class FormulaService {
     }
   }
 
-  /** A formula the tenant can see: its own private one or an official one. */
-  async get(tenantId: string, id: string): Promise<Formula> {
+  /**
+   * A formula the tenant can see: its own private one or an official one. `official` says where it was found before
+   * (ids do not move between the two), so only that place is read; both are read when it is not there.
+   */
+  async get(tenantId: string, id: string, official?: boolean): Promise<Formula> {
+    if (official !== undefined) {
+      const found = await getRecord<Formula>(this.store, official ? keys.officialFormula(id) : keys.formula(tenantId, id));
+      if (found) return found.value;
+    }
     // Both places in the same turn: the store reads them in one round trip.
-    const [own, official] = await Promise.all([getRecord<Formula>(this.store, keys.formula(tenantId, id)), getRecord<Formula>(this.store, keys.officialFormula(id))]);
-    const found = own ?? official;
+    const [own, shared] = await Promise.all([getRecord<Formula>(this.store, keys.formula(tenantId, id)), getRecord<Formula>(this.store, keys.officialFormula(id))]);
+    const found = own ?? shared;
     if (!found) throw new Errors.NotFound('Reactor formula not found.');
     return found.value;
   }

@@ -70,7 +70,7 @@ export class CustomResponse {
 
 export class ReactorService {
   /** Formula id by reactor key, remembered from earlier calls (a reactor's formula cannot change). */
-  private readonly formulaIds = new LRUCache<string, string>({ max: 10_000 });
+  private readonly formulaIds = new LRUCache<string, { id: string; official: boolean }>({ max: 10_000 });
   /** Decrypted configuration by reactor key, with the ciphertext it came from (a new version does not match). */
   private readonly configurations = new LRUCache<string, { sealed: string; values: ConfigurationValues }>({ max: 10_000 });
 
@@ -165,12 +165,13 @@ export class ReactorService {
     const tenantId = principal.tenantId;
     // One store round trip on the hot path: the reactor, its formula and the tokens the args name are read in the same
     // turn, which the store sends as one transaction. A reactor's formula never changes, so the formula id seen on an
-    // earlier call is read alongside; if the reactor was replaced by one with another formula, a second read follows.
+    // earlier call (and where it was: private or official) is read alongside; if the reactor was replaced by one with
+    // another formula, a second read follows.
     const reactorKey = keys.reactor(tenantId, id);
-    const knownFormulaId = this.formulaIds.get(reactorKey);
+    const known = this.formulaIds.get(reactorKey);
     const [loaded, knownFormula, read] = await Promise.allSettled([
       this.load(tenantId, id),
-      knownFormulaId ? this.formulaOf(tenantId, knownFormulaId) : Promise.resolve(undefined),
+      known ? this.formulaOf(tenantId, known.id, known.official) : Promise.resolve(undefined),
       this.detokenizer.read(principal, args ?? {}),
     ]);
     // The reactor's own errors (404) come before the args' (400).
@@ -178,9 +179,9 @@ export class ReactorService {
     const record = loaded.value.value;
     let formula: Formula | undefined;
     if (record.formula_id !== undefined) {
-      if (record.formula_id !== knownFormulaId || knownFormula.status === 'rejected') {
+      if (record.formula_id !== known?.id || knownFormula.status === 'rejected') {
         formula = await this.formulaOf(tenantId, record.formula_id);
-        this.formulaIds.set(reactorKey, record.formula_id);
+        this.formulaIds.set(reactorKey, { id: formula.id, official: formula.type === 'official' });
       } else {
         formula = knownFormula.value;
       }
@@ -269,9 +270,9 @@ export class ReactorService {
     if (body.code !== undefined) assertCompiles(body.code);
   }
 
-  private async formulaOf(tenantId: string, formulaId: string): Promise<Formula> {
+  private async formulaOf(tenantId: string, formulaId: string, official?: boolean): Promise<Formula> {
     try {
-      return await this.formulas.get(tenantId, formulaId);
+      return await this.formulas.get(tenantId, formulaId, official);
     } catch (error) {
       if (error instanceof VaultError && error.status === 404) {
         throw new Errors.InvalidBody({ errors: { 'formula.id': ['no such reactor formula'] } });
