@@ -302,6 +302,8 @@ export interface OutboundRequestOptions {
   signal?: AbortSignal;
   /** Return the body as a stream (size limit and error mapping applied while it is read) instead of a Buffer. */
   stream?: boolean;
+  /** Called with the size of each body chunk as a streamed body flows (metrics). */
+  onBytes?: (bytes: number) => void;
 }
 
 export interface OutboundResponse<Body> {
@@ -363,7 +365,7 @@ export async function outboundRequest(
     throw new Errors.UpstreamResponseTooLarge();
   }
 
-  const body = options.stream ? limitStream(response.body, maxBytes) : await readLimited(response.body, maxBytes);
+  const body = options.stream ? limitStream(response.body, maxBytes, options.onBytes) : await readLimited(response.body, maxBytes);
   return { status: response.statusCode, headers: responseHeaders, body };
 }
 
@@ -389,11 +391,12 @@ function discard(body: Readable): void {
   body.destroy();
 }
 
-function limitStream(body: Readable, maxBytes: number): Readable {
+function limitStream(body: Readable, maxBytes: number, onBytes?: (bytes: number) => void): Readable {
   let total = 0;
   const limited = new Transform({
     transform(chunk: Buffer, _encoding, callback) {
       total += chunk.length;
+      onBytes?.(chunk.length);
       if (total > maxBytes) callback(new Errors.UpstreamResponseTooLarge());
       else callback(null, chunk);
     },
