@@ -1,5 +1,6 @@
 // What the API sends a worker and what comes back. Plain JSON over HTTP (POST /invoke), so any worker replica can
-// serve any invocation; the code travels with its hash so a warm worker skips compiling it.
+// serve any invocation; the code travels with its hash so a warm worker skips compiling it. Invocations the API
+// starts together may travel as one batch (InvocationBatch), answered line by line as each one finishes.
 
 export interface InvocationLimits {
   /** CPU time the code may use. */
@@ -56,3 +57,14 @@ export interface InvocationFailure {
 }
 
 export type InvocationResult = { ok: true; result: unknown; durationMs: number } | { ok: false; error: InvocationFailure; durationMs: number };
+
+/** Several invocations in one POST /invoke; the answer is NDJSON, one BatchLine per invocation, in finishing order. */
+export interface InvocationBatch {
+  batch: InvocationRequest[];
+}
+
+/** One line of a batch's answer: the invocation at index `i`, its result, or why it could not be run (a 400/500). */
+export type BatchLine = { i: number; result: InvocationResult } | { i: number; status: number; detail: string };
+
+/** The most invocations one batch carries. */
+export const MAX_BATCH_ITEMS = 32;

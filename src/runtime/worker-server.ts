@@ -1,6 +1,8 @@
 // The worker's HTTP interface (node:http, no framework: one route that matters, on the hot path):
 //   POST /invoke   InvocationRequest → InvocationResult. 200 whenever the code ran (its failures are results), 400 for
 //                  a malformed request, 413 over the body limit, 415 without a JSON content type, 503 while draining.
+//                  {batch: InvocationRequest[]} → 200 application/x-ndjson: one BatchLine per invocation, written as
+//                  each finishes (an invalid item is a line with its status, not a failed batch).
 //   GET  /healthz  the process answers.
 //   GET  /readyz   the worker accepts invocations (503 while draining).
 //   GET  /metrics  Prometheus metrics (runtime/metrics.ts).
@@ -8,7 +10,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { Errors, toProblem, type FieldErrors, type VaultError } from '../errors/registry.js';
 import type { Logger } from '../observability/logger.js';
-import type { InvocationRequest } from './contract.js';
+import { MAX_BATCH_ITEMS, type BatchLine, type InvocationRequest, type InvocationResult } from './contract.js';
 import type { RuntimeMetrics } from './metrics.js';
 import { InvalidInvocation, type SandboxPool } from './sandbox.js';
 
@@ -61,24 +63,60 @@ export function createWorkerHandler(options: {
     } catch {
       return sendProblem(res, new Errors.MalformedJson());
     }
+    if (isObject(body) && 'batch' in body) return invokeBatch(body.batch, res);
     const parsed = parseInvocation(body);
     if ('errors' in parsed) return sendProblem(res, new Errors.InvalidBody({ errors: parsed.errors }));
+    const outcome = await run(parsed.request);
+    if ('result' in outcome) send(res, 200, JSON.stringify(outcome.result));
+    else sendProblem(res, outcome.status === 400 ? new Errors.InvalidBody({ errors: { codeHash: [outcome.detail] } }) : new Errors.Internal());
+  };
+
+  /** One invocation, counted in flight; an error that is not the code's is a status (400 refused, 500 internal). */
+  const run = async (request: InvocationRequest): Promise<{ result: InvocationResult } | { status: number; detail: string }> => {
     inFlight++;
     try {
-      const result = await pool.invoke(parsed.request);
-      logger.debug(
-        { tenant_id: parsed.request.tenantId, code_hash: parsed.request.codeHash, outcome: result.ok ? 'ok' : result.error.kind, duration_ms: result.durationMs },
-        'invocation',
-      );
-      send(res, 200, JSON.stringify(result));
+      const result = await pool.invoke(request);
+      logger.debug({ tenant_id: request.tenantId, code_hash: request.codeHash, outcome: result.ok ? 'ok' : result.error.kind, duration_ms: result.durationMs }, 'invocation');
+      return { result };
     } catch (error) {
-      if (error instanceof InvalidInvocation) return sendProblem(res, new Errors.InvalidBody({ errors: { codeHash: [error.message] } }));
+      if (error instanceof InvalidInvocation) return { status: 400, detail: error.message };
       logger.error({ error_name: (error as Error)?.name, stack: (error as Error)?.stack?.split('\n').slice(1).join('\n') }, 'invocation failed in the worker');
-      sendProblem(res, new Errors.Internal());
+      return { status: 500, detail: 'The invocation failed in the worker.' };
     } finally {
       inFlight--;
       if (inFlight === 0 && idle) idle();
     }
+  };
+
+  /** A batch: every invocation starts at once; each answer line is written when its invocation finishes. */
+  const invokeBatch = (batch: unknown, res: ServerResponse) => {
+    if (!Array.isArray(batch) || batch.length === 0 || batch.length > MAX_BATCH_ITEMS) {
+      return sendProblem(res, new Errors.InvalidBody({ errors: { batch: [`must be an array of 1 to ${MAX_BATCH_ITEMS} invocations`] } }));
+    }
+    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    let pending = batch.length;
+    let corked = false;
+    const write = (line: BatchLine) => {
+      pending--;
+      // A caller that went away gets nothing; the invocations still finish (they may have side effects).
+      if (res.destroyed) return;
+      // Lines finished in the same turn leave in one write.
+      if (!corked) {
+        corked = true;
+        res.cork();
+        process.nextTick(() => {
+          corked = false;
+          res.uncork();
+        });
+      }
+      res.write(`${JSON.stringify(line)}\n`);
+      if (pending === 0) res.end();
+    };
+    batch.forEach((item: unknown, i) => {
+      const parsed = parseInvocation(item);
+      if ('errors' in parsed) return write({ i, status: 400, detail: `invalid invocation: ${Object.keys(parsed.errors).join(', ')}` });
+      void run(parsed.request).then((outcome) => write({ i, ...outcome }));
+    });
   };
 
   const listener: RequestListener = (req, res) => {

@@ -4,6 +4,7 @@
 // reactors run next to it.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createHash } from 'node:crypto';
+import http from 'node:http';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { loadConfig } from '../../src/config/config.js';
@@ -112,6 +113,116 @@ describe('HTTP interface', () => {
     const nowhere = new RuntimeClient({ workerUrl: `http://127.0.0.1:${closed}`, defaultTimeoutMs: 1000 });
     await expect(nowhere.invoke(request(NORMAL))).rejects.toMatchObject({ status: 503, code: 'TV_RUNTIME_UNAVAILABLE' });
     await nowhere.close();
+  });
+});
+
+describe('batches: invocations started together share one request', () => {
+  /** A stand-in worker (a real HTTP server) that records what arrives and answers as `answer` says. */
+  async function recordingWorker(answer: (body: any, res: http.ServerResponse) => void) {
+    const bodies: any[] = [];
+    const server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        bodies.push(body);
+        answer(body, res);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    return { url, bodies, close: () => new Promise((resolve) => server.close(resolve)) };
+  }
+  const ok = (n: number): InvocationResult => ({ ok: true, result: { n }, durationMs: 1 });
+
+  test('the worker answers a batch line by line, each as it finishes; an invalid item is its own line', async () => {
+    const slow = request('module.exports = async () => { await new Promise((r) => setTimeout(r, 300)); return "slow"; }');
+    const fast = request('module.exports = async () => "fast"');
+    const started = performance.now();
+    const response = await fetch(`${worker.url}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ batch: [slow, fast, { ...fast, kind: 'job' }] }) });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('application/x-ndjson');
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    const arrivals: Array<[number, number]> = [];
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+      for (const line of text.split('\n').slice(0, -1).slice(arrivals.length)) arrivals.push([JSON.parse(line).i, performance.now() - started]);
+    }
+    const lines = text.trim().split('\n').map((line) => JSON.parse(line));
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        { i: 0, result: expect.objectContaining({ ok: true, result: 'slow' }) },
+        { i: 1, result: expect.objectContaining({ ok: true, result: 'fast' }) },
+        { i: 2, status: 400, detail: expect.stringContaining('kind') },
+      ]),
+    );
+    // The fast answer did not wait for the slow one.
+    const at = new Map(arrivals);
+    expect(at.get(1)!).toBeLessThan(at.get(0)! - 100);
+    expect(await post('/invoke', JSON.stringify({ batch: [] }))).toMatchObject({ status: 400, body: { errors: { batch: [expect.any(String)] } } });
+    expect(await post('/invoke', JSON.stringify({ batch: Array.from({ length: 33 }, () => fast) }))).toMatchObject({ status: 400 });
+  });
+
+  test('concurrent invocations through the client travel as one batch and each caller gets its own answer', async () => {
+    const calls = [1, 2, 3].map((n) => client.invoke(request(NORMAL, { args: { n } })));
+    expect(await Promise.all(calls)).toEqual([1, 2, 3].map((n) => expect.objectContaining({ ok: true, result: { raw: { answer: n * 2 } } })));
+
+    const stand = await recordingWorker((body, res) => {
+      if (!body.batch) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify(ok(body.args.n)));
+      }
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      // Answered in reverse order: the client matches lines by index.
+      for (const i of body.batch.map((_: unknown, i: number) => i).reverse()) res.write(`${JSON.stringify({ i, result: ok(body.batch[i].args.n) })}\n`);
+      res.end();
+    });
+    const batching = new RuntimeClient({ workerUrl: stand.url, defaultTimeoutMs: 1000 });
+    const answers = await Promise.all([4, 5, 6].map((n) => batching.invoke(request(NORMAL, { args: { n } }))));
+    expect(answers.map((a) => (a as { result: unknown }).result)).toEqual([{ n: 4 }, { n: 5 }, { n: 6 }]);
+    expect(stand.bodies).toHaveLength(1);
+    expect(stand.bodies[0].batch).toHaveLength(3);
+    // A lone invocation goes by itself.
+    expect(await batching.invoke(request(NORMAL, { args: { n: 7 } }))).toMatchObject({ result: { n: 7 } });
+    expect(stand.bodies[1].batch).toBeUndefined();
+    await batching.close();
+    await stand.close();
+  });
+
+  test('a worker that refuses batches (400) gets the invocations one by one', async () => {
+    const old = await recordingWorker((body, res) => {
+      if (body.batch) {
+        res.writeHead(400, { 'content-type': 'application/problem+json' });
+        return res.end(JSON.stringify({ status: 400, code: 'TV_INVALID_BODY' }));
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(ok(body.args.n)));
+    });
+    const batching = new RuntimeClient({ workerUrl: old.url, defaultTimeoutMs: 1000 });
+    const answers = await Promise.all([1, 2].map((n) => batching.invoke(request(NORMAL, { args: { n } }))));
+    expect(answers.map((a) => (a as { result: unknown }).result)).toEqual([{ n: 1 }, { n: 2 }]);
+    expect(old.bodies.map((b) => (b.batch ? 'batch' : 'single'))).toEqual(['batch', 'single', 'single']);
+    await batching.close();
+    await old.close();
+  });
+
+  test('a batch cut off after some answers: those stand, the others are 503 and are not sent again', async () => {
+    const cut = await recordingWorker((body, res) => {
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      res.write(`${JSON.stringify({ i: 0, result: ok(body.batch[0].args.n) })}\n`);
+      setTimeout(() => res.destroy(), 20);
+    });
+    const batching = new RuntimeClient({ workerUrl: cut.url, defaultTimeoutMs: 1000 });
+    const [first, second] = await Promise.allSettled([1, 2].map((n) => batching.invoke(request(NORMAL, { args: { n } }))));
+    expect(first).toMatchObject({ status: 'fulfilled', value: { result: { n: 1 } } });
+    expect(second).toMatchObject({ status: 'rejected', reason: { status: 503, code: 'TV_RUNTIME_UNAVAILABLE' } });
+    expect(cut.bodies).toHaveLength(1);
+    await batching.close();
+    await cut.close();
   });
 });
 
