@@ -1,6 +1,6 @@
 // The express application of the API process: middleware in the order a request meets it, then the domain routers,
 // then the 404 and error handlers. Everything it needs arrives in `ApiContext`; it opens nothing itself.
-import express, { type Express } from 'express';
+import express, { type Express, type RequestHandler } from 'express';
 import type { Authenticator } from '../auth/authenticator.js';
 import type { Config } from '../config/config.js';
 import { applicationRoutes } from '../domain/applications/routes.js';
@@ -92,18 +92,29 @@ export function createApp(context: ApiContext): Express {
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
   app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES }));
-  // The token routes (the hot path) go first; no other router's paths overlap theirs, so the order changes nothing else.
-  app.use(tokenRoutes(services.tokens, services.detokenizer, services.idempotency));
-  app.use(applicationRoutes(services.applications, services.idempotency));
-  app.use(tenantRoutes(services.tenants));
-  app.use(sessionRoutes(services.sessions));
-  app.use(formulaRoutes(services.formulas, services.reactors));
-  app.use(reactorRoutes(services.reactors));
-  app.use(proxiesRoutes(services.proxies, services.idempotency));
-  app.use(adminTenantRoutes(services.tenants));
-  app.use(adminFormulaRoutes(services.formulas, services.reactors));
+  // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each
+  // router is entered only under its own path prefixes: a request passes the others with one check each instead of
+  // a walk through all their routes (~1 µs a route; the reactor routes sat behind some 30).
+  app.use(under(['/tokens', '/v2/tokens', '/tokenize', '/detokenize'], tokenRoutes(services.tokens, services.detokenizer, services.idempotency)));
+  app.use(under(['/applications', '/permissions'], applicationRoutes(services.applications, services.idempotency)));
+  app.use(under(['/tenants'], tenantRoutes(services.tenants)));
+  app.use(under(['/sessions'], sessionRoutes(services.sessions)));
+  app.use(under(['/reactor-formulas'], formulaRoutes(services.formulas, services.reactors)));
+  app.use(under(['/reactors'], reactorRoutes(services.reactors)));
+  app.use(under(['/proxies'], proxiesRoutes(services.proxies, services.idempotency)));
+  app.use(under(['/admin/tenants'], adminTenantRoutes(services.tenants)));
+  app.use(under(['/admin/reactor-formulas'], adminFormulaRoutes(services.formulas, services.reactors)));
 
   app.use((_req, res) => sendProblem(res, new Errors.RouteNotFound()));
   app.use(errorHandler(logger));
   return app;
+}
+
+/** `router`, entered only for paths at or below one of `prefixes` (compared case-insensitively, as express routes are). */
+function under(prefixes: string[], router: RequestHandler): RequestHandler {
+  return (req, res, next) => {
+    const path = req.path.toLowerCase();
+    if (prefixes.some((prefix) => path === prefix || path.startsWith(`${prefix}/`))) return router(req, res, next);
+    next();
+  };
 }
