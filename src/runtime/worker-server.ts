@@ -100,11 +100,11 @@ export function createWorkerHandler(options: {
       pending--;
       // A caller that went away gets nothing; the invocations still finish (they may have side effects).
       if (res.destroyed) return;
-      // Lines finished in the same turn leave in one write.
+      // Lines finished in the same loop iteration (answers of several invocations arrive together) leave in one write.
       if (!corked) {
         corked = true;
         res.cork();
-        process.nextTick(() => {
+        setImmediate(() => {
           corked = false;
           res.uncork();
         });
