@@ -54,7 +54,8 @@ export interface OperatorEnv {
   /** Ready=True for the object's current generation (status.observedGeneration == metadata.generation). */
   waitReady<T = any>(kind: string, namespace: string | undefined, name: string, timeoutMs?: number): Promise<T>;
   /** Ready=False with this reason (any generation). */
-  waitNotReady<T = any>(kind: string, namespace: string | undefined, name: string, reason: string, timeoutMs?: number): Promise<T>;
+  /** Until Ready is False with this reason (or one of these). */
+  waitNotReady<T = any>(kind: string, namespace: string | undefined, name: string, reason: string | string[], timeoutMs?: number): Promise<T>;
   /** A Secret's value under `key` (default "key"), decoded; undefined when the Secret or the key is absent. */
   readSecret(namespace: string, name: string, key?: string): Promise<string | undefined>;
   /** Stops the manager, the API and the control plane. Safe to call more than once. */
@@ -186,7 +187,13 @@ export async function startOperatorEnv(options: OperatorEnvOptions = {}): Promis
         timeoutMs,
       ),
     waitNotReady: (kind, namespace, name, reason, timeoutMs) =>
-      waitFor(kind, namespace, name, (object) => readyCondition(object)?.status === 'False' && readyCondition(object)?.reason === reason, timeoutMs),
+      waitFor(
+        kind,
+        namespace,
+        name,
+        (object) => readyCondition(object)?.status === 'False' && [reason].flat().includes(readyCondition(object)?.reason ?? ''),
+        timeoutMs,
+      ),
     readSecret: async (namespace, name, key = 'key') => {
       const secret = await admin.find<KubeObject & { data?: Record<string, string> }>(Resources.secrets, namespace, name);
       const data = secret?.data?.[key];
