@@ -8,7 +8,7 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generateApiKey } from '../../src/auth/api-keys.js';
-import { startEtcd, type EtcdProcess } from '../../test/support/etcd.js';
+import { startEtcd, supervise, type EtcdProcess } from '../../test/support/etcd.js';
 
 /** The repository root (this file runs from dist-bench/bench/support/). */
 export const repoRoot = findRepoRoot(path.dirname(fileURLToPath(import.meta.url)));
@@ -104,55 +104,27 @@ const logTailBytes = 8_000;
  */
 export async function spawnApi(options: ApiOptions): Promise<BenchApi> {
   const operatorKey = generateApiKey();
-  const port = options.port ?? (await freePort());
-  const url = `http://127.0.0.1:${port}`;
-  const nodeFlags = ['--no-node-snapshot'];
-  if (options.cpuProfileDir) nodeFlags.push('--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`);
-  const child = spawn(process.execPath, [...nodeFlags, 'dist/cli.js', 'api', '--store', options.storeUrl], {
-    cwd: repoRoot,
+  const nodeFlags = options.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`] : [];
+  const cli = await spawnCli({
+    what: 'api',
+    args: ['api', '--store', options.storeUrl],
+    nodeFlags,
+    port: options.port,
+    probe: '/healthz',
     env: {
-      PATH: process.env.PATH ?? '',
-      TOKENVAULT_HOST: '127.0.0.1',
-      TOKENVAULT_PORT: String(port),
       TOKENVAULT_LOG_LEVEL: options.logLevel ?? 'info',
       TOKENVAULT_KEK: randomBytes(32).toString('base64'),
       TOKENVAULT_OPERATOR_KEY: operatorKey,
       ...options.env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let tail = '';
-  const keep = (chunk: Buffer) => {
-    tail = (tail + chunk.toString('utf8')).slice(-logTailBytes);
-  };
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  const logTail = () => tail;
-
-  const killOnExit = () => child.kill('SIGKILL');
-  process.once('exit', killOnExit);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-
   const stop = async (): Promise<string | undefined> => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }
-    process.removeListener('exit', killOnExit);
+    await cli.stop();
     if (!options.cpuProfileDir) return undefined;
-    const profile = (await readdir(options.cpuProfileDir)).find((name) => name.endsWith('.cpuprofile') && name.includes(`.${child.pid}.`));
+    const profile = (await readdir(options.cpuProfileDir)).find((name) => name.endsWith('.cpuprofile') && name.includes(`.${cli.pid}.`));
     return profile && path.join(options.cpuProfileDir, profile);
   };
-
-  try {
-    await waitForListening(url, logTail, exited);
-    return { url, pid: child.pid!, operatorKey, logTail, process: child, stop };
-  } catch (error) {
-    await stop();
-    throw error;
-  }
+  return { url: cli.url, pid: cli.pid, operatorKey, logTail: cli.logTail, process: cli.child, stop };
 }
 
 export interface WorkerOptions {
@@ -174,42 +146,52 @@ export interface BenchWorker {
  * through TOKENVAULT_WORKER_URL). Logs go to a pipe this process drains; only a tail is kept. Ready when /readyz is 200.
  */
 export async function spawnWorker(options: WorkerOptions = {}): Promise<BenchWorker> {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', 'worker'], {
-    cwd: repoRoot,
+  const cli = await spawnCli({
+    what: 'worker',
+    args: ['worker'],
+    probe: '/readyz',
     env: {
-      PATH: process.env.PATH ?? '',
-      TOKENVAULT_HOST: '127.0.0.1',
-      TOKENVAULT_PORT: String(port),
       TOKENVAULT_LOG_LEVEL: options.logLevel ?? 'info',
       ...(options.apiUrl ? { TOKENVAULT_API_URL: options.apiUrl } : {}),
       ...options.env,
     },
+  });
+  return { url: cli.url, pid: cli.pid, logTail: cli.logTail, stop: cli.stop };
+}
+
+interface CliOptions {
+  what: string;
+  args: string[];
+  nodeFlags?: string[];
+  /** Listen on this loopback port; a free one when unset. */
+  port?: number;
+  /** Answers 200 once the process is ready. */
+  probe: string;
+  env: Record<string, string>;
+}
+
+interface CliProcess {
+  url: string;
+  pid: number;
+  child: ChildProcess;
+  logTail(): string;
+  /** SIGTERM, SIGKILL after a grace period, and wait. */
+  stop(): Promise<void>;
+}
+
+/** `dist/cli.js <args>` on a loopback port, its output drained into a tail, killed if this process exits; ready or stopped. */
+async function spawnCli(options: CliOptions): Promise<CliProcess> {
+  const port = options.port ?? (await freePort());
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawn(process.execPath, ['--no-node-snapshot', ...(options.nodeFlags ?? []), 'dist/cli.js', ...options.args], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? '', TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: String(port), ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let tail = '';
-  const keep = (chunk: Buffer) => {
-    tail = (tail + chunk.toString('utf8')).slice(-logTailBytes);
-  };
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  const logTail = () => tail;
-  const killOnExit = () => child.kill('SIGKILL');
-  process.once('exit', killOnExit);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const stop = async (): Promise<void> => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }
-    process.removeListener('exit', killOnExit);
-  };
+  const { log: logTail, exited, stop } = supervise(child, logTailBytes);
   try {
-    await waitForListening(url, logTail, exited, '/readyz', 'worker');
-    return { url, pid: child.pid!, logTail, stop };
+    await waitForListening(url, logTail, exited, options.probe, options.what);
+    return { url, pid: child.pid!, child, logTail, stop };
   } catch (error) {
     await stop();
     throw error;
@@ -217,7 +199,7 @@ export async function spawnWorker(options: WorkerOptions = {}): Promise<BenchWor
 }
 
 /** Polls GET /healthz (or `probe`) until it answers 200 (any log level works: the URL is not read from the log). */
-async function waitForListening(url: string, logTail: () => string, exited: Promise<void>, probe = '/healthz', what = 'api'): Promise<void> {
+async function waitForListening(url: string, logTail: () => string, exited: Promise<void>, probe: string, what: string): Promise<void> {
   let dead = false;
   void exited.then(() => (dead = true));
   const deadline = Date.now() + apiStartMs;

@@ -1,49 +1,33 @@
 // Resolves a BT-API-KEY to a principal. Lookups are cached per process and the cache is kept honest by watching the
 // key index and the tenant registry: a deleted, regenerated or re-permissioned key changes its index entry, the
 // watch evicts it on every replica (well within a second); the TenantDirectory does the same for deleted tenants.
-import { LRUCache } from 'lru-cache';
 import { hashKey, isApiKey, sameHash } from './api-keys.js';
 import { OPERATOR_ACTOR_ID, principalFromEntry, type KeyIndexEntry, type Principal } from './principal.js';
 import { ALL_PERMISSIONS } from '../domain/permissions/permissions.js';
 import { Errors } from '../errors/registry.js';
 import { keys } from '../store/keys.js';
-import type { Store, Watcher } from '../store/store.js';
+import type { Store } from '../store/store.js';
+import { WatchedCache } from '../store/watched-cache.js';
 import type { TenantDirectory } from '../domain/tenants/directory.js';
 
-type CachedLookup = { principal: Principal } | { missing: true };
-
 export class Authenticator {
-  private readonly keyCache: LRUCache<string, CachedLookup>;
-  /** Bumped by every watch event; a lookup that saw it move while in flight does not cache its (maybe stale) answer. */
-  private generation = 0;
-  private watcher?: Watcher;
+  private readonly keyCache: WatchedCache<Principal>;
 
   constructor(
     private readonly store: Store,
     private readonly tenants: TenantDirectory,
     private readonly options: { operatorKeyHash?: string; cacheSeconds: number },
   ) {
-    this.keyCache = new LRUCache({ max: 100_000, ttl: options.cacheSeconds * 1000 });
+    this.keyCache = new WatchedCache(store, keys.apiKeys, { max: 100_000, ttlSeconds: options.cacheSeconds });
   }
 
   /** Starts the watches; until then nothing is cached. */
-  async start(): Promise<void> {
-    this.watcher = await this.store.watch(
-      keys.apiKeys,
-      (event) => {
-        this.generation++;
-        this.keyCache.delete(event.key.slice(keys.apiKeys.length));
-      },
-      () => {
-        this.generation++;
-        this.keyCache.clear();
-      },
-    );
+  start(): Promise<void> {
+    return this.keyCache.start();
   }
 
-  async stop(): Promise<void> {
-    await this.watcher?.close();
-    this.watcher = undefined;
+  stop(): Promise<void> {
+    return this.keyCache.stop();
   }
 
   /**
@@ -78,15 +62,10 @@ export class Authenticator {
     return principal;
   }
 
-  private async lookup(hash: string): Promise<Principal | undefined> {
-    const cached = this.keyCache.get(hash);
-    if (cached) return 'principal' in cached ? cached.principal : undefined;
-    const generation = this.generation;
-    const entry = await this.store.get(keys.apiKey(hash));
-    const principal = entry ? principalFromEntry(JSON.parse(entry.value) as KeyIndexEntry) : undefined;
-    if (this.watcher && generation === this.generation) {
-      this.keyCache.set(hash, principal ? { principal } : { missing: true });
-    }
-    return principal;
+  private lookup(hash: string): Promise<Principal | undefined> {
+    return this.keyCache.get(hash, async () => {
+      const entry = await this.store.get(keys.apiKey(hash));
+      return entry ? principalFromEntry(JSON.parse(entry.value) as KeyIndexEntry) : undefined;
+    });
   }
 }

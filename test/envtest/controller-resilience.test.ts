@@ -14,11 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, jest, test } from '@jest/globals';
 import { Resources, type KubeObject } from '../../src/controller/kube.js';
 import { Kinds } from '../../src/controller/reconcilers/common.js';
-import { loadConfig } from '../../src/config/config.js';
-import { createLogger } from '../../src/observability/logger.js';
-import { startApi } from '../../src/server/api.js';
-import { startWorker } from '../../src/server/worker.js';
-import { TEST_KEK, testEtcdStoreUrl, type TestApi } from '../support/api.js';
+import { startTestApi, type TestApi } from '../support/api.js';
 import { readyCondition, startOperatorEnv, type OperatorEnv } from '../support/operator.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -98,38 +94,6 @@ async function startController(name: string, extraEnv: Record<string, string> = 
   controller.url = url;
   controller.identity = identity;
   return controller;
-}
-
-/** The API again on `port` with `operatorKey` (startTestApi would give its worker the port too), same etcd and KEK. */
-async function restartApi(port: number, operatorKey: string): Promise<TestApi> {
-  const logger = createLogger('silent');
-  const worker = await startWorker(
-    loadConfig({ requireStore: false, env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_API_URL: `http://127.0.0.1:${port}` } }),
-    logger,
-  );
-  const config = loadConfig({
-    env: {
-      TOKENVAULT_HOST: '127.0.0.1',
-      TOKENVAULT_PORT: String(port),
-      TOKENVAULT_WORKER_URL: worker.url,
-      TOKENVAULT_STORE: testEtcdStoreUrl(),
-      TOKENVAULT_OPERATOR_KEY: operatorKey,
-      TOKENVAULT_KEK: TEST_KEK,
-      TOKENVAULT_LOG_LEVEL: 'silent',
-    },
-  });
-  const started = await startApi(config, logger).catch(async (error: unknown) => {
-    await worker.close();
-    throw error;
-  });
-  return {
-    ...started,
-    operatorKey,
-    async close() {
-      await started.close();
-      await worker.close();
-    },
-  };
 }
 
 async function leaderGauge(controller: Controller): Promise<number | undefined> {
@@ -233,7 +197,7 @@ describe('the controller under failure', () => {
         await env.waitNotReady('Tenant', ns, 'acme', 'ApiUnavailable', 90_000);
       } finally {
         // The API comes back on the same etcd and port (also when the checks above failed: the next tests need it).
-        api = await restartApi(Number(port), operatorKey);
+        api = await startTestApi({}, undefined, { port: Number(port), operatorKey });
         restartedApis.push(api);
       }
       expect(api.url).toBe(`http://127.0.0.1:${port}`);

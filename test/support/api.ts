@@ -30,11 +30,16 @@ export interface TestApi extends RunningApi {
 
 /**
  * The API in this process with a real worker beside it (also in this process, over loopback HTTP): the worker's bt
- * client calls the API, so the API's port is chosen first.
+ * client calls the API, so the API's port is chosen first. `again` brings an API back on the port and with the
+ * operator key of one that was stopped (same etcd and KEK).
  */
-export async function startTestApi(env: Record<string, string> = {}, logDestination?: DestinationStream): Promise<TestApi> {
-  const operatorKey = generateApiKey();
-  const port = await freeLoopbackPort();
+export async function startTestApi(
+  env: Record<string, string> = {},
+  logDestination?: DestinationStream,
+  again: { port?: number; operatorKey?: string } = {},
+): Promise<TestApi> {
+  const operatorKey = again.operatorKey ?? generateApiKey();
+  const port = again.port ?? (await freeLoopbackPort());
   const logger = createLogger('silent');
   const worker = await startWorker(
     loadConfig({
@@ -55,7 +60,10 @@ export async function startTestApi(env: Record<string, string> = {}, logDestinat
       ...env,
     },
   });
-  const api = await startApi(config, createLogger(config.logLevel, logDestination));
+  const api = await startApi(config, createLogger(config.logLevel, logDestination)).catch(async (error: unknown) => {
+    await worker.close();
+    throw error;
+  });
   return {
     ...api,
     operatorKey,

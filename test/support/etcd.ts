@@ -138,7 +138,7 @@ async function freePorts(count: number): Promise<number[]> {
 const STOP_GRACE_MS = 5_000;
 
 export interface Supervised {
-  /** The last `tailChars` characters the process wrote to stderr. */
+  /** The last `tailChars` characters the process wrote to stdout and stderr (those of them that are pipes). */
   log(): string;
   /** Resolves when the process has exited. */
   exited: Promise<void>;
@@ -148,10 +148,12 @@ export interface Supervised {
 
 export function supervise(child: ChildProcess, tailChars: number, afterExit?: () => Promise<void>): Supervised {
   let log = '';
-  child.stderr?.setEncoding('utf8');
-  child.stderr?.on('data', (chunk: string) => {
-    log = (log + chunk).slice(-tailChars);
-  });
+  for (const output of [child.stdout, child.stderr]) {
+    output?.setEncoding('utf8');
+    output?.on('data', (chunk: string) => {
+      log = (log + chunk).slice(-tailChars);
+    });
+  }
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);

@@ -5,13 +5,13 @@
 // alone. Resolving a key is cached per process; every change rewrites the index entry, and a watch on the index
 // evicts the cached proxy on every replica.
 import { randomUUID } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
 import { generateApiKey, hashKey, isApiKey } from '../../auth/api-keys.js';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
-import type { Store, Watcher } from '../../store/store.js';
+import type { Store } from '../../store/store.js';
+import { WatchedCache } from '../../store/watched-cache.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
@@ -94,12 +94,9 @@ export interface ProxyServiceOptions {
   cacheSeconds: number;
 }
 
-type CachedResolution = { proxy: ResolvedProxy } | { missing: true };
-
 export class ProxyService {
-  private readonly cache: LRUCache<string, CachedResolution>;
-  private generation = 0;
-  private watcher?: Watcher;
+  /** Key resolutions by key hash; every write of a proxy rewrites its index entry, which the watch sees. */
+  private readonly cache: WatchedCache<ResolvedProxy>;
 
   constructor(
     private readonly store: Store,
@@ -107,26 +104,15 @@ export class ProxyService {
     private readonly tenants: TenantDirectory,
     private readonly options: ProxyServiceOptions,
   ) {
-    this.cache = new LRUCache({ max: 10_000, ttl: options.cacheSeconds * 1000 });
+    this.cache = new WatchedCache(store, keys.proxyKeys, { max: 10_000, ttlSeconds: options.cacheSeconds });
   }
 
-  async start(): Promise<void> {
-    this.watcher = await this.store.watch(
-      keys.proxyKeys,
-      (event) => {
-        this.generation++;
-        this.cache.delete(event.key.slice(keys.proxyKeys.length));
-      },
-      () => {
-        this.generation++;
-        this.cache.clear();
-      },
-    );
+  start(): Promise<void> {
+    return this.cache.start();
   }
 
-  async stop(): Promise<void> {
-    await this.watcher?.close();
-    this.watcher = undefined;
+  stop(): Promise<void> {
+    return this.cache.stop();
   }
 
   async create(principal: TenantPrincipal, body: ProxyBody & { id?: string }): Promise<Proxy> {
@@ -234,29 +220,20 @@ export class ProxyService {
   async resolve(key: string): Promise<ResolvedProxy | undefined> {
     if (!isApiKey(key)) return undefined;
     const hash = hashKey(key);
-    const cached = this.cache.get(hash);
-    const resolved = cached ? ('proxy' in cached ? cached.proxy : undefined) : await this.lookup(hash);
+    const resolved = await this.cache.get(hash, () => this.lookup(hash));
     // The tenant is checked on every use (the directory is cached and watched): a deleted tenant's proxies stop.
     if (resolved && (await this.tenants.get(resolved.tenantId)) === undefined) return undefined;
     return resolved;
   }
 
   private async lookup(hash: string): Promise<ResolvedProxy | undefined> {
-    const generation = this.generation;
-    const remember = (value: CachedResolution) => {
-      if (this.watcher && generation === this.generation) this.cache.set(hash, value);
-    };
     const index = await this.store.get(keys.proxyKey(hash));
-    if (!index) {
-      remember({ missing: true });
-      return undefined;
-    }
+    if (!index) return undefined;
     const entry = JSON.parse(index.value) as ProxyKeyEntry;
     const found = await getRecord<ProxyRecord>(this.store, keys.proxy(entry.tenant_id, entry.proxy_id));
     if (!found || found.value.key_hash !== hash) {
       // Left behind by a deleted tenant (its data went with one prefix delete): drop the stale entry.
       await this.store.compareAndDelete(keys.proxyKey(hash), index.modRevision);
-      remember({ missing: true });
       return undefined;
     }
     const record = found.value;
@@ -271,7 +248,6 @@ export class ProxyService {
       requestTransform: transform(record.request_transform),
       responseTransform: transform(record.response_transform),
     };
-    remember({ proxy });
     return proxy;
   }
 
