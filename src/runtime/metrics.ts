@@ -30,6 +30,13 @@ export class RuntimeMetrics {
     registers: [this.registry],
   });
 
+  readonly warmStarts = new Counter({
+    name: 'tokenvault_runtime_warm_starts_total',
+    help: 'Invocations started in a warm context, by how: synchronous (on the worker thread), asynchronous, or overran (a synchronous start stopped after its slice and run again)',
+    labelNames: ['mode'] as const,
+    registers: [this.registry],
+  });
+
   readonly isolates = new Gauge({
     name: 'tokenvault_runtime_isolates',
     help: 'Live isolates (compiled sandboxes) in this worker',
@@ -43,6 +50,10 @@ export class RuntimeMetrics {
   observeInvocation(outcome: InvocationOutcome, seconds: number): void {
     this.invocations.inc({ outcome });
     this.duration.observe({ outcome }, seconds);
+  }
+
+  observeWarmStart(mode: 'synchronous' | 'asynchronous' | 'overran'): void {
+    this.warmStarts.inc({ mode });
   }
 
   observeCompileCache(result: 'hit' | 'miss'): void {

@@ -177,9 +177,86 @@ describe('the code contract', () => {
       expect(value(await run(leaves, { contextKey: 'reactor:leaves' }))).toEqual({ runs: 1 });
     });
 
+    test('32 invocations of one reactor at once each find a warm context the next time (no context churn under load)', async () => {
+      const limits = { memoryMb: 128 };
+      const round = () => Promise.all(Array.from({ length: 32 }, () => warm('reactor:concurrent', { limits }).then(value)));
+      const first = await round();
+      expect(first.every((result) => result.counter === 1)).toBe(true);
+      const second = await round();
+      expect(second.map((result) => result.calls).filter((calls) => calls < 2)).toEqual([]);
+    });
+
     test('bt is given per invocation: a later invocation without an application gets null', async () => {
       expect(value(await warm('reactor:bt', { bt: { apiKey: BT_KEY } }))).toMatchObject({ bt: true, calls: 1 });
       expect(value(await warm('reactor:bt'))).toMatchObject({ bt: false, calls: 2 });
+    });
+
+    describe('synchronous warm starts', () => {
+      const starts = async () => {
+        const { values } = await metrics.warmStarts.get();
+        const of = (mode: string) => values.find((v) => v.labels.mode === mode)?.value ?? 0;
+        return { synchronous: of('synchronous'), asynchronous: of('asynchronous'), overran: of('overran') };
+      };
+
+      test('a reactor whose warm starts are quick starts on the worker thread; host calls, timers and state still work', async () => {
+        const code = `
+          let runs = 0;
+          module.exports = async (req) => {
+            runs++;
+            const id = require('crypto').randomUUID();
+            await new Promise((resolve) => setTimeout(resolve, 1));
+            const response = await fetch('https://api.example.com/echo', { method: 'POST', body: req.args.name });
+            return { runs, uuid: id.length, echoed: (await response.json()).echoed };
+          };`;
+        const before = await starts();
+        outboundCalls.length = 0;
+        for (let i = 1; i <= 8; i++) {
+          expect(value(await run(code, { contextKey: 'reactor:sync-quick' }))).toEqual({ runs: i, uuid: 36, echoed: 'Ada' });
+        }
+        expect(outboundCalls).toHaveLength(8);
+        const after = await starts();
+        // The first call is cold, the next three learn, the rest start synchronously.
+        expect(after.asynchronous - before.asynchronous).toBe(3);
+        expect(after.synchronous - before.synchronous).toBe(4);
+      });
+
+      test('a start that overruns its slice is stopped, nothing it asked of the host happens, and it runs again in a fresh context', async () => {
+        const code = `
+          let runs = 0;
+          module.exports = async (req) => {
+            runs++;
+            if (req.args.spin) {
+              const pending = fetch('https://api.example.com/once', { method: 'POST', body: 'spin' });
+              const until = Date.now() + 60;
+              while (Date.now() < until) {}
+              await pending;
+            }
+            return { runs };
+          };`;
+        for (let i = 1; i <= 5; i++) expect(value(await run(code, { contextKey: 'reactor:sync-slow' }))).toEqual({ runs: i });
+        const before = await starts();
+        outboundCalls.length = 0;
+        // The spinning call starts synchronously, is stopped after 20 ms, and runs again from scratch: a fresh context
+        // (runs is 1) and one request to the destination, not two.
+        expect(value(await run(code, { contextKey: 'reactor:sync-slow', args: { spin: true } }))).toEqual({ runs: 1 });
+        expect(outboundCalls.filter((call) => call.url.endsWith('/once'))).toHaveLength(1);
+        const after = await starts();
+        expect(after.overran - before.overran).toBe(1);
+        // From then on the reactor starts asynchronously only.
+        for (let i = 0; i < 5; i++) value(await run(code, { contextKey: 'reactor:sync-slow' }));
+        expect((await starts()).synchronous).toBe(after.synchronous);
+      });
+
+      test('an endless loop in a warm reactor that started synchronously is still a CPU timeout, and the pool keeps serving', async () => {
+        const code = 'module.exports = async (req) => { if (req.args.loop) for (;;) {} return "ok"; };';
+        for (let i = 0; i < 5; i++) expect(value(await run(code, { contextKey: 'reactor:sync-loop' }))).toBe('ok');
+        const started = Date.now();
+        const error = failure(await run(code, { contextKey: 'reactor:sync-loop', args: { loop: true } }));
+        expect(error).toMatchObject({ kind: 'timeout', status: 408 });
+        expect(Date.now() - started).toBeLessThan(900);
+        expect(value(await run(code, { contextKey: 'reactor:sync-loop' }))).toBe('ok');
+        await expectStillServing();
+      });
     });
 
     test('a warm invocation is much cheaper than a fresh one', async () => {
