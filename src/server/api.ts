@@ -70,7 +70,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     createClient: (workerUrl) => RuntimeClient.fromConfig(config, workerUrl),
   });
   if (!sharedRuntime) logger.warn('no reactor workers configured (TOKENVAULT_WORKER_URL): invocations will answer 503');
-  const formulas = new FormulaService(store);
+  const formulas = new FormulaService(store, { cacheSeconds: config.limits.keyCacheSeconds });
   // One destination policy (and so one keep-alive pool per origin) for every proxied request of this process.
   const destinations = new DestinationPolicy({ allowedHosts: config.destinations.allowedHosts, caFile: config.destinations.caFile });
   const proxies = new ProxyService(store, cipher, tenantDirectory, {
@@ -99,7 +99,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       detokenizer,
       idempotency: new IdempotencyService(store, cipher),
       formulas,
-      reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, new BtKeys(store)),
+      reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, new BtKeys(store), { cacheSeconds: config.limits.keyCacheSeconds }),
       proxies,
       proxy: new ProxyHandler(detokenizer, forwarder, new TransformRunner(runtime, new BtKeys(store))),
     },
@@ -124,7 +124,16 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await sweeper.stop();
-      await Promise.all([context.authenticator.stop(), cipher.stop(), tenantDirectory.stop(), runtime.close(), proxies.stop(), destinations.close()]);
+      await Promise.all([
+        context.authenticator.stop(),
+        cipher.stop(),
+        tenantDirectory.stop(),
+        runtime.close(),
+        proxies.stop(),
+        destinations.close(),
+        formulas.stop(),
+        context.services.reactors.stop(),
+      ]);
       await rawStore.close();
     },
   };

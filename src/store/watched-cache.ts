@@ -1,50 +1,148 @@
-// A per-process read-through cache of what is stored under one key prefix, kept honest by a watch on that prefix:
-// an event evicts its key at once (on every replica), a watch reset clears everything, and a read that raced an
-// event does not cache its (maybe stale) answer. Nothing is cached before `start`. Absent values are cached too.
+// Per-process read-through caches of stored values, kept honest by watches: an event evicts its key at once (on
+// every replica), a watch reset drops everything under its prefix, and a read that raced an event does not cache its
+// (maybe stale) answer. Absent values are cached too. Nothing is cached under a prefix until its watch is up.
+//
+// PrefixWatchedCache serves keys under many prefixes (one per tenant, say): a prefix's watch starts with its first
+// read, at most `maxPrefixes` watches run at once (the least recently used stops, its entries go with it), and one
+// LRU bounded in count and size holds every prefix's entries. WatchedCache is the one-prefix case, watched from start.
 import { LRUCache } from 'lru-cache';
 import type { Store, Watcher } from './store.js';
 
-export class WatchedCache<T> {
-  private readonly cache: LRUCache<string, { value: T | undefined }>;
-  /** Bumped by every watch event. */
+export interface PrefixWatchedCacheOptions<T> {
+  /** Entries kept, at most. */
+  max: number;
+  /** An entry unused this long is read again (a bound on staleness should a watch ever miss an event). */
+  ttlSeconds: number;
+  /** Prefixes watched at once, at most (default 1,000). */
+  maxPrefixes?: number;
+  /** Total size of the entries, at most, as `sizeOf` counts it (default: no bound but `max`). */
+  maxSize?: number;
+  sizeOf?: (value: T | undefined) => number;
+}
+
+interface PrefixWatch {
+  /** Set once the watch is established: until then reads go to the store and nothing is cached. */
+  watcher?: Watcher;
+}
+
+export class PrefixWatchedCache<T> {
+  private readonly entries: LRUCache<string, { value: T | undefined }>;
+  /** Watches started by reads, the least recently read stopped for room. */
+  private readonly watches: LRUCache<string, PrefixWatch>;
+  /** Watches started by `pin`, kept until `stop`. */
+  private readonly pinned = new Map<string, PrefixWatch>();
+  private readonly closing = new Set<Promise<void>>();
+  /** Bumped by every watch event and reset, and by `forget`. */
   private generation = 0;
-  private watcher?: Watcher;
+  private stopped = false;
 
   constructor(
     private readonly store: Store,
-    /** Cache ids are the keys below this prefix. */
-    private readonly prefix: string,
-    options: { max: number; ttlSeconds: number },
+    options: PrefixWatchedCacheOptions<T>,
   ) {
-    this.cache = new LRUCache({ max: options.max, ttl: options.ttlSeconds * 1000 });
+    const sizeOf = options.sizeOf;
+    this.entries = new LRUCache({
+      max: options.max,
+      ttl: options.ttlSeconds * 1000,
+      ...(options.maxSize !== undefined && sizeOf ? { maxSize: options.maxSize, sizeCalculation: (entry) => Math.max(1, sizeOf(entry.value)) } : {}),
+    });
+    this.watches = new LRUCache({ max: options.maxPrefixes ?? 1000, dispose: (watch, prefix) => this.unwatch(prefix, watch) });
   }
 
-  async start(): Promise<void> {
-    this.watcher = await this.store.watch(
-      this.prefix,
-      (event) => {
-        this.generation++;
-        this.cache.delete(event.key.slice(this.prefix.length));
-      },
-      () => {
-        this.generation++;
-        this.cache.clear();
-      },
-    );
+  /** Watches `prefix` until `stop`; resolves once the watch is up. */
+  async pin(prefix: string): Promise<void> {
+    const watch: PrefixWatch = {};
+    this.pinned.set(prefix, watch);
+    await this.start(prefix, watch);
+  }
+
+  /** The cached value of `key` (which lies under `prefix`), or what `load` finds (cached unless an event came meanwhile). */
+  async get(prefix: string, key: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
+    let watch = this.pinned.get(prefix) ?? this.watches.get(prefix);
+    if (watch?.watcher) {
+      const cached = this.entries.get(key);
+      if (cached) return cached.value;
+    } else if (!watch && !this.stopped) {
+      const started: PrefixWatch = (watch = {});
+      this.watches.set(prefix, started);
+      this.start(prefix, started).catch(() => {
+        // The store is unavailable: reads go to it until a later read starts the watch again.
+        if (this.watches.peek(prefix) === started) this.watches.delete(prefix);
+      });
+    }
+    const generation = this.generation;
+    const value = await load();
+    if (watch?.watcher && generation === this.generation && this.current(prefix) === watch) this.entries.set(key, { value });
+    return value;
+  }
+
+  /** Drops a key this process has just changed, before its watch event arrives. */
+  forget(key: string): void {
+    this.generation++;
+    this.entries.delete(key);
   }
 
   async stop(): Promise<void> {
-    await this.watcher?.close();
-    this.watcher = undefined;
+    this.stopped = true;
+    this.watches.clear(); // each one closes as it goes (unwatch)
+    for (const [prefix, watch] of this.pinned) this.unwatch(prefix, watch);
+    this.pinned.clear();
+    this.entries.clear();
+    await Promise.all([...this.closing]);
   }
 
-  /** The cached value for `id`, or what `load` finds (cached unless an event arrived meanwhile). */
-  async get(id: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
-    const cached = this.cache.get(id);
-    if (cached) return cached.value;
-    const generation = this.generation;
-    const value = await load();
-    if (this.watcher && generation === this.generation) this.cache.set(id, { value });
-    return value;
+  private current(prefix: string): PrefixWatch | undefined {
+    return this.pinned.get(prefix) ?? this.watches.peek(prefix);
+  }
+
+  private async start(prefix: string, watch: PrefixWatch): Promise<void> {
+    const watcher = await this.store.watch(
+      prefix,
+      (event) => this.forget(event.key),
+      () => this.dropUnder(prefix),
+    );
+    watch.watcher = watcher;
+    // Stopped for room, or the cache stopped, while it was being set up.
+    if (this.stopped || this.current(prefix) !== watch) this.unwatch(prefix, watch);
+  }
+
+  private unwatch(prefix: string, watch: PrefixWatch): void {
+    this.dropUnder(prefix);
+    const watcher = watch.watcher;
+    watch.watcher = undefined;
+    if (!watcher) return;
+    const closed = watcher.close().catch(() => undefined);
+    this.closing.add(closed);
+    void closed.then(() => this.closing.delete(closed));
+  }
+
+  private dropUnder(prefix: string): void {
+    this.generation++;
+    for (const key of [...this.entries.keys()]) if (key.startsWith(prefix)) this.entries.delete(key);
+  }
+}
+
+/** A cache of what is stored under one prefix, watched from `start` on; ids are the keys below the prefix. */
+export class WatchedCache<T> {
+  private readonly cache: PrefixWatchedCache<T>;
+
+  constructor(
+    store: Store,
+    private readonly prefix: string,
+    options: { max: number; ttlSeconds: number },
+  ) {
+    this.cache = new PrefixWatchedCache(store, options);
+  }
+
+  start(): Promise<void> {
+    return this.cache.pin(this.prefix);
+  }
+
+  stop(): Promise<void> {
+    return this.cache.stop();
+  }
+
+  get(id: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
+    return this.cache.get(this.prefix, `${this.prefix}${id}`, load);
   }
 }

@@ -8,6 +8,7 @@ import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
+import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../ownership.js';
 import { assertCompiles } from './code.js';
@@ -54,8 +55,32 @@ export interface ReactorUsage {
   reactorId: string;
 }
 
+/** Formula records kept for invocations, at most (count, and characters of code). */
+const CACHED_FORMULAS = 10_000;
+const CACHED_FORMULA_CHARS = 32 * 1024 * 1024;
+
 export class FormulaService {
-  constructor(private readonly store: Store) {}
+  /**
+   * The records invocations read (`cached`): every react needs its formula, and the code may be 50,000 characters.
+   * Watched per tenant (and the official prefix), so a changed formula applies at once on every replica.
+   */
+  private readonly records: PrefixWatchedCache<Formula>;
+
+  constructor(
+    private readonly store: Store,
+    options: { cacheSeconds?: number } = {},
+  ) {
+    this.records = new PrefixWatchedCache(store, {
+      max: CACHED_FORMULAS,
+      maxSize: CACHED_FORMULA_CHARS,
+      sizeOf: (formula) => (formula?.code.length ?? 0) + 1024,
+      ttlSeconds: options.cacheSeconds ?? 300,
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.records.stop();
+  }
 
   async create(owner: FormulaOwner, body: FormulaBody): Promise<Formula> {
     checkBody(owner, body);
@@ -70,6 +95,7 @@ export class FormulaService {
     if (!(await this.store.create(storeKey(owner, formula.id), JSON.stringify(formula)))) {
       throw new Errors.Conflict(`A reactor formula with the id ${formula.id} already exists.`);
     }
+    this.records.forget(storeKey(owner, formula.id));
     return formula;
   }
 
@@ -86,6 +112,7 @@ export class FormulaService {
     if (!(await this.store.compareAndSwap(storeKey(owner, id), current.modRevision, JSON.stringify(formula)))) {
       throw new Errors.Conflict('The formula was changed by another request; retry.');
     }
+    this.records.forget(storeKey(owner, id));
     return formula;
   }
 
@@ -104,6 +131,7 @@ export class FormulaService {
     if (!(await this.store.compareAndDelete(storeKey(owner, id), current.modRevision))) {
       throw new Errors.Conflict('The formula was changed while it was being deleted; retry.');
     }
+    this.records.forget(storeKey(owner, id));
   }
 
   /**
@@ -111,15 +139,26 @@ export class FormulaService {
    * (ids do not move between the two), so only that place is read; both are read when it is not there.
    */
   async get(tenantId: string, id: string, official?: boolean): Promise<Formula> {
+    return this.find(tenantId, id, official, async (_prefix, key) => (await getRecord<Formula>(this.store, key))?.value);
+  }
+
+  /** `get` through the watched cache of formula records: what invocations read. */
+  async cached(tenantId: string, id: string, official?: boolean): Promise<Formula> {
+    return this.find(tenantId, id, official, (prefix, key) => this.records.get(prefix, key, async () => (await getRecord<Formula>(this.store, key))?.value));
+  }
+
+  private async find(tenantId: string, id: string, official: boolean | undefined, read: (prefix: string, key: string) => Promise<Formula | undefined>): Promise<Formula> {
+    const own = () => read(keys.formulas(tenantId), keys.formula(tenantId, id));
+    const shared = () => read(keys.officialFormulas, keys.officialFormula(id));
     if (official !== undefined) {
-      const found = await getRecord<Formula>(this.store, official ? keys.officialFormula(id) : keys.formula(tenantId, id));
-      if (found) return found.value;
+      const found = await (official ? shared() : own());
+      if (found) return found;
     }
     // Both places in the same turn: the store reads them in one round trip.
-    const [own, shared] = await Promise.all([getRecord<Formula>(this.store, keys.formula(tenantId, id)), getRecord<Formula>(this.store, keys.officialFormula(id))]);
-    const found = own ?? shared;
+    const [mine, theirs] = await Promise.all([own(), shared()]);
+    const found = mine ?? theirs;
     if (!found) throw new Errors.NotFound('Reactor formula not found.');
-    return found.value;
+    return found;
   }
 
   /** Official formulas plus the tenant's private ones (or only official ones for the operator). */

@@ -10,6 +10,7 @@ import type { InvocationFailure } from '../../runtime/contract.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
+import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import type { Formula, FormulaService } from '../formulas/service.js';
@@ -68,11 +69,17 @@ export class CustomResponse {
   ) {}
 }
 
+/** Reactor records kept for invocations, at most (count, and characters of inline code and configuration). */
+const CACHED_REACTORS = 10_000;
+const CACHED_REACTOR_CHARS = 32 * 1024 * 1024;
+
 export class ReactorService {
   /** Formula id by reactor key, remembered from earlier calls (a reactor's formula cannot change). */
   private readonly formulaIds = new LRUCache<string, { id: string; official: boolean }>({ max: 10_000 });
   /** Decrypted configuration by reactor key, with the ciphertext it came from (a new version does not match). */
   private readonly configurations = new LRUCache<string, { sealed: string; values: ConfigurationValues }>({ max: 10_000 });
+  /** Reactor records invocations read, watched per tenant: a changed or deleted reactor applies at once everywhere. */
+  private readonly records: PrefixWatchedCache<ReactorRecord>;
 
   constructor(
     private readonly store: Store,
@@ -82,7 +89,19 @@ export class ReactorService {
     private readonly detokenizer: Detokenizer,
     private readonly runtime: RuntimeRouter,
     private readonly btKeys: BtKeys,
-  ) {}
+    options: { cacheSeconds?: number } = {},
+  ) {
+    this.records = new PrefixWatchedCache(store, {
+      max: CACHED_REACTORS,
+      maxSize: CACHED_REACTOR_CHARS,
+      sizeOf: (record) => (record?.code?.length ?? 0) + (record?.sealed_configuration.length ?? 0) + 1024,
+      ttlSeconds: options.cacheSeconds ?? 300,
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.records.stop();
+  }
 
   async create(principal: TenantPrincipal, body: ReactorBody): Promise<Reactor> {
     const tenantId = principal.tenantId;
@@ -111,6 +130,7 @@ export class ReactorService {
     if (!(await this.store.txn({ compare: [{ key: keys.reactor(tenantId, id), modRevision: 0 }], success: ops }))) {
       throw new Errors.Conflict(`A reactor with the id ${id} already exists.`);
     }
+    this.records.forget(keys.reactor(tenantId, id));
     return this.toReactor(record, configuration, formula);
   }
 
@@ -154,6 +174,7 @@ export class ReactorService {
     if (!(await this.store.txn({ compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }], success: ops }))) {
       throw new Errors.Conflict('The reactor was changed while it was being deleted; retry.');
     }
+    this.records.forget(keys.reactor(tenantId, id));
   }
 
   /** The reactor's name, or undefined when it no longer exists (formula deletion checks its users with this). */
@@ -163,24 +184,25 @@ export class ReactorService {
 
   async react(principal: TenantPrincipal, id: string, args: unknown): Promise<ReactResponse> {
     const tenantId = principal.tenantId;
-    // One store round trip on the hot path: the reactor, its formula and the tokens the args name are read in the same
-    // turn, which the store sends as one transaction. A reactor's formula never changes, so the formula id seen on an
-    // earlier call (and where it was: private or official) is read alongside; if the reactor was replaced by one with
-    // another formula, a second read follows.
+    // At most one store round trip on the hot path: the reactor and its formula come from the watched caches (or are
+    // read in the same turn as the tokens the args name, which the store sends as one transaction). A reactor's
+    // formula never changes, so the formula id seen on an earlier call (and where it was: private or official) is
+    // read alongside; if the reactor was replaced by one with another formula, a second read follows.
     const reactorKey = keys.reactor(tenantId, id);
     const known = this.formulaIds.get(reactorKey);
     const [loaded, knownFormula, read] = await Promise.allSettled([
-      this.load(tenantId, id),
-      known ? this.formulaOf(tenantId, known.id, known.official) : Promise.resolve(undefined),
+      this.records.get(keys.reactors(tenantId), reactorKey, async () => (await getRecord<ReactorRecord>(this.store, reactorKey))?.value),
+      known ? this.formulaOf(tenantId, known.id, known.official, true) : Promise.resolve(undefined),
       this.detokenizer.read(principal, args ?? {}),
     ]);
     // The reactor's own errors (404) come before the args' (400).
     if (loaded.status === 'rejected') throw loaded.reason;
-    const record = loaded.value.value;
+    const record = loaded.value;
+    if (!record) throw new Errors.NotFound('Reactor not found.');
     let formula: Formula | undefined;
     if (record.formula_id !== undefined) {
       if (record.formula_id !== known?.id || knownFormula.status === 'rejected') {
-        formula = await this.formulaOf(tenantId, record.formula_id);
+        formula = await this.formulaOf(tenantId, record.formula_id, undefined, true);
         this.formulaIds.set(reactorKey, { id: formula.id, official: formula.type === 'official' });
       } else {
         formula = knownFormula.value;
@@ -245,6 +267,7 @@ export class ReactorService {
     if (!(await this.store.compareAndSwap(keys.reactor(tenantId, id), current.modRevision, JSON.stringify(record)))) {
       throw new Errors.Conflict('The reactor was changed by another request; retry.');
     }
+    this.records.forget(keys.reactor(tenantId, id));
     return this.toReactor(record, configuration, formula);
   }
 
@@ -270,9 +293,10 @@ export class ReactorService {
     if (body.code !== undefined) assertCompiles(body.code);
   }
 
-  private async formulaOf(tenantId: string, formulaId: string, official?: boolean): Promise<Formula> {
+  /** The formula, or 400 naming formula.id when there is none; `cached` for invocations (FormulaService.cached). */
+  private async formulaOf(tenantId: string, formulaId: string, official?: boolean, cached = false): Promise<Formula> {
     try {
-      return await this.formulas.get(tenantId, formulaId, official);
+      return await (cached ? this.formulas.cached(tenantId, formulaId, official) : this.formulas.get(tenantId, formulaId, official));
     } catch (error) {
       if (error instanceof VaultError && error.status === 404) {
         throw new Errors.InvalidBody({ errors: { 'formula.id': ['no such reactor formula'] } });
