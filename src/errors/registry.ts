@@ -104,6 +104,12 @@ export const Errors = {
     'The destination response is larger than allowed.',
   ),
   StoreUnavailable: define('TV_STORE_UNAVAILABLE', 503, 'Service Unavailable', 'The store is unavailable; retry later.'),
+  CodeRequired: define(
+    'TV_CODE_REQUIRED',
+    409,
+    'Conflict',
+    'This worker does not have the code of this code hash; send the invocation again with its code.',
+  ),
   RuntimeUnavailable: define(
     'TV_RUNTIME_UNAVAILABLE',
     503,

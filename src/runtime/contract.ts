@@ -16,7 +16,12 @@ export interface InvocationRequest {
   tenantId: string;
   /** SHA-256 (hex) of `code`. */
   codeHash: string;
-  code: string;
+  /**
+   * The code. Left out when the API sent it to this worker pool before: a worker that has it compiled (or has it
+   * failing to compile) runs the invocation, and one that does not answers 409 (CodeRequired) without running
+   * anything, and the API sends the invocation again with its code.
+   */
+  code?: string;
   /** What the code gets as `req.args` (already detokenized and validated by the API). */
   args: unknown;
   /** What the code gets as `req.configuration`. */

@@ -73,6 +73,14 @@ export class InvalidInvocation extends Error {
   }
 }
 
+/** An invocation without its code, for code this pool does not have (the worker answers 409; nothing ran). */
+export class CodeRequired extends Error {
+  constructor() {
+    super('this worker does not have the code of this code hash; send the invocation again with its code');
+    this.name = 'CodeRequired';
+  }
+}
+
 const HASHES = new Set(['md5', 'sha1', 'sha256', 'sha384', 'sha512']);
 const DIGEST_ENCODINGS = new Set(['hex', 'base64', 'base64url', 'latin1', 'binary']);
 const ENOUGH = 1; // ms: the least timeout handed to isolated-vm (0 would mean none)
@@ -319,6 +327,7 @@ export class SandboxPool {
       this.options.metrics?.observeCompileCache('hit');
       return inFlight;
     }
+    if (request.code === undefined) throw new CodeRequired();
     if (createHash('sha256').update(request.code).digest('hex') !== request.codeHash.toLowerCase()) {
       throw new InvalidInvocation('codeHash is not the SHA-256 of code');
     }

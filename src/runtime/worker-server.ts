@@ -12,7 +12,7 @@ import { Errors, toProblem, type FieldErrors, type VaultError } from '../errors/
 import type { Logger } from '../observability/logger.js';
 import { MAX_BATCH_ITEMS, type BatchLine, type InvocationRequest, type InvocationResult } from './contract.js';
 import type { RuntimeMetrics } from './metrics.js';
-import { InvalidInvocation, type SandboxPool } from './sandbox.js';
+import { CodeRequired, InvalidInvocation, type SandboxPool } from './sandbox.js';
 
 /**
  * Largest /invoke body. An invocation carries at most 50,000 characters of code and a payload the API accepted in a
@@ -68,7 +68,12 @@ export function createWorkerHandler(options: {
     if ('errors' in parsed) return sendProblem(res, new Errors.InvalidBody({ errors: parsed.errors }));
     const outcome = await run(parsed.request);
     if ('result' in outcome) send(res, 200, JSON.stringify(outcome.result));
-    else sendProblem(res, outcome.status === 400 ? new Errors.InvalidBody({ errors: { codeHash: [outcome.detail] } }) : new Errors.Internal());
+    else sendProblem(res, refusalOf(outcome));
+  };
+  const refusalOf = (outcome: { status: number; detail: string }): VaultError => {
+    if (outcome.status === 400) return new Errors.InvalidBody({ errors: { codeHash: [outcome.detail] } });
+    if (outcome.status === 409) return new Errors.CodeRequired();
+    return new Errors.Internal();
   };
 
   /** One invocation, counted in flight; an error that is not the code's is a status (400 refused, 500 internal). */
@@ -80,6 +85,7 @@ export function createWorkerHandler(options: {
       return { result };
     } catch (error) {
       if (error instanceof InvalidInvocation) return { status: 400, detail: error.message };
+      if (error instanceof CodeRequired) return { status: 409, detail: error.message };
       logger.error({ error_name: (error as Error)?.name, stack: (error as Error)?.stack?.split('\n').slice(1).join('\n') }, 'invocation failed in the worker');
       return { status: 500, detail: 'The invocation failed in the worker.' };
     } finally {
@@ -216,8 +222,8 @@ export function parseInvocation(body: unknown): { request: InvocationRequest } |
   const { tenantId, codeHash, code, configuration, bt, kind, limits, contextKey } = body;
   if (typeof tenantId !== 'string' || tenantId === '' || tenantId.length > 200) problem('tenantId', 'must be a string of 1 to 200 characters');
   if (typeof codeHash !== 'string' || !/^[0-9a-f]{64}$/i.test(codeHash)) problem('codeHash', 'must be a SHA-256 in hex');
-  if (typeof code !== 'string') problem('code', 'must be a string');
-  else if (code.length > MAX_CODE_LENGTH) problem('code', `must be at most ${MAX_CODE_LENGTH} characters`);
+  if (code !== undefined && typeof code !== 'string') problem('code', 'must be a string (or left out: see contract.ts)');
+  else if (typeof code === 'string' && code.length > MAX_CODE_LENGTH) problem('code', `must be at most ${MAX_CODE_LENGTH} characters`);
   if (configuration !== undefined && !isObject(configuration)) problem('configuration', 'must be an object');
   if (bt !== undefined && bt !== null && !(isObject(bt) && typeof bt.apiKey === 'string' && bt.apiKey !== '')) problem('bt', 'must be null or {apiKey}');
   if (kind !== 'reactor' && kind !== 'transform') problem('kind', "must be 'reactor' or 'transform'");
@@ -240,7 +246,7 @@ export function parseInvocation(body: unknown): { request: InvocationRequest } |
     request: {
       tenantId: tenantId as string,
       codeHash: (codeHash as string).toLowerCase(),
-      code: code as string,
+      ...(code !== undefined ? { code: code as string } : {}),
       args: body.args ?? null,
       configuration: (configuration as Record<string, unknown> | undefined) ?? {},
       bt: (bt as { apiKey: string } | null | undefined) ?? null,

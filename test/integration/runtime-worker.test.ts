@@ -226,6 +226,79 @@ describe('batches: invocations started together share one request', () => {
   });
 });
 
+describe('code travels once per worker pool', () => {
+  /** A real HTTP hop in front of a worker that records each body and forwards it to `target.url`. */
+  async function recordingHop(target: { url: string }) {
+    const bodies: any[] = [];
+    const statuses: number[] = [];
+    const server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', async () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        bodies.push(JSON.parse(text));
+        const answer = await fetch(`${target.url}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
+        statuses.push(answer.status);
+        res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' });
+        res.end(await answer.text());
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    return { url, bodies, statuses, close: () => new Promise((resolve) => server.close(resolve)) };
+  }
+  const freshWorker = () =>
+    startWorker(loadConfig({ requireStore: false, env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'silent' } }), createLogger('silent'));
+
+  test('after a worker has answered with the code, invocations leave it out; a worker without it asks (409) and gets it', async () => {
+    const code = `${NORMAL} // sent once ${Date.now()}`;
+    const target = { url: worker.url };
+    const hop = await recordingHop(target);
+    const once = new RuntimeClient({ workerUrl: hop.url, defaultTimeoutMs: 1000 });
+    const other = await freshWorker();
+    try {
+      expect(await once.invoke(request(code, { args: { n: 1 } }))).toMatchObject({ ok: true, result: { raw: { answer: 2 } } });
+      expect(await once.invoke(request(code, { args: { n: 2 } }))).toMatchObject({ ok: true, result: { raw: { answer: 4 } } });
+      expect(hop.bodies.map((body) => typeof body.code)).toEqual(['string', 'undefined']);
+      // Another worker (a second replica behind the Service, say) has never seen it.
+      target.url = other.url;
+      expect(await once.invoke(request(code, { args: { n: 3 } }))).toMatchObject({ ok: true, result: { raw: { answer: 6 } } });
+      expect(hop.bodies.slice(2).map((body) => typeof body.code)).toEqual(['undefined', 'string']);
+      expect(hop.statuses.slice(2)).toEqual([409, 200]);
+      // Concurrent invocations (one batch) to a worker without the code: each line asks, each goes again with it.
+      const third = await freshWorker();
+      target.url = third.url;
+      const answers = await Promise.all([4, 5, 6].map((n) => once.invoke(request(code, { args: { n } }))));
+      expect(answers).toEqual([4, 5, 6].map((n) => expect.objectContaining({ ok: true, result: { raw: { answer: n * 2 } } })));
+      expect(hop.bodies[4].batch.map((item: any) => typeof item.code)).toEqual(['undefined', 'undefined', 'undefined']);
+      await third.close();
+    } finally {
+      await once.close();
+      await hop.close();
+      await other.close();
+    }
+  });
+
+  test("the worker runs an invocation without its code only for code it has from that tenant; 409 otherwise, and nothing runs", async () => {
+    const code = `${NORMAL} // by hash ${Date.now()}`;
+    const withCode = request(code);
+    const { code: _left, ...byHash } = withCode;
+    expect((await post('/invoke', JSON.stringify(byHash))).body).toMatchObject({ status: 409, code: 'TV_CODE_REQUIRED' });
+    expect((await post('/invoke', JSON.stringify(withCode))).status).toBe(200);
+    expect(await post('/invoke', JSON.stringify(byHash))).toMatchObject({ status: 200, body: { ok: true, result: { raw: { answer: 42 } } } });
+    // Another tenant naming the same hash does not reach the first tenant's compiled code.
+    expect((await post('/invoke', JSON.stringify({ ...byHash, tenantId: 'tenant-other' }))).status).toBe(409);
+    const batch = await fetch(`${worker.url}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ batch: [{ ...byHash, tenantId: 'tenant-other' }, byHash] }) });
+    const lines = (await batch.text()).trim().split('\n').map((line) => JSON.parse(line));
+    expect(lines).toEqual(expect.arrayContaining([{ i: 0, status: 409, detail: expect.any(String) }, { i: 1, result: expect.objectContaining({ ok: true }) }]));
+    // Code known not to compile is answered by its hash as well.
+    const broken = request('module.exports = async (req) => {');
+    expect(failure(await client.invoke(broken))).toMatchObject({ kind: 'compile', status: 422 });
+    const { code: _broken, ...brokenByHash } = broken;
+    expect((await post('/invoke', JSON.stringify(brokenByHash))).body).toMatchObject({ ok: false, error: { kind: 'compile' } });
+  });
+});
+
 describe('abuse over HTTP: a clean error each time, and the worker goes on serving', () => {
   const cases: Array<[string, string, Partial<InvocationFailure>]> = [
     ['while (true) {}', 'module.exports = async () => { while (true) {} }', { kind: 'timeout', status: 408 }],
