@@ -253,7 +253,7 @@ export const SETTINGS = {
   keyCache: {
     flag: 'key-cache-seconds',
     env: 'TOKENVAULT_KEY_CACHE_SECONDS',
-    description: 'Idle lifetime of cached key lookups (changes are evicted at once by watch)',
+    description: 'Lifetime of cached lookups: API keys, tenants, proxies, and the reactors and formulas invocations read (changes are evicted at once by watch)',
     default: '300',
   },
 } satisfies Record<string, Setting>;
