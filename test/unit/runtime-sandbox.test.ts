@@ -247,6 +247,16 @@ describe('the code contract', () => {
         expect((await starts()).synchronous).toBe(after.synchronous);
       });
 
+      test('an allocation bomb in a warm reactor that starts synchronously is the memory limit, and the pool keeps serving', async () => {
+        const code = "module.exports = async (req) => { if (!req.args.bomb) return 'ok'; const a = []; for (let i = 0; ; i++) a.push(new Array(100000).fill('x' + i)); };";
+        const limits = { cpuMs: 5000, timeoutMs: 20000 };
+        for (let i = 0; i < 5; i++) expect(value(await run(code, { contextKey: 'reactor:sync-bomb', limits }))).toBe('ok');
+        const error = failure(await run(code, { contextKey: 'reactor:sync-bomb', limits, args: { bomb: true } }));
+        expect(error).toMatchObject({ kind: 'memory', status: 500 });
+        expect(value(await run(code, { contextKey: 'reactor:sync-bomb', limits }))).toBe('ok');
+        await expectStillServing();
+      });
+
       test('an endless loop in a warm reactor that started synchronously is still a CPU timeout, and the pool keeps serving', async () => {
         const code = 'module.exports = async (req) => { if (req.args.loop) for (;;) {} return "ok"; };';
         for (let i = 0; i < 5; i++) expect(value(await run(code, { contextKey: 'reactor:sync-loop' }))).toBe('ok');
