@@ -38,17 +38,6 @@ export class RuntimeRouter {
     return client;
   }
 
-  /** Invokes on the tenant's workers (request.tenantId); undefined when there are none. */
-  async invoke(request: InvocationRequest): Promise<InvocationResult | undefined> {
-    const client = await this.clientFor(request.tenantId);
-    return client?.invoke(request);
-  }
-
-  /** Dedicated worker URLs with a client. */
-  get dedicatedUrls(): string[] {
-    return [...this.clients.keys()];
-  }
-
   async close(): Promise<void> {
     this.closed = true;
     const all = [...this.clients.values()];

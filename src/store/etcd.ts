@@ -18,6 +18,7 @@ import {
   type IRequestOp,
   type Watcher as EtcdWatcher,
 } from 'etcd3';
+import { TurnBatches } from '../batching/turn-batches.js';
 import { Errors } from '../errors/registry.js';
 import { assertDeletablePrefix, checkTxn, deliver, leaseSeconds, MAX_TXN_OPS, prefixEnd } from './common.js';
 import type { Entry, PutOptions, RangeOptions, Store, Txn, TxnOp, WatchEvent, Watcher } from './store.js';
@@ -66,9 +67,7 @@ const READ_BATCH_KEYS = 64;
 interface ReadBatch {
   keys: Set<string>;
   readers: { keys: string[]; resolve: (found: Map<string, Entry>) => void; reject: (error: unknown) => void }[];
-  flushed?: boolean;
 }
-
 
 export class EtcdStore implements Store {
   private readonly client: Etcd3;
@@ -78,9 +77,15 @@ export class EtcdStore implements Store {
   private readonly watches = new Set<EtcdWatch>();
   private closed = false;
   /** The reads waiting to be sent together (see `batchedRead`). */
-  private readBatch?: ReadBatch;
+  private readonly reads = new TurnBatches<ReadBatch>(
+    () => ({ keys: new Set(), readers: [] }),
+    (batch) => void this.flushReads(batch),
+  );
   /** The transactions waiting to be sent together (see `batchedTxn`). */
-  private writeBatch?: WriteBatch;
+  private readonly writes = new TurnBatches<WriteBatch>(
+    () => ({ txns: [], keys: new Map(), puts: new Map(), deletes: [], compares: [], bytes: 0 }),
+    (batch) => void this.flushWrites(batch),
+  );
 
   constructor(options: EtcdStoreOptions) {
     this.dialTimeoutMs = options.dialTimeoutMs ?? 2_000;
@@ -228,30 +233,13 @@ export class EtcdStore implements Store {
    */
   private batchedRead(keys: string[]): Promise<Map<string, Entry>> {
     return new Promise((resolve, reject) => {
-      let batch = this.readBatch;
-      if (batch && batch.keys.size + keys.length > READ_BATCH_KEYS) {
-        this.readBatch = undefined;
-        void this.flushReads(batch);
-        batch = undefined;
-      }
-      if (!batch) {
-        const fresh: ReadBatch = { keys: new Set(), readers: [] };
-        this.readBatch = batch = fresh;
-        // setImmediate, not a microtask: it runs after this turn's I/O callbacks, so the reads of every request that
-        // arrived together share the batch (a microtask would flush after each request's own callback).
-        setImmediate(() => {
-          if (this.readBatch === fresh) this.readBatch = undefined;
-          void this.flushReads(fresh);
-        });
-      }
+      const batch = this.reads.current((open) => open.keys.size + keys.length <= READ_BATCH_KEYS);
       for (const key of keys) batch.keys.add(key);
       batch.readers.push({ keys, resolve, reject });
     });
   }
 
   private async flushReads(batch: ReadBatch): Promise<void> {
-    if (batch.flushed) return;
-    batch.flushed = true;
     const found = new Map<string, Entry>();
     try {
       if (batch.keys.size === 1) {
@@ -318,28 +306,13 @@ export class EtcdStore implements Store {
    */
   private batchedTxn(txn: Txn): Promise<boolean> {
     return new Promise((resolve, reject) => {
-      let batch = this.writeBatch;
-      if (batch && !joins(batch, txn)) {
-        this.writeBatch = undefined;
-        void this.flushWrites(batch);
-        batch = undefined;
-      }
-      if (!batch) {
-        const fresh: WriteBatch = { txns: [], keys: new Map(), puts: new Map(), deletes: [], compares: [], bytes: 0 };
-        this.writeBatch = batch = fresh;
-        setImmediate(() => {
-          if (this.writeBatch === fresh) this.writeBatch = undefined;
-          void this.flushWrites(fresh);
-        });
-      }
+      const batch = this.writes.current((open) => joins(open, txn));
       add(batch, txn);
       batch.txns.push({ txn, resolve, reject });
     });
   }
 
   private async flushWrites(batch: WriteBatch): Promise<void> {
-    if (batch.flushed) return;
-    batch.flushed = true;
     if (batch.txns.length === 1) {
       const [{ txn, resolve, reject }] = batch.txns;
       return this.sendTxn(txn).then(resolve, reject);
@@ -475,7 +448,6 @@ interface WriteBatch {
   deletes: TxnOp[];
   compares: NonNullable<Txn['compare']>;
   bytes: number;
-  flushed?: boolean;
 }
 
 /** Transactions with leases or prefix deletes are sent on their own. */
