@@ -2,9 +2,13 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-# node-gyp cannot download Node headers here; the machine's Node ships its own under its install prefix.
+# node-gyp cannot download Node headers here; the machine's Node ships its own under its install prefix. node-gyp reads
+# npm_package_config_node_gyp_<key> as well as npm_config_<key>; the former is not an npm setting, so npm does not warn
+# about it as an unknown one.
 NODE_PREFIX := $(shell dirname "$$(dirname "$$(command -v node)")")
-export npm_config_nodedir ?= $(NODE_PREFIX)
+export npm_package_config_node_gyp_nodedir ?= $(NODE_PREFIX)
+# Local binaries directly: npx is npm, which re-reads (and warns about) the user's npm configuration on every call.
+BIN := node_modules/.bin
 
 INSTALLED := node_modules/.tokenvault-installed
 SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
@@ -27,7 +31,7 @@ install: $(INSTALLED)
 
 dist/.built: $(INSTALLED) $(SOURCES) tsconfig.json tsconfig.build.json
 	rm -rf dist
-	npx tsc -p tsconfig.build.json
+	$(BIN)/tsc -p tsconfig.build.json
 	@touch $@
 
 build: dist/.built
@@ -36,7 +40,7 @@ run: build
 	bin/tokenvault dev
 
 typecheck: $(INSTALLED)
-	npx tsc -p tsconfig.json --noEmit
+	$(BIN)/tsc -p tsconfig.json --noEmit
 
 test: build
 	hack/test.sh

@@ -17,6 +17,6 @@ TOKENVAULT_ETCD_BIN="${TOKENVAULT_ETCD_BIN:-$(hack/tools.sh etcd)}"
 export TOKENVAULT_ETCD_BIN
 
 rm -rf dist-bench
-npx tsc -p bench/tsconfig.json
+node_modules/.bin/tsc -p bench/tsconfig.json
 
 exec node --no-node-snapshot dist-bench/bench/main.js "$@"

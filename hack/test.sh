@@ -24,7 +24,7 @@ summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
 export TOKENVAULT_TEST_SUMMARY_FILE="$summary"
 
-npx jest --ci --maxWorkers=2 "$@"
+node_modules/.bin/jest --ci --maxWorkers=2 "$@"
 status=$?
 
 if [ -s "$summary" ]; then
