@@ -13,11 +13,13 @@ BIN := node_modules/.bin
 INSTALLED := node_modules/.tokenvault-installed
 SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
-.PHONY: help install build run test bench typecheck clean
+.PHONY: help install build run test test-unit lint bench typecheck clean
 
 help:
 	@echo "make run    build and start tokenvault dev (prints the URL and a management key)"
 	@echo "make test   run every test tier against a real etcd and a real kube-apiserver"
+	@echo "make test-unit  the unit tier only: no services, seconds"
+	@echo "make lint   type-check the sources, tests and benchmarks"
 	@echo "make bench  run the benchmarks"
 
 # npm install, not npm ci: npm 11 writes lock files without other platforms' optional bindings (unrs-resolver's),
@@ -44,6 +46,12 @@ typecheck: $(INSTALLED)
 
 test: build
 	hack/test.sh
+
+test-unit: $(INSTALLED)
+	NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot $${NODE_OPTIONS:-}" $(BIN)/jest --ci --config jest.unit.config.js
+
+lint: typecheck
+	$(BIN)/tsc -p bench/tsconfig.json --noEmit
 
 bench: build
 	hack/bench.sh
