@@ -127,7 +127,8 @@ export class TokenService {
       if (!decide(principal, after, 'token:update')) {
         throw new Errors.Forbidden('The key may not move this token into that container.');
       }
-      const widened = VISIBILITY_FIELDS.filter((field) => !sameJson(before[field], merged[field] ?? undefined, field === 'containers' ? containers : undefined));
+      const next = { mask: merged.mask, containers, fingerprint_expression: merged.fingerprint_expression, search_indexes: merged.search_indexes };
+      const widened = VISIBILITY_FIELDS.filter((field) => JSON.stringify(before[field] ?? null) !== JSON.stringify(next[field] ?? null));
       if (widened.length > 0 && !(revealsPlaintext(principal, facts(before)) && revealsPlaintext(principal, after))) {
         throw new Errors.Forbidden(
           `Changing ${widened.join(', ')} changes who sees the plaintext: it needs the right to read this token's plaintext (token:read with reveal) in its current and its new containers.`,
@@ -303,10 +304,6 @@ export class TokenService {
 
 /** Fields whose change changes who sees a token's plaintext, or what its derived values reveal. */
 const VISIBILITY_FIELDS = ['mask', 'containers', 'fingerprint_expression', 'search_indexes'] as const;
-
-function sameJson(before: unknown, after: unknown, resolved?: unknown): boolean {
-  return JSON.stringify(before ?? null) === JSON.stringify(resolved ?? after ?? null);
-}
 
 /** A public application's own key (not a session it created): browser-held, so it writes only what it created. */
 function isPublicKey(principal: TenantPrincipal): boolean {
