@@ -173,6 +173,20 @@ describe('5. revocation reaches every replica within 5 s', () => {
     ['it is deleted', (id) => client(one.url, mgmt).delete(`/applications/${id}`)],
   ];
 
+  test("an application's narrowed permissions apply on the other replica", async () => {
+    const reader = await createApplication(one.url, mgmt, { name: 'reader', type: 'private', permissions: ['token:read'] });
+    expect((await client(two.url, reader.key).get(`/tokens/${tokenId}`)).status).toBe(200);
+    const since = Date.now();
+    await client(one.url, mgmt).put(`/applications/${reader.id}`, { body: { name: 'reader', permissions: ['token:create'] } });
+    let status = 200;
+    while (status !== 403 && Date.now() - since < 10_000) {
+      status = (await client(two.url, reader.key).get(`/tokens/${tokenId}`)).status;
+      if (status !== 403) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(status).toBe(403);
+    expect(Date.now() - since).toBeLessThan(5000);
+  });
+
   test.each(changes)('a session ends when its authorizer has %s', async (_name, change) => {
     const authorizer = await createApplication(one.url, mgmt, { name: 'server', type: 'private', permissions: ['token:read'] });
     const session = await authorizedSession(authorizer.key);
