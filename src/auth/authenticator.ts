@@ -1,9 +1,12 @@
 // Resolves a BT-API-KEY to a principal. Lookups are cached per process and the cache is kept honest by watching the
 // key index and the tenant registry: a deleted, regenerated or re-permissioned key changes its index entry, the
 // watch evicts it on every replica (well within a second); the TenantDirectory does the same for deleted tenants.
+// Keys derived from an application (sessions it authorized, keys minted for its reactors) name it and the grant they
+// were derived from; the ApplicationDirectory (also watched) tells whether that grant still holds.
 import { hashKey, isApiKey, sameHash } from './api-keys.js';
 import { OPERATOR_ACTOR_ID, principalFromEntry, type KeyIndexEntry, type Principal } from './principal.js';
-import { ALL_PERMISSIONS } from '../domain/permissions/permissions.js';
+import type { ApplicationDirectory } from '../domain/applications/directory.js';
+import { MANAGEMENT_DEFAULT } from '../domain/permissions/permissions.js';
 import { Errors } from '../errors/registry.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/store.js';
@@ -16,6 +19,7 @@ export class Authenticator {
   constructor(
     private readonly store: Store,
     private readonly tenants: TenantDirectory,
+    private readonly applications: ApplicationDirectory,
     private readonly options: { operatorKeyHash?: string; cacheSeconds: number },
   ) {
     this.keyCache = new WatchedCache(store, keys.apiKeys, { max: 100_000, ttlSeconds: options.cacheSeconds });
@@ -32,7 +36,9 @@ export class Authenticator {
 
   /**
    * The principal for a presented key; 401 for a missing, unknown or expired key. The operator key with a tenant id
-   * (BT-TENANT-ID) acts in that tenant with every permission, which is how the controller manages a tenant's resources.
+   * (BT-TENANT-ID) acts in that tenant with the management permissions only, which is how the controller manages a
+   * tenant's resources: it administers, it holds no token permission, so it cannot read, reveal or use token data,
+   * invoke reactors or call the proxy.
    */
   async authenticate(presented: string | undefined, asTenant?: string): Promise<Principal> {
     if (presented === undefined || presented === '') throw new Errors.Unauthenticated();
@@ -46,7 +52,7 @@ export class Authenticator {
         tenantId: asTenant,
         applicationId: OPERATOR_ACTOR_ID,
         applicationType: 'management',
-        permissions: new Set(ALL_PERMISSIONS),
+        permissions: new Set(MANAGEMENT_DEFAULT),
         rules: [],
         operator: true,
       };
@@ -59,6 +65,12 @@ export class Authenticator {
     }
     // A tenant whose record is gone or marked for deletion authenticates nobody.
     if ((await this.tenants.get(principal.tenantId)) === undefined) throw new Errors.Unauthenticated();
+    if (principal.parent !== undefined) {
+      const parent = await this.applications.get(principal.tenantId, principal.parent.applicationId);
+      if (parent === undefined || parent.grant !== principal.parent.grant) {
+        throw new Errors.Unauthenticated('The application this key derives from was deleted, or its key or permissions changed.');
+      }
+    }
     return principal;
   }
 

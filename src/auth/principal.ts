@@ -15,6 +15,20 @@ export interface KeyIndexEntry {
   permissions: string[];
   rules: AccessRule[];
   expires_at?: string;
+  /**
+   * The application whose rights this key derives from (a session's authorizer, a reactor's minted key), with the
+   * grant it derived from: when that application is deleted or its key, permissions, rules or expiry change, the
+   * grant no longer matches and this key stops working (see `grantOf`).
+   */
+  parent?: { application_id: string; grant: string };
+  /** A session's ceiling: the authorizer's own rights; the session never gets more than these on any token. */
+  ceiling?: { permissions: string[]; rules: AccessRule[] };
+}
+
+/** Rights to evaluate: plain permissions, or access rules (which then decide alone). */
+export interface Rights {
+  permissions: ReadonlySet<string>;
+  rules: AccessRule[];
 }
 
 export type Principal =
@@ -27,6 +41,8 @@ export type Principal =
       permissions: ReadonlySet<string>;
       rules: AccessRule[];
       expiresAt?: number;
+      parent?: { applicationId: string; grant: string };
+      ceiling?: Rights;
       /** The operator acting in this tenant (operator key with BT-TENANT-ID). */
       operator?: true;
       /** The Kubernetes object the operator is acting for (BT-MANAGED-BY). */
@@ -56,5 +72,7 @@ export function principalFromEntry(entry: KeyIndexEntry): Principal {
     permissions: new Set(entry.permissions),
     rules: entry.rules,
     expiresAt: entry.expires_at === undefined ? undefined : Date.parse(entry.expires_at),
+    ...(entry.parent ? { parent: { applicationId: entry.parent.application_id, grant: entry.parent.grant } } : {}),
+    ...(entry.ceiling ? { ceiling: { permissions: new Set(entry.ceiling.permissions), rules: entry.ceiling.rules } } : {}),
   };
 }

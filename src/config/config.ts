@@ -76,6 +76,8 @@ export interface Config {
   limits: {
     bodyBytes: number;
     sessionTtlSeconds: number;
+    /** The longest a session may be authorized to live, counted from its creation. */
+    sessionMaxSeconds: number;
     /** How long an idle key stays in the per-process key cache; watches evict changed keys immediately. */
     keyCacheSeconds: number;
     /** How often each API process sweeps expired tokens. */
@@ -244,6 +246,12 @@ export const SETTINGS = {
     description: 'Default session lifetime',
     default: '180',
   },
+  sessionMax: {
+    flag: 'session-max-seconds',
+    env: 'TOKENVAULT_SESSION_MAX_SECONDS',
+    description: 'Longest lifetime a session may be authorized with, counted from its creation',
+    default: String(24 * 3600),
+  },
   expirySweep: {
     flag: 'expiry-sweep-seconds',
     env: 'TOKENVAULT_EXPIRY_SWEEP_SECONDS',
@@ -399,6 +407,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const limits = {
     bodyBytes: integer('bodyLimit', 1024, 64 * 1024 * 1024),
     sessionTtlSeconds: integer('sessionTtl', 10, 24 * 3600),
+    sessionMaxSeconds: integer('sessionMax', 10, 24 * 3600),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
   };

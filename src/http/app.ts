@@ -29,6 +29,7 @@ import { errorHandler, sendProblem } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
 import { observe } from './middleware/observe.js';
 import { traceId } from './middleware/trace.js';
+import { tagged } from './route-table.js';
 
 export interface ApiContext {
   config: Config;
@@ -77,17 +78,15 @@ export function createApp(context: ApiContext): Express {
   // The detokenizing proxy reads its body raw (so it comes before the JSON parser) and authenticates by itself (so it
   // comes before the global authentication): a pre-configured proxy with require_auth false needs no BT-API-KEY.
   // Mounted at /proxy: every other request passes it with one prefix check.
-  app.use(
-    '/proxy',
-    proxyRoutes({
-      authenticator,
-      proxies: services.proxies,
-      handler: services.proxy,
-      metrics,
-      logger,
-      maxRequestBytes: config.proxy.requestBytes,
-    }),
-  );
+  const proxy = proxyRoutes({
+    authenticator,
+    proxies: services.proxies,
+    handler: services.proxy,
+    metrics,
+    logger,
+    maxRequestBytes: config.proxy.requestBytes,
+  });
+  app.use('/proxy', tagged((req, res, next) => proxy(req, res, next), proxy, '/proxy'));
 
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
@@ -117,9 +116,10 @@ export function createApp(context: ApiContext): Express {
 function under(router: Router): RequestHandler {
   const paths = router.stack.flatMap((layer) => [(layer.route as { path?: string | string[] } | undefined)?.path ?? []].flat());
   const prefixes = [...new Set(paths.map((path) => path.split(/\/[:*{]/)[0]!.toLowerCase()))];
-  return (req, res, next) => {
+  const handler: RequestHandler = (req, res, next) => {
     const path = req.path.toLowerCase();
     if (prefixes.some((prefix) => path === prefix || path.startsWith(`${prefix}/`))) return router(req, res, next);
     next();
   };
+  return tagged(handler, router);
 }

@@ -17,6 +17,7 @@ import { TokenService } from '../domain/tokens/service.js';
 import { UsageService } from '../domain/usage/service.js';
 import { FormulaService } from '../domain/formulas/service.js';
 import { BtKeys } from '../domain/reactors/bt-keys.js';
+import { ApplicationDirectory } from '../domain/applications/directory.js';
 import { ReactorService } from '../domain/reactors/service.js';
 import { RuntimeClient } from '../runtime/client.js';
 import { RuntimeRouter } from '../runtime/router.js';
@@ -61,6 +62,8 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const cipher = new TenantCrypto(store, ring, logger);
   const usage = new UsageService(store);
   const applications = new ApplicationService(store);
+  const applicationDirectory = new ApplicationDirectory(store, config.limits.keyCacheSeconds);
+  const btKeys = new BtKeys(store, applicationDirectory);
   const tokens = new TokenService(store, cipher, tenantDirectory, usage);
   const detokenizer = new Detokenizer(store, cipher, usage);
   const sharedRuntime = options.runtime ?? (config.workerUrl ? RuntimeClient.fromConfig(config) : undefined);
@@ -87,21 +90,24 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     store,
     logger,
     metrics,
-    authenticator: new Authenticator(store, tenantDirectory, {
+    authenticator: new Authenticator(store, tenantDirectory, applicationDirectory, {
       operatorKeyHash: config.operatorKeyHash,
       cacheSeconds: config.limits.keyCacheSeconds,
     }),
     services: {
       applications,
       tenants: new TenantService(store, applications, usage),
-      sessions: new SessionService(store, config.limits.sessionTtlSeconds),
+      sessions: new SessionService(store, applicationDirectory, {
+        defaultTtlSeconds: config.limits.sessionTtlSeconds,
+        maxSeconds: config.limits.sessionMaxSeconds,
+      }),
       tokens,
       detokenizer,
       idempotency: new IdempotencyService(store, cipher),
       formulas,
-      reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, new BtKeys(store), { cacheSeconds: config.limits.keyCacheSeconds }),
+      reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, { cacheSeconds: config.limits.keyCacheSeconds }),
       proxies,
-      proxy: new ProxyHandler(detokenizer, forwarder, new TransformRunner(runtime, new BtKeys(store))),
+      proxy: new ProxyHandler(detokenizer, forwarder, new TransformRunner(runtime, btKeys)),
     },
   };
   await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start()]);
@@ -128,6 +134,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         context.authenticator.stop(),
         cipher.stop(),
         tenantDirectory.stop(),
+        applicationDirectory.stop(),
         runtime.close(),
         proxies.stop(),
         destinations.close(),

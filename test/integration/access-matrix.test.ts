@@ -44,7 +44,13 @@ beforeAll(async () => {
 
   const pub = await createApplication(api.url, managementKey, { name: 'web', type: 'public', permissions: ['token:create'] });
   const session = await client(api.url, pub.key).post('/sessions');
-  await client(api.url, keysByKind.read).post('/sessions/authorize', {
+  // A session gets at most its authorizer's rights: this server key may reveal and use every token.
+  const authorizer = await createApplication(api.url, managementKey, {
+    name: 'authorizer',
+    type: 'private',
+    rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:read', 'token:use'] }],
+  });
+  await client(api.url, authorizer.key).post('/sessions/authorize', {
     body: {
       nonce: session.body.nonce,
       rules: [

@@ -18,7 +18,7 @@ beforeAll(async () => {
   [one, two] = await Promise.all([spawnApi(['api'], env), spawnApi(['api'], env)]);
   ({ managementKey } = await createTenant(one.url, operatorKey));
   publicKey = (await createApplication(one.url, managementKey, { name: 'web', type: 'public', permissions: ['token:create'] })).key;
-  privateKey = (await createApplication(two.url, managementKey, { name: 'server', type: 'private', permissions: ['token:use'] })).key;
+  privateKey = (await createApplication(two.url, managementKey, { name: 'server', type: 'private', permissions: ['token:read', 'token:use'] })).key;
 }, 30_000);
 
 afterAll(async () => {

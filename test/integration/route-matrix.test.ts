@@ -1,10 +1,15 @@
 // Every route against the same hostile inputs: no key, an unknown key, a key without the permission, another
 // tenant's ids, malformed and oversized bodies. The answer is always a problem document with the right 4xx.
+// The principal matrix at the end is checked against the app's real route table: a route without a row fails.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { generateApiKey } from '../../src/auth/api-keys.js';
+import { createApp } from '../../src/http/app.js';
+import { routeTable } from '../../src/http/route-table.js';
+import { MANAGEMENT_DEFAULT, permissionsFor } from '../../src/domain/permissions/permissions.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
-import { call } from '../support/http.js';
+import { call, client } from '../support/http.js';
+import { eventually, sleep } from '../support/wait.js';
 
 interface Route {
   method: string;
@@ -302,4 +307,210 @@ test('an unknown route → 404 problem', async () => {
 test('BT-TRACE-ID is echoed when given', async () => {
   const answer = await call(api.url, 'GET', '/tenants/self', { key: tenant.managementKey, headers: { 'BT-TRACE-ID': 'trace-123' } });
   expect(answer.headers.get('bt-trace-id')).toBe('trace-123');
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// The route x principal matrix. Each row says what a route needs; the expected status of every principal follows
+// from it (see `expected`). 'allowed' means the principal passes authentication and authorization: the answer is
+// neither 401 nor 403 nor a 5xx (a random id then gives 404, a valid body 2xx).
+
+type Expect = number | 'allowed';
+type IdKind = 'application' | 'token' | 'proxy' | 'formula' | 'reactor' | 'tenant';
+
+interface Row {
+  scope: 'open' | 'tenant' | 'admin';
+  /** What `:id` names. */
+  id?: IdKind;
+  /** Permissions the route needs; `tokens` says they are token permissions (checked with private keys). */
+  needs?: string[];
+  tokens?: boolean;
+  body?: unknown;
+  contentType?: string;
+  public?: Expect;
+  /** For a session (authorized with token:read and token:use) on a route that needs no permission. */
+  session?: Expect;
+  operatorInTenant?: Expect;
+  /** The operator's call would delete the tenant it acts in: it acts in a scratch tenant. */
+  scratch?: boolean;
+}
+
+const formulaBody = { name: 'matrix formula', type: 'private', code: 'module.exports = async () => ({ raw: {} })', configuration: [], request_parameters: [] };
+const TOKEN = { scope: 'tenant', tokens: true } as const;
+const proxyRow = (method: string): [string, Row] => [`${method} /proxy{/*rest}`, { ...TOKEN, needs: ['token:use'], operatorInTenant: 403 }];
+
+const MATRIX: Record<string, Row> = {
+  'GET /healthz': { scope: 'open' },
+  'GET /readyz': { scope: 'open' },
+  'GET /metrics': { scope: 'open' },
+  ...Object.fromEntries(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map(proxyRow)),
+  'POST /tokens': { ...TOKEN, needs: ['token:create'], body: { type: 'token', data: 'matrix' }, public: 'allowed', operatorInTenant: 403 },
+  'GET /tokens': { ...TOKEN, needs: ['token:read'], operatorInTenant: 403 },
+  'GET /v2/tokens': { ...TOKEN, needs: ['token:read'], operatorInTenant: 403 },
+  'GET /tokens/:id': { ...TOKEN, id: 'token', needs: ['token:read'], operatorInTenant: 403 },
+  'PATCH /tokens/:id': { ...TOKEN, id: 'token', needs: ['token:update'], body: { metadata: { a: 'b' } }, contentType: 'application/merge-patch+json', public: 'allowed', operatorInTenant: 403 },
+  'DELETE /tokens/:id': { ...TOKEN, id: 'token', needs: ['token:delete'], operatorInTenant: 403 },
+  'POST /tokenize': { ...TOKEN, needs: ['token:create'], body: { a: { type: 'token', data: 'x' } }, public: 'allowed', operatorInTenant: 403 },
+  'POST /detokenize': { ...TOKEN, needs: ['token:use'], body: { a: 'x' }, operatorInTenant: 403 },
+  'POST /applications': { scope: 'tenant', needs: ['application:create'], body: appBody },
+  'GET /applications': { scope: 'tenant', needs: ['application:read'] },
+  'GET /applications/key': { scope: 'tenant', public: 'allowed' },
+  'GET /applications/:id': { scope: 'tenant', id: 'application', needs: ['application:read'] },
+  'PUT /applications/:id': { scope: 'tenant', id: 'application', needs: ['application:update'], body: { name: 'renamed', permissions: ['token:use'] } },
+  'DELETE /applications/:id': { scope: 'tenant', id: 'application', needs: ['application:delete'] },
+  'POST /applications/:id/regenerate': { scope: 'tenant', id: 'application', needs: ['application:update'] },
+  'GET /permissions': { scope: 'tenant', public: 'allowed' },
+  'GET /tenants/self': { scope: 'tenant', needs: ['tenant:read'] },
+  'PUT /tenants/self': { scope: 'tenant', needs: ['tenant:update'], body: { name: 'matrix tenant' } },
+  'DELETE /tenants/self': { scope: 'tenant', needs: ['tenant:delete'], scratch: true },
+  'GET /tenants/self/reports/usage': { scope: 'tenant', needs: ['report:read'] },
+  'POST /sessions': { scope: 'tenant', public: 'allowed', session: 403, operatorInTenant: 403 },
+  'POST /sessions/authorize': { scope: 'tenant', body: { nonce: 'x', permissions: ['token:read'] }, session: 403, operatorInTenant: 403 },
+  'POST /reactor-formulas': { scope: 'tenant', needs: ['reactor:create'], body: formulaBody },
+  'GET /reactor-formulas': { scope: 'tenant', needs: ['reactor:read'] },
+  'GET /reactor-formulas/:id': { scope: 'tenant', id: 'formula', needs: ['reactor:read'] },
+  'PUT /reactor-formulas/:id': { scope: 'tenant', id: 'formula', needs: ['reactor:update'], body: formulaBody },
+  'DELETE /reactor-formulas/:id': { scope: 'tenant', id: 'formula', needs: ['reactor:delete'] },
+  'POST /reactors': { scope: 'tenant', needs: ['reactor:create'], body: { name: 'r', formula: { id: randomUUID() } } },
+  'GET /reactors': { scope: 'tenant', needs: ['reactor:read'] },
+  'GET /reactors/:id': { scope: 'tenant', id: 'reactor', needs: ['reactor:read'] },
+  'PUT /reactors/:id': { scope: 'tenant', id: 'reactor', needs: ['reactor:update'], body: { name: 'r2', formula: { id: randomUUID() } } },
+  'PATCH /reactors/:id': { scope: 'tenant', id: 'reactor', needs: ['reactor:update'], body: { name: 'r3' }, contentType: 'application/merge-patch+json' },
+  'DELETE /reactors/:id': { scope: 'tenant', id: 'reactor', needs: ['reactor:delete'] },
+  'POST /reactors/:id/react': { ...TOKEN, id: 'reactor', needs: ['token:use'], body: { args: {} }, operatorInTenant: 403 },
+  'POST /proxies': { scope: 'tenant', needs: ['proxy:create'], body: proxyBody },
+  'GET /proxies': { scope: 'tenant', needs: ['proxy:read'] },
+  'GET /proxies/:id': { scope: 'tenant', id: 'proxy', needs: ['proxy:read'] },
+  'PUT /proxies/:id': { scope: 'tenant', id: 'proxy', needs: ['proxy:update'], body: proxyBody },
+  'PATCH /proxies/:id': { scope: 'tenant', id: 'proxy', needs: ['proxy:update'], body: { name: 'patched' }, contentType: 'application/merge-patch+json' },
+  'DELETE /proxies/:id': { scope: 'tenant', id: 'proxy', needs: ['proxy:delete'] },
+  'POST /admin/tenants': { scope: 'admin', body: { name: 'matrix' } },
+  'GET /admin/tenants': { scope: 'admin' },
+  'GET /admin/tenants/:id': { scope: 'admin', id: 'tenant' },
+  'PUT /admin/tenants/:id': { scope: 'admin', id: 'tenant', body: { name: 'x' } },
+  'DELETE /admin/tenants/:id': { scope: 'admin', id: 'tenant' },
+  'POST /admin/reactor-formulas': { scope: 'admin', body: formulaBody },
+  'GET /admin/reactor-formulas': { scope: 'admin' },
+  'PUT /admin/reactor-formulas/:id': { scope: 'admin', id: 'formula', body: formulaBody },
+  'DELETE /admin/reactor-formulas/:id': { scope: 'admin', id: 'formula' },
+};
+
+const SESSION_GRANT = ['token:read', 'token:use'];
+
+interface Principal {
+  name: string;
+  key?: string;
+  headers?: Record<string, string>;
+  /** Call with an id of the tenant under test (other tenants' keys) instead of a random one. */
+  realId?: boolean;
+}
+
+describe('route x principal matrix', () => {
+  const table = () => routeTable(createApp(api.context)).map((r) => `${r.method} ${r.path}`);
+  const missingKeys = new Map<string, string>();
+  const ids: Partial<Record<IdKind, string>> = {};
+  let revokedKey: string;
+  let publicKey: string;
+  let expiredSession: string;
+  let otherSession: string;
+  let otherTokenKey: string;
+
+  beforeAll(async () => {
+    const mgmt = client(api.url, tenant.managementKey);
+    const tokenPermissions = permissionsFor('private');
+    const needed = new Set(Object.values(MATRIX).flatMap((row) => row.needs ?? []));
+    await Promise.all(
+      [...needed].map(async (permission) => {
+        const token = tokenPermissions.includes(permission);
+        const all = token ? tokenPermissions : MANAGEMENT_DEFAULT;
+        const body = { name: `without ${permission}`, type: token ? 'private' : 'management', permissions: all.filter((p) => p !== permission) };
+        missingKeys.set(permission, (await createApplication(api.url, tenant.managementKey, body)).key);
+      }),
+    );
+    const revoked = await createApplication(api.url, tenant.managementKey, { name: 'revoked', type: 'management', permissions: MANAGEMENT_DEFAULT });
+    await mgmt.delete(`/applications/${revoked.id}`);
+    revokedKey = revoked.key;
+    await eventually(async () => expect((await client(api.url, revokedKey).get('/applications/key')).status).toBe(401));
+    publicKey = (await createApplication(api.url, tenant.managementKey, { name: 'web', type: 'public', permissions: ['token:create', 'token:update'] })).key;
+
+    // Sessions authorized by keys that may reveal and use every token of their tenant.
+    const revealAll = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:read', 'token:use'] }];
+    const session = async (url: string, managementKey: string, expiresAt?: string) => {
+      const browser = await createApplication(url, managementKey, { name: 'web', type: 'public', permissions: ['token:create'] });
+      const authorizer = await createApplication(url, managementKey, { name: 'server', type: 'private', rules: revealAll });
+      const created = (await client(url, browser.key).post('/sessions')).body;
+      const body = { nonce: created.nonce, permissions: SESSION_GRANT, ...(expiresAt ? { expires_at: expiresAt } : {}) };
+      expect((await client(url, authorizer.key).post('/sessions/authorize', { body })).status).toBe(204);
+      return created.session_key as string;
+    };
+    const expiresAt = Date.now() + 1500;
+    [expiredSession, otherSession] = await Promise.all([
+      session(api.url, tenant.managementKey, new Date(expiresAt).toISOString()),
+      session(api.url, other.managementKey),
+    ]);
+    otherTokenKey = (await createApplication(api.url, other.managementKey, { name: 'theirs', type: 'private', rules: revealAll.map((r) => ({ ...r, permissions: tokenPermissions })) })).key;
+
+    ids.application = (await createApplication(api.url, tenant.managementKey, { name: 'target', type: 'private', permissions: ['token:read'] })).id;
+    ids.token = (await call(api.url, 'POST', '/tokens', { key: tokenKey, body: { type: 'token', data: 'target' } })).body.id;
+    ids.proxy = (await mgmt.post('/proxies', { body: proxyBody })).body.id;
+    ids.formula = (await mgmt.post('/reactor-formulas', { body: formulaBody })).body.id;
+    ids.reactor = (await mgmt.post('/reactors', { body: { name: 'target', formula: { id: ids.formula } } })).body.id;
+    expect(Object.values(ids).every((id) => typeof id === 'string')).toBe(true);
+    await sleep(Math.max(0, expiresAt - Date.now() + 100));
+  }, 30_000);
+
+  test('every route the app serves has a row, and every row is a route', () => {
+    const routes = table();
+    expect(routes.filter((route) => !(route in MATRIX))).toEqual([]);
+    expect(Object.keys(MATRIX).filter((row) => !routes.includes(row))).toEqual([]);
+  });
+
+  function principalsFor(row: Row): Array<[Principal, Expect]> {
+    const base: Array<[Principal, Expect]> = [
+      [{ name: 'no key' }, row.scope === 'open' ? 200 : 401],
+      [{ name: 'malformed key', key: 'not-a-key' }, row.scope === 'open' ? 200 : 401],
+      [{ name: 'operator key', key: api.operatorKey }, row.scope === 'open' ? 200 : row.scope === 'admin' ? 'allowed' : 403],
+    ];
+    if (row.scope === 'open') return base;
+    const inTenant = { 'BT-TENANT-ID': tenant.tenantId };
+    base.push(
+      [{ name: 'revoked key', key: revokedKey }, 401],
+      [{ name: 'expired session', key: expiredSession }, 401],
+      [{ name: 'public key', key: publicKey }, row.scope === 'admin' ? 403 : (row.public ?? 403)],
+      [{ name: 'operator key with BT-TENANT-ID', key: api.operatorKey, headers: inTenant }, row.scope === 'admin' ? 403 : (row.operatorInTenant ?? 'allowed')],
+    );
+    if (row.scope === 'admin') {
+      base.push([{ name: "a tenant's management key", key: tenant.managementKey }, 403], [{ name: 'session of another tenant', key: otherSession }, 403]);
+      return base;
+    }
+    for (const permission of row.needs ?? []) base.push([{ name: `key without ${permission}`, key: missingKeys.get(permission) }, 403]);
+    // The session holds token:read and token:use in its own tenant: where that suffices, our ids are not found there,
+    // and routes without ids act in its own tenant.
+    const sessionMay = (row.needs ?? []).every((p) => SESSION_GRANT.includes(p));
+    if (row.id) {
+      base.push(
+        [{ name: "other tenant's key", key: row.tokens ? otherTokenKey : other.managementKey, realId: true }, 404],
+        [{ name: 'session of another tenant', key: otherSession, realId: true }, sessionMay ? 404 : 403],
+      );
+    } else {
+      base.push([{ name: 'session of another tenant', key: otherSession }, !sessionMay ? 403 : (row.needs?.length ? 'allowed' : (row.session ?? 'allowed'))]);
+    }
+    return base;
+  }
+
+  test.each(Object.entries(MATRIX))('%s', async (route, row) => {
+    const [method, template] = route.split(' ') as [string, string];
+    const scratch = row.scratch ? await createTenant(api.url, api.operatorKey) : undefined;
+    const mismatches = await Promise.all(
+      principalsFor(row).map(async ([principal, expected]) => {
+        const id = principal.realId ? ids[row.id!]! : row.id === 'token' ? `random-${randomUUID()}` : randomUUID();
+        const path = template.replace(':id', id).replace('{/*rest}', '/matrix');
+        let headers: Record<string, string> = { ...(row.contentType ? { 'Content-Type': row.contentType } : {}), ...principal.headers };
+        if (scratch && principal.headers?.['BT-TENANT-ID']) headers = { ...headers, 'BT-TENANT-ID': scratch.tenantId };
+        const answer = await call(api.url, method, path, { key: principal.key, body: row.body, headers });
+        const ok = expected === 'allowed' ? answer.status < 500 && answer.status !== 401 && answer.status !== 403 : answer.status === expected;
+        return ok ? undefined : `${principal.name}: expected ${expected}, got ${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`;
+      }),
+    );
+    expect(mismatches.filter(Boolean)).toEqual([]);
+  });
 });

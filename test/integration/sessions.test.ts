@@ -16,7 +16,7 @@ beforeAll(async () => {
   api = await startTestApi();
   ({ tenantId, managementKey } = await createTenant(api.url, api.operatorKey));
   publicKey = (await createApplication(api.url, managementKey, { name: 'web', type: 'public', permissions: ['token:create'] })).key;
-  privateKey = (await createApplication(api.url, managementKey, { name: 'server', type: 'private', permissions: ['token:use'] })).key;
+  privateKey = (await createApplication(api.url, managementKey, { name: 'server', type: 'private', permissions: ['token:read', 'token:use'] })).key;
 });
 
 afterAll(async () => {
@@ -62,7 +62,7 @@ test('authorize grants exactly the given permissions and rules, once', async () 
     expect([...principal.permissions].sort()).toEqual(['token:read', 'token:use']);
     expect(principal.rules).toEqual(rules);
   });
-  const again = await client(api.url, managementKey).post('/sessions/authorize', { body: { nonce: session.nonce, permissions: ['token:read'] } });
+  const again = await client(api.url, privateKey).post('/sessions/authorize', { body: { nonce: session.nonce, permissions: ['token:read'] } });
   expect(again.status).toBe(400);
   expect(again.body.errors.nonce).toBeTruthy();
 });
@@ -83,7 +83,7 @@ test('authorize refuses bodies without grants, with foreign permissions, or with
 
 test("another tenant's nonce is unknown", async () => {
   const other = await createTenant(api.url, api.operatorKey);
-  const otherPrivate = await createApplication(api.url, other.managementKey, { name: 'x', type: 'private', permissions: ['token:use'] });
+  const otherPrivate = await createApplication(api.url, other.managementKey, { name: 'x', type: 'private', permissions: ['token:read', 'token:use'] });
   const session = await newSession();
   const answer = await client(api.url, otherPrivate.key).post('/sessions/authorize', { body: { nonce: session.nonce, permissions: ['token:read'] } });
   expect(answer.status).toBe(400);

@@ -1,8 +1,8 @@
 // Deciding what a key may do with one token. A key with access rules is governed by its rules alone: they are read
 // by ascending priority and the first rule that matches the token and grants the permission decides the transform;
 // no such rule is a 403. A key without rules falls back to plain permissions: token:use reveals (for use), token:read
-// masks, the write permissions allow.
-import type { TenantPrincipal } from '../../auth/principal.js';
+// masks, the write permissions allow. A session is also held to its authorizer's rights (its ceiling).
+import type { Rights } from '../../auth/principal.js';
 import type { AccessRule, AccessRuleCondition } from './rules.js';
 
 export type Transform = AccessRule['transform'];
@@ -24,8 +24,30 @@ const PLAIN_TRANSFORM: Record<TokenPermission, Transform> = {
   'token:use': 'reveal',
 };
 
-/** The transform the principal gets for this token and permission, or undefined when it may not. */
-export function decide(principal: TenantPrincipal, token: TokenFacts, permission: TokenPermission): Transform | undefined {
+/** From the most to the least revealing: a combination of two decisions takes the later. */
+const STRICTNESS: Record<Transform, number> = { reveal: 0, mask: 1, redact: 2 };
+
+/** Rights, and for a session the ceiling its authorizer's rights put on them. */
+export type Holder = Rights & { ceiling?: Rights };
+
+/**
+ * The transform the principal gets for this token and permission, or undefined when it may not. A session is held to
+ * its ceiling: it gets the stricter of its own decision and its authorizer's, and nothing the authorizer lacks.
+ */
+export function decide(principal: Holder, token: TokenFacts, permission: TokenPermission): Transform | undefined {
+  const own = decideFor(principal, token, permission);
+  if (own === undefined || principal.ceiling === undefined) return own;
+  const ceiling = decideFor(principal.ceiling, token, permission);
+  if (ceiling === undefined) return undefined;
+  return STRICTNESS[ceiling] > STRICTNESS[own] ? ceiling : own;
+}
+
+/** True when the principal's decision for this token and permission shows the plaintext. */
+export function revealsPlaintext(principal: Holder, token: TokenFacts): boolean {
+  return decide(principal, token, 'token:read') === 'reveal';
+}
+
+function decideFor(principal: Rights, token: TokenFacts, permission: TokenPermission): Transform | undefined {
   if (principal.rules.length === 0) {
     return principal.permissions.has(permission) ? PLAIN_TRANSFORM[permission] : undefined;
   }
@@ -37,7 +59,11 @@ export function decide(principal: TenantPrincipal, token: TokenFacts, permission
 }
 
 /** True when the principal could reach some token with the permission (the route-level check for rule keys). */
-export function mayEver(principal: TenantPrincipal, permission: TokenPermission): boolean {
+export function mayEver(principal: Holder, permission: TokenPermission): boolean {
+  return mayEverFor(principal, permission) && (principal.ceiling === undefined || mayEverFor(principal.ceiling, permission));
+}
+
+function mayEverFor(principal: Rights, permission: TokenPermission): boolean {
   if (principal.rules.length === 0) return principal.permissions.has(permission);
   return principal.rules.some((rule) => rule.permissions.includes(permission));
 }

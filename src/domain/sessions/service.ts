@@ -2,6 +2,10 @@
 // key spends the nonce to grant the session permissions or rules. Every piece of a session lives on a lease that
 // ends at its expiry, so the store itself removes it. Spending the nonce is a transaction guarded by the nonce's
 // revision: when two replicas race for one nonce, exactly one transaction commits.
+// A session grants a subset of its authorizer's rights: every granted permission must be one the authorizer holds
+// (403 otherwise), the authorizer's rights are stored with the session as its ceiling (on every token the session
+// gets the stricter of the two decisions), and the session names its authorizer and the grant it was authorized
+// under, so deleting the authorizer, regenerating its key or changing its rights ends the session too.
 import { randomUUID } from 'node:crypto';
 import { generateApiKey, generateNonce, hashKey } from '../../auth/api-keys.js';
 import type { KeyIndexEntry, TenantPrincipal } from '../../auth/principal.js';
@@ -9,7 +13,9 @@ import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, secondsUntil } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
+import { mayEver, type TokenPermission } from '../access/evaluate.js';
 import { checkRules, type AccessRule } from '../access/rules.js';
+import type { ApplicationDirectory } from '../applications/directory.js';
 import { SESSION_PERMISSIONS } from '../permissions/permissions.js';
 import { validateAuthorizeSession } from './schema.js';
 
@@ -22,6 +28,8 @@ interface SessionRecord {
   authorized: boolean;
   permissions: string[];
   rules: AccessRule[];
+  /** The application that authorized it, the grant it authorized under, and its rights then (the ceiling). */
+  authorized_by?: { application_id: string; grant: string; permissions: string[]; rules: AccessRule[] };
   created_at: string;
   expires_at: string;
 }
@@ -32,13 +40,11 @@ export interface CreatedSession {
   expires_at: string;
 }
 
-/** The longest a session may be authorized to live, counted from its creation. */
-const MAX_SESSION_SECONDS = 24 * 3600;
-
 export class SessionService {
   constructor(
     private readonly store: Store,
-    private readonly defaultTtlSeconds: number,
+    private readonly applications: ApplicationDirectory,
+    private readonly options: { defaultTtlSeconds: number; maxSeconds: number },
   ) {}
 
   async create(principal: TenantPrincipal): Promise<CreatedSession> {
@@ -58,7 +64,7 @@ export class SessionService {
       permissions: [],
       rules: [],
       created_at: new Date(now).toISOString(),
-      expires_at: new Date(now + this.defaultTtlSeconds * 1000).toISOString(),
+      expires_at: new Date(now + Math.min(this.options.defaultTtlSeconds, this.options.maxSeconds) * 1000).toISOString(),
     };
     const created = await this.store.txn({
       compare: [{ key: keys.apiKey(session.key_hash), modRevision: 0 }],
@@ -81,12 +87,21 @@ export class SessionService {
     if (principal.kind !== 'application' || principal.applicationType === 'public') {
       throw new Errors.Forbidden('Sessions are authorized with a private or management application key.');
     }
+    if (principal.operator) throw new Errors.Forbidden('The operator key administers tenants; it does not authorize sessions.');
     const body = validateAuthorizeSession(requestBody);
     const permissions = body.permissions ?? [];
     const rules = body.rules ?? [];
     const errors = checkRules(rules, 'rules', SESSION_PERMISSIONS);
     if (permissions.length === 0 && rules.length === 0) errors.permissions = ['permissions or rules must be given'];
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
+    const granted = new Set([...permissions, ...rules.flatMap((rule) => rule.permissions)]);
+    const lacking = [...granted].filter((permission) => !mayEver(principal, permission as TokenPermission));
+    if (lacking.length > 0) {
+      throw new Errors.Forbidden(`A session gets a subset of its authorizer's rights; the key lacks ${lacking.join(', ')}.`);
+    }
+    // The authorizer as stored now: the session is tied to this grant (a minted reactor key stands for its application).
+    const authorizer = await this.applications.get(principal.tenantId, principal.applicationId);
+    if (!authorizer) throw new Errors.Unauthenticated('The authorizing application no longer exists.');
 
     const nonceKey = keys.nonce(principal.tenantId, hashKey(body.nonce));
     const nonce = await getRecord<{ session_id: string }>(this.store, nonceKey);
@@ -99,14 +114,22 @@ export class SessionService {
     const expiresAt = body.expires_at ?? found.value.expires_at;
     const expiry = Date.parse(expiresAt);
     if (expiry <= now) throw new Errors.InvalidBody({ errors: { expires_at: ['must be in the future'] } });
-    if (expiry > Date.parse(found.value.created_at) + MAX_SESSION_SECONDS * 1000) {
-      throw new Errors.InvalidBody({ errors: { expires_at: ['must be within 24 hours of the session creation'] } });
+    if (expiry > Date.parse(found.value.created_at) + this.options.maxSeconds * 1000) {
+      throw new Errors.InvalidBody({
+        errors: { expires_at: [`must be within ${this.options.maxSeconds} seconds of the session creation (TOKENVAULT_SESSION_MAX_SECONDS)`] },
+      });
     }
     const session: SessionRecord = {
       ...found.value,
       authorized: true,
       permissions,
       rules,
+      authorized_by: {
+        application_id: authorizer.record.id,
+        grant: authorizer.grant,
+        permissions: authorizer.record.permissions,
+        rules: authorizer.record.rules,
+      },
       expires_at: new Date(expiry).toISOString(),
     };
     const committed = await this.store.txn({
@@ -132,6 +155,12 @@ function sessionOps(session: SessionRecord, now: number): TxnOp[] {
     permissions: session.permissions,
     rules: session.rules,
     expires_at: session.expires_at,
+    ...(session.authorized_by
+      ? {
+          parent: { application_id: session.authorized_by.application_id, grant: session.authorized_by.grant },
+          ceiling: { permissions: session.authorized_by.permissions, rules: session.authorized_by.rules },
+        }
+      : {}),
   };
   return [
     { type: 'put', key: keys.session(session.tenant_id, session.id), value: JSON.stringify(session), ttlSeconds },

@@ -8,7 +8,7 @@ import { renderTemplate, validateTemplate } from '../../expressions/index.js';
 import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Compare, Store, TxnOp } from '../../store/store.js';
-import { decide, mayEver, type TokenFacts, type Transform } from '../access/evaluate.js';
+import { decide, mayEver, revealsPlaintext, type TokenFacts, type Transform } from '../access/evaluate.js';
 import type { TenantDirectory } from '../tenants/directory.js';
 import type { UsageService } from '../usage/service.js';
 import { isExpired, seal, toToken, transformed, unseal, type DataCipher, type Token, type TokenRecord } from './records.js';
@@ -57,7 +57,7 @@ export class TokenService {
 
     for (let attempt = 0; attempt < 5; attempt++) {
       const existing = deduplicate && derived.fingerprint ? await this.byFingerprint(tenantId, body.type, derived.fingerprint) : undefined;
-      if (existing) return this.asSeenBy(principal, existing.value);
+      if (existing) return this.deduplicated(principal, existing.value);
 
       const now = new Date();
       const record: TokenRecord = {
@@ -102,6 +102,9 @@ export class TokenService {
       const current = await this.load(tenantId, id);
       const before = current.value;
       if (!decide(principal, facts(before), 'token:update')) throw new Errors.Forbidden('The key may not update this token.');
+      if (isPublicKey(principal) && before.created_by !== actorId(principal)) {
+        throw new Errors.Forbidden('A public key may only update tokens it created.');
+      }
       const content = await unseal(this.cipher, before);
 
       const merged = validateMergedToken(
@@ -120,8 +123,16 @@ export class TokenService {
       );
       if (merged.data === undefined || merged.data === null) throw new Errors.InvalidBody({ errors: { data: ['cannot be removed'] } });
       const containers = merged.containers ?? [TOKEN_TYPES.get(before.type)!.defaultContainer];
-      if (!decide(principal, { id, type: before.type, containers }, 'token:update')) {
+      const after = { id, type: before.type, containers };
+      if (!decide(principal, after, 'token:update')) {
         throw new Errors.Forbidden('The key may not move this token into that container.');
+      }
+      const next = { mask: merged.mask, containers, fingerprint_expression: merged.fingerprint_expression, search_indexes: merged.search_indexes };
+      const widened = VISIBILITY_FIELDS.filter((field) => JSON.stringify(before[field] ?? null) !== JSON.stringify(next[field] ?? null));
+      if (widened.length > 0 && !(revealsPlaintext(principal, facts(before)) && revealsPlaintext(principal, after))) {
+        throw new Errors.Forbidden(
+          `Changing ${widened.join(', ')} changes who sees the plaintext: it needs the right to read this token's plaintext (token:read with reveal) in its current and its new containers.`,
+        );
       }
       if (merged.expires_at && utc(merged.expires_at) !== before.expires_at && Date.parse(merged.expires_at) <= Date.now()) {
         throw new Errors.InvalidBody({ errors: { expires_at: ['must be in the future'] } });
@@ -222,6 +233,16 @@ export class TokenService {
     return found;
   }
 
+  /**
+   * The answer to a create that found an equal token (deduplication). A key that may read the existing token sees it
+   * as its read would; any other key learns only the id and type, no metadata, containers, dates or data of a token it
+   * did not write.
+   */
+  private async deduplicated(principal: TenantPrincipal, record: TokenRecord): Promise<Token> {
+    if (decide(principal, facts(record), 'token:read')) return this.asSeenBy(principal, record);
+    return { id: record.id, type: record.type } as Token;
+  }
+
   /** The answer to a write: the token, with data only as far as the writer may read it. */
   private async asSeenBy(principal: TenantPrincipal, record: TokenRecord, content?: { d: unknown; m?: unknown }): Promise<Token> {
     const transform = decide(principal, facts(record), 'token:read');
@@ -279,6 +300,14 @@ export class TokenService {
     if (before.fingerprint !== after.fingerprint) ops.push(...(await this.fingerprintOwnedOps(before)));
     return ops;
   }
+}
+
+/** Fields whose change changes who sees a token's plaintext, or what its derived values reveal. */
+const VISIBILITY_FIELDS = ['mask', 'containers', 'fingerprint_expression', 'search_indexes'] as const;
+
+/** A public application's own key (not a session it created): browser-held, so it writes only what it created. */
+function isPublicKey(principal: TenantPrincipal): boolean {
+  return principal.kind === 'application' && principal.applicationType === 'public';
 }
 
 function tokenPut(record: TokenRecord): TxnOp {

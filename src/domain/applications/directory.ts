@@ -1,0 +1,51 @@
+// A per-process view of applications, kept current by per-tenant watches: what keys derived from an application (the
+// sessions it authorized, the short-lived keys minted for its reactors) check on every request, so that deleting the
+// application, regenerating its key or changing its rights ends them on every replica as fast as a watch event.
+import { createHash } from 'node:crypto';
+import { keys } from '../../store/keys.js';
+import type { Store } from '../../store/store.js';
+import { PrefixWatchedCache } from '../../store/watched-cache.js';
+import type { ApplicationRecord } from './service.js';
+
+export interface LiveApplication {
+  record: ApplicationRecord;
+  /** `grantOf(record)`, computed once per cached read. */
+  grant: string;
+}
+
+/**
+ * A digest of everything that decides what keys derived from the application may do: its key, type, permissions,
+ * rules and expiry. A renamed application keeps its grant; anything else changes it.
+ */
+export function grantOf(record: ApplicationRecord): string {
+  const material = JSON.stringify([record.key_hash ?? null, record.type, record.permissions, record.rules, record.expires_at ?? null]);
+  return createHash('sha256').update(material).digest('base64url');
+}
+
+export class ApplicationDirectory {
+  private readonly cache: PrefixWatchedCache<LiveApplication>;
+
+  constructor(
+    private readonly store: Store,
+    cacheSeconds: number,
+  ) {
+    this.cache = new PrefixWatchedCache(store, { max: 100_000, ttlSeconds: cacheSeconds });
+  }
+
+  stop(): Promise<void> {
+    return this.cache.stop();
+  }
+
+  /** The application as stored now (within a watch event), or undefined when it is gone or has expired. */
+  async get(tenantId: string, applicationId: string): Promise<LiveApplication | undefined> {
+    const key = keys.application(tenantId, applicationId);
+    const live = await this.cache.get(keys.applications(tenantId), key, async () => {
+      const entry = await this.store.get(key);
+      if (!entry) return undefined;
+      const record = JSON.parse(entry.value) as ApplicationRecord;
+      return { record, grant: grantOf(record) };
+    });
+    if (live?.record.expires_at !== undefined && Date.parse(live.record.expires_at) <= Date.now()) return undefined;
+    return live;
+  }
+}
