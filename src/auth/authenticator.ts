@@ -65,6 +65,11 @@ export class Authenticator {
     }
     // A tenant whose record is gone or marked for deletion authenticates nobody.
     if ((await this.tenants.get(principal.tenantId)) === undefined) throw new Errors.Unauthenticated();
+    // Deny by default: an authorized session always records its authorizer and ceiling; one without them (written
+    // before ceilings were recorded) would keep whatever it was granted, so it authenticates nobody.
+    if (principal.kind === 'session' && (principal.permissions.size > 0 || principal.rules.length > 0) && (principal.parent === undefined || principal.ceiling === undefined)) {
+      throw new Errors.Unauthenticated("The session was authorized before sessions recorded their authorizer's rights; authorize a new session.");
+    }
     if (principal.parent !== undefined) {
       const parent = await this.applications.get(principal.tenantId, principal.parent.applicationId);
       if (parent === undefined || parent.grant !== principal.parent.grant) {

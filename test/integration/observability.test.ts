@@ -43,12 +43,17 @@ test('metrics count requests by route pattern, never by raw path', async () => {
 test('logs never contain keys, nonces or request bodies', async () => {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
   const pub = await createApplication(api.url, managementKey, { name: 'secret-name-xyz', type: 'public', permissions: ['token:create'] });
+  const server = await createApplication(api.url, managementKey, { name: 'server', type: 'private', permissions: ['token:read', 'token:create'] });
+  const token = (await client(api.url, server.key).post('/tokens', { body: { type: 'token', data: 'opaque-value-xyz' } })).body;
   const session = await client(api.url, pub.key).post('/sessions');
-  await client(api.url, managementKey).post('/sessions/authorize', { body: { nonce: session.body.nonce, permissions: ['token:read'] } });
+  // An authorizer that holds what it grants: the session is authorized and used, so its key passes through the logs.
+  const authorized = await client(api.url, server.key).post('/sessions/authorize', { body: { nonce: session.body.nonce, permissions: ['token:read'] } });
+  expect(authorized.status).toBe(204);
+  expect((await client(api.url, session.body.session_key).get(`/tokens/${token.id}`)).status).toBe(200);
   await client(api.url, managementKey).post('/applications', { raw: '{"name": "4242424242424242"' });
   const text = logLines.join('');
   expect(text).toContain('"msg":"request"');
-  for (const secret of [managementKey, pub.key, session.body.session_key, session.body.nonce, api.operatorKey, 'secret-name-xyz', '4242424242424242']) {
+  for (const secret of [managementKey, pub.key, server.key, session.body.session_key, session.body.nonce, api.operatorKey, 'secret-name-xyz', 'opaque-value-xyz', '4242424242424242']) {
     expect(text).not.toContain(secret);
   }
 });
