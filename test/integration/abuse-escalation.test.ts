@@ -104,6 +104,16 @@ describe('a reactor or proxy runs with its application’s rights only when writ
     expect(attached.status).toBe(201);
     expect((await builder.put(`/reactors/${attached.body.id}`, { body: { name: 'reader', code: READ_TOKEN, application: { id: reader.id } } })).status).toBe(403);
     expect((await admin.get(`/reactors/${attached.body.id}`)).body.name).toBe('reader');
+
+    // Nor rewrite the code of a formula that a reactor with an application runs.
+    const formulaBody = { name: 'f', type: 'private', code: READ_TOKEN, configuration: [], request_parameters: [] };
+    const shared = (await admin.post('/reactor-formulas', { body: formulaBody })).body;
+    expect((await admin.post('/reactors', { body: { name: 'by formula', formula: { id: shared.id }, configuration: {}, application: { id: reader.id } } })).status).toBe(201);
+    const rewritten = await builder.put(`/reactor-formulas/${shared.id}`, { body: { ...formulaBody, code: 'module.exports = async () => ({ raw: 1 });' } });
+    expect(rewritten.status).toBe(403);
+    expect((await admin.get(`/reactor-formulas/${shared.id}`)).body.code).toBe(READ_TOKEN);
+    const own = (await builder.post('/reactor-formulas', { body: formulaBody })).body;
+    expect((await builder.put(`/reactor-formulas/${own.id}`, { body: { ...formulaBody, name: 'g' } })).status).toBe(200);
   });
 
   test('proxy:create cannot attach an application, so no keyless proxy carries its rights to a chosen destination', async () => {

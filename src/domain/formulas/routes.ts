@@ -24,7 +24,9 @@ export function formulaRoutes(formulas: FormulaService, reactors: ReactorService
   router.put('/reactor-formulas/:id', requirePermission('reactor:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    res.json(await formulas.update(ownerOf(principal), id, validateFormula(req.body)));
+    const body = validateFormula(req.body);
+    await reactors.assertMayRewriteFormula(principal, id);
+    res.json(await formulas.update(ownerOf(principal), id, body));
   });
 
   router.delete('/reactor-formulas/:id', requirePermission('reactor:delete'), async (req, res) => {

@@ -184,6 +184,19 @@ export class ReactorService {
     return (await getRecord<ReactorRecord>(this.store, keys.reactor(tenantId, id)))?.value.name;
   }
 
+  /**
+   * 403 when changing the formula's code would change code that runs with an application's rights (a reactor of the
+   * caller's tenant with an application uses it) and the caller lacks application:update.
+   */
+  async assertMayRewriteFormula(principal: TenantPrincipal, formulaId: string): Promise<void> {
+    if (principal.permissions.has('application:update')) return;
+    for (const usage of await this.formulas.usages(formulaId)) {
+      if (usage.tenantId !== principal.tenantId) continue;
+      const reactor = await getRecord<ReactorRecord>(this.store, keys.reactor(usage.tenantId, usage.reactorId));
+      assertMayDelegate(principal, reactor?.value.application_id, 'reactor');
+    }
+  }
+
   async react(principal: TenantPrincipal, id: string, args: unknown): Promise<ReactResponse> {
     const tenantId = principal.tenantId;
     // At most one store round trip on the hot path: the reactor and its formula come from the watched caches (or are
