@@ -85,6 +85,44 @@ describe('a management key grants no management permission it lacks', () => {
   });
 });
 
+test('a key that expires cannot make, extend or take over an application that outlives it', async () => {
+  const soon = new Date(Date.now() + 3600_000).toISOString();
+  const later = new Date(Date.now() + 7200_000).toISOString();
+  const temp = await app({ type: 'management', permissions: ['application:create', 'application:update', 'application:read'], expires_at: soon });
+  const admin = client(api.url, temp.key);
+  expect((await admin.post('/applications', { body: { name: 'forever', type: 'private', permissions: ['token:read'] } })).status).toBe(403);
+  expect((await admin.post('/applications', { body: { name: 'later', type: 'private', permissions: ['token:read'], expires_at: later } })).status).toBe(403);
+  const lifted = await admin.put(`/applications/${temp.id}`, { body: { name: 'me', permissions: ['application:create', 'application:update', 'application:read'] } });
+  expect(lifted.status).toBe(403);
+  expect((await admin.get('/applications/key')).body.expires_at).toBe(soon);
+  const lasting = await app({ type: 'private', permissions: ['token:read'] });
+  const taken = await admin.post(`/applications/${lasting.id}/regenerate`);
+  expect(taken.status).toBe(403);
+  expect(taken.body.key).toBeUndefined();
+  // Within its own lifetime it works as before.
+  expect((await admin.post('/applications', { body: { name: 'brief', type: 'private', permissions: ['token:read'], expires_at: soon } })).status).toBe(201);
+});
+
+test("idempotency replays a key's own answer only: another key with the same BT-IDEMPOTENCY-KEY and body gets its own", async () => {
+  const first = client(api.url, (await app({ type: 'private', permissions: ['token:create', 'token:read'] })).key);
+  const second = client(api.url, (await app({ type: 'private', permissions: ['token:create'] })).key);
+  const headers = { 'BT-IDEMPOTENCY-KEY': 'shared-retry-key' };
+  const body = { type: 'token', data: 'first secret', metadata: { who: 'first' } };
+  const mine = await first.post('/tokens', { body, headers });
+  expect(mine.status).toBe(201);
+  expect((await first.post('/tokens', { body, headers })).body.id).toBe(mine.body.id);
+  const theirs = await second.post('/tokens', { body, headers });
+  expect(theirs.status).toBe(201);
+  expect(theirs.body.id).not.toBe(mine.body.id);
+  expect(theirs.body.data).toBeUndefined();
+  // The same holds for application keys in a create answer: another management key never receives them.
+  const other = client(api.url, (await app({ type: 'management', permissions: ['application:create'] })).key);
+  const created = await client(api.url, managementKey).post('/applications', { body: { name: 'x', type: 'private', permissions: ['token:use'] }, headers });
+  const replayed = await other.post('/applications', { body: { name: 'x', type: 'private', permissions: ['token:use'] }, headers });
+  expect(replayed.body.id).not.toBe(created.body.id);
+  expect(replayed.body.key).not.toBe(created.body.key);
+});
+
 describe('a reactor or proxy runs with its application’s rights only when written with application:update', () => {
   const READ_TOKEN = 'module.exports = async function (req) { return { raw: await req.bt.tokens.retrieve(req.args.id) }; };';
 

@@ -1,9 +1,10 @@
 // What a management key may hand out. A management key holds no token permission, so issuing token access is what
 // the application rights are for (Basis Theory's model: a management application creates the private and public
-// applications of its tenant). Two things stay closed: a key cannot grant management permissions it does not hold
-// (nor take over the key of a management application that holds more), and code or requests that run with an
-// application's rights (a reactor's or a proxy's application) are written only by a key that could take that
-// application's key anyway: application:update, which regenerates keys.
+// applications of its tenant). What stays closed: a key cannot grant management permissions it does not hold (nor
+// take over the key of a management application that holds more); a key that expires cannot make or take over an
+// application that outlives it; and code or requests that run with an application's rights (a reactor's or a proxy's
+// application) are written only by a key that could take that application's key anyway: application:update, which
+// regenerates keys.
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import type { ApplicationType } from '../permissions/permissions.js';
@@ -22,5 +23,14 @@ export function assertMayDelegate(principal: TenantPrincipal, applicationId: str
   if (applicationId === undefined || principal.permissions.has('application:update')) return;
   throw new Errors.Forbidden(
     `A ${what} with an application runs with that application's rights: writing it needs application:update too (the right that can already take the application's key).`,
+  );
+}
+
+/** 403 when a key that expires would create, extend or take over an application that outlives it. */
+export function assertMayOutlive(principal: TenantPrincipal, expiresAt: string | undefined): void {
+  if (principal.expiresAt === undefined) return;
+  if (expiresAt !== undefined && Date.parse(expiresAt) <= principal.expiresAt) return;
+  throw new Errors.Forbidden(
+    `The key expires at ${new Date(principal.expiresAt).toISOString()}: the applications it creates, updates or regenerates must expire no later (expires_at).`,
   );
 }

@@ -12,7 +12,7 @@ import type { Store, TxnOp } from '../../store/store.js';
 import { checkRules, type AccessRule } from '../access/rules.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
 import { permissionsFor, type ApplicationType } from '../permissions/permissions.js';
-import { assertMayGrant } from './delegation.js';
+import { assertMayGrant, assertMayOutlive } from './delegation.js';
 import type { CreateApplicationBody, UpdateApplicationBody } from './schema.js';
 
 /** An application's key as listed: the key itself is shown only in the response that created it. */
@@ -112,6 +112,7 @@ export class ApplicationService {
   async create(principal: TenantPrincipal, body: CreateApplicationBody): Promise<Application> {
     chosenId(principal, body.id);
     assertMayGrant(principal, body.type, body.permissions ?? []);
+    assertMayOutlive(principal, body.expires_at);
     const { record, key } = this.prepare(principal.tenantId, actorId(principal), body, undefined, managedByOf(principal));
     await this.insert(record);
     return toApplication(record, key);
@@ -150,6 +151,7 @@ export class ApplicationService {
     }
     checkGrants(current.value.type, body.permissions ?? [], body.rules ?? [], body.expires_at);
     assertMayGrant(principal, current.value.type, [...current.value.permissions, ...(body.permissions ?? [])]);
+    assertMayOutlive(principal, body.expires_at);
     const record: ApplicationRecord = {
       ...current.value,
       name: body.name,
@@ -169,6 +171,7 @@ export class ApplicationService {
     const current = await this.load(principal.tenantId, id);
     assertMayChange(current.value, principal, 'application');
     assertMayGrant(principal, current.value.type, current.value.permissions);
+    assertMayOutlive(principal, current.value.expires_at);
     const { key, ...keyFields } = newKey(actor);
     const record: ApplicationRecord = { ...current.value, ...keyFields, modified_at: new Date().toISOString(), modified_by: actor };
     await this.replace(current.modRevision, record, revokeKey(current.value));
