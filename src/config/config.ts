@@ -45,6 +45,8 @@ export interface Config {
     resyncSeconds: number;
     /** Reconciles at once. */
     workers: number;
+    /** Cap of the per-object exponential backoff after failed reconciles. */
+    retryMaxSeconds: number;
     /** Image of the dedicated worker Deployments (Tenant spec.runtime.dedicated) when the Tenant names none. */
     workerImage?: string;
   };
@@ -176,6 +178,12 @@ export const SETTINGS = {
     env: 'TOKENVAULT_CONTROLLER_WORKERS',
     description: 'controller: reconciles run at once',
     default: '4',
+  },
+  controllerRetryMaxSeconds: {
+    flag: 'controller-retry-max-seconds',
+    env: 'TOKENVAULT_CONTROLLER_RETRY_MAX_SECONDS',
+    description: "controller: longest wait before retrying an object whose reconcile failed (the wait doubles from 1 s per failure)",
+    default: '60',
   },
   workerImage: {
     flag: 'worker-image',
@@ -401,6 +409,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     leaseNamespace: kubeName('leaseNamespace', dnsLabel, 63, 'namespace name'),
     resyncSeconds: integer('resyncSeconds', 10, 7 * 24 * 3600),
     workers: integer('controllerWorkers', 1, 256),
+    retryMaxSeconds: integer('controllerRetryMaxSeconds', 1, 3600),
     workerImage: raw('workerImage'),
   };
 

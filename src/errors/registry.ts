@@ -76,6 +76,7 @@ export const Errors = {
   RouteNotFound: define('TV_ROUTE_NOT_FOUND', 404, 'Not Found', 'No such endpoint.'),
   // 409
   Conflict: define('TV_CONFLICT', 409, 'Conflict', 'The request conflicts with the current state of the resource.'),
+  FormulaInUse: define('TV_FORMULA_IN_USE', 409, 'Conflict', 'The formula is used by reactors; delete them first.'),
   IdempotencyConflict: define(
     'TV_IDEMPOTENCY_CONFLICT',
     409,
