@@ -68,6 +68,12 @@ export const Errors = {
     'Bad Request',
     'The destination is not allowed by the outbound destination policy.',
   ),
+  ExpressionLimit: define(
+    'TV_EXPRESSION_LIMIT',
+    400,
+    'Bad Request',
+    "The request's expressions need more time or memory than allowed.",
+  ),
   // 401 / 403
   Unauthenticated: define('TV_UNAUTHENTICATED', 401, 'Unauthorized', 'A valid BT-API-KEY header is required.'),
   Forbidden: define('TV_FORBIDDEN', 403, 'Forbidden', 'The key does not have the permission this request needs.'),
