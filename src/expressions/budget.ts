@@ -42,45 +42,62 @@ export const LIMIT_SETTINGS: Record<ExpressionLimitName, string> = {
   memory: 'TOKENVAULT_EXPRESSION_MEMORY_UNITS',
 };
 
-/** Expression work done in the current turn of the event loop (all requests), in ms. */
+/** Expression work done since the loop last had a turn without any (all requests), in ms. */
 let turnSpent = 0;
-let turnResetScheduled = false;
 /** Renders waiting for a turn of their own, first come first served. */
 const lane: Array<() => void> = [];
-let pumping = false;
+let ticking = false;
+/** A render was let out of the lane and has not run yet: nobody else starts before it. */
+let granted = false;
 /** Expression work in one turn of the loop after which renders queue for turns of their own. */
 const YIELD_AFTER_MS = 2;
 
-function noteTurnWork(ms: number): void {
-  turnSpent += ms;
-  if (!turnResetScheduled) {
-    turnResetScheduled = true;
-    setImmediate(() => {
-      turnSpent = 0;
-      turnResetScheduled = false;
-    });
-  }
-}
-
-/** Lets the next waiting render run, one per turn of the event loop (setImmediate: after the loop polled for I/O). */
-function pump(): void {
-  if (pumping) return;
-  pumping = true;
+/**
+ * Runs once per turn of the event loop (setImmediate: after the loop polled for I/O) while there is expression work
+ * about: a turn in which renders ran lets the loop go round once more without any; a quiet one lets the next waiting
+ * render out. So at most one render's worth of expression work happens between two polls for I/O.
+ */
+function tick(): void {
+  if (ticking) return;
+  ticking = true;
   setImmediate(() => {
-    pumping = false;
-    turnSpent = 0;
+    ticking = false;
+    if (turnSpent > 0) {
+      turnSpent = 0;
+      if (lane.length > 0) tick();
+      return;
+    }
     const next = lane.shift();
-    if (next) next();
-    if (lane.length > 0) pump();
+    if (next) {
+      granted = true;
+      next();
+    }
+    if (lane.length > 0 || turnSpent > 0) tick();
   });
 }
 
-/** Resolves when a render may run: at once while this turn of the loop has spent little on expressions. */
-function turn(): Promise<void> | undefined {
-  if (turnSpent < YIELD_AFTER_MS && lane.length === 0) return undefined;
+function noteTurnWork(ms: number): void {
+  turnSpent += ms;
+  tick();
+}
+
+/**
+ * Whether a render may start now. Checked synchronously right before the render (an await in between would let
+ * other requests' renders pass the same check first): at once while this turn of the loop has spent little on
+ * expressions and nobody is waiting, else only the render the lane let out.
+ */
+function mayRunNow(fromLane: boolean): boolean {
+  if (fromLane) {
+    granted = false;
+    return true;
+  }
+  return !granted && lane.length === 0 && turnSpent < YIELD_AFTER_MS;
+}
+
+function waitForTurn(): Promise<void> {
   return new Promise<void>((resolve) => {
     lane.push(resolve);
-    pump();
+    tick();
   });
 }
 
@@ -109,22 +126,34 @@ export class ExpressionLimitExceeded extends Error {
 export class ExpressionBudget {
   private spentMs = 0;
   private startedAt?: number;
+  private fromLane = false;
 
   constructor(readonly limits: ExpressionLimits) {}
 
   /**
-   * Waits for the render's turn, then returns the render limit for it: the tightest of renderMs, what is left of
-   * budgetMs and the deadline. Throws ExpressionLimitExceeded when nothing is left.
+   * Resolves when a render may start: at once (undefined, no await) or after waiting in the lane. The caller must
+   * then call `begin` synchronously and render right away.
    */
-  async start(): Promise<RenderDeadline> {
+  turn(): Promise<void> | undefined {
     this.startedAt ??= performance.now();
-    const wait = turn();
-    if (wait) await wait;
+    if (mayRunNow(false)) return undefined;
+    return waitForTurn().then(() => {
+      this.fromLane = true;
+    });
+  }
+
+  /**
+   * The render limit for a render starting now: the tightest of renderMs, what is left of budgetMs and the deadline.
+   * Throws ExpressionLimitExceeded when nothing is left.
+   */
+  begin(): RenderDeadline {
+    mayRunNow(this.fromLane);
+    this.fromLane = false;
     const now = performance.now();
     const bounds: Array<[number, ExpressionLimitName]> = [
       [now + this.limits.renderMs, 'render'],
       [now + (this.limits.budgetMs - this.spentMs), 'budget'],
-      [this.startedAt + this.limits.deadlineMs, 'deadline'],
+      [(this.startedAt ?? now) + this.limits.deadlineMs, 'deadline'],
     ];
     let [until, limit] = bounds[0]!;
     for (const [at, name] of bounds) if (at < until) [until, limit] = [at, name];

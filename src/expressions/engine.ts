@@ -165,7 +165,10 @@ function memoryLimiter(budget: ExpressionBudget): Context['memoryLimit'] {
 export async function evaluate(parsed: Parsed, scope: Record<string, unknown>, budget: ExpressionBudget, ids: readonly string[]): Promise<unknown> {
   let started: number | undefined;
   try {
-    const renderLimit = await budget.start();
+    const wait = budget.turn();
+    if (wait) await wait;
+    // From here to the end of the render nothing awaits: the turn is this render's.
+    const renderLimit = budget.begin();
     started = performance.now();
     const ctx = new Context(scope, engine.options, { sync: true }, {
       liquid: engine,
