@@ -109,6 +109,24 @@ export const Errors = {
     'Bad Gateway',
     'The destination response is larger than allowed.',
   ),
+  DecodedResponseTooLarge: define(
+    'TV_DECODED_RESPONSE_TOO_LARGE',
+    502,
+    'Bad Gateway',
+    'The destination response inflates to more than allowed.',
+  ),
+  ReactorResultTooLarge: define(
+    'TV_REACTOR_RESULT_TOO_LARGE',
+    502,
+    'Bad Gateway',
+    'The reactor returned a result larger than allowed.',
+  ),
+  SandboxHostLimit: define(
+    'TV_SANDBOX_HOST_LIMIT',
+    502,
+    'Bad Gateway',
+    'The reactor code copied more data into the host than allowed.',
+  ),
   StoreUnavailable: define('TV_STORE_UNAVAILABLE', 503, 'Service Unavailable', 'The store is unavailable; retry later.'),
   CodeRequired: define(
     'TV_CODE_REQUIRED',
