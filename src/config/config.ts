@@ -75,6 +75,26 @@ export interface Config {
     /** Largest destination response passed through (streamed). */
     responseBytes: number;
   };
+  /** Work all Liquid expressions of one request may cause together (src/expressions/budget.ts). */
+  expressions: {
+    /** Longest one render may hold the event loop. */
+    renderMs: number;
+    /** Render time of all expressions of one request. */
+    budgetMs: number;
+    /** Wall clock from a request's first expression to its last, waiting for a turn included. */
+    deadlineMs: number;
+    /** Liquid memory units all expressions of one request may allocate. */
+    memoryUnits: number;
+  };
+  /** Caps on decoded and copied sizes ("bombs", docs/security.md "Limits"). */
+  decoded: {
+    /** Largest destination response a response transform reads once inflated (gzip, deflate, br). */
+    proxyResponseBytes: number;
+    /** Largest result (JSON) of one reactor or transform invocation, checked by the worker and by the API. */
+    reactorResultBytes: number;
+    /** Bytes reactor code may copy into the host (hash inputs, fetch and bt bodies) in one invocation. */
+    sandboxHostBytes: number;
+  };
   limits: {
     bodyBytes: number;
     sessionTtlSeconds: number;
@@ -242,10 +262,52 @@ export const SETTINGS = {
     description: 'Proxy: largest destination response passed through (streamed)',
     default: String(1024 * 1024 * 1024),
   },
+  expressionRender: {
+    flag: 'expression-render-ms',
+    env: 'TOKENVAULT_EXPRESSION_RENDER_MS',
+    description: 'Longest one Liquid render (mask, fingerprint expression, detokenization template) may hold the event loop',
+    default: '20',
+  },
+  expressionBudget: {
+    flag: 'expression-budget-ms',
+    env: 'TOKENVAULT_EXPRESSION_BUDGET_MS',
+    description: 'Render time all Liquid expressions of one request may use together',
+    default: '250',
+  },
+  expressionDeadline: {
+    flag: 'expression-deadline-ms',
+    env: 'TOKENVAULT_EXPRESSION_DEADLINE_MS',
+    description: "Wall-clock time from a request's first Liquid expression to its last, waiting for a turn included",
+    default: '5000',
+  },
+  expressionMemory: {
+    flag: 'expression-memory-units',
+    env: 'TOKENVAULT_EXPRESSION_MEMORY_UNITS',
+    description: 'Liquid memory units (string lengths, array and range sizes) all expressions of one request may allocate',
+    default: '10000000',
+  },
+  proxyDecodedResponseLimit: {
+    flag: 'proxy-decoded-response-limit-bytes',
+    env: 'TOKENVAULT_PROXY_DECODED_RESPONSE_LIMIT_BYTES',
+    description: 'Proxy: largest destination response a response transform reads, once inflated (gzip, deflate, br)',
+    default: String(10 * 1024 * 1024),
+  },
+  reactorResultLimit: {
+    flag: 'reactor-result-limit-bytes',
+    env: 'TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES',
+    description: 'Largest result (JSON) of one reactor or transform invocation (worker and API)',
+    default: String(4 * 1024 * 1024),
+  },
+  sandboxHostLimit: {
+    flag: 'sandbox-host-limit-bytes',
+    env: 'TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES',
+    description: 'Bytes reactor code may copy into the worker process (hash inputs, fetch and bt requests) in one invocation',
+    default: String(64 * 1024 * 1024),
+  },
   bodyLimit: {
     flag: 'body-limit-bytes',
     env: 'TOKENVAULT_BODY_LIMIT_BYTES',
-    description: 'Largest request body accepted',
+    description: 'Largest request body accepted, counted after decoding its Content-Encoding',
     default: String(1024 * 1024),
   },
   sessionTtl: {
@@ -413,6 +475,18 @@ export function loadConfig(options: LoadOptions = {}): Config {
     workerImage: raw('workerImage'),
   };
 
+  const expressions = {
+    renderMs: integer('expressionRender', 1, 60_000),
+    budgetMs: integer('expressionBudget', 1, 600_000),
+    deadlineMs: integer('expressionDeadline', 1, 600_000),
+    memoryUnits: integer('expressionMemory', 1000, 1_000_000_000),
+  };
+  const decoded = {
+    proxyResponseBytes: integer('proxyDecodedResponseLimit', 1024, 1024 * 1024 * 1024),
+    reactorResultBytes: integer('reactorResultLimit', 1024, 256 * 1024 * 1024),
+    sandboxHostBytes: integer('sandboxHostLimit', 1024, 1024 * 1024 * 1024),
+  };
+
   const limits = {
     bodyBytes: integer('bodyLimit', 1024, 64 * 1024 * 1024),
     sessionTtlSeconds: integer('sessionTtl', 10, 24 * 3600),
@@ -437,6 +511,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     runtime,
     destinations,
     proxy,
+    expressions,
+    decoded,
     limits,
   };
 }

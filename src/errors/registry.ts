@@ -68,6 +68,12 @@ export const Errors = {
     'Bad Request',
     'The destination is not allowed by the outbound destination policy.',
   ),
+  ExpressionLimit: define(
+    'TV_EXPRESSION_LIMIT',
+    400,
+    'Bad Request',
+    "The request's expressions need more time or memory than allowed.",
+  ),
   // 401 / 403
   Unauthenticated: define('TV_UNAUTHENTICATED', 401, 'Unauthorized', 'A valid BT-API-KEY header is required.'),
   Forbidden: define('TV_FORBIDDEN', 403, 'Forbidden', 'The key does not have the permission this request needs.'),
@@ -103,6 +109,24 @@ export const Errors = {
     502,
     'Bad Gateway',
     'The destination response is larger than allowed.',
+  ),
+  DecodedResponseTooLarge: define(
+    'TV_DECODED_RESPONSE_TOO_LARGE',
+    502,
+    'Bad Gateway',
+    'The destination response inflates to more than allowed.',
+  ),
+  ReactorResultTooLarge: define(
+    'TV_REACTOR_RESULT_TOO_LARGE',
+    502,
+    'Bad Gateway',
+    'The reactor returned a result larger than allowed.',
+  ),
+  SandboxHostLimit: define(
+    'TV_SANDBOX_HOST_LIMIT',
+    502,
+    'Bad Gateway',
+    'The reactor code copied more data into the host than allowed.',
   ),
   StoreUnavailable: define('TV_STORE_UNAVAILABLE', 503, 'Service Unavailable', 'The store is unavailable; retry later.'),
   CodeRequired: define(

@@ -21,6 +21,7 @@ import { proxiesRoutes, proxyRoutes } from '../domain/proxies/routes.js';
 import type { ProxyHandler } from '../domain/proxies/handler.js';
 import type { ProxyService } from '../domain/proxies/service.js';
 import { Errors } from '../errors/registry.js';
+import { withExpressionBudget } from '../expressions/index.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Store } from '../store/store.js';
@@ -74,6 +75,9 @@ export function createApp(context: ApiContext): Express {
   app.get('/metrics', async (_req, res) => {
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
+
+  // Every Liquid expression a request causes (masks, fingerprints, detokenization, proxy bodies) shares one budget.
+  app.use((_req, _res, next) => withExpressionBudget(config.expressions, next));
 
   // The detokenizing proxy reads its body raw (so it comes before the JSON parser) and authenticates by itself (so it
   // comes before the global authentication): a pre-configured proxy with require_auth false needs no BT-API-KEY.

@@ -4,6 +4,7 @@ import type { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { TenantPrincipal } from '../../auth/principal.js';
+import { Errors } from '../../errors/registry.js';
 import { bodyKind, detokenizeBody, type BodyDetokenizer } from '../../proxy/body.js';
 import type { Forwarder } from '../../proxy/forwarder.js';
 import {
@@ -53,18 +54,38 @@ export class AfterDestination extends Error {
 }
 
 const BODYLESS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
-const inflaters: Record<string, (input: Buffer) => Promise<Buffer>> = {
+type Inflate = (input: Buffer, options: zlib.ZlibOptions | zlib.BrotliOptions) => Promise<Buffer>;
+const inflaters: Record<string, Inflate> = {
   gzip: promisify(zlib.gunzip),
   'x-gzip': promisify(zlib.gunzip),
   deflate: promisify(zlib.inflate),
   br: promisify(zlib.brotliDecompress),
 };
 
+/**
+ * The destination's body inflated, at most `maxBytes` of it: zlib stops at maxOutputLength instead of building the
+ * whole output (100 MB of compressed zeros inflate to 100 GB), and the answer is a 502 naming the limit.
+ */
+async function inflateCapped(inflate: Inflate, body: Buffer, maxBytes: number): Promise<Buffer> {
+  try {
+    return await inflate(body, { maxOutputLength: maxBytes });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException)?.code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError) {
+      throw new Errors.DecodedResponseTooLarge(
+        `The destination's response inflates to more than the ${maxBytes} bytes a response transform may read (TOKENVAULT_PROXY_DECODED_RESPONSE_LIMIT_BYTES).`,
+      );
+    }
+    throw new Errors.UpstreamUnreachable('The destination answered with a body that does not inflate.');
+  }
+}
+
 export class ProxyHandler {
   constructor(
     private readonly detokenizer: BodyDetokenizer,
     private readonly forwarder: Forwarder,
     private readonly transforms: TransformRunner,
+    /** Largest destination response a response transform reads once inflated. */
+    private readonly maxDecodedResponseBytes = 10 * 1024 * 1024,
   ) {}
 
   /** The destination policy's check of a URL (https, DNS host name, no user info); 400 when refused. */
@@ -112,7 +133,7 @@ export class ProxyHandler {
       if (encoding && encoding !== 'identity' && responseBody.length > 0) {
         const inflate = inflaters[encoding];
         if (inflate) {
-          responseBody = await inflate(responseBody);
+          responseBody = await inflateCapped(inflate, responseBody, this.maxDecodedResponseBytes);
           responseHeaders = withoutHeaders(responseHeaders, 'content-encoding');
         }
       }
