@@ -93,6 +93,19 @@ export const Errors = {
   // 422 / 429
   Unprocessable: define('TV_UNPROCESSABLE', 422, 'Unprocessable Entity', 'The request could not be processed.'),
   RateLimited: define('TV_RATE_LIMITED', 429, 'Too Many Requests', 'Too many requests.'),
+  RuntimeBusy: define(
+    'TV_RUNTIME_BUSY',
+    429,
+    'Too Many Requests',
+    "The tenant's share of the reactor runtime is in use; retry later.",
+  ),
+  // 408: the API's own backstop of an invocation's time limit (the worker answers its own timeouts first).
+  RuntimeTimeout: define(
+    'TV_RUNTIME_TIMEOUT',
+    408,
+    'Reactor Timeout',
+    'The reactor runtime did not answer within the invocation time limit.',
+  ),
   // 5xx
   Internal: define('TV_INTERNAL', 500, 'Internal Server Error', 'An unexpected error occurred.'),
   DecryptionFailed: define('TV_DECRYPTION_FAILED', 500, 'Internal Server Error', 'Stored data could not be decrypted.'),
