@@ -92,6 +92,8 @@ export interface Config {
     keyCacheSeconds: number;
     /** How often each API process sweeps expired tokens. */
     expirySweepSeconds: number;
+    /** Deepest nesting of arrays and objects in a JSON body (every JSON body path, the proxy's included). */
+    jsonMaxDepth: number;
   };
 }
 
@@ -280,6 +282,12 @@ export const SETTINGS = {
     description: 'Largest request body accepted',
     default: String(1024 * 1024),
   },
+  jsonMaxDepth: {
+    flag: 'json-max-depth',
+    env: 'TOKENVAULT_JSON_MAX_DEPTH',
+    description: 'Deepest nesting of arrays and objects in a JSON body; deeper is 400 TV_JSON_TOO_DEEP',
+    default: '64',
+  },
   sessionTtl: {
     flag: 'session-ttl-seconds',
     env: 'TOKENVAULT_SESSION_TTL_SECONDS',
@@ -455,6 +463,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     sessionMaxSeconds: integer('sessionMax', 10, 24 * 3600),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
+    jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
   };
 
   if (problems.length > 0) throw new ConfigError(problems);

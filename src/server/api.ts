@@ -117,7 +117,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       formulas,
       reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, { cacheSeconds: config.limits.keyCacheSeconds }),
       proxies,
-      proxy: new ProxyHandler(detokenizer, forwarder, new TransformRunner(runtime, btKeys)),
+      proxy: new ProxyHandler(detokenizer, forwarder, new TransformRunner(runtime, btKeys), config.limits.jsonMaxDepth),
     },
   };
   await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start()]);

@@ -1,4 +1,4 @@
-import { compile } from '../../validation/compile.js';
+import { compile, nameSchema } from '../../validation/compile.js';
 import { MAX_CODE_LENGTH } from '../formulas/schema.js';
 
 export type ConfigurationValues = Record<string, string | number | boolean>;
@@ -27,7 +27,7 @@ export const validateCreateReactor = compile<ReactorBody>({
   additionalProperties: false,
   required: ['name'],
   properties: {
-    name: { type: 'string', minLength: 1, maxLength: 200 },
+    name: nameSchema(),
     configuration,
     formula: reference,
     code: { type: 'string', minLength: 1, maxLength: MAX_CODE_LENGTH },
@@ -43,7 +43,7 @@ export const validatePatchReactor = compile<Partial<ReactorBody>>({
   type: 'object',
   additionalProperties: false,
   properties: {
-    name: { type: 'string', minLength: 1, maxLength: 200 },
+    name: nameSchema(),
     configuration: { type: ['object', 'null'] },
     formula: reference,
     code: { type: 'string', minLength: 1, maxLength: MAX_CODE_LENGTH },
