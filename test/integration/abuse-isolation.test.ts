@@ -5,8 +5,14 @@
 // Before the fix, the API sent every tenant's invocations over one pool of 32 connections: 48 hung calls of A (each
 // arriving alone, so each took a connection of its own) left B waiting until A's calls timed out.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { generateApiKey } from '../../src/auth/api-keys.js';
+import { loadConfig } from '../../src/config/config.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { startApi } from '../../src/server/api.js';
+import { TEST_KEK, createApplication, createTenant, startTestApi, testEtcdStoreUrl, type TestApi } from '../support/api.js';
 import { client, type Answer } from '../support/http.js';
 
 const HUNG = 'module.exports = () => new Promise(() => {});';
@@ -114,3 +120,39 @@ test('8. tenant A’s hung reactor calls leave tenant B’s trivial reactor fast
   expect(busy.some((answer) => answer.body.detail.includes('TOKENVAULT_RUNTIME_REACTOR_CONCURRENCY'))).toBe(true);
   expect(busy.some((answer) => answer.body.detail.includes('TOKENVAULT_RUNTIME_QUEUE_LENGTH'))).toBe(true);
 }, 60_000);
+
+test('8. the API enforces the invocation time limit itself: a worker that never answers is a 408 at the limit + 1 s', async () => {
+  // A "worker" that accepts invocations and never answers (hung, or its event loop stuck).
+  const silent = http.createServer((req) => req.resume());
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const operatorKey = generateApiKey();
+  const config = loadConfig({
+    env: {
+      TOKENVAULT_HOST: '127.0.0.1',
+      TOKENVAULT_PORT: '0',
+      TOKENVAULT_STORE: testEtcdStoreUrl(),
+      TOKENVAULT_OPERATOR_KEY: operatorKey,
+      TOKENVAULT_KEK: TEST_KEK,
+      TOKENVAULT_LOG_LEVEL: 'silent',
+      TOKENVAULT_WORKER_URL: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`,
+      TOKENVAULT_REACTOR_TIMEOUT_MS: '1000',
+    },
+  });
+  const stalled = await startApi(config, createLogger('silent'));
+  try {
+    const { managementKey } = await createTenant(stalled.url, operatorKey);
+    const reactor = (await client(stalled.url, managementKey).post('/reactors', { body: { name: 'r', code: TRIVIAL, configuration: {} } })).body;
+    const caller = client(stalled.url, (await createApplication(stalled.url, managementKey, { name: 'caller', type: 'private', permissions: ['token:use'] })).key);
+    const { answer, ms } = await timed(() => caller.post(`/reactors/${reactor.id}/react`, { body: { args: {} } }));
+    expect(answer.status).toBe(408);
+    expect(answer.body.code).toBe('TV_RUNTIME_TIMEOUT');
+    expect(answer.body.detail).toContain('TOKENVAULT_REACTOR_TIMEOUT_MS');
+    // Not the connection's own timeout (the limit + 5 s).
+    expect(ms).toBeGreaterThanOrEqual(1900);
+    expect(ms).toBeLessThan(4000);
+  } finally {
+    silent.closeAllConnections();
+    await stalled.close();
+    await new Promise((resolve) => silent.close(resolve));
+  }
+}, 30_000);
