@@ -54,7 +54,7 @@ export async function detokenizeBody(
   switch (kind) {
     case 'json':
       // A JSON body the vault reads nests no deeper than TOKENVAULT_JSON_MAX_DEPTH (400 TV_JSON_TOO_DEEP).
-      assertJsonDepth(text, maxJsonDepth);
+      assertJsonDepth(body, maxJsonDepth);
       return detokenizeJson(detokenizer, principal, text, body);
     case 'form':
       return detokenizeForm(detokenizer, principal, text, body);

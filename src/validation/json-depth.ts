@@ -17,12 +17,35 @@ const CLOSE_OBJECT = 0x7d;
 
 /** Whether arrays and objects in `json` nest more than `maxDepth` levels (a top-level object is depth 1). */
 export function nestsDeeperThan(json: string | Uint8Array, maxDepth: number): boolean {
-  const text = typeof json === 'string';
-  const length = json.length;
+  // Two loops rather than one that asks each character which kind `json` is: the byte loop is the hot one (every
+  // body the API reads) and stays monomorphic.
+  return typeof json === 'string' ? textNestsDeeper(json, maxDepth) : bytesNestDeeper(json, maxDepth);
+}
+
+function bytesNestDeeper(json: Uint8Array, maxDepth: number): boolean {
   let depth = 0;
   let inString = false;
-  for (let i = 0; i < length; i++) {
-    const c = text ? (json as string).charCodeAt(i) : (json as Uint8Array)[i]!;
+  for (let i = 0; i < json.length; i++) {
+    const c = json[i]!;
+    if (inString) {
+      if (c === BACKSLASH) i++;
+      else if (c === QUOTE) inString = false;
+    } else if (c === QUOTE) {
+      inString = true;
+    } else if (c === OPEN_ARRAY || c === OPEN_OBJECT) {
+      if (++depth > maxDepth) return true;
+    } else if (c === CLOSE_ARRAY || c === CLOSE_OBJECT) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+function textNestsDeeper(json: string, maxDepth: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i);
     if (inString) {
       if (c === BACKSLASH) i++;
       else if (c === QUOTE) inString = false;

@@ -141,7 +141,7 @@ export class ProxyHandler {
 function forTransform(body: Buffer, contentType: string | undefined, maxJsonDepth: number): unknown {
   if (body.length === 0) return null;
   const text = body.toString('utf8');
-  if (bodyKind(contentType) === 'json' && !nestsDeeperThan(text, maxJsonDepth)) {
+  if (bodyKind(contentType) === 'json' && !nestsDeeperThan(body, maxJsonDepth)) {
     try {
       return JSON.parse(text);
     } catch {
