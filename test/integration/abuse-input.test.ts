@@ -76,6 +76,8 @@ describe('14. names and descriptions', () => {
       ['tenant name', call(api.url, 'POST', '/admin/tenants', { key: api.operatorKey, body: { name: hostile } }), 'name'],
       ['own tenant name', management.put('/tenants/self', { body: { name: hostile } }), 'name'],
       ['token metadata key', writer.post('/tokens', { body: { type: 'token', data: 'x', metadata: { [`key${hostile}`]: 'v' } } }), `metadata.key${hostile}`],
+      ['reactor configuration name', management.post('/reactors', { body: { name: 'r', code: CODE, configuration: { [`KEY${hostile}`]: 'v' } } }), `configuration.KEY${hostile}`],
+      ['proxy configuration name', management.post('/proxies', { body: { name: 'p', destination_url: destination.url, configuration: { [`KEY${hostile}`]: 'v' } } }), `configuration.KEY${hostile}`],
     ];
     if (!hostile.includes('\n')) {
       // Descriptions may hold line breaks (and tabs), but nothing else of the kind.

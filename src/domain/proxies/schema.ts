@@ -35,7 +35,7 @@ const transform = {
 const configuration = {
   type: ['object', 'null'],
   maxProperties: 100,
-  propertyNames: { minLength: 1, maxLength: 200 },
+  propertyNames: { minLength: 1, maxLength: 200, format: 'display-name' },
   additionalProperties: { type: 'string', maxLength: 10_000 },
 };
 const properties = {

@@ -18,7 +18,7 @@ const reference = { type: 'object', required: ['id'], properties: { id: { type: 
 const configuration = {
   type: 'object',
   maxProperties: 100,
-  propertyNames: { maxLength: 200 },
+  propertyNames: { maxLength: 200, format: 'display-name' },
   additionalProperties: { type: ['string', 'number', 'boolean'] },
 };
 
