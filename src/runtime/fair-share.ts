@@ -25,6 +25,9 @@ export interface FairShareLimits {
   queueTimeoutMs: number;
 }
 
+/** Which limit a 429 was for (the metrics label). */
+export type BusyLimit = 'tenant_concurrency' | 'reactor_concurrency' | 'queue_length';
+
 /** The settings named in answers, so that an operator knows what to raise (config.ts SETTINGS). */
 export const FAIR_SHARE_SETTINGS = {
   tenantConcurrency: 'TOKENVAULT_RUNTIME_TENANT_CONCURRENCY',
@@ -49,7 +52,11 @@ interface TenantShare {
 export class FairShare {
   private readonly tenants = new Map<string, TenantShare>();
 
-  constructor(private readonly limits: FairShareLimits) {}
+  constructor(
+    private readonly limits: FairShareLimits,
+    /** Told of every 429 (metrics). */
+    private readonly onBusy: (limit: BusyLimit) => void = () => {},
+  ) {}
 
   /**
    * Runs `work` once the tenant and the reactor have a free slot; the slot is released when `work` settles.
@@ -150,6 +157,7 @@ export class FairShare {
     const { tenantConcurrency, reactorConcurrency, queueLength, queueTimeoutMs } = this.limits;
     const reactorFull = reactor !== undefined && (share.reactors.get(reactor) ?? 0) >= reactorConcurrency;
     const tenantFull = share.running >= tenantConcurrency;
+    this.onBusy(why === 'queue' ? 'queue_length' : reactorFull && !tenantFull ? 'reactor_concurrency' : 'tenant_concurrency');
     const cap =
       reactorFull && !tenantFull
         ? `this reactor already runs ${reactorConcurrency} invocations at once (${FAIR_SHARE_SETTINGS.reactorConcurrency})`

@@ -79,7 +79,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       reactorConcurrency: config.runtime.reactorConcurrency,
       queueLength: config.runtime.queueLength,
       queueTimeoutMs: config.runtime.queueTimeoutMs,
-    }),
+    }, (limit) => metrics.runtimeBusy.inc({ limit })),
     defaultTimeoutMs: config.runtime.timeoutMs,
   });
   if (!sharedRuntime) logger.warn('no reactor workers configured (TOKENVAULT_WORKER_URL): invocations will answer 503');

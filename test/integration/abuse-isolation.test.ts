@@ -119,6 +119,10 @@ test('8. tenant A’s hung reactor calls leave tenant B’s trivial reactor fast
   }
   expect(busy.some((answer) => answer.body.detail.includes('TOKENVAULT_RUNTIME_REACTOR_CONCURRENCY'))).toBe(true);
   expect(busy.some((answer) => answer.body.detail.includes('TOKENVAULT_RUNTIME_QUEUE_LENGTH'))).toBe(true);
+  // Operators see it too.
+  const metrics = await api.context.metrics.registry.metrics();
+  expect(metrics).toMatch(/tokenvault_runtime_busy_total\{limit="queue_length"\} [1-9]/);
+  expect(metrics).toMatch(/tokenvault_runtime_busy_total\{limit="(tenant|reactor)_concurrency"\} [1-9]/);
 }, 60_000);
 
 test('8. the API enforces the invocation time limit itself: a worker that never answers is a 408 at the limit + 1 s', async () => {

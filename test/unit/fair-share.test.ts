@@ -56,7 +56,8 @@ describe('FairShare', () => {
   });
 
   test('a full queue is 429 at once, naming the queue length; a wait that runs out is 429 naming the cap', async () => {
-    const share = new FairShare({ tenantConcurrency: 1, reactorConcurrency: 1, queueLength: 1, queueTimeoutMs: 50 });
+    const limits: string[] = [];
+    const share = new FairShare({ tenantConcurrency: 1, reactorConcurrency: 1, queueLength: 1, queueTimeoutMs: 50 }, (limit) => limits.push(limit));
     const hung = gate();
     const running = share.run('a', 'r', () => hung.done);
     const waiting = share.run('a', 'r', async () => undefined);
@@ -66,6 +67,7 @@ describe('FairShare', () => {
     const late = await busy(waiting);
     expect(late.detail).toContain('TOKENVAULT_RUNTIME_QUEUE_TIMEOUT_MS');
     expect(late.detail).toContain('TOKENVAULT_RUNTIME_TENANT_CONCURRENCY');
+    expect(limits).toEqual(['queue_length', 'tenant_concurrency']);
     hung.open();
     await running;
   });
