@@ -59,6 +59,16 @@ export interface Config {
     memoryMb: number;
     /** Compiled sandboxes kept per worker. */
     cacheSize: number;
+    /** api: keep-alive connections to one worker pool (shared by every tenant of it). */
+    connections: number;
+    /** api: invocations of one tenant running at once, per API process (runtime/fair-share.ts). */
+    tenantConcurrency: number;
+    /** api: invocations of one reactor or proxy transform running at once, per API process. */
+    reactorConcurrency: number;
+    /** api: invocations of one tenant waiting for a slot; beyond it 429 TV_RUNTIME_BUSY at once. */
+    queueLength: number;
+    /** api: the longest an invocation waits for a slot before 429 TV_RUNTIME_BUSY. */
+    queueTimeoutMs: number;
   };
   destinations: {
     /** Host names allowed even when they resolve to private, loopback or link-local addresses. */
@@ -104,6 +114,8 @@ export interface Config {
     keyCacheSeconds: number;
     /** How often each API process sweeps expired tokens. */
     expirySweepSeconds: number;
+    /** Deepest nesting of arrays and objects in a JSON body (every JSON body path, the proxy's included). */
+    jsonMaxDepth: number;
   };
 }
 
@@ -234,6 +246,36 @@ export const SETTINGS = {
     description: 'Compiled sandboxes a worker keeps (least recently used are dropped)',
     default: '500',
   },
+  runtimeConnections: {
+    flag: 'runtime-connections',
+    env: 'TOKENVAULT_RUNTIME_CONNECTIONS',
+    description: 'api: keep-alive connections to one worker pool, shared by its tenants (keep it above the tenant concurrency)',
+    default: '128',
+  },
+  tenantConcurrency: {
+    flag: 'runtime-tenant-concurrency',
+    env: 'TOKENVAULT_RUNTIME_TENANT_CONCURRENCY',
+    description: 'api: reactor and transform invocations of one tenant running at once, per API process',
+    default: '64',
+  },
+  reactorConcurrency: {
+    flag: 'runtime-reactor-concurrency',
+    env: 'TOKENVAULT_RUNTIME_REACTOR_CONCURRENCY',
+    description: 'api: invocations of one reactor (or proxy transform) running at once, per API process',
+    default: '32',
+  },
+  runtimeQueue: {
+    flag: 'runtime-queue-length',
+    env: 'TOKENVAULT_RUNTIME_QUEUE_LENGTH',
+    description: 'api: invocations of one tenant waiting for a slot; more are answered 429 TV_RUNTIME_BUSY at once',
+    default: '128',
+  },
+  runtimeQueueTimeout: {
+    flag: 'runtime-queue-timeout-ms',
+    env: 'TOKENVAULT_RUNTIME_QUEUE_TIMEOUT_MS',
+    description: 'api: the longest an invocation waits for a slot before 429 TV_RUNTIME_BUSY',
+    default: '5000',
+  },
   allowedHosts: {
     flag: 'proxy-allowed-hosts',
     env: 'TOKENVAULT_PROXY_ALLOWED_HOSTS',
@@ -309,6 +351,12 @@ export const SETTINGS = {
     env: 'TOKENVAULT_BODY_LIMIT_BYTES',
     description: 'Largest request body accepted, counted after decoding its Content-Encoding',
     default: String(1024 * 1024),
+  },
+  jsonMaxDepth: {
+    flag: 'json-max-depth',
+    env: 'TOKENVAULT_JSON_MAX_DEPTH',
+    description: 'Deepest nesting of arrays and objects in a JSON body; deeper is 400 TV_JSON_TOO_DEEP',
+    default: '64',
   },
   sessionTtl: {
     flag: 'session-ttl-seconds',
@@ -436,6 +484,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
     timeoutMs: integer('reactorTimeout', 10, 600_000),
     memoryMb: integer('reactorMemory', 8, 4096),
     cacheSize: integer('runtimeCache', 1, 100_000),
+    connections: integer('runtimeConnections', 1, 10_000),
+    tenantConcurrency: integer('tenantConcurrency', 1, 10_000),
+    reactorConcurrency: integer('reactorConcurrency', 1, 10_000),
+    queueLength: integer('runtimeQueue', 0, 100_000),
+    queueTimeoutMs: integer('runtimeQueueTimeout', 0, 600_000),
   };
   const destinations = {
     allowedHosts: (raw('allowedHosts') ?? '')
@@ -493,6 +546,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     sessionMaxSeconds: integer('sessionMax', 10, 24 * 3600),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
+    jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
   };
 
   if (problems.length > 0) throw new ConfigError(problems);

@@ -94,7 +94,7 @@ export function createApp(context: ApiContext): Express {
 
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
-  app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES }));
+  app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES, maxDepth: config.limits.jsonMaxDepth }));
   // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each
   // router is entered only under the static prefixes of its own routes: a request passes the others with one check
   // each instead of a walk through all their routes (~1 µs a route; the reactor routes sat behind some 30).

@@ -125,7 +125,12 @@ export class RuntimeClient {
 
   static fromConfig(config: Config, workerUrl = config.workerUrl): RuntimeClient {
     if (!workerUrl) throw new Error('no worker URL: set TOKENVAULT_WORKER_URL (dev starts its own worker)');
-    return new RuntimeClient({ workerUrl, defaultTimeoutMs: config.runtime.timeoutMs, maxResultBytes: config.decoded.reactorResultBytes });
+    return new RuntimeClient({
+      workerUrl,
+      defaultTimeoutMs: config.runtime.timeoutMs,
+      maxResultBytes: config.decoded.reactorResultBytes,
+      connections: config.runtime.connections,
+    });
   }
 
   invoke(request: InvocationRequest): Promise<InvocationResult> {
