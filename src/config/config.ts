@@ -30,6 +30,17 @@ export interface Config {
   /** worker: the API's base URL, for the `bt` client that reactor code is given; controller: the API it reconciles into. */
   apiUrl?: string;
   /**
+   * api and worker: the secret the API sends with every POST /invoke and the worker requires (compared in constant
+   * time), so that only the API can run code on the workers. Undefined: the worker accepts anyone (it then listens
+   * on loopback only, see `tokenvault worker`).
+   */
+  workerSecret?: string;
+  /**
+   * api: port of the separate listener that serves /metrics (the main port does not serve it). Undefined: no metrics
+   * listener.
+   */
+  metricsPort?: number;
+  /**
    * The operator key itself, only when loadConfig was asked to keep it (`keepOperatorKey`: the controller, which calls
    * the API with it). Other processes keep only its hash.
    */
@@ -142,6 +153,21 @@ export const SETTINGS = {
     flag: 'api-url',
     env: 'TOKENVAULT_API_URL',
     description: "worker: base URL of the API, for reactor code's bt client; controller: the API it reconciles into",
+  },
+  workerSecret: {
+    flag: 'worker-secret',
+    env: 'TOKENVAULT_WORKER_SECRET',
+    description: 'api and worker: shared secret the API sends with each invocation and the worker requires, at least 32 characters (prefer the file)',
+  },
+  workerSecretFile: {
+    flag: 'worker-secret-file',
+    env: 'TOKENVAULT_WORKER_SECRET_FILE',
+    description: 'File holding the worker secret (a mounted Secret)',
+  },
+  metricsPort: {
+    flag: 'metrics-port',
+    env: 'TOKENVAULT_METRICS_PORT',
+    description: 'api: TCP port of the separate /metrics listener (the API port does not serve /metrics; unset: no metrics listener)',
   },
   controllerNamespace: {
     flag: 'controller-namespace',
@@ -359,6 +385,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
     if (!/^https?:\/\/[^/]+/.test(value)) problems.push(`${label(name)}: must be an http(s) URL, got ${JSON.stringify(value)}`);
     return value.replace(/\/+$/, '');
   };
+  const workerSecret = readSecret('workerSecret', 'workerSecretFile');
+  if (workerSecret !== undefined && workerSecret.length < 32) {
+    problems.push(`${label(raw('workerSecretFile') !== undefined ? 'workerSecretFile' : 'workerSecret')}: must be at least 32 characters`);
+  }
+  const metricsPort = raw('metricsPort') === undefined ? undefined : integer('metricsPort', 0, 65535);
   const workerUrl = url('workerUrl');
   const apiUrl = url('apiUrl');
   const runtime = {
@@ -424,6 +455,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     devRootKey,
     workerUrl,
     apiUrl,
+    workerSecret,
+    metricsPort,
     controller,
     runtime,
     destinations,

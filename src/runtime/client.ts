@@ -31,6 +31,8 @@ export interface RuntimeClientOptions {
   marginMs?: number;
   /** Replaces the connection pool (tests). */
   dispatcher?: Dispatcher;
+  /** Sent in X-TokenVault-Worker-Secret with every invocation (config.workerSecret). */
+  secret?: string;
 }
 
 interface Answer {
@@ -82,6 +84,7 @@ export class RuntimeClient {
   private readonly pool: Dispatcher;
   private readonly defaultTimeoutMs: number;
   private readonly marginMs: number;
+  private readonly secretHeader: Record<string, string>;
   /** Invocations started in this turn (see `invoke`). */
   private readonly batches = new TurnBatches<Batch>(
     () => ({ items: [], chars: 0 }),
@@ -97,6 +100,7 @@ export class RuntimeClient {
   constructor(options: RuntimeClientOptions) {
     this.defaultTimeoutMs = options.defaultTimeoutMs;
     this.marginMs = options.marginMs ?? 5000;
+    this.secretHeader = options.secret === undefined ? {} : { 'x-tokenvault-worker-secret': options.secret };
     const timeout = options.defaultTimeoutMs + this.marginMs;
     this.pool = options.dispatcher ?? new Pool(new URL(options.workerUrl).origin, {
       connections: options.connections ?? 32,
@@ -110,7 +114,7 @@ export class RuntimeClient {
 
   static fromConfig(config: Config, workerUrl = config.workerUrl): RuntimeClient {
     if (!workerUrl) throw new Error('no worker URL: set TOKENVAULT_WORKER_URL (dev starts its own worker)');
-    return new RuntimeClient({ workerUrl, defaultTimeoutMs: config.runtime.timeoutMs });
+    return new RuntimeClient({ workerUrl, defaultTimeoutMs: config.runtime.timeoutMs, secret: config.workerSecret });
   }
 
   invoke(request: InvocationRequest): Promise<InvocationResult> {
@@ -280,7 +284,7 @@ export class RuntimeClient {
         {
           path: '/invoke',
           method: 'POST',
-          headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+          headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...this.secretHeader },
           body,
           headersTimeout: timeoutMs,
           bodyTimeout: timeoutMs,
@@ -358,7 +362,7 @@ export interface SpawnWorkerOptions {
 /**
  * Starts `tokenvault worker` as a child process on a free loopback port (the built CLI next to this module:
  * dist/cli.js), waits until it is ready, and restarts it if it dies. The child gets the runtime and destination
- * settings of `config` and no secrets: TOKENVAULT_* variables of this process are not passed on.
+ * settings of `config` and no secrets but the worker secret: TOKENVAULT_* variables of this process are not passed on.
  */
 export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOptions = {}): Promise<WorkerProcess> {
   const cli = fileURLToPath(new URL('../cli.js', import.meta.url));
@@ -380,6 +384,7 @@ export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOpt
   const apiUrl = options.apiUrl ?? config.apiUrl;
   if (apiUrl) env.TOKENVAULT_API_URL = apiUrl;
   if (config.destinations.caFile) env.TOKENVAULT_PROXY_CA_FILE = config.destinations.caFile;
+  if (config.workerSecret) env.TOKENVAULT_WORKER_SECRET = config.workerSecret;
   // NODE_OPTIONS of a test runner (--experimental-vm-modules...) is not for the worker.
   delete env.NODE_OPTIONS;
 

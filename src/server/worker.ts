@@ -42,7 +42,8 @@ export async function startWorker(config: Config, logger: Logger, options: Start
     logger,
     onCatastrophicError: options.onCatastrophicError,
   });
-  const handler = createWorkerHandler({ pool, metrics, logger });
+  const handler = createWorkerHandler({ pool, metrics, logger, secret: config.workerSecret, maxLimits: limits });
+  if (!config.workerSecret) logger.warn('no worker secret configured (TOKENVAULT_WORKER_SECRET): POST /invoke is open to anyone who reaches this port');
 
   const server: Server = createServer(handler.listener);
   // Longer than the API's pool keeps idle connections, so the API side always closes first.
