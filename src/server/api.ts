@@ -1,7 +1,7 @@
 // Assembles and starts the API process: store, crypto, services, authenticator and the HTTP server.
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { Authenticator } from '../auth/authenticator.js';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
 import { TenantCrypto } from '../crypto/envelope.js';
@@ -36,6 +36,8 @@ import type { Store } from '../store/store.js';
 
 export interface RunningApi {
   url: string;
+  /** Base URL of the /metrics listener (config.metricsPort); undefined when there is none. */
+  metricsUrl?: string;
   context: ApiContext;
   close(): Promise<void>;
 }
@@ -120,15 +122,24 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const base = (p: number) => `http://${host.includes(':') ? `[${host}]` : host}:${p}`;
+  const url = base(port);
   logger.info({ url, store: config.store.kind }, 'api listening');
+  const metricsServer = config.metricsPort === undefined ? undefined : await listenMetrics(metrics, config.host, config.metricsPort);
+  const metricsUrl = metricsServer ? base((metricsServer.address() as AddressInfo).port) : undefined;
+  if (metricsUrl) logger.info({ url: metricsUrl }, 'metrics listening');
 
   return {
     url,
+    metricsUrl,
     context,
     async close() {
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      metricsServer?.closeAllConnections();
+      await Promise.all([
+        new Promise<void>((resolve) => server.close(() => resolve())),
+        metricsServer ? new Promise<void>((resolve) => metricsServer.close(() => resolve())) : undefined,
+      ]);
       await sweeper.stop();
       await Promise.all([
         context.authenticator.stop(),
@@ -144,4 +155,26 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       await rawStore.close();
     },
   };
+}
+
+/**
+ * /metrics on a port of its own, so that the API port, which the world reaches, does not hand out the traffic shape
+ * per route, proxy and tenant: the metrics port is for the cluster's Prometheus only (the chart's NetworkPolicy).
+ */
+async function listenMetrics(metrics: Metrics, host: string, port: number): Promise<Server> {
+  const server = createServer((request, response) => {
+    request.resume();
+    const path = (request.url ?? '/').split('?')[0];
+    if (path !== '/metrics' || (request.method !== 'GET' && request.method !== 'HEAD')) {
+      response.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics here\n');
+      return;
+    }
+    metrics.registry.metrics().then(
+      (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+      () => response.writeHead(500, { 'content-type': 'text/plain' }).end('metrics collection failed\n'),
+    );
+  });
+  server.listen(port, host);
+  await once(server, 'listening');
+  return server;
 }
