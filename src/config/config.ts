@@ -9,6 +9,22 @@ import type { StoreSpec } from '../store/open.js';
 
 export type { StoreSpec };
 
+/** The NetworkPolicy the controller puts next to each dedicated worker Deployment (controller/reconcilers/runtime.ts). */
+export interface DedicatedNetworkPolicy {
+  /** Labels of the API pods: the only pods that may connect to the workers, and that the workers may call (bt). */
+  apiPodLabels: Record<string, string>;
+  /** Namespace of the API pods; undefined: the workers' own namespace. */
+  apiNamespace?: string;
+  /** The API pods' port (the workers' bt client). */
+  apiPort: number;
+  /** TCP ports the workers may reach on public addresses (reactor fetch). */
+  egressPorts: number[];
+  /** Address blocks (IPv4 CIDRs) the workers may not reach: private, link-local, the cluster's. */
+  exceptCidrs: string[];
+  /** NetworkPolicyPeers that answer DNS (port 53); undefined: port 53 anywhere. */
+  dnsPeers?: unknown[];
+}
+
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 export interface Config {
@@ -58,6 +74,8 @@ export interface Config {
     workers: number;
     /** Image of the dedicated worker Deployments (Tenant spec.runtime.dedicated) when the Tenant names none. */
     workerImage?: string;
+    /** The dedicated workers' NetworkPolicy: undefined, the defaults; null, none. */
+    dedicatedNetworkPolicy?: DedicatedNetworkPolicy | null;
   };
   runtime: {
     /** CPU time one invocation may use. */
@@ -207,6 +225,12 @@ export const SETTINGS = {
     flag: 'worker-image',
     env: 'TOKENVAULT_WORKER_IMAGE',
     description: "controller: image of the dedicated worker Deployments of Tenants with spec.runtime.dedicated (a Tenant's spec.runtime.image wins)",
+  },
+  dedicatedNetworkPolicy: {
+    flag: 'dedicated-network-policy',
+    env: 'TOKENVAULT_DEDICATED_NETWORK_POLICY',
+    description:
+      "controller: the dedicated workers' NetworkPolicy as JSON {apiPodLabels, apiNamespace, apiPort, egressPorts, exceptCidrs, dnsPeers}, or 'none' (unset: API pods labelled app.kubernetes.io/component=api in the workers' namespace, port 8080, egress 443, private ranges excepted)",
   },
   reactorCpu: {
     flag: 'reactor-cpu-ms',
@@ -433,6 +457,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     resyncSeconds: integer('resyncSeconds', 10, 7 * 24 * 3600),
     workers: integer('controllerWorkers', 1, 256),
     workerImage: raw('workerImage'),
+    dedicatedNetworkPolicy: parseNetworkPolicy(raw('dedicatedNetworkPolicy'), problems, label('dedicatedNetworkPolicy')),
   };
 
   const limits = {
@@ -487,4 +512,47 @@ function parseStore(value: string | undefined, problems: string[], label: string
     }
   }
   return { kind: 'etcd', endpoints };
+}
+
+/** TOKENVAULT_DEDICATED_NETWORK_POLICY: JSON checked field by field (the chart renders it), 'none', or unset. */
+function parseNetworkPolicy(value: string | undefined, problems: string[], label: string): DedicatedNetworkPolicy | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === 'none') return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    problems.push(`${label}: must be JSON or 'none'`);
+    return undefined;
+  }
+  const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+  const port = (v: unknown) => Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535;
+  if (!isRecord(parsed)) {
+    problems.push(`${label}: must be a JSON object`);
+    return undefined;
+  }
+  const wrong: string[] = [];
+  const { apiPodLabels, apiNamespace, apiPort = 8080, egressPorts = [443], exceptCidrs, dnsPeers } = parsed;
+  if (!isRecord(apiPodLabels) || Object.keys(apiPodLabels).length === 0 || !Object.values(apiPodLabels).every((v) => typeof v === 'string')) {
+    wrong.push('apiPodLabels (a non-empty object of strings)');
+  }
+  if (apiNamespace !== undefined && (typeof apiNamespace !== 'string' || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(apiNamespace))) wrong.push('apiNamespace (a namespace name)');
+  if (!port(apiPort)) wrong.push('apiPort (1 to 65535)');
+  if (!Array.isArray(egressPorts) || !egressPorts.every(port)) wrong.push('egressPorts (ports, 1 to 65535)');
+  if (!Array.isArray(exceptCidrs) || !exceptCidrs.every((c) => typeof c === 'string' && /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(c))) {
+    wrong.push('exceptCidrs (IPv4 CIDRs)');
+  }
+  if (dnsPeers !== undefined && (!Array.isArray(dnsPeers) || !dnsPeers.every(isRecord))) wrong.push('dnsPeers (NetworkPolicyPeer objects)');
+  if (wrong.length > 0) {
+    problems.push(`${label}: invalid ${wrong.join(', ')}`);
+    return undefined;
+  }
+  return {
+    apiPodLabels: apiPodLabels as Record<string, string>,
+    ...(apiNamespace !== undefined ? { apiNamespace: apiNamespace as string } : {}),
+    apiPort: apiPort as number,
+    egressPorts: egressPorts as number[],
+    exceptCidrs: exceptCidrs as string[],
+    ...(dnsPeers !== undefined ? { dnsPeers: dnsPeers as unknown[] } : {}),
+  };
 }
