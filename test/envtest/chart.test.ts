@@ -4,10 +4,13 @@
 // Secrets, the CRDs being crds/), and every rendered object accepted by a real kube-apiserver (server-side dry run).
 
 import { X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { openStore } from '../../src/store/open.js';
 import { startControlPlane, toolBinary, type ControlPlane } from '../support/control-plane.js';
+import { startTlsEtcd } from '../support/etcd.js';
 import {
   describeObject,
   envOf,
@@ -377,6 +380,38 @@ test('worker egress ports, the API metrics peers and the controller’s dedicate
   const off = await template(['--set', 'worker.networkPolicy.enabled=false']);
   expect(envOf(find(off.objects, 'Deployment', `${FULLNAME}-controller`).spec.template.spec.containers[0], 'TOKENVAULT_DEDICATED_NETWORK_POLICY')).toBe('none');
 });
+
+test('the certificates the chart makes work with a real etcd: the API\'s client certificate gets in, nothing else', async () => {
+  const objects = rendered.default.objects;
+  const dir = mkdtempSync(path.join(tmpdir(), 'tokenvault-chart-tls-'));
+  const write = (secret: string, key: string) => {
+    const file = path.join(dir, `${secret}-${key}`);
+    writeFileSync(file, Buffer.from(find(objects, 'Secret', `${FULLNAME}-etcd-${secret}-tls`).data[key], 'base64'), { mode: 0o600 });
+    return file;
+  };
+  const server = { caFile: write('server', 'ca.crt'), certFile: write('server', 'tls.crt'), keyFile: write('server', 'tls.key') };
+  const client = { caFile: write('client', 'ca.crt'), certFile: write('client', 'tls.crt'), keyFile: write('client', 'tls.key') };
+  const reaches = async (endpoint: string, tls: { caFile?: string; certFile?: string; keyFile?: string }) => {
+    const store = openStore({ kind: 'etcd', endpoints: [`https://${endpoint}`], tls });
+    try {
+      await store.ping();
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await store.close();
+    }
+  };
+  const etcd = await startTlsEtcd(server, (endpoint) => reaches(endpoint, client));
+  try {
+    expect(await reaches(etcd.endpoint, client)).toBe(true);
+    expect(await reaches(etcd.endpoint, { caFile: client.caFile })).toBe(false);
+    // (etcd's serving certificate, signed by the same CA, would get in too: only the etcd pods mount it, see above.)
+  } finally {
+    await etcd.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 40_000);
 
 test('etcd certificates from cert-manager when asked: a self-signed CA Issuer, or the Issuer given', async () => {
   const own = await template(['--set', 'etcd.tls.certManager.enabled=true']);

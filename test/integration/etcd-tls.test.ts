@@ -3,7 +3,6 @@
 // client certificate signed by it); the API's store connects with TOKENVAULT_ETCD_CA_FILE / _CERT_FILE / _KEY_FILE,
 // and is refused without its certificate, with a certificate of another CA, and in plaintext.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,9 +10,8 @@ import { generate } from 'selfsigned';
 import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/store/open.js';
 import { createTenant, startTestApi, TEST_KEK, type TestApi } from '../support/api.js';
-import { supervise, type Supervised } from '../support/etcd.js';
+import { startTlsEtcd } from '../support/etcd.js';
 import { call } from '../support/http.js';
-import { freeLoopbackPort } from '../../src/server/ports.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tokenvault-etcd-tls-'));
 const file = (name: string, content: string) => {
@@ -21,9 +19,22 @@ const file = (name: string, content: string) => {
   writeFileSync(path, content, { mode: 0o600 });
   return path;
 };
-let etcd: Supervised;
+let etcd: { endpoint: string; stop(): Promise<void> };
 let endpoint: string;
 let files: { ca: string; serverCert: string; serverKey: string; clientCert: string; clientKey: string; strangerCert: string; strangerKey: string };
+
+/** Whether the store reaches etcd at `endpoint` with these files. */
+async function canConnect(endpoint: string, tls: { caFile?: string; certFile?: string; keyFile?: string }): Promise<boolean> {
+  const store = openStore({ kind: 'etcd', endpoints: [`https://${endpoint}`], tls });
+  try {
+    await store.ping();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await store.close();
+  }
+}
 
 async function authority(name: string) {
   const notBeforeDate = new Date(Date.now() - 60_000);
@@ -56,8 +67,6 @@ async function authority(name: string) {
 }
 
 beforeAll(async () => {
-  const binary = process.env.TOKENVAULT_ETCD_BIN;
-  if (!binary) throw new Error('TOKENVAULT_ETCD_BIN is not set');
   const ours = await authority('tokenvault etcd CA');
   const server = await ours.leaf('etcd', { serverAuth: true, clientAuth: true });
   const client = await ours.leaf('tokenvault-api', { clientAuth: true });
@@ -71,43 +80,10 @@ beforeAll(async () => {
     strangerCert: file('stranger.crt', stranger.cert),
     strangerKey: file('stranger.key', stranger.private),
   };
-  const [clientPort, peerPort] = [await freeLoopbackPort(), await freeLoopbackPort()];
-  endpoint = `127.0.0.1:${clientPort}`;
-  const peer = `http://127.0.0.1:${peerPort}`;
-  const child = spawn(
-    binary,
-    [
-      '--name=tls',
-      `--data-dir=${join(dir, 'data')}`,
-      `--listen-client-urls=https://${endpoint}`,
-      `--advertise-client-urls=https://${endpoint}`,
-      `--listen-peer-urls=${peer}`,
-      `--initial-advertise-peer-urls=${peer}`,
-      `--initial-cluster=tls=${peer}`,
-      `--cert-file=${files.serverCert}`,
-      `--key-file=${files.serverKey}`,
-      `--trusted-ca-file=${files.ca}`,
-      '--client-cert-auth',
-      '--unsafe-no-fsync',
-      '--log-level=error',
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+  etcd = await startTlsEtcd({ caFile: files.ca, certFile: files.serverCert, keyFile: files.serverKey }, (at) =>
+    canConnect(at, { caFile: files.ca, certFile: files.clientCert, keyFile: files.clientKey }),
   );
-  etcd = supervise(child, 8_000);
-  // Ready when a client with the right certificate gets an answer.
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const store = openStore({ kind: 'etcd', endpoints: [`https://${endpoint}`], tls: { caFile: files.ca, certFile: files.clientCert, keyFile: files.clientKey } });
-    try {
-      await store.ping();
-      break;
-    } catch (error) {
-      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`etcd with TLS did not start: ${String(error)}\n${etcd.log()}`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    } finally {
-      await store.close();
-    }
-  }
+  endpoint = etcd.endpoint;
 }, 40_000);
 
 afterAll(async () => {
