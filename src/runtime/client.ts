@@ -318,6 +318,8 @@ function asResult(value: unknown): InvocationResult {
 /** What a worker's non-200 answer means to the caller. */
 function refusal(status: number): VaultError {
   if (status === 503 || status >= 502) return new Errors.RuntimeUnavailable();
+  // The workers require a worker secret the API does not have: a deployment to fix, not a bug or the caller's fault.
+  if (status === 401) return new Errors.RuntimeUnavailable('The reactor workers refused this API: its worker secret (TOKENVAULT_WORKER_SECRET_FILE) is not theirs.');
   // 4xx: the API sent something the worker refuses, which is a bug here, not the caller's fault.
   return new Errors.Internal(`The reactor runtime refused the invocation (${status}).`);
 }

@@ -68,6 +68,16 @@ async function post(body: unknown, headers: Record<string, string> = {}) {
 }
 
 describe('10. the worker runs code for the API only', () => {
+  test('a worker that listens beyond loopback does not start without a worker secret', async () => {
+    const { startWorker } = await import('../../src/server/worker.js');
+    const { createLogger } = await import('../../src/observability/logger.js');
+    const open = loadConfig({ requireStore: false, env: { TOKENVAULT_HOST: '0.0.0.0', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'silent' } });
+    await expect(startWorker(open, createLogger('silent'))).rejects.toMatchObject({
+      name: 'ConfigError',
+      message: expect.stringContaining('TOKENVAULT_WORKER_SECRET_FILE'),
+    });
+  });
+
   test.each([
     ['no secret', {}],
     ['a wrong secret of the same length', { 'x-tokenvault-worker-secret': SECRET.replace(/.$/, 'x') }],
@@ -90,7 +100,8 @@ describe('10. the worker runs code for the API only', () => {
     try {
       expect(await api.invoke(invocation())).toMatchObject({ ok: true, result: { raw: { ran: true } } });
       expect(hits()).toBe(before + 1);
-      await expect(stranger.invoke(invocation())).rejects.toBeDefined();
+      // Without the secret, the API's answer is a 503 naming the setting to fix (not a 500).
+      await expect(stranger.invoke(invocation())).rejects.toMatchObject({ status: 503, code: 'TV_RUNTIME_UNAVAILABLE', detail: expect.stringContaining('TOKENVAULT_WORKER_SECRET') });
       expect(hits()).toBe(before + 1);
     } finally {
       await Promise.all([api.close(), stranger.close()]);
