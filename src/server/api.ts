@@ -1,7 +1,7 @@
 // Assembles and starts the API process: store, crypto, services, authenticator and the HTTP server.
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { Authenticator } from '../auth/authenticator.js';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
 import { TenantCrypto } from '../crypto/envelope.js';
@@ -27,6 +27,7 @@ import { TransformRunner } from '../domain/proxies/transforms.js';
 import { DestinationPolicy } from '../proxy/destination-policy.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { createApp, type ApiContext } from '../http/app.js';
+import { listenMetrics } from '../http/metrics-server.js';
 import { createExpressServer } from '../http/server.js';
 import type { Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
@@ -155,26 +156,4 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       await rawStore.close();
     },
   };
-}
-
-/**
- * /metrics on a port of its own, so that the API port, which the world reaches, does not hand out the traffic shape
- * per route, proxy and tenant: the metrics port is for the cluster's Prometheus only (the chart's NetworkPolicy).
- */
-async function listenMetrics(metrics: Metrics, host: string, port: number): Promise<Server> {
-  const server = createServer((request, response) => {
-    request.resume();
-    const path = (request.url ?? '/').split('?')[0];
-    if (path !== '/metrics' || (request.method !== 'GET' && request.method !== 'HEAD')) {
-      response.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics here\n');
-      return;
-    }
-    metrics.registry.metrics().then(
-      (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-      () => response.writeHead(500, { 'content-type': 'text/plain' }).end('metrics collection failed\n'),
-    );
-  });
-  server.listen(port, host);
-  await once(server, 'listening');
-  return server;
 }
