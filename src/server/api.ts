@@ -28,6 +28,7 @@ import { TransformRunner } from '../domain/proxies/transforms.js';
 import { DestinationPolicy } from '../proxy/destination-policy.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { createApp, type ApiContext } from '../http/app.js';
+import { listenMetrics } from '../http/metrics-server.js';
 import { createExpressServer } from '../http/server.js';
 import type { Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
@@ -37,6 +38,8 @@ import type { Store } from '../store/store.js';
 
 export interface RunningApi {
   url: string;
+  /** Base URL of the /metrics listener (config.metricsPort); undefined when there is none. */
+  metricsUrl?: string;
   context: ApiContext;
   close(): Promise<void>;
 }
@@ -136,15 +139,24 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const base = (p: number) => `http://${host.includes(':') ? `[${host}]` : host}:${p}`;
+  const url = base(port);
   logger.info({ url, store: config.store.kind }, 'api listening');
+  const metricsServer = config.metricsPort === undefined ? undefined : await listenMetrics(metrics, config.host, config.metricsPort);
+  const metricsUrl = metricsServer ? base((metricsServer.address() as AddressInfo).port) : undefined;
+  if (metricsUrl) logger.info({ url: metricsUrl }, 'metrics listening');
 
   return {
     url,
+    metricsUrl,
     context,
     async close() {
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      metricsServer?.closeAllConnections();
+      await Promise.all([
+        new Promise<void>((resolve) => server.close(() => resolve())),
+        metricsServer ? new Promise<void>((resolve) => metricsServer.close(() => resolve())) : undefined,
+      ]);
       await sweeper.stop();
       await Promise.all([
         context.authenticator.stop(),
