@@ -84,6 +84,8 @@ export interface Config {
     keyCacheSeconds: number;
     /** How often each API process sweeps expired tokens. */
     expirySweepSeconds: number;
+    /** How many stored tokens a v1 page-paged token list (`GET /tokens?page=`) may read to count its matches. */
+    tokenPageScanLimit: number;
   };
 }
 
@@ -266,6 +268,12 @@ export const SETTINGS = {
     description: 'How often expired tokens are deleted (reads ignore them from expires_at on)',
     default: '60',
   },
+  tokenPageScan: {
+    flag: 'token-page-scan-limit',
+    env: 'TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT',
+    description: 'Most stored tokens a v1 page-paged token list (GET /tokens?page=) reads to count total_items; larger tenants page by cursor',
+    default: '10000',
+  },
   keyCache: {
     flag: 'key-cache-seconds',
     env: 'TOKENVAULT_KEY_CACHE_SECONDS',
@@ -419,6 +427,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     sessionMaxSeconds: integer('sessionMax', 10, 24 * 3600),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
+    tokenPageScanLimit: integer('tokenPageScan', 100, 1_000_000),
   };
 
   if (problems.length > 0) throw new ConfigError(problems);

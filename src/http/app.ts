@@ -96,10 +96,10 @@ export function createApp(context: ApiContext): Express {
   // each instead of a walk through all their routes (~1 µs a route; the reactor routes sat behind some 30).
   app.use(under(tokenRoutes(services.tokens, services.detokenizer, services.idempotency)));
   app.use(under(applicationRoutes(services.applications, services.idempotency)));
-  app.use(under(tenantRoutes(services.tenants)));
-  app.use(under(sessionRoutes(services.sessions)));
+  app.use(under(tenantRoutes(services.tenants, services.idempotency)));
+  app.use(under(sessionRoutes(services.sessions, services.idempotency)));
   app.use(under(formulaRoutes(services.formulas, services.reactors)));
-  app.use(under(reactorRoutes(services.reactors)));
+  app.use(under(reactorRoutes(services.reactors, services.idempotency)));
   app.use(under(proxiesRoutes(services.proxies, services.idempotency)));
   app.use(under(adminTenantRoutes(services.tenants)));
   app.use(under(adminFormulaRoutes(services.formulas, services.reactors)));

@@ -1,12 +1,13 @@
 import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { listQuery, stringQuery, uuidParam } from '../../http/params.js';
+import { listQuery, onlyQuery, stringQuery, uuidParam } from '../../http/params.js';
 import { parsePaging } from '../paging.js';
 import { APPLICATION_TYPES, PERMISSIONS, type ApplicationType } from '../permissions/permissions.js';
 import { validateCreateApplication, validateUpdateApplication } from './schema.js';
 import type { ApplicationService } from './service.js';
 import type { IdempotencyService } from '../idempotency/service.js';
+import { sendOnce } from '../../http/idempotent.js';
 
 export function applicationRoutes(applications: ApplicationService, idempotency: IdempotencyService): Router {
   const router = Router();
@@ -21,8 +22,12 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
   });
 
   router.get('/applications', requirePermission('application:read'), async (req, res) => {
+    onlyQuery(req, ['page', 'size', 'id', 'type']);
     const ids = listQuery(req, 'id');
-    res.json(await applications.list(tenantPrincipal(req).tenantId, parsePaging(req.query), ids));
+    const types = listQuery(req, 'type');
+    const unknownType = types?.find((type) => !APPLICATION_TYPES.includes(type as ApplicationType));
+    if (unknownType !== undefined) throw new Errors.InvalidQuery({ errors: { type: [`must be one of: ${APPLICATION_TYPES.join(', ')}`] } });
+    res.json(await applications.list(tenantPrincipal(req).tenantId, parsePaging(req.query), ids, types));
   });
 
   // The calling key's own application: any key may ask who it is.
@@ -38,7 +43,7 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
   router.put('/applications/:id', requirePermission('application:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    res.json(await applications.update(principal, id, validateUpdateApplication(req.body)));
+    await sendOnce(idempotency, req, res, 200, async () => applications.update(principal, id, validateUpdateApplication(req.body)));
   });
 
   router.delete('/applications/:id', requirePermission('application:delete'), async (req, res) => {
