@@ -20,6 +20,7 @@ import type { ReactorService } from '../domain/reactors/service.js';
 import { proxiesRoutes, proxyRoutes } from '../domain/proxies/routes.js';
 import type { ProxyHandler } from '../domain/proxies/handler.js';
 import type { ProxyService } from '../domain/proxies/service.js';
+import { unsupportedRoutes } from '../domain/unsupported/routes.js';
 import { Errors } from '../errors/registry.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -103,6 +104,9 @@ export function createApp(context: ApiContext): Express {
   app.use(under(proxiesRoutes(services.proxies, services.idempotency)));
   app.use(under(adminTenantRoutes(services.tenants)));
   app.use(under(adminFormulaRoutes(services.formulas, services.reactors)));
+  // Last: only requests no other router served reach the not-supported features' answers.
+  const unsupported = unsupportedRoutes();
+  app.use(tagged((req, res, next) => unsupported(req, res, next), unsupported));
 
   app.use((_req, res) => sendProblem(res, new Errors.RouteNotFound()));
   app.use(errorHandler(logger));

@@ -7,6 +7,7 @@ import { APPLICATION_TYPES, PERMISSIONS, type ApplicationType } from '../permiss
 import { validateCreateApplication, validateUpdateApplication } from './schema.js';
 import type { ApplicationService } from './service.js';
 import type { IdempotencyService } from '../idempotency/service.js';
+import { APPLICATION_TEMPLATES, ROLES } from './catalogue.js';
 import { sendOnce } from '../../http/idempotent.js';
 
 export function applicationRoutes(applications: ApplicationService, idempotency: IdempotencyService): Router {
@@ -53,6 +54,24 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
 
   router.post('/applications/:id/regenerate', requirePermission('application:update'), async (req, res) => {
     res.json(await applications.regenerate(tenantPrincipal(req), uuidParam(req, 'id')));
+  });
+
+  // Fixed catalogues (catalogue.ts): templates describe applications, so reading them takes application:read like the
+  // application list; roles are public names with nothing of the tenant in them, so any tenant key may read them.
+  router.get('/application-templates', requirePermission('application:read'), (_req, res) => {
+    res.json(APPLICATION_TEMPLATES);
+  });
+
+  router.get('/application-templates/:id', requirePermission('application:read'), (req, res) => {
+    const id = uuidParam(req, 'id');
+    const template = APPLICATION_TEMPLATES.find((t) => t.id === id);
+    if (!template) throw new Errors.NotFound('No application template has this id.');
+    res.json(template);
+  });
+
+  router.get('/roles', (req, res) => {
+    tenantPrincipal(req);
+    res.json(ROLES);
   });
 
   router.get('/permissions', (req, res) => {
