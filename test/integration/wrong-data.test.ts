@@ -133,6 +133,19 @@ test('GET /applications?type= returns only applications of that type; an unknown
   expect(Object.keys(unknown.body.errors)).toEqual(['start']);
 });
 
+test('the other page-paged lists refuse a parameter they would ignore, naming it', async () => {
+  const { mgmt } = await newTenant();
+  for (const path of ['/reactors?start=abc', '/proxies?type=x', '/reactor-formulas?id=x', '/applications?name=x']) {
+    const answer = await mgmt.get(path);
+    expect([path, answer.status]).toEqual([path, 400]);
+    expect(Object.keys(answer.body.errors)).toHaveLength(1);
+  }
+  const admin = await client(api.url, api.operatorKey).get('/admin/tenants?name=x');
+  expect(admin.status).toBe(400);
+  expect(Object.keys(admin.body.errors)).toEqual(['name']);
+  expect((await mgmt.get('/reactors?page=1&size=5&name=a&id=00000000-0000-4000-8000-000000000000')).status).toBe(200);
+});
+
 test('the usage report carries total_tokens, at the top and in token_report', async () => {
   const { app, mgmt } = await newTenant();
   await app.post('/tokens', { body: { type: 'card_number', data: '4242424242424242' } });

@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import { actorId, OPERATOR_ACTOR_ID } from '../../auth/principal.js';
 import { requireOperator, requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { uuidParam } from '../../http/params.js';
+import { onlyQuery, uuidParam } from '../../http/params.js';
 import { parsePaging } from '../paging.js';
 import { Errors } from '../../errors/registry.js';
 import { validateAdminUpdateTenant, validateCreateTenant, validateUpdateTenant } from './schema.js';
@@ -57,6 +57,7 @@ export function adminTenantRoutes(tenants: TenantService): Router {
   });
 
   router.get('/admin/tenants', async (req, res) => {
+    onlyQuery(req, ['page', 'size']);
     res.json(await tenants.list(parsePaging(req.query)));
   });
 

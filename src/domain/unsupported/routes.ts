@@ -11,12 +11,15 @@ export const UNSUPPORTED_FEATURES: ReadonlyArray<readonly [string, string]> = [
   ['/tenants/self/members', 'Tenant members'],
   ['/tenants/self/owner', 'Tenant members (tenant owner)'],
   ['/tenants/self/invitations', 'Tenant invitations'],
+  ['/tenants/self/connections', 'Tenant connections'],
+  ['/tenants/self/security-contact', 'Tenant security contact'],
   ['/network-tokens', 'Network tokens'],
   ['/apple-pay', 'Wallets (Apple Pay)'],
   ['/google-pay', 'Wallets (Google Pay)'],
   ['/account-updater', 'Account updater'],
   ['/enrichments', 'Enrichments'],
   ['/documents', 'Documents'],
+  ['/agentic', 'Agentic commerce'],
   ['/keys', 'Client-side encryption keys'],
 ];
 
