@@ -118,16 +118,17 @@ describe('catalogues, through the SDKs', () => {
 describe('not supported here, through the SDKs', () => {
   test('node-sdk 3-D Secure, tenant members, network tokens, documents, keys → 501 TV_NOT_SUPPORTED naming the feature', async () => {
     const node = nodeSdk(dev.rootKey);
-    const calls: Array<[string, Promise<unknown>]> = [
-      ['3-D Secure', node.threeds.sessions.get('00000000-0000-4000-8000-000000000000')],
-      ['Tenant members', node.tenants.members.list()],
-      ['Tenant invitations', node.tenants.invitations.list()],
-      ['Network tokens', node.networkTokens.get('00000000-0000-4000-8000-000000000000')],
-      ['Documents', node.documents.get('00000000-0000-4000-8000-000000000000')],
-      ['Client-side encryption keys', node.keys.list()],
+    // Thunks, called one at a time: a rejection must not arrive before anything awaits it.
+    const calls: Array<[string, () => Promise<unknown>]> = [
+      ['3-D Secure', () => node.threeds.sessions.get('00000000-0000-4000-8000-000000000000')],
+      ['Tenant members', () => node.tenants.members.list()],
+      ['Tenant invitations', () => node.tenants.invitations.list()],
+      ['Network tokens', () => node.networkTokens.get('00000000-0000-4000-8000-000000000000')],
+      ['Documents', () => node.documents.get('00000000-0000-4000-8000-000000000000')],
+      ['Client-side encryption keys', () => node.keys.list()],
     ];
     for (const [feature, call] of calls) {
-      const error = await rejection<NodeSdkError>(call);
+      const error = await rejection<NodeSdkError>(call());
       expect([feature, error.statusCode, error.body?.code]).toEqual([feature, 501, 'TV_NOT_SUPPORTED']);
       expect(error.body.detail).toContain(feature);
     }
