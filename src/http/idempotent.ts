@@ -7,7 +7,8 @@ import { tenantPrincipal } from './middleware/auth.js';
 
 /** Runs `handle` under the request's BT-IDEMPOTENCY-KEY (if any) and sends its answer (no body: just the status). */
 export async function sendOnce(idempotency: IdempotencyService, req: Request, res: Response, status: number, handle: () => Promise<unknown>): Promise<void> {
-  const route = `${req.method} ${req.path.toLowerCase()}`;
+  // The path as sent: token ids are case-sensitive, so /tokens/ABC and /tokens/abc are different resources.
+  const route = `${req.method} ${req.path}`;
   const answer = await idempotency.run(tenantPrincipal(req), req.get('bt-idempotency-key'), { route, body: req.body }, async () => ({
     status,
     body: await handle(),

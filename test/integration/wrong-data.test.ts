@@ -211,6 +211,17 @@ describe('BT-IDEMPOTENCY-KEY on every write node-sdk sends it on', () => {
     expect((await t.app.get(`/tokens/${id}`)).body.metadata).toEqual({ a: '1' });
   });
 
+  test('one idempotency key on two resources is two requests (token ids are case-sensitive)', async () => {
+    const stamp = Date.now();
+    const upper = (await t.app.post('/tokens', { body: { id: `CASE-${stamp}`, type: 'token', data: 'x' } })).body.id;
+    const lower = (await t.app.post('/tokens', { body: { id: `case-${stamp}`, type: 'token', data: 'y' } })).body.id;
+    const headers = { ...key('case'), ...MERGE };
+    const body = { metadata: { same: 'patch' } };
+    expect((await t.app.patch(`/tokens/${upper}`, { body, headers })).body.id).toBe(upper);
+    expect((await t.app.patch(`/tokens/${lower}`, { body, headers })).body.id).toBe(lower);
+    expect((await t.app.get(`/tokens/${lower}`)).body.metadata).toEqual({ same: 'patch' });
+  });
+
   test('tenants: update self', async () => {
     await replays((body, headers) => t.mgmt.put('/tenants/self', { body, headers }), { name: 'renamed' }, { name: 'renamed again' });
     expect((await t.mgmt.get('/tenants/self')).body.name).toBe('renamed');
