@@ -59,6 +59,16 @@ export interface Config {
     memoryMb: number;
     /** Compiled sandboxes kept per worker. */
     cacheSize: number;
+    /** api: keep-alive connections to one worker pool (shared by every tenant of it). */
+    connections: number;
+    /** api: invocations of one tenant running at once, per API process (runtime/fair-share.ts). */
+    tenantConcurrency: number;
+    /** api: invocations of one reactor or proxy transform running at once, per API process. */
+    reactorConcurrency: number;
+    /** api: invocations of one tenant waiting for a slot; beyond it 429 TV_RUNTIME_BUSY at once. */
+    queueLength: number;
+    /** api: the longest an invocation waits for a slot before 429 TV_RUNTIME_BUSY. */
+    queueTimeoutMs: number;
   };
   destinations: {
     /** Host names allowed even when they resolve to private, loopback or link-local addresses. */
@@ -75,6 +85,26 @@ export interface Config {
     /** Largest destination response passed through (streamed). */
     responseBytes: number;
   };
+  /** Work all Liquid expressions of one request may cause together (src/expressions/budget.ts). */
+  expressions: {
+    /** Longest one render may hold the event loop. */
+    renderMs: number;
+    /** Render time of all expressions of one request. */
+    budgetMs: number;
+    /** Wall clock from a request's first expression to its last, waiting for a turn included. */
+    deadlineMs: number;
+    /** Liquid memory units all expressions of one request may allocate. */
+    memoryUnits: number;
+  };
+  /** Caps on decoded and copied sizes ("bombs", docs/security.md "Limits"). */
+  decoded: {
+    /** Largest destination response a response transform reads once inflated (gzip, deflate, br). */
+    proxyResponseBytes: number;
+    /** Largest result (JSON) of one reactor or transform invocation, checked by the worker and by the API. */
+    reactorResultBytes: number;
+    /** Bytes reactor code may copy into the host (hash inputs, fetch and bt bodies) in one invocation. */
+    sandboxHostBytes: number;
+  };
   limits: {
     bodyBytes: number;
     sessionTtlSeconds: number;
@@ -84,6 +114,8 @@ export interface Config {
     keyCacheSeconds: number;
     /** How often each API process sweeps expired tokens. */
     expirySweepSeconds: number;
+    /** Deepest nesting of arrays and objects in a JSON body (every JSON body path, the proxy's included). */
+    jsonMaxDepth: number;
     /** How many stored tokens a v1 page-paged token list (`GET /tokens?page=`) may read to count its matches. */
     tokenPageScanLimit: number;
   };
@@ -216,6 +248,36 @@ export const SETTINGS = {
     description: 'Compiled sandboxes a worker keeps (least recently used are dropped)',
     default: '500',
   },
+  runtimeConnections: {
+    flag: 'runtime-connections',
+    env: 'TOKENVAULT_RUNTIME_CONNECTIONS',
+    description: 'api: keep-alive connections to one worker pool, shared by its tenants (keep it above the tenant concurrency)',
+    default: '128',
+  },
+  tenantConcurrency: {
+    flag: 'runtime-tenant-concurrency',
+    env: 'TOKENVAULT_RUNTIME_TENANT_CONCURRENCY',
+    description: 'api: reactor and transform invocations of one tenant running at once, per API process',
+    default: '64',
+  },
+  reactorConcurrency: {
+    flag: 'runtime-reactor-concurrency',
+    env: 'TOKENVAULT_RUNTIME_REACTOR_CONCURRENCY',
+    description: 'api: invocations of one reactor (or proxy transform) running at once, per API process',
+    default: '32',
+  },
+  runtimeQueue: {
+    flag: 'runtime-queue-length',
+    env: 'TOKENVAULT_RUNTIME_QUEUE_LENGTH',
+    description: 'api: invocations of one tenant waiting for a slot; more are answered 429 TV_RUNTIME_BUSY at once',
+    default: '128',
+  },
+  runtimeQueueTimeout: {
+    flag: 'runtime-queue-timeout-ms',
+    env: 'TOKENVAULT_RUNTIME_QUEUE_TIMEOUT_MS',
+    description: 'api: the longest an invocation waits for a slot before 429 TV_RUNTIME_BUSY',
+    default: '5000',
+  },
   allowedHosts: {
     flag: 'proxy-allowed-hosts',
     env: 'TOKENVAULT_PROXY_ALLOWED_HOSTS',
@@ -244,11 +306,59 @@ export const SETTINGS = {
     description: 'Proxy: largest destination response passed through (streamed)',
     default: String(1024 * 1024 * 1024),
   },
+  expressionRender: {
+    flag: 'expression-render-ms',
+    env: 'TOKENVAULT_EXPRESSION_RENDER_MS',
+    description: 'Longest one Liquid render (mask, fingerprint expression, detokenization template) may hold the event loop',
+    default: '20',
+  },
+  expressionBudget: {
+    flag: 'expression-budget-ms',
+    env: 'TOKENVAULT_EXPRESSION_BUDGET_MS',
+    description: 'Render time all Liquid expressions of one request may use together',
+    default: '250',
+  },
+  expressionDeadline: {
+    flag: 'expression-deadline-ms',
+    env: 'TOKENVAULT_EXPRESSION_DEADLINE_MS',
+    description: "Wall-clock time from a request's first Liquid expression to its last, waiting for a turn included",
+    default: '5000',
+  },
+  expressionMemory: {
+    flag: 'expression-memory-units',
+    env: 'TOKENVAULT_EXPRESSION_MEMORY_UNITS',
+    description: 'Liquid memory units (string lengths, array and range sizes) all expressions of one request may allocate',
+    default: '10000000',
+  },
+  proxyDecodedResponseLimit: {
+    flag: 'proxy-decoded-response-limit-bytes',
+    env: 'TOKENVAULT_PROXY_DECODED_RESPONSE_LIMIT_BYTES',
+    description: 'Proxy: largest destination response a response transform reads, once inflated (gzip, deflate, br)',
+    default: String(10 * 1024 * 1024),
+  },
+  reactorResultLimit: {
+    flag: 'reactor-result-limit-bytes',
+    env: 'TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES',
+    description: 'Largest result (JSON) of one reactor or transform invocation (worker and API)',
+    default: String(4 * 1024 * 1024),
+  },
+  sandboxHostLimit: {
+    flag: 'sandbox-host-limit-bytes',
+    env: 'TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES',
+    description: 'Bytes reactor code may copy into the worker process (hash inputs, fetch and bt requests) in one invocation',
+    default: String(64 * 1024 * 1024),
+  },
   bodyLimit: {
     flag: 'body-limit-bytes',
     env: 'TOKENVAULT_BODY_LIMIT_BYTES',
-    description: 'Largest request body accepted',
+    description: 'Largest request body accepted, counted after decoding its Content-Encoding',
     default: String(1024 * 1024),
+  },
+  jsonMaxDepth: {
+    flag: 'json-max-depth',
+    env: 'TOKENVAULT_JSON_MAX_DEPTH',
+    description: 'Deepest nesting of arrays and objects in a JSON body; deeper is 400 TV_JSON_TOO_DEEP',
+    default: '64',
   },
   sessionTtl: {
     flag: 'session-ttl-seconds',
@@ -382,6 +492,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
     timeoutMs: integer('reactorTimeout', 10, 600_000),
     memoryMb: integer('reactorMemory', 8, 4096),
     cacheSize: integer('runtimeCache', 1, 100_000),
+    connections: integer('runtimeConnections', 1, 10_000),
+    tenantConcurrency: integer('tenantConcurrency', 1, 10_000),
+    reactorConcurrency: integer('reactorConcurrency', 1, 10_000),
+    queueLength: integer('runtimeQueue', 0, 100_000),
+    queueTimeoutMs: integer('runtimeQueueTimeout', 0, 600_000),
   };
   const destinations = {
     allowedHosts: (raw('allowedHosts') ?? '')
@@ -421,12 +536,25 @@ export function loadConfig(options: LoadOptions = {}): Config {
     workerImage: raw('workerImage'),
   };
 
+  const expressions = {
+    renderMs: integer('expressionRender', 1, 60_000),
+    budgetMs: integer('expressionBudget', 1, 600_000),
+    deadlineMs: integer('expressionDeadline', 1, 600_000),
+    memoryUnits: integer('expressionMemory', 1000, 1_000_000_000),
+  };
+  const decoded = {
+    proxyResponseBytes: integer('proxyDecodedResponseLimit', 1024, 1024 * 1024 * 1024),
+    reactorResultBytes: integer('reactorResultLimit', 1024, 256 * 1024 * 1024),
+    sandboxHostBytes: integer('sandboxHostLimit', 1024, 1024 * 1024 * 1024),
+  };
+
   const limits = {
     bodyBytes: integer('bodyLimit', 1024, 64 * 1024 * 1024),
     sessionTtlSeconds: integer('sessionTtl', 10, 24 * 3600),
     sessionMaxSeconds: integer('sessionMax', 10, 24 * 3600),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
+    jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
     tokenPageScanLimit: integer('tokenPageScan', 100, 1_000_000),
   };
 
@@ -446,6 +574,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     runtime,
     destinations,
     proxy,
+    expressions,
+    decoded,
     limits,
   };
 }

@@ -59,6 +59,7 @@ export const Errors = {
   // 400
   InvalidBody: define('TV_INVALID_BODY', 400, 'Bad Request', 'The request body is invalid.'),
   MalformedJson: define('TV_MALFORMED_JSON', 400, 'Bad Request', 'The request body is not valid JSON.'),
+  JsonTooDeep: define('TV_JSON_TOO_DEEP', 400, 'Bad Request', 'The JSON body nests deeper than allowed.'),
   InvalidQuery: define('TV_INVALID_QUERY', 400, 'Bad Request', 'The query string is invalid.'),
   InvalidPath: define('TV_INVALID_PATH', 400, 'Bad Request', 'The path parameter is invalid.'),
   InvalidHeader: define('TV_INVALID_HEADER', 400, 'Bad Request', 'A request header is invalid.'),
@@ -67,6 +68,12 @@ export const Errors = {
     400,
     'Bad Request',
     'The destination is not allowed by the outbound destination policy.',
+  ),
+  ExpressionLimit: define(
+    'TV_EXPRESSION_LIMIT',
+    400,
+    'Bad Request',
+    "The request's expressions need more time or memory than allowed.",
   ),
   // 401 / 403
   Unauthenticated: define('TV_UNAUTHENTICATED', 401, 'Unauthorized', 'A valid BT-API-KEY header is required.'),
@@ -94,6 +101,19 @@ export const Errors = {
   // 422 / 429
   Unprocessable: define('TV_UNPROCESSABLE', 422, 'Unprocessable Entity', 'The request could not be processed.'),
   RateLimited: define('TV_RATE_LIMITED', 429, 'Too Many Requests', 'Too many requests.'),
+  RuntimeBusy: define(
+    'TV_RUNTIME_BUSY',
+    429,
+    'Too Many Requests',
+    "The tenant's share of the reactor runtime is in use; retry later.",
+  ),
+  // 408: the API's own backstop of an invocation's time limit (the worker answers its own timeouts first).
+  RuntimeTimeout: define(
+    'TV_RUNTIME_TIMEOUT',
+    408,
+    'Reactor Timeout',
+    'The reactor runtime did not answer within the invocation time limit.',
+  ),
   // 5xx
   Internal: define('TV_INTERNAL', 500, 'Internal Server Error', 'An unexpected error occurred.'),
   DecryptionFailed: define('TV_DECRYPTION_FAILED', 500, 'Internal Server Error', 'Stored data could not be decrypted.'),
@@ -103,6 +123,24 @@ export const Errors = {
     502,
     'Bad Gateway',
     'The destination response is larger than allowed.',
+  ),
+  DecodedResponseTooLarge: define(
+    'TV_DECODED_RESPONSE_TOO_LARGE',
+    502,
+    'Bad Gateway',
+    'The destination response inflates to more than allowed.',
+  ),
+  ReactorResultTooLarge: define(
+    'TV_REACTOR_RESULT_TOO_LARGE',
+    502,
+    'Bad Gateway',
+    'The reactor returned a result larger than allowed.',
+  ),
+  SandboxHostLimit: define(
+    'TV_SANDBOX_HOST_LIMIT',
+    502,
+    'Bad Gateway',
+    'The reactor code copied more data into the host than allowed.',
   ),
   StoreUnavailable: define('TV_STORE_UNAVAILABLE', 503, 'Service Unavailable', 'The store is unavailable; retry later.'),
   CodeRequired: define(

@@ -1,21 +1,18 @@
 // The one Liquid engine every expression goes through: locked down (no file system, no include/render/layout,
-// strict filters, own properties only), bounded (template length, render time, memory), with the platform filters
-// registered and parsed templates cached by source.
+// strict filters, own properties only), bounded (template length; render time and memory per request, budget.ts),
+// with the platform filters registered and parsed templates cached by source.
 import { performance } from 'node:perf_hooks';
 import { Context, Liquid, Output, Tag, Value, toValue, toValueSync, type FS, type Template } from 'liquidjs';
 import { LRUCache } from 'lru-cache';
 import { Errors, VaultError } from '../errors/registry.js';
+import { DEFAULT_EXPRESSION_LIMITS, ExpressionLimitExceeded, LIMIT_SETTINGS, type ExpressionBudget, type ExpressionLimitName } from './budget.js';
 import { platformFilters } from './filters.js';
 import { restoreIds } from './scan.js';
 
-/** Bounds on the work one expression (or one detokenize call) may cause. */
+/** Bounds on one expression; the time and memory all expressions of a request share are in budget.ts. */
 export const EXPRESSION_LIMITS = Object.freeze({
   /** Longest Liquid source accepted for one string (one text-body expression, one mask string). */
   maxTemplateLength: 10_000,
-  /** Render time budget, in ms, for one detokenize / detokenizeText / renderTemplate call. */
-  renderTimeMs: 1_000,
-  /** Liquid memory units (string lengths, array sizes, range sizes) one call may allocate. */
-  memoryUnits: 10_000_000,
   /** Longest text one string may render to. */
   maxOutputLength: 5_000_000,
 });
@@ -65,8 +62,9 @@ function createEngine(): Liquid {
     ownPropertyOnly: true,
     outputEscape: outputText,
     parseLimit: EXPRESSION_LIMITS.maxTemplateLength,
-    renderLimit: EXPRESSION_LIMITS.renderTimeMs,
-    memoryLimit: EXPRESSION_LIMITS.memoryUnits,
+    // Replaced per render by the request's budget (budget.ts); these are only the fallbacks.
+    renderLimit: DEFAULT_EXPRESSION_LIMITS.renderMs,
+    memoryLimit: DEFAULT_EXPRESSION_LIMITS.memoryUnits,
     timezoneOffset: 0,
     locale: 'en-US',
   });
@@ -147,42 +145,44 @@ export function parseError(source: string): string | undefined {
   }
 }
 
-/**
- * The limits shared by every render of one call (one detokenize over a whole body shares one time and memory
- * budget), created when the first string needs Liquid.
- */
-export class Budget {
-  private base?: Context;
+/** The liquidjs memory limiter of each request's budget, shared by all its renders. */
+const memoryLimiters = new WeakMap<ExpressionBudget, Context['memoryLimit']>();
 
-  private limits(): Context {
-    this.base ??= new Context({}, engine.options, { sync: true });
-    return this.base;
+function memoryLimiter(budget: ExpressionBudget): Context['memoryLimit'] {
+  let limiter = memoryLimiters.get(budget);
+  if (limiter === undefined) {
+    limiter = new Context({}, engine.options, { sync: true, memoryLimit: budget.limits.memoryUnits }).memoryLimit;
+    memoryLimiters.set(budget, limiter);
   }
-
-  context(scope: Record<string, unknown>): Context {
-    const base = this.limits();
-    base.renderLimit.check(performance.now());
-    return new Context(scope, engine.options, { sync: true }, {
-      liquid: engine,
-      memoryLimit: base.memoryLimit,
-      renderLimit: base.renderLimit,
-    });
-  }
+  return limiter;
 }
 
 /**
- * Evaluates a parsed source. A source that is one output keeps the value's type (an object stays an object, a
- * number a number); anything else renders to text.
+ * Evaluates a parsed source within the request's budget: waits for its turn on the event loop, renders synchronously
+ * within what is left, and charges the time it took. A source that is one output keeps the value's type (an object
+ * stays an object, a number a number); anything else renders to text.
  */
-export function evaluate(parsed: Parsed, scope: Record<string, unknown>, budget: Budget, ids: readonly string[]): unknown {
+export async function evaluate(parsed: Parsed, scope: Record<string, unknown>, budget: ExpressionBudget, ids: readonly string[]): Promise<unknown> {
+  let started: number | undefined;
   try {
-    const ctx = budget.context(scope);
+    const wait = budget.turn();
+    if (wait) await wait;
+    // From here to the end of the render nothing awaits: the turn is this render's.
+    const renderLimit = budget.begin();
+    started = performance.now();
+    const ctx = new Context(scope, engine.options, { sync: true }, {
+      liquid: engine,
+      memoryLimit: memoryLimiter(budget),
+      renderLimit: renderLimit as unknown as Context['renderLimit'],
+    });
     if (parsed.single) return toJsonValue(toValueSync(parsed.single.value(ctx, false)));
     const text = engine.renderSync(parsed.templates, ctx) as string;
     if (text.length > EXPRESSION_LIMITS.maxOutputLength) throw new RangeError('Invalid string length');
     return text;
   } catch (err) {
-    throw expressionError(err, ids);
+    throw expressionError(err, ids, budget);
+  } finally {
+    if (started !== undefined) budget.charge(performance.now() - started);
   }
 }
 
@@ -199,10 +199,11 @@ function toJsonValue(value: unknown): unknown {
  * say which limit; anything else names the failing expression (template text, never the data) and not the
  * underlying message, which could quote token data.
  */
-export function expressionError(err: unknown, ids: readonly string[]): VaultError {
+export function expressionError(err: unknown, ids: readonly string[], budget?: ExpressionBudget): VaultError {
   let cause: unknown = err;
   for (let depth = 0; depth < 8 && cause instanceof Error; depth++) {
     if (cause instanceof VaultError) return cause;
+    if (cause instanceof ExpressionLimitExceeded) return limitError(cause.limit, budget);
     const next = (cause as { originalError?: unknown }).originalError ?? cause.cause;
     if (next === undefined) break;
     cause = next;
@@ -210,13 +211,9 @@ export function expressionError(err: unknown, ids: readonly string[]): VaultErro
   const message = err instanceof Error ? err.message : '';
   const innermost = cause instanceof Error ? cause.message : message;
   if (/memory alloc limit exceeded/.test(message) || /Invalid (string|array|typed array) length/.test(innermost)) {
-    return new Errors.InvalidBody('An expression needs more memory than allowed; simplify it.');
+    return limitError('memory', budget);
   }
-  if (/template render limit exceeded/.test(message)) {
-    return new Errors.InvalidBody(
-      `An expression took longer than the ${EXPRESSION_LIMITS.renderTimeMs} ms allowed to render; simplify it.`,
-    );
-  }
+  if (/template render limit exceeded/.test(message)) return limitError('render', budget);
   if (/Maximum call stack size exceeded/.test(innermost)) {
     return new Errors.InvalidBody('An expression is nested too deeply.');
   }
@@ -224,4 +221,17 @@ export function expressionError(err: unknown, ids: readonly string[]): VaultErro
   const text = typeof token?.getText === 'function' ? token.getText() : undefined;
   const where = text && text.length <= 200 ? ` ${restoreIds(text, ids)}` : '';
   return new Errors.InvalidBody(`The expression${where} could not be evaluated.`);
+}
+
+/** The problem for a request whose expressions ran into one of its limits (budget.ts): which one, and its setting. */
+function limitError(limit: ExpressionLimitName, budget?: ExpressionBudget): VaultError {
+  const limits = budget?.limits ?? DEFAULT_EXPRESSION_LIMITS;
+  const setting = LIMIT_SETTINGS[limit];
+  const detail = {
+    render: `An expression took longer than the ${limits.renderMs} ms one render may take (${setting}); simplify it.`,
+    budget: `The expressions of this request took longer than the ${limits.budgetMs} ms they may take together (${setting}); send fewer or simpler ones.`,
+    deadline: `The expressions of this request did not finish within ${limits.deadlineMs} ms (${setting}); send fewer or simpler ones.`,
+    memory: `The expressions of this request need more than the ${limits.memoryUnits} memory units allowed (${setting}); simplify them.`,
+  }[limit];
+  return new Errors.ExpressionLimit({ detail, errors: { limit: [setting] } });
 }

@@ -14,10 +14,12 @@
 // Text bodies (detokenizeText) are different: only the `{{ <id> ... }}` expressions are rendered, each on its own;
 // everything else, including any `{%` or `{{` that is not a token expression, is left exactly as it was.
 import { Errors } from '../errors/registry.js';
-import { Budget, EXPRESSION_LIMITS, evaluate, parse, parseError } from './engine.js';
+import { currentBudget, type ExpressionBudget } from './budget.js';
+import { EXPRESSION_LIMITS, evaluate, parse, parseError } from './engine.js';
 import { collectIds, findSpans, mayHoldExpression, rewrite, tokenVariable, wholePlainExpression } from './scan.js';
 
 export { EXPRESSION_LIMITS, clearTemplateCache } from './engine.js';
+export { DEFAULT_EXPRESSION_LIMITS, withExpressionBudget, type ExpressionLimits } from './budget.js';
 export { MAX_PAD_LENGTH } from './filters.js';
 
 /** Token data by token id, as loaded and access-checked by the caller. */
@@ -58,16 +60,41 @@ export function findTokenIdsInText(text: string): string[] {
  * resolve every id from findTokenIds first.
  */
 export async function detokenize(value: unknown, tokens: TokenData): Promise<unknown> {
-  return substitute(value, tokens, new Budget(), 0);
+  // Strings that need Liquid are rendered first, one after another within the request's budget (each may wait for
+  // its turn on the event loop); the copy is then made synchronously with their results.
+  const budget = currentBudget();
+  const rendered = new Map<string, unknown>();
+  for (const text of liquidStrings(value)) {
+    if (!rendered.has(text)) rendered.set(text, await renderString(text, tokens, budget));
+  }
+  return substitute(value, tokens, rendered, 0);
 }
 
-function substitute(value: unknown, tokens: TokenData, budget: Budget, depth: number): unknown {
-  if (typeof value === 'string') return detokenizeString(value, tokens, budget);
+/** The strings of a JSON value (document order) that need Liquid: an expression that is not a plain `{{ id }}`. */
+function liquidStrings(value: unknown): string[] {
+  const found: string[] = [];
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (typeof item === 'string') {
+      if (mayHoldExpression(item) && wholePlainExpression(item) === undefined) found.push(item);
+      continue;
+    }
+    if (typeof item !== 'object' || item === null) continue;
+    if (depth >= MAX_DEPTH) throw new Errors.InvalidBody(`The value is nested more than ${MAX_DEPTH} levels deep.`);
+    const items = Array.isArray(item) ? item : Object.values(item);
+    for (let i = items.length - 1; i >= 0; i--) stack.push([items[i], depth + 1]);
+  }
+  return found;
+}
+
+function substitute(value: unknown, tokens: TokenData, rendered: ReadonlyMap<string, unknown>, depth: number): unknown {
+  if (typeof value === 'string') return detokenizeString(value, tokens, rendered);
   if (typeof value !== 'object' || value === null) return value;
   if (depth >= MAX_DEPTH) throw new Errors.InvalidBody(`The value is nested more than ${MAX_DEPTH} levels deep.`);
-  if (Array.isArray(value)) return value.map((item) => substitute(item, tokens, budget, depth + 1));
+  if (Array.isArray(value)) return value.map((item) => substitute(item, tokens, rendered, depth + 1));
   const copy: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) setOwn(copy, key, substitute(item, tokens, budget, depth + 1));
+  for (const [key, item] of Object.entries(value)) setOwn(copy, key, substitute(item, tokens, rendered, depth + 1));
   return copy;
 }
 
@@ -85,10 +112,15 @@ function tokenData(tokens: TokenData, id: string): unknown {
   return tokens.get(id) ?? null;
 }
 
-function detokenizeString(text: string, tokens: TokenData, budget: Budget): unknown {
+function detokenizeString(text: string, tokens: TokenData, rendered: ReadonlyMap<string, unknown>): unknown {
   if (!mayHoldExpression(text)) return text;
   const plain = wholePlainExpression(text);
   if (plain !== undefined) return tokenData(tokens, plain);
+  return rendered.has(text) ? rendered.get(text) : text;
+}
+
+/** One string that needs Liquid, rendered. */
+async function renderString(text: string, tokens: TokenData, budget: ExpressionBudget): Promise<unknown> {
   const { source, ids } = rewrite(text);
   if (ids.length === 0) return text;
   const scope: Record<string, unknown> = {};
@@ -100,7 +132,7 @@ function detokenizeString(text: string, tokens: TokenData, budget: Budget): unkn
 export async function detokenizeText(text: string, tokens: TokenData): Promise<string> {
   const spans = findSpans(text, EXPRESSION_LIMITS.maxTemplateLength);
   if (spans.length === 0) return text;
-  const budget = new Budget();
+  const budget = currentBudget();
   const parts: string[] = [];
   let at = 0;
   for (const span of spans) {
@@ -110,7 +142,7 @@ export async function detokenizeText(text: string, tokens: TokenData): Promise<s
     ids.forEach((id, n) => (scope[tokenVariable(n)] = tokenData(tokens, id)));
     const parsed = parse(source, ids);
     // Rendered through the template (not the single-output shortcut) so the result is always text.
-    parts.push(evaluate({ templates: parsed.templates }, scope, budget, ids) as string);
+    parts.push((await evaluate({ templates: parsed.templates }, scope, budget, ids)) as string);
     at = span.end;
   }
   parts.push(text.slice(at));
@@ -124,10 +156,10 @@ export async function detokenizeText(text: string, tokens: TokenData): Promise<s
  * booleans in a mask are kept.
  */
 export async function renderTemplate(template: unknown, context: Record<string, unknown>): Promise<unknown> {
-  return renderValue(template, context, new Budget(), 0);
+  return renderValue(template, context, currentBudget(), 0);
 }
 
-function renderValue(template: unknown, context: Record<string, unknown>, budget: Budget, depth: number): unknown {
+async function renderValue(template: unknown, context: Record<string, unknown>, budget: ExpressionBudget, depth: number): Promise<unknown> {
   if (template === undefined || template === null) return null;
   if (typeof template === 'string') {
     if (!template.includes('{{') && !template.includes('{%')) return template;
@@ -135,9 +167,14 @@ function renderValue(template: unknown, context: Record<string, unknown>, budget
   }
   if (typeof template !== 'object') return template;
   if (depth >= MAX_DEPTH) throw new Errors.InvalidBody(`The template is nested more than ${MAX_DEPTH} levels deep.`);
-  if (Array.isArray(template)) return template.map((item) => renderValue(item, context, budget, depth + 1));
+  // One string after another: each render waits for its turn within the request's budget.
+  if (Array.isArray(template)) {
+    const items: unknown[] = [];
+    for (const item of template) items.push(await renderValue(item, context, budget, depth + 1));
+    return items;
+  }
   const result: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(template)) setOwn(result, key, renderValue(item, context, budget, depth + 1));
+  for (const [key, item] of Object.entries(template)) setOwn(result, key, await renderValue(item, context, budget, depth + 1));
   return result;
 }
 

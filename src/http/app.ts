@@ -22,6 +22,7 @@ import type { ProxyHandler } from '../domain/proxies/handler.js';
 import type { ProxyService } from '../domain/proxies/service.js';
 import { unsupportedRoutes } from '../domain/unsupported/routes.js';
 import { Errors } from '../errors/registry.js';
+import { withExpressionBudget } from '../expressions/index.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Store } from '../store/store.js';
@@ -76,6 +77,9 @@ export function createApp(context: ApiContext): Express {
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
 
+  // Every Liquid expression a request causes (masks, fingerprints, detokenization, proxy bodies) shares one budget.
+  app.use((_req, _res, next) => withExpressionBudget(config.expressions, next));
+
   // The detokenizing proxy reads its body raw (so it comes before the JSON parser) and authenticates by itself (so it
   // comes before the global authentication): a pre-configured proxy with require_auth false needs no BT-API-KEY.
   // Mounted at /proxy: every other request passes it with one prefix check.
@@ -91,7 +95,7 @@ export function createApp(context: ApiContext): Express {
 
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
-  app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES }));
+  app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES, maxDepth: config.limits.jsonMaxDepth }));
   // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each
   // router is entered only under the static prefixes of its own routes: a request passes the others with one check
   // each instead of a walk through all their routes (~1 µs a route; the reactor routes sat behind some 30).

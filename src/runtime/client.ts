@@ -31,6 +31,11 @@ export interface RuntimeClientOptions {
   marginMs?: number;
   /** Replaces the connection pool (tests). */
   dispatcher?: Dispatcher;
+  /**
+   * Largest result (JSON) of one invocation (config.decoded.reactorResultBytes). Workers refuse larger results
+   * themselves; this bounds what the API buffers from a worker that does not (an older or misconfigured one).
+   */
+  maxResultBytes?: number;
 }
 
 interface Answer {
@@ -68,6 +73,11 @@ interface Exchange {
 
 /** Invocations larger than this (JSON characters) go alone, and a batch stops growing at it. */
 const BATCH_CHARS = 256 * 1024;
+/** Room for the answer's envelope (status, failure details) around a result of the largest allowed size. */
+const ANSWER_OVERHEAD_BYTES = 64 * 1024;
+
+/** A worker's answer grew past the result limit: the exchange is aborted, nothing more of it is buffered. */
+class AnswerTooLarge extends Error {}
 
 class SendError extends Error {
   constructor(
@@ -82,6 +92,9 @@ export class RuntimeClient {
   private readonly pool: Dispatcher;
   private readonly defaultTimeoutMs: number;
   private readonly marginMs: number;
+  /** Largest answer buffered from a worker for one invocation (the result limit plus room for the envelope). */
+  private readonly maxAnswerBytes: number;
+  private readonly maxResultBytes: number;
   /** Invocations started in this turn (see `invoke`). */
   private readonly batches = new TurnBatches<Batch>(
     () => ({ items: [], chars: 0 }),
@@ -97,6 +110,8 @@ export class RuntimeClient {
   constructor(options: RuntimeClientOptions) {
     this.defaultTimeoutMs = options.defaultTimeoutMs;
     this.marginMs = options.marginMs ?? 5000;
+    this.maxResultBytes = options.maxResultBytes ?? 4 * 1024 * 1024;
+    this.maxAnswerBytes = this.maxResultBytes + ANSWER_OVERHEAD_BYTES;
     const timeout = options.defaultTimeoutMs + this.marginMs;
     this.pool = options.dispatcher ?? new Pool(new URL(options.workerUrl).origin, {
       connections: options.connections ?? 32,
@@ -110,7 +125,12 @@ export class RuntimeClient {
 
   static fromConfig(config: Config, workerUrl = config.workerUrl): RuntimeClient {
     if (!workerUrl) throw new Error('no worker URL: set TOKENVAULT_WORKER_URL (dev starts its own worker)');
-    return new RuntimeClient({ workerUrl, defaultTimeoutMs: config.runtime.timeoutMs });
+    return new RuntimeClient({
+      workerUrl,
+      defaultTimeoutMs: config.runtime.timeoutMs,
+      maxResultBytes: config.decoded.reactorResultBytes,
+      connections: config.runtime.connections,
+    });
   }
 
   invoke(request: InvocationRequest): Promise<InvocationResult> {
@@ -207,9 +227,10 @@ export class RuntimeClient {
       settle(i, () => (status === 200 ? asResult((parsed as { result: unknown }).result) : thrown(refusal(status))));
     };
     this.dispatch(`{"batch":[${items.map((item) => item.body).join(',')}]}`, Math.max(...items.map((item) => item.timeoutMs)), {
-      onData(status, chunk) {
+      onData: (status, chunk) => {
         if (status !== 200) return;
         pending += decoder.write(chunk);
+        if (pending.length > this.maxAnswerBytes && pending.indexOf('\n') < 0) throw new AnswerTooLarge();
         let end: number;
         while ((end = pending.indexOf('\n')) >= 0) {
           line(pending.slice(0, end));
@@ -238,8 +259,13 @@ export class RuntimeClient {
   private post(body: string, timeoutMs: number): Promise<Answer> {
     return new Promise<Answer>((resolve, reject) => {
       const chunks: Buffer[] = [];
+      let received = 0;
       this.dispatch(body, timeoutMs, {
-        onData: (_status, chunk) => chunks.push(chunk),
+        onData: (_status, chunk) => {
+          received += chunk.length;
+          if (received > this.maxAnswerBytes) throw new AnswerTooLarge();
+          chunks.push(chunk);
+        },
         onComplete: (status) => resolve({ status, body: Buffer.concat(chunks).toString('utf8') }),
         onError: (error, sent) => reject(new SendError(error, sent)),
       });
@@ -250,8 +276,11 @@ export class RuntimeClient {
   private dispatch(body: string, timeoutMs: number, on: Exchange): void {
     let sent = false;
     let status = 0;
+    let abort: ((error: Error) => void) | undefined;
     const handler = {
-      onConnect() {},
+      onConnect(abortRequest: (error: Error) => void) {
+        abort = abortRequest;
+      },
       onRequestSent() {
         sent = true;
       },
@@ -264,7 +293,13 @@ export class RuntimeClient {
         return true;
       },
       onData(chunk: Buffer) {
-        on.onData(status, chunk);
+        try {
+          on.onData(status, chunk);
+        } catch (error) {
+          // The answer is too large: stop reading it (the connection is closed) and report it once.
+          abort?.(error as Error);
+          return false;
+        }
         return true;
       },
       onComplete() {
@@ -331,6 +366,12 @@ function codeOf(error: unknown): string {
 
 function unavailable(error: unknown): VaultError {
   const cause = error instanceof SendError ? error.cause : error;
+  if (cause instanceof AnswerTooLarge) {
+    return new Errors.ReactorResultTooLarge({
+      detail: 'The reactor runtime answered with a result larger than allowed (TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES).',
+      errors: { limit: ['TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES'] },
+    });
+  }
   const code = codeOf(cause);
   const detail =
     code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT'

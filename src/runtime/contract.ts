@@ -51,7 +51,9 @@ export interface InvocationFailure {
     | 'thrown' // anything else thrown → 500 Reactor Runtime Error
     | 'timeout' // CPU or wall-clock limit → 408
     | 'memory' // heap limit → 500
-    | 'invalid_result'; // the result is not JSON-serializable → 500
+    | 'invalid_result' // the result is not JSON-serializable → 500
+    | 'result_too_large' // the result is larger than TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES → 502
+    | 'host_limit'; // the code copied more than TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES into the host → 502
   status: number;
   title: string;
   detail: string;

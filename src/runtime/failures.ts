@@ -3,6 +3,7 @@
 // code shapes parts of it (SDK errors, custom responses), so nothing in it is trusted.
 import { STATUS_CODES } from 'node:http';
 import type { InvocationFailure } from './contract.js';
+import { allowedCustomStatus, customResponseHeaders, refusedCustomStatus } from './custom-response.js';
 
 export const TITLES = {
   compile: 'Unprocessable Entity',
@@ -10,7 +11,24 @@ export const TITLES = {
   timeout: 'Reactor Timeout',
   memory: 'Reactor Memory Limit',
   invalidResult: 'Reactor Runtime Error',
+  resultTooLarge: 'Reactor Result Too Large',
+  hostLimit: 'Reactor Host Copy Limit',
 } as const;
+
+/**
+ * The result of one invocation is larger than the configured cap (TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES): 502, the
+ * reactor being the API's upstream whose answer cannot be taken.
+ */
+export function resultTooLargeFailure(maxBytes: number): InvocationFailure {
+  const detail = `The reactor code returned a result larger than the ${maxBytes} bytes allowed (TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES).`;
+  return { kind: 'result_too_large', status: 502, title: TITLES.resultTooLarge, detail, errors: { limit: ['TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES'] } };
+}
+
+/** The code copied more into the worker process than allowed in one invocation (TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES): 502. */
+export function hostLimitFailure(maxBytes: number): InvocationFailure {
+  const detail = `The reactor code passed more than the ${maxBytes} bytes allowed in one invocation to the host (hash inputs, fetch and bt requests; TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES).`;
+  return { kind: 'host_limit', status: 502, title: TITLES.hostLimit, detail, errors: { limit: ['TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES'] } };
+}
 
 export function compileFailure(message: string): InvocationFailure {
   return {
@@ -66,8 +84,8 @@ export function invalidResultFailure(message: string): InvocationFailure {
 
 export type Envelope = { ok: true; result: unknown } | { ok: false; error: InvocationFailure };
 
-/** Reads the prelude's JSON envelope. */
-export function readEnvelope(text: unknown): Envelope {
+/** Reads the prelude's JSON envelope; `maxResultBytes` is what the prelude was told (its 'too_large' answer). */
+export function readEnvelope(text: unknown, maxResultBytes = Number.POSITIVE_INFINITY): Envelope {
   if (typeof text !== 'string') return { ok: false, error: thrownFailure('the reactor produced no result') };
   let value: Record<string, unknown>;
   try {
@@ -83,6 +101,8 @@ export function readEnvelope(text: unknown): Envelope {
       return { ok: false, error: compileFailure(text1(value.message, 'the code does not export a function')) };
     case 'invalid_result':
       return { ok: false, error: invalidResultFailure(text1(value.message, 'the result is not JSON')) };
+    case 'too_large':
+      return { ok: false, error: resultTooLargeFailure(maxResultBytes) };
     case 'sdk':
       return { ok: false, error: sdkFailure(value) };
     case 'custom':
@@ -110,19 +130,14 @@ function sdkFailure(value: Record<string, unknown>): InvocationFailure {
   return { kind: 'sdk', status, title: STATUS_CODES[status] ?? detail, detail, errors };
 }
 
-/** CustomHttpResponseError: its own status (100–599), string headers and any JSON body, passed through. */
+/**
+ * CustomHttpResponseError: its own status (400–599, else refused: custom-response.ts), the headers that may be sent,
+ * and any JSON body.
+ */
 function customFailure(value: Record<string, unknown>): InvocationFailure {
-  const status = Number.isInteger(value.status) && (value.status as number) >= 100 && (value.status as number) <= 599 ? (value.status as number) : 500;
-  const headers: Record<string, string> = {};
-  if (value.headers !== null && typeof value.headers === 'object' && !Array.isArray(value.headers)) {
-    for (const [name, header] of Object.entries(value.headers as Record<string, unknown>)) {
-      if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) continue;
-      if (typeof header === 'string' || typeof header === 'number' || typeof header === 'boolean') {
-        const text = String(header);
-        if (!/[\r\n\0]/.test(text)) headers[name] = text;
-      }
-    }
-  }
+  if (!allowedCustomStatus(value.status)) return refusedCustomStatus(value.status);
+  const status = value.status;
+  const headers = customResponseHeaders(value.headers);
   return {
     kind: 'custom_response',
     status,

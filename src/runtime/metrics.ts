@@ -3,7 +3,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** Outcome label values: `ok` or the failure kind of contract.ts. */
-export type InvocationOutcome = 'ok' | 'compile' | 'sdk' | 'custom_response' | 'thrown' | 'timeout' | 'memory' | 'invalid_result';
+export type InvocationOutcome = 'ok' | 'compile' | 'sdk' | 'custom_response' | 'thrown' | 'timeout' | 'memory' | 'invalid_result' | 'result_too_large' | 'host_limit';
 
 export class RuntimeMetrics {
   readonly registry = new Registry();

@@ -92,15 +92,43 @@ const pending = new MapCtor();
 let nextCall = 0;
 let calls = 0;
 let finished = false;
+// What the code may pass to the host in one invocation, counted here before anything is copied out of the isolate
+// (the host counts again): the host's TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES and TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES.
+let hostBytes = 0;
+let hostLimit = Infinity;
+let resultLimit = Infinity;
+function sizeOf(value) {
+  if (typeof value === 'string') return value.length;
+  if (value !== null && typeof value === 'object' && typeof value.byteLength === 'number') return value.byteLength;
+  return 0;
+}
+// Charges what is about to go to the host; past the limit the invocation ends (the host answers it, whatever the
+// code does with the error) and the caller gets an error instead of the copy.
+function chargeHost(bytes) {
+  hostBytes += bytes;
+  if (hostBytes <= hostLimit) return;
+  if (!finished) {
+    finished = true;
+    ReflectApply(mapClear, timers, []);
+    hostCall(0, 'limit', '{}');
+  }
+  throw new ErrorCtor('the code passed more than ' + hostLimit + ' bytes to the host in one invocation (TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES)');
+}
 function hostOperation(op, payload, body) {
   return new PromiseCtor(function (resolve, reject) {
     if (finished) return reject(new ErrorCtor('the invocation has ended'));
+    const json = JSONstringify(payload);
+    try {
+      chargeHost(json.length + sizeOf(body));
+    } catch (error) {
+      return reject(error);
+    }
     // Timers have their own cap (MAX_TIMERS); every other operation counts against these two.
     if (op !== 'sleep' && ++calls > MAX_CALLS) return reject(new ErrorCtor('too many calls to the host in one invocation (at most ' + MAX_CALLS + ')'));
     if (op !== 'sleep' && pending.size >= MAX_PENDING + timers.size) return reject(new ErrorCtor('too many concurrent calls to the host (at most ' + MAX_PENDING + ')'));
     const id = ++nextCall;
     ReflectApply(mapSet, pending, [id, { resolve: resolve, reject: reject }]);
-    hostCall(id, op, JSONstringify(payload), body);
+    hostCall(id, op, json, body);
   });
 }
 function settle(id, ok, json, bytes) {
@@ -113,7 +141,9 @@ function settle(id, ok, json, bytes) {
   waiter.resolve(value);
 }
 function sync(op, payload, parts) {
-  return hostSync(op, JSONstringify(payload === undefined ? null : payload), parts);
+  const json = JSONstringify(payload === undefined ? null : payload);
+  chargeHost(json.length);
+  return hostSync(op, json, parts);
 }
 
 // ---------------------------------------------------------------------------------------------- console (discarded)
@@ -582,13 +612,18 @@ function digester(kind, algorithm, key) {
   const alg = StringCtor(algorithm).toLowerCase().replace(/-/g, '');
   if (HASHES.indexOf(alg) < 0) throw new ErrorCtor('Digest method not supported: ' + algorithm + ' (available: ' + HASHES.join(', ') + ')');
   const parts = [];
+  if (key !== undefined) chargeHost(sizeOf(key));
   let done = false;
   const object = {
     update: function (data, encoding) {
       if (done) throw new ErrorCtor('Digest already called');
-      if (typeof data === 'string' && encoding !== undefined && encoding !== 'utf8' && encoding !== 'utf-8') parts.push(copyBytes(nodeBuffer().Buffer.from(data, encoding)));
-      else if (typeof data === 'string') parts.push(data);
-      else parts.push(copyBytes(data));
+      let part;
+      if (typeof data === 'string' && encoding !== undefined && encoding !== 'utf8' && encoding !== 'utf-8') part = copyBytes(nodeBuffer().Buffer.from(data, encoding));
+      else if (typeof data === 'string') part = data;
+      else part = copyBytes(data);
+      // Every part is copied to the host at digest(): counted now, so a loop of updates stops before it piles up.
+      chargeHost(sizeOf(part));
+      parts.push(part);
       return object;
     },
     digest: function (encoding) {
@@ -698,15 +733,20 @@ function finish(value) {
   if (finished) return;
   finished = true;
   ReflectApply(mapClear, timers, []);
-  hostCall(0, 'done', value);
+  // A result past the limit is not copied out of the isolate at all.
+  hostCall(0, 'done', typeof value === 'string' && value.length > resultLimit ? '{"t":"too_large"}' : value);
 }
 // The module is evaluated by the first invocation in a context; later ones the host runs in the same context (warm
 // contexts: only invocations of the same reactor and configuration, only after one that succeeded with nothing left
 // running) call its function again, as a warm serverless function would.
 let exported = null;
-function start(reqJson, hasBt, kind) {
+function start(reqJson, hasBt, kind, limitsJson) {
   finished = false;
   calls = 0;
+  hostBytes = 0;
+  const limits = typeof limitsJson === 'string' ? JSONparse(limitsJson) : {};
+  hostLimit = typeof limits.host === 'number' ? limits.host : Infinity;
+  resultLimit = typeof limits.result === 'number' ? limits.result : Infinity;
   if (exported === null) {
     const wrapper = g.__tv_module;
     delete g.__tv_module;
@@ -748,6 +788,6 @@ function start(reqJson, hasBt, kind) {
 }
 return function entry(mode, a, b, c, d) {
   if (mode === 'settle') return void settle(a, b, c, d);
-  if (mode === 'start') return start(a, b, c);
+  if (mode === 'start') return start(a, b, c, d);
 };
 })()`;

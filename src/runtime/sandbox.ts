@@ -33,7 +33,17 @@ import { LRUCache } from 'lru-cache';
 import type { Logger } from '../observability/logger.js';
 import type { BtAnswer, BtCall } from './bt-bridge.js';
 import type { InvocationFailure, InvocationLimits, InvocationRequest, InvocationResult } from './contract.js';
-import { compileFailure, exceededResources, invalidResultFailure, memoryFailure, readEnvelope, thrownFailure, timeoutFailure, type Envelope } from './failures.js';
+import {
+  compileFailure,
+  exceededResources,
+  hostLimitFailure,
+  memoryFailure,
+  readEnvelope,
+  resultTooLargeFailure,
+  thrownFailure,
+  timeoutFailure,
+  type Envelope,
+} from './failures.js';
 import type { InvocationOutcome, RuntimeMetrics } from './metrics.js';
 import { MAX_OUTBOUND_RESPONSE_BYTES, refuseOutbound, type Outbound } from './outbound.js';
 import { PRELUDE_SOURCE, wrapReactorCode } from './prelude.js';
@@ -58,6 +68,14 @@ export interface SandboxPoolOptions {
   onCatastrophicError?: (message: string) => void;
   /** Suspect invocations (see above) allowed to run at once; default availableParallelism() - 1, at least 1. */
   suspectConcurrency?: number;
+  /** Largest result (JSON) of one invocation (config.decoded.reactorResultBytes); default 4 MiB. */
+  maxResultBytes?: number;
+  /**
+   * Bytes the code may pass to the host in one invocation (config.decoded.sandboxHostBytes): hash inputs, fetch and
+   * bt requests. Counted by the prelude before anything is copied out of the isolate (a loop of hash updates with one
+   * big string would otherwise copy it again and again into the worker's heap), and again here. Default 64 MiB.
+   */
+  maxHostBytes?: number;
 }
 
 /** How long code stays a suspect after exceeding its CPU or memory limit. */
@@ -103,8 +121,9 @@ const SYNC_AFTER = 3;
 const SYNC_QUICK_NS = 1_000_000n;
 /** The longest a synchronous start may hold the worker's thread; beyond it the call is stopped and run again the usual way. */
 const SYNC_SLICE_MS = 20;
-/** Largest answer (JSON) taken from reactor code. */
-const MAX_RESULT_CHARS = 16 * 1024 * 1024;
+/** Defaults of SandboxPoolOptions.maxResultBytes and maxHostBytes. */
+const DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024;
+const DEFAULT_MAX_HOST_BYTES = 64 * 1024 * 1024;
 
 /** What a context's host functions reach: the invocation it is serving now, if any. */
 interface InvocationHooks {
@@ -464,14 +483,24 @@ export class SandboxPool {
       const target = entry;
       issue(() => target.apply(undefined, args, { timeout: cpuLeft() })).catch(fail);
     };
+    const maxResultBytes = this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
+    const maxHostBytes = this.options.maxHostBytes ?? DEFAULT_MAX_HOST_BYTES;
+    /** Bytes the code passed to the host so far (the prelude counts the same before copying; this is the backstop). */
+    let hostBytes = 0;
+    const overHostLimit = (json: unknown, extra: unknown): boolean => {
+      hostBytes += sizeOf(json) + sizeOf(extra);
+      if (hostBytes <= maxHostBytes) return false;
+      complete({ ok: false, error: hostLimitFailure(maxHostBytes) });
+      return true;
+    };
     const hostCall = (id: number, op: string, json: string, body: unknown) => {
       if (finished) return;
       if (op === 'done') {
-        if (typeof json === 'string' && json.length > MAX_RESULT_CHARS) {
-          return complete({ ok: false, error: invalidResultFailure(`the result is larger than ${MAX_RESULT_CHARS} characters`) });
-        }
-        return complete(readEnvelope(json));
+        if (typeof json === 'string' && json.length > maxResultBytes) return complete({ ok: false, error: resultTooLargeFailure(maxResultBytes) });
+        return complete(readEnvelope(json, maxResultBytes));
       }
+      if (op === 'limit') return complete({ ok: false, error: hostLimitFailure(maxHostBytes) });
+      if (overHostLimit(json, body)) return;
       outstanding++;
       let payload: Record<string, unknown>;
       try {
@@ -509,6 +538,7 @@ export class SandboxPool {
       }
     };
     const hostSync = (op: string, json: string, parts: unknown): string => {
+      if (overHostLimit(json, parts)) throw new Error(hostLimitFailure(maxHostBytes).detail);
       const payload = JSON.parse(json) as Record<string, unknown> | null;
       switch (op) {
         case 'uuid':
@@ -527,7 +557,13 @@ export class SandboxPool {
 
     const wallTimer = setTimeout(() => complete({ ok: false, error: timeoutFailure('wall', limits.timeoutMs) }), Math.max(0, wallLeftNow()));
     const hooks: InvocationHooks = { call: hostCall, sync: hostSync };
-    const startArgs = () => ['start', JSON.stringify({ args: request.args ?? null, configuration: request.configuration ?? {} }), request.bt !== null && request.bt !== undefined, request.kind];
+    const startArgs = () => [
+      'start',
+      JSON.stringify({ args: request.args ?? null, configuration: request.configuration ?? {} }),
+      request.bt !== null && request.bt !== undefined,
+      request.kind,
+      JSON.stringify({ host: maxHostBytes, result: maxResultBytes }),
+    ];
     /**
      * A warm start on the worker's thread (isolated-vm's applySync): for a reactor whose warm starts have been quick,
      * this saves the two thread hops of an asynchronous call (~25 µs of CPU per invocation, measured). The thread is
@@ -736,6 +772,14 @@ function syntaxMessage(error: unknown): string {
   const e = error as Error;
   const text = e instanceof Error ? `${e.name === 'Error' ? '' : `${e.name}: `}${e.message}` : String(error);
   return text.length > 2000 ? `${text.slice(0, 2000)}...` : text;
+}
+
+/** What a value copied out of the isolate weighs: a string its length, bytes their length, an array the sum. */
+function sizeOf(value: unknown): number {
+  if (typeof value === 'string') return value.length;
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return value.byteLength;
+  if (Array.isArray(value)) return value.reduce((n: number, item) => n + sizeOf(item), 0);
+  return 0;
 }
 
 /** createHash / createHmac for the sandbox: parts are strings (UTF-8) or bytes; an HMAC's key is the first part. */

@@ -20,6 +20,7 @@ import { BtKeys } from '../domain/reactors/bt-keys.js';
 import { ApplicationDirectory } from '../domain/applications/directory.js';
 import { ReactorService } from '../domain/reactors/service.js';
 import { RuntimeClient } from '../runtime/client.js';
+import { FairShare } from '../runtime/fair-share.js';
 import { RuntimeRouter } from '../runtime/router.js';
 import { ProxyHandler } from '../domain/proxies/handler.js';
 import { ProxyService } from '../domain/proxies/service.js';
@@ -71,6 +72,15 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     defaultClient: sharedRuntime,
     workerUrlOf: async (tenantId) => (await tenantDirectory.get(tenantId))?.runtime?.worker_url,
     createClient: (workerUrl) => RuntimeClient.fromConfig(config, workerUrl),
+    // One tenant (or one reactor) cannot hold every connection to the workers (docs/security.md, "Resource limits
+    // and fairness on the workers").
+    fairShare: new FairShare({
+      tenantConcurrency: config.runtime.tenantConcurrency,
+      reactorConcurrency: config.runtime.reactorConcurrency,
+      queueLength: config.runtime.queueLength,
+      queueTimeoutMs: config.runtime.queueTimeoutMs,
+    }, (limit) => metrics.runtimeBusy.inc({ limit })),
+    defaultTimeoutMs: config.runtime.timeoutMs,
   });
   if (!sharedRuntime) logger.warn('no reactor workers configured (TOKENVAULT_WORKER_URL): invocations will answer 503');
   const formulas = new FormulaService(store, { cacheSeconds: config.limits.keyCacheSeconds });
@@ -107,7 +117,13 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       formulas,
       reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, { cacheSeconds: config.limits.keyCacheSeconds }),
       proxies,
-      proxy: new ProxyHandler(detokenizer, forwarder, new TransformRunner(runtime, btKeys)),
+      proxy: new ProxyHandler(
+        detokenizer,
+        forwarder,
+        new TransformRunner(runtime, btKeys),
+        config.decoded.proxyResponseBytes,
+        config.limits.jsonMaxDepth,
+      ),
     },
   };
   await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start()]);

@@ -41,6 +41,8 @@ export async function startWorker(config: Config, logger: Logger, options: Start
     metrics,
     logger,
     onCatastrophicError: options.onCatastrophicError,
+    maxResultBytes: config.decoded.reactorResultBytes,
+    maxHostBytes: config.decoded.sandboxHostBytes,
   });
   const handler = createWorkerHandler({ pool, metrics, logger });
 

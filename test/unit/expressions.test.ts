@@ -1,5 +1,6 @@
 import { describe, expect, test } from '@jest/globals';
 import { createHmac } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { Errors, VaultError } from '../../src/errors/registry.js';
 import {
   detokenize,
@@ -8,6 +9,7 @@ import {
   findTokenIdsInText,
   renderTemplate,
   validateTemplate,
+  withExpressionBudget,
 } from '../../src/expressions/index.js';
 
 const CARD = '7c1e2f5a-1111-4222-8333-944455556666';
@@ -45,14 +47,14 @@ function one(expression: string): Promise<unknown> {
   return detokenize(expression, tokens);
 }
 
-async function invalidBody(promise: Promise<unknown>): Promise<VaultError> {
+async function invalidBody(promise: Promise<unknown>, expected: typeof Errors.InvalidBody = Errors.InvalidBody): Promise<VaultError> {
   let caught: unknown;
   try {
     await promise;
   } catch (err) {
     caught = err;
   }
-  expect(caught).toBeInstanceOf(Errors.InvalidBody);
+  expect(caught).toBeInstanceOf(expected);
   const error = caught as VaultError;
   expect(error.status).toBe(400);
   for (const secret of SECRETS) expect(error.detail).not.toContain(secret);
@@ -360,16 +362,42 @@ describe('bad expressions', () => {
     ];
     for (const attack of attacks) {
       const started = Date.now();
-      const error = await invalidBody(one(attack));
+      const error = await invalidBody(one(attack), Errors.ExpressionLimit);
       expect(Date.now() - started).toBeLessThan(2_000);
-      expect(error.detail).toMatch(/memory|longer than/);
+      expect(error.code).toBe('TV_EXPRESSION_LIMIT');
+      expect(error.detail).toMatch(/TOKENVAULT_EXPRESSION_(RENDER_MS|MEMORY_UNITS)/);
     }
+  });
+
+  test('one budget is shared by every call of one request, and the error names the limit', async () => {
+    const slow = `{% for i in (1..3000) %}{% for j in (1..3000) %}{% endfor %}{% endfor %}{{ data }}`;
+    const limits = { renderMs: 10_000, budgetMs: 30, deadlineMs: 10_000, memoryUnits: 10_000_000 };
+    await withExpressionBudget(limits, async () => {
+      const first = await invalidBody(renderTemplate(slow, { data: 'x' }), Errors.ExpressionLimit);
+      expect(first.detail).toMatch(/TOKENVAULT_EXPRESSION_BUDGET_MS/);
+      // A trivial expression later in the same request finds the budget spent.
+      const second = await invalidBody(renderTemplate('{{ data }}', { data: 'x' }), Errors.ExpressionLimit);
+      expect(second.detail).toMatch(/30 ms/);
+    });
+    // Another request has its own budget.
+    await withExpressionBudget(limits, async () => expect(await renderTemplate('{{ data }}', { data: 'x' })).toBe('x'));
+  });
+
+  test('one render holds the event loop at most renderMs', async () => {
+    const slow = `{% for i in (1..3000) %}{% for j in (1..3000) %}{% endfor %}{% endfor %}{{ data }}`;
+    const limits = { renderMs: 15, budgetMs: 10_000, deadlineMs: 10_000, memoryUnits: 10_000_000 };
+    await withExpressionBudget(limits, async () => {
+      const started = performance.now();
+      const error = await invalidBody(renderTemplate(slow, { data: 'x' }), Errors.ExpressionLimit);
+      expect(performance.now() - started).toBeLessThan(200);
+      expect(error.detail).toMatch(/TOKENVAULT_EXPRESSION_RENDER_MS/);
+    });
   });
 
   test('the time budget is shared by every string of one call', async () => {
     const slow = `{% for i in (1..3000) %}{% for j in (1..3000) %}{% endfor %}{% endfor %}{{ ${SSN} }}`;
     const started = Date.now();
-    await invalidBody(detokenize([slow, slow, slow], tokens));
+    await invalidBody(detokenize([slow, slow, slow], tokens), Errors.ExpressionLimit);
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 });

@@ -4,6 +4,7 @@ import type { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { TenantPrincipal } from '../../auth/principal.js';
+import { Errors } from '../../errors/registry.js';
 import { bodyKind, detokenizeBody, type BodyDetokenizer } from '../../proxy/body.js';
 import type { Forwarder } from '../../proxy/forwarder.js';
 import {
@@ -16,6 +17,7 @@ import {
   type HeaderMap,
 } from '../../proxy/headers.js';
 import { joinDestination, type ProxySuffix } from '../../proxy/target.js';
+import { DEFAULT_JSON_MAX_DEPTH, assertJsonDepth, nestsDeeperThan } from '../../validation/json-depth.js';
 import type { ResolvedProxy } from './service.js';
 import { invalid, type TransformOutput, type TransformRunner } from './transforms.js';
 
@@ -53,18 +55,40 @@ export class AfterDestination extends Error {
 }
 
 const BODYLESS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
-const inflaters: Record<string, (input: Buffer) => Promise<Buffer>> = {
+type Inflate = (input: Buffer, options: zlib.ZlibOptions | zlib.BrotliOptions) => Promise<Buffer>;
+const inflaters: Record<string, Inflate> = {
   gzip: promisify(zlib.gunzip),
   'x-gzip': promisify(zlib.gunzip),
   deflate: promisify(zlib.inflate),
   br: promisify(zlib.brotliDecompress),
 };
 
+/**
+ * The destination's body inflated, at most `maxBytes` of it: zlib stops at maxOutputLength instead of building the
+ * whole output (100 MB of compressed zeros inflate to 100 GB), and the answer is a 502 naming the limit.
+ */
+async function inflateCapped(inflate: Inflate, body: Buffer, maxBytes: number): Promise<Buffer> {
+  try {
+    return await inflate(body, { maxOutputLength: maxBytes });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException)?.code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError) {
+      throw new Errors.DecodedResponseTooLarge(
+        `The destination's response inflates to more than the ${maxBytes} bytes a response transform may read (TOKENVAULT_PROXY_DECODED_RESPONSE_LIMIT_BYTES).`,
+      );
+    }
+    throw new Errors.UpstreamUnreachable('The destination answered with a body that does not inflate.');
+  }
+}
+
 export class ProxyHandler {
   constructor(
     private readonly detokenizer: BodyDetokenizer,
     private readonly forwarder: Forwarder,
     private readonly transforms: TransformRunner,
+    /** Largest destination response a response transform reads once inflated. */
+    private readonly maxDecodedResponseBytes = 10 * 1024 * 1024,
+    /** TOKENVAULT_JSON_MAX_DEPTH: JSON bodies the vault parses (to detokenize, or for a transform) nest no deeper. */
+    private readonly maxJsonDepth = DEFAULT_JSON_MAX_DEPTH,
   ) {}
 
   /** The destination policy's check of a URL (https, DNS host name, no user info); 400 when refused. */
@@ -77,12 +101,15 @@ export class ProxyHandler {
     const url = this.forwarder.checkUrl(joinDestination(input.base, input.suffix)).href;
     let headers = forwardedRequestHeaders(input.rawHeaders);
     let body = input.principal
-      ? await detokenizeBody(this.detokenizer, input.principal, headerValue(headers, 'content-type'), input.body)
+      ? await detokenizeBody(this.detokenizer, input.principal, headerValue(headers, 'content-type'), input.body, this.maxJsonDepth)
       : input.body;
 
     if (proxy?.requestTransform) {
+      const contentType = headerValue(headers, 'content-type');
+      // The caller's JSON is parsed for the transform: too deep is the caller's 400, as on every JSON body path.
+      if (bodyKind(contentType) === 'json') assertJsonDepth(body, this.maxJsonDepth);
       const output = await this.transforms.run(proxy, 'request', {
-        body: forTransform(body, headerValue(headers, 'content-type')),
+        body: forTransform(body, contentType, this.maxJsonDepth),
         headers: lowerCased(headers),
       });
       ({ body, headers } = applyOutput(output, body, headers, 'request'));
@@ -112,12 +139,12 @@ export class ProxyHandler {
       if (encoding && encoding !== 'identity' && responseBody.length > 0) {
         const inflate = inflaters[encoding];
         if (inflate) {
-          responseBody = await inflate(responseBody);
+          responseBody = await inflateCapped(inflate, responseBody, this.maxDecodedResponseBytes);
           responseHeaders = withoutHeaders(responseHeaders, 'content-encoding');
         }
       }
       const output = await this.transforms.run(proxy, 'response', {
-        body: forTransform(responseBody, headerValue(responseHeaders, 'content-type')),
+        body: forTransform(responseBody, headerValue(responseHeaders, 'content-type'), this.maxJsonDepth),
         headers: lowerCased(responseHeaders),
       });
       const applied = applyOutput(output, responseBody, responseHeaders, 'response');
@@ -128,11 +155,14 @@ export class ProxyHandler {
   }
 }
 
-/** What a transform sees as args.body: parsed JSON for JSON types, text otherwise, null for no body. */
-function forTransform(body: Buffer, contentType: string | undefined): unknown {
+/**
+ * What a transform sees as args.body: parsed JSON for JSON types, text otherwise, null for no body. JSON nested deeper
+ * than the limit (only a destination's can reach here) is given as text, as JSON that does not parse is.
+ */
+function forTransform(body: Buffer, contentType: string | undefined, maxJsonDepth: number): unknown {
   if (body.length === 0) return null;
   const text = body.toString('utf8');
-  if (bodyKind(contentType) === 'json') {
+  if (bodyKind(contentType) === 'json' && !nestsDeeperThan(body, maxJsonDepth)) {
     try {
       return JSON.parse(text);
     } catch {

@@ -31,8 +31,16 @@ function asVaultError(error: unknown): VaultError {
   switch (type) {
     case 'entity.parse.failed':
       return new Errors.MalformedJson();
-    case 'entity.too.large':
-      return new Errors.PayloadTooLarge();
+    case 'entity.too.large': {
+      // body-parser counts the body after decoding its Content-Encoding (gzip, deflate, br) and stops reading there,
+      // so a compressed bomb ends here with at most the limit in memory.
+      const limit = (error as { limit?: unknown }).limit;
+      return new Errors.PayloadTooLarge(
+        typeof limit === 'number'
+          ? `The request body, once decoded from its Content-Encoding, is larger than the ${limit} bytes allowed (TOKENVAULT_BODY_LIMIT_BYTES).`
+          : 'The request body is larger than allowed (TOKENVAULT_BODY_LIMIT_BYTES).',
+      );
+    }
     case 'encoding.unsupported':
     case 'charset.unsupported':
       return new Errors.UnsupportedMediaType((error as Error).message);
