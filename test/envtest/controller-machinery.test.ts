@@ -741,6 +741,7 @@ describe('tokenvault controller', () => {
       leaseNamespace: namespace,
       resyncSeconds: 60,
       workers: 4,
+      retryMaxSeconds: 60,
     });
     const { reconciler, calls } = configMapReconciler('process');
     let controller: RunningController | undefined;
