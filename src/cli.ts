@@ -79,7 +79,12 @@ async function main(argv: string[]): Promise<number> {
       const { VaultClient } = await import('./controller/vault-client.js');
       const vault = new VaultClient(config.apiUrl!, config.operatorKey!);
       const controller = await startController(config, logger, {
-        reconcilers: createReconcilers(vault, { workerImage: config.controller.workerImage, apiUrl: config.apiUrl }),
+        reconcilers: createReconcilers(vault, {
+          workerImage: config.controller.workerImage,
+          apiUrl: config.apiUrl,
+          workerSecret: config.workerSecret,
+          networkPolicy: config.controller.dedicatedNetworkPolicy,
+        }),
       });
       stopOnSignal(logger, async () => {
         await controller.close();

@@ -9,6 +9,22 @@ import type { StoreSpec } from '../store/open.js';
 
 export type { StoreSpec };
 
+/** The NetworkPolicy the controller puts next to each dedicated worker Deployment (controller/reconcilers/runtime.ts). */
+export interface DedicatedNetworkPolicy {
+  /** Labels of the API pods: the only pods that may connect to the workers, and that the workers may call (bt). */
+  apiPodLabels: Record<string, string>;
+  /** Namespace of the API pods; undefined: the workers' own namespace. */
+  apiNamespace?: string;
+  /** The API pods' port (the workers' bt client). */
+  apiPort: number;
+  /** TCP ports the workers may reach on public addresses (reactor fetch). */
+  egressPorts: number[];
+  /** Address blocks (IPv4 CIDRs) the workers may not reach: private, link-local, the cluster's. */
+  exceptCidrs: string[];
+  /** NetworkPolicyPeers that answer DNS (port 53); undefined: port 53 anywhere. */
+  dnsPeers?: unknown[];
+}
+
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 export interface Config {
@@ -30,6 +46,17 @@ export interface Config {
   /** worker: the API's base URL, for the `bt` client that reactor code is given; controller: the API it reconciles into. */
   apiUrl?: string;
   /**
+   * api and worker: the secret the API sends with every POST /invoke and the worker requires (compared in constant
+   * time), so that only the API can run code on the workers. Undefined: the worker accepts anyone (it then listens
+   * on loopback only, see `tokenvault worker`).
+   */
+  workerSecret?: string;
+  /**
+   * api: port of the separate listener that serves /metrics (the main port does not serve it). Undefined: no metrics
+   * listener.
+   */
+  metricsPort?: number;
+  /**
    * The operator key itself, only when loadConfig was asked to keep it (`keepOperatorKey`: the controller, which calls
    * the API with it). Other processes keep only its hash.
    */
@@ -45,8 +72,12 @@ export interface Config {
     resyncSeconds: number;
     /** Reconciles at once. */
     workers: number;
+    /** Cap of the per-object exponential backoff after failed reconciles. */
+    retryMaxSeconds: number;
     /** Image of the dedicated worker Deployments (Tenant spec.runtime.dedicated) when the Tenant names none. */
     workerImage?: string;
+    /** The dedicated workers' NetworkPolicy: undefined, the defaults; null, none. */
+    dedicatedNetworkPolicy?: DedicatedNetworkPolicy | null;
   };
   runtime: {
     /** CPU time one invocation may use. */
@@ -57,6 +88,16 @@ export interface Config {
     memoryMb: number;
     /** Compiled sandboxes kept per worker. */
     cacheSize: number;
+    /** api: keep-alive connections to one worker pool (shared by every tenant of it). */
+    connections: number;
+    /** api: invocations of one tenant running at once, per API process (runtime/fair-share.ts). */
+    tenantConcurrency: number;
+    /** api: invocations of one reactor or proxy transform running at once, per API process. */
+    reactorConcurrency: number;
+    /** api: invocations of one tenant waiting for a slot; beyond it 429 TV_RUNTIME_BUSY at once. */
+    queueLength: number;
+    /** api: the longest an invocation waits for a slot before 429 TV_RUNTIME_BUSY. */
+    queueTimeoutMs: number;
   };
   destinations: {
     /** Host names allowed even when they resolve to private, loopback or link-local addresses. */
@@ -102,6 +143,8 @@ export interface Config {
     keyCacheSeconds: number;
     /** How often each API process sweeps expired tokens. */
     expirySweepSeconds: number;
+    /** Deepest nesting of arrays and objects in a JSON body (every JSON body path, the proxy's included). */
+    jsonMaxDepth: number;
   };
 }
 
@@ -163,6 +206,21 @@ export const SETTINGS = {
     env: 'TOKENVAULT_API_URL',
     description: "worker: base URL of the API, for reactor code's bt client; controller: the API it reconciles into",
   },
+  workerSecret: {
+    flag: 'worker-secret',
+    env: 'TOKENVAULT_WORKER_SECRET',
+    description: 'api and worker: shared secret the API sends with each invocation and the worker requires, at least 32 characters (prefer the file)',
+  },
+  workerSecretFile: {
+    flag: 'worker-secret-file',
+    env: 'TOKENVAULT_WORKER_SECRET_FILE',
+    description: 'File holding the worker secret (a mounted Secret)',
+  },
+  metricsPort: {
+    flag: 'metrics-port',
+    env: 'TOKENVAULT_METRICS_PORT',
+    description: 'api: TCP port of the separate /metrics listener (the API port does not serve /metrics; unset: no metrics listener)',
+  },
   controllerNamespace: {
     flag: 'controller-namespace',
     env: 'TOKENVAULT_CONTROLLER_NAMESPACE',
@@ -197,10 +255,22 @@ export const SETTINGS = {
     description: 'controller: reconciles run at once',
     default: '4',
   },
+  controllerRetryMaxSeconds: {
+    flag: 'controller-retry-max-seconds',
+    env: 'TOKENVAULT_CONTROLLER_RETRY_MAX_SECONDS',
+    description: "controller: longest wait before retrying an object whose reconcile failed (the wait doubles from 1 s per failure)",
+    default: '60',
+  },
   workerImage: {
     flag: 'worker-image',
     env: 'TOKENVAULT_WORKER_IMAGE',
     description: "controller: image of the dedicated worker Deployments of Tenants with spec.runtime.dedicated (a Tenant's spec.runtime.image wins)",
+  },
+  dedicatedNetworkPolicy: {
+    flag: 'dedicated-network-policy',
+    env: 'TOKENVAULT_DEDICATED_NETWORK_POLICY',
+    description:
+      "controller: the dedicated workers' NetworkPolicy as JSON {apiPodLabels, apiNamespace, apiPort, egressPorts, exceptCidrs, dnsPeers}, or 'none' (unset: API pods labelled app.kubernetes.io/component=api in the workers' namespace, port 8080, egress 443, private ranges excepted)",
   },
   reactorCpu: {
     flag: 'reactor-cpu-ms',
@@ -225,6 +295,36 @@ export const SETTINGS = {
     env: 'TOKENVAULT_RUNTIME_CACHE_SIZE',
     description: 'Compiled sandboxes a worker keeps (least recently used are dropped)',
     default: '500',
+  },
+  runtimeConnections: {
+    flag: 'runtime-connections',
+    env: 'TOKENVAULT_RUNTIME_CONNECTIONS',
+    description: 'api: keep-alive connections to one worker pool, shared by its tenants (keep it above the tenant concurrency)',
+    default: '128',
+  },
+  tenantConcurrency: {
+    flag: 'runtime-tenant-concurrency',
+    env: 'TOKENVAULT_RUNTIME_TENANT_CONCURRENCY',
+    description: 'api: reactor and transform invocations of one tenant running at once, per API process',
+    default: '64',
+  },
+  reactorConcurrency: {
+    flag: 'runtime-reactor-concurrency',
+    env: 'TOKENVAULT_RUNTIME_REACTOR_CONCURRENCY',
+    description: 'api: invocations of one reactor (or proxy transform) running at once, per API process',
+    default: '32',
+  },
+  runtimeQueue: {
+    flag: 'runtime-queue-length',
+    env: 'TOKENVAULT_RUNTIME_QUEUE_LENGTH',
+    description: 'api: invocations of one tenant waiting for a slot; more are answered 429 TV_RUNTIME_BUSY at once',
+    default: '128',
+  },
+  runtimeQueueTimeout: {
+    flag: 'runtime-queue-timeout-ms',
+    env: 'TOKENVAULT_RUNTIME_QUEUE_TIMEOUT_MS',
+    description: 'api: the longest an invocation waits for a slot before 429 TV_RUNTIME_BUSY',
+    default: '5000',
   },
   allowedHosts: {
     flag: 'proxy-allowed-hosts',
@@ -301,6 +401,12 @@ export const SETTINGS = {
     env: 'TOKENVAULT_BODY_LIMIT_BYTES',
     description: 'Largest request body accepted, counted after decoding its Content-Encoding',
     default: String(1024 * 1024),
+  },
+  jsonMaxDepth: {
+    flag: 'json-max-depth',
+    env: 'TOKENVAULT_JSON_MAX_DEPTH',
+    description: 'Deepest nesting of arrays and objects in a JSON body; deeper is 400 TV_JSON_TOO_DEEP',
+    default: '64',
   },
   sessionTtl: {
     flag: 'session-ttl-seconds',
@@ -421,6 +527,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
     if (!/^https?:\/\/[^/]+/.test(value)) problems.push(`${label(name)}: must be an http(s) URL, got ${JSON.stringify(value)}`);
     return value.replace(/\/+$/, '');
   };
+  const workerSecret = readSecret('workerSecret', 'workerSecretFile');
+  if (workerSecret !== undefined && workerSecret.length < 32) {
+    problems.push(`${label(raw('workerSecretFile') !== undefined ? 'workerSecretFile' : 'workerSecret')}: must be at least 32 characters`);
+  }
+  const metricsPort = raw('metricsPort') === undefined ? undefined : integer('metricsPort', 0, 65535);
   const workerUrl = url('workerUrl');
   const apiUrl = url('apiUrl');
   const runtime = {
@@ -428,6 +539,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
     timeoutMs: integer('reactorTimeout', 10, 600_000),
     memoryMb: integer('reactorMemory', 8, 4096),
     cacheSize: integer('runtimeCache', 1, 100_000),
+    connections: integer('runtimeConnections', 1, 10_000),
+    tenantConcurrency: integer('tenantConcurrency', 1, 10_000),
+    reactorConcurrency: integer('reactorConcurrency', 1, 10_000),
+    queueLength: integer('runtimeQueue', 0, 100_000),
+    queueTimeoutMs: integer('runtimeQueueTimeout', 0, 600_000),
   };
   const destinations = {
     allowedHosts: (raw('allowedHosts') ?? '')
@@ -463,7 +579,9 @@ export function loadConfig(options: LoadOptions = {}): Config {
     leaseNamespace: kubeName('leaseNamespace', dnsLabel, 63, 'namespace name'),
     resyncSeconds: integer('resyncSeconds', 10, 7 * 24 * 3600),
     workers: integer('controllerWorkers', 1, 256),
+    retryMaxSeconds: integer('controllerRetryMaxSeconds', 1, 3600),
     workerImage: raw('workerImage'),
+    dedicatedNetworkPolicy: parseNetworkPolicy(raw('dedicatedNetworkPolicy'), problems, label('dedicatedNetworkPolicy')),
   };
 
   const expressions = {
@@ -484,6 +602,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     sessionMaxSeconds: integer('sessionMax', 10, 24 * 3600),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
+    jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
   };
 
   if (problems.length > 0) throw new ConfigError(problems);
@@ -498,6 +617,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     devRootKey,
     workerUrl,
     apiUrl,
+    workerSecret,
+    metricsPort,
     controller,
     runtime,
     destinations,
@@ -530,4 +651,47 @@ function parseStore(value: string | undefined, problems: string[], label: string
     }
   }
   return { kind: 'etcd', endpoints };
+}
+
+/** TOKENVAULT_DEDICATED_NETWORK_POLICY: JSON checked field by field (the chart renders it), 'none', or unset. */
+function parseNetworkPolicy(value: string | undefined, problems: string[], label: string): DedicatedNetworkPolicy | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === 'none') return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    problems.push(`${label}: must be JSON or 'none'`);
+    return undefined;
+  }
+  const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+  const port = (v: unknown) => Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535;
+  if (!isRecord(parsed)) {
+    problems.push(`${label}: must be a JSON object`);
+    return undefined;
+  }
+  const wrong: string[] = [];
+  const { apiPodLabels, apiNamespace, apiPort = 8080, egressPorts = [443], exceptCidrs, dnsPeers } = parsed;
+  if (!isRecord(apiPodLabels) || Object.keys(apiPodLabels).length === 0 || !Object.values(apiPodLabels).every((v) => typeof v === 'string')) {
+    wrong.push('apiPodLabels (a non-empty object of strings)');
+  }
+  if (apiNamespace !== undefined && (typeof apiNamespace !== 'string' || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(apiNamespace))) wrong.push('apiNamespace (a namespace name)');
+  if (!port(apiPort)) wrong.push('apiPort (1 to 65535)');
+  if (!Array.isArray(egressPorts) || !egressPorts.every(port)) wrong.push('egressPorts (ports, 1 to 65535)');
+  if (!Array.isArray(exceptCidrs) || !exceptCidrs.every((c) => typeof c === 'string' && /^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(c))) {
+    wrong.push('exceptCidrs (IPv4 CIDRs)');
+  }
+  if (dnsPeers !== undefined && (!Array.isArray(dnsPeers) || !dnsPeers.every(isRecord))) wrong.push('dnsPeers (NetworkPolicyPeer objects)');
+  if (wrong.length > 0) {
+    problems.push(`${label}: invalid ${wrong.join(', ')}`);
+    return undefined;
+  }
+  return {
+    apiPodLabels: apiPodLabels as Record<string, string>,
+    ...(apiNamespace !== undefined ? { apiNamespace: apiNamespace as string } : {}),
+    apiPort: apiPort as number,
+    egressPorts: egressPorts as number[],
+    exceptCidrs: exceptCidrs as string[],
+    ...(dnsPeers !== undefined ? { dnsPeers: dnsPeers as unknown[] } : {}),
+  };
 }

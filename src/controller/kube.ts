@@ -39,6 +39,7 @@ export const Resources = {
   leases: { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true },
   services: { group: '', version: 'v1', plural: 'services', kind: 'Service', namespaced: true },
   deployments: { group: 'apps', version: 'v1', plural: 'deployments', kind: 'Deployment', namespaced: true },
+  networkPolicies: { group: 'networking.k8s.io', version: 'v1', plural: 'networkpolicies', kind: 'NetworkPolicy', namespaced: true },
 } satisfies Record<string, ResourceRef>;
 
 export function apiVersionOf(resource: ResourceRef): string {

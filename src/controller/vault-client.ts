@@ -1,7 +1,8 @@
 // The controller's view of the vault: the REST interface, called with the operator key like any other client, so
 // every write passes the same validation and authorization. Acting in a tenant sends BT-TENANT-ID; naming the object
 // a resource belongs to sends BT-MANAGED-BY. An API that cannot be reached is VaultUnavailable, which reconcilers
-// report as Ready=False (reason ApiUnavailable) and retry.
+// report as Ready=False (reason ApiUnavailable)
+// and hand back to the work queue, whose per-object backoff decides when to retry.
 import { Pool } from 'undici';
 
 export class VaultUnavailable extends Error {
@@ -17,6 +18,8 @@ export class VaultRefused extends Error {
     readonly status: number,
     readonly detail: string,
     readonly errors?: Record<string, string[]>,
+    /** The problem document's `code` (TV_FORMULA_IN_USE...): what reconcilers branch on, never the detail text. */
+    readonly code?: string,
   ) {
     super(detail);
     this.name = 'VaultRefused';
@@ -73,8 +76,8 @@ export class VaultClient {
     const body = text === '' ? undefined : (JSON.parse(text) as unknown);
     if (status === 404 && allowMissing) return undefined;
     if (status >= 400) {
-      const problem = (body ?? {}) as { detail?: string; errors?: Record<string, string[]> };
-      throw new VaultRefused(status, problem.detail ?? `the vault API answered ${status}`, problem.errors);
+      const problem = (body ?? {}) as { detail?: string; errors?: Record<string, string[]>; code?: string };
+      throw new VaultRefused(status, problem.detail ?? `the vault API answered ${status}`, problem.errors, problem.code);
     }
     return body as T;
   }

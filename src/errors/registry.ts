@@ -59,6 +59,7 @@ export const Errors = {
   // 400
   InvalidBody: define('TV_INVALID_BODY', 400, 'Bad Request', 'The request body is invalid.'),
   MalformedJson: define('TV_MALFORMED_JSON', 400, 'Bad Request', 'The request body is not valid JSON.'),
+  JsonTooDeep: define('TV_JSON_TOO_DEEP', 400, 'Bad Request', 'The JSON body nests deeper than allowed.'),
   InvalidQuery: define('TV_INVALID_QUERY', 400, 'Bad Request', 'The query string is invalid.'),
   InvalidPath: define('TV_INVALID_PATH', 400, 'Bad Request', 'The path parameter is invalid.'),
   InvalidHeader: define('TV_INVALID_HEADER', 400, 'Bad Request', 'A request header is invalid.'),
@@ -82,6 +83,7 @@ export const Errors = {
   RouteNotFound: define('TV_ROUTE_NOT_FOUND', 404, 'Not Found', 'No such endpoint.'),
   // 409
   Conflict: define('TV_CONFLICT', 409, 'Conflict', 'The request conflicts with the current state of the resource.'),
+  FormulaInUse: define('TV_FORMULA_IN_USE', 409, 'Conflict', 'The formula is used by reactors; delete them first.'),
   IdempotencyConflict: define(
     'TV_IDEMPOTENCY_CONFLICT',
     409,
@@ -99,6 +101,19 @@ export const Errors = {
   // 422 / 429
   Unprocessable: define('TV_UNPROCESSABLE', 422, 'Unprocessable Entity', 'The request could not be processed.'),
   RateLimited: define('TV_RATE_LIMITED', 429, 'Too Many Requests', 'Too many requests.'),
+  RuntimeBusy: define(
+    'TV_RUNTIME_BUSY',
+    429,
+    'Too Many Requests',
+    "The tenant's share of the reactor runtime is in use; retry later.",
+  ),
+  // 408: the API's own backstop of an invocation's time limit (the worker answers its own timeouts first).
+  RuntimeTimeout: define(
+    'TV_RUNTIME_TIMEOUT',
+    408,
+    'Reactor Timeout',
+    'The reactor runtime did not answer within the invocation time limit.',
+  ),
   // 5xx
   Internal: define('TV_INTERNAL', 500, 'Internal Server Error', 'An unexpected error occurred.'),
   DecryptionFailed: define('TV_DECRYPTION_FAILED', 500, 'Internal Server Error', 'Stored data could not be decrypted.'),

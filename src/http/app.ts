@@ -64,16 +64,14 @@ export function createApp(context: ApiContext): Express {
   app.use(traceId);
   app.use(observe(metrics, logger));
 
-  // Probes and metrics are unauthenticated and answer before any body is read.
+  // Probes are unauthenticated and answer before any body is read. /metrics is not here: it has a port of its own
+  // (TOKENVAULT_METRICS_PORT, server/api.ts), closed to the world.
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
   app.get('/readyz', async (_req, res) => {
     await store.ping();
     res.json({ status: 'ready' });
-  });
-  app.get('/metrics', async (_req, res) => {
-    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
 
   // Every Liquid expression a request causes (masks, fingerprints, detokenization, proxy bodies) shares one budget.
@@ -94,7 +92,7 @@ export function createApp(context: ApiContext): Express {
 
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
-  app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES }));
+  app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES, maxDepth: config.limits.jsonMaxDepth }));
   // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each
   // router is entered only under the static prefixes of its own routes: a request passes the others with one check
   // each instead of a walk through all their routes (~1 µs a route; the reactor routes sat behind some 30).

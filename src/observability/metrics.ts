@@ -54,6 +54,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Reactor and transform invocations refused for want of a slot of the fair share (runtime/fair-share.ts). */
+  readonly runtimeBusy = new Counter({
+    name: 'tokenvault_runtime_busy_total',
+    help: 'Invocations answered 429 TV_RUNTIME_BUSY, by the limit that was full (tenant_concurrency, reactor_concurrency, queue_length)',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'tokenvault_' });
   }

@@ -13,6 +13,7 @@
 // A body without expressions is forwarded byte for byte whatever its type.
 import type { TenantPrincipal } from '../auth/principal.js';
 import { Errors } from '../errors/registry.js';
+import { DEFAULT_JSON_MAX_DEPTH, assertJsonDepth } from '../validation/json-depth.js';
 
 /** What the proxy needs of the Detokenizer (src/domain/tokens/detokenizer.ts). */
 export interface BodyDetokenizer {
@@ -41,6 +42,7 @@ export async function detokenizeBody(
   principal: TenantPrincipal,
   contentType: string | undefined,
   body: Buffer,
+  maxJsonDepth = DEFAULT_JSON_MAX_DEPTH,
 ): Promise<Buffer> {
   const kind = bodyKind(contentType);
   if (kind === 'opaque' || body.length === 0) return body;
@@ -51,6 +53,8 @@ export async function detokenizeBody(
   const text = utf8(body);
   switch (kind) {
     case 'json':
+      // A JSON body the vault reads nests no deeper than TOKENVAULT_JSON_MAX_DEPTH (400 TV_JSON_TOO_DEEP).
+      assertJsonDepth(body, maxJsonDepth);
       return detokenizeJson(detokenizer, principal, text, body);
     case 'form':
       return detokenizeForm(detokenizer, principal, text, body);

@@ -36,6 +36,8 @@ export interface RuntimeClientOptions {
    * themselves; this bounds what the API buffers from a worker that does not (an older or misconfigured one).
    */
   maxResultBytes?: number;
+  /** Sent in X-TokenVault-Worker-Secret with every invocation (config.workerSecret). */
+  secret?: string;
 }
 
 interface Answer {
@@ -95,6 +97,7 @@ export class RuntimeClient {
   /** Largest answer buffered from a worker for one invocation (the result limit plus room for the envelope). */
   private readonly maxAnswerBytes: number;
   private readonly maxResultBytes: number;
+  private readonly secretHeader: Record<string, string>;
   /** Invocations started in this turn (see `invoke`). */
   private readonly batches = new TurnBatches<Batch>(
     () => ({ items: [], chars: 0 }),
@@ -112,6 +115,7 @@ export class RuntimeClient {
     this.marginMs = options.marginMs ?? 5000;
     this.maxResultBytes = options.maxResultBytes ?? 4 * 1024 * 1024;
     this.maxAnswerBytes = this.maxResultBytes + ANSWER_OVERHEAD_BYTES;
+    this.secretHeader = options.secret === undefined ? {} : { 'x-tokenvault-worker-secret': options.secret };
     const timeout = options.defaultTimeoutMs + this.marginMs;
     this.pool = options.dispatcher ?? new Pool(new URL(options.workerUrl).origin, {
       connections: options.connections ?? 32,
@@ -125,7 +129,13 @@ export class RuntimeClient {
 
   static fromConfig(config: Config, workerUrl = config.workerUrl): RuntimeClient {
     if (!workerUrl) throw new Error('no worker URL: set TOKENVAULT_WORKER_URL (dev starts its own worker)');
-    return new RuntimeClient({ workerUrl, defaultTimeoutMs: config.runtime.timeoutMs, maxResultBytes: config.decoded.reactorResultBytes });
+    return new RuntimeClient({
+      workerUrl,
+      defaultTimeoutMs: config.runtime.timeoutMs,
+      maxResultBytes: config.decoded.reactorResultBytes,
+      connections: config.runtime.connections,
+      secret: config.workerSecret,
+    });
   }
 
   invoke(request: InvocationRequest): Promise<InvocationResult> {
@@ -310,7 +320,7 @@ export class RuntimeClient {
         {
           path: '/invoke',
           method: 'POST',
-          headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+          headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...this.secretHeader },
           body,
           headersTimeout: timeoutMs,
           bodyTimeout: timeoutMs,
@@ -344,6 +354,8 @@ function asResult(value: unknown): InvocationResult {
 /** What a worker's non-200 answer means to the caller. */
 function refusal(status: number): VaultError {
   if (status === 503 || status >= 502) return new Errors.RuntimeUnavailable();
+  // The workers require a worker secret the API does not have: a deployment to fix, not a bug or the caller's fault.
+  if (status === 401) return new Errors.RuntimeUnavailable('The reactor workers refused this API: its worker secret (TOKENVAULT_WORKER_SECRET_FILE) is not theirs.');
   // 4xx: the API sent something the worker refuses, which is a bug here, not the caller's fault.
   return new Errors.Internal(`The reactor runtime refused the invocation (${status}).`);
 }
@@ -394,7 +406,7 @@ export interface SpawnWorkerOptions {
 /**
  * Starts `tokenvault worker` as a child process on a free loopback port (the built CLI next to this module:
  * dist/cli.js), waits until it is ready, and restarts it if it dies. The child gets the runtime and destination
- * settings of `config` and no secrets: TOKENVAULT_* variables of this process are not passed on.
+ * settings of `config` and no secrets but the worker secret: TOKENVAULT_* variables of this process are not passed on.
  */
 export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOptions = {}): Promise<WorkerProcess> {
   const cli = fileURLToPath(new URL('../cli.js', import.meta.url));
@@ -416,6 +428,7 @@ export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOpt
   const apiUrl = options.apiUrl ?? config.apiUrl;
   if (apiUrl) env.TOKENVAULT_API_URL = apiUrl;
   if (config.destinations.caFile) env.TOKENVAULT_PROXY_CA_FILE = config.destinations.caFile;
+  if (config.workerSecret) env.TOKENVAULT_WORKER_SECRET = config.workerSecret;
   // NODE_OPTIONS of a test runner (--experimental-vm-modules...) is not for the worker.
   delete env.NODE_OPTIONS;
 

@@ -3,6 +3,7 @@
 // code shapes parts of it (SDK errors, custom responses), so nothing in it is trusted.
 import { STATUS_CODES } from 'node:http';
 import type { InvocationFailure } from './contract.js';
+import { allowedCustomStatus, customResponseHeaders, refusedCustomStatus } from './custom-response.js';
 
 export const TITLES = {
   compile: 'Unprocessable Entity',
@@ -129,19 +130,14 @@ function sdkFailure(value: Record<string, unknown>): InvocationFailure {
   return { kind: 'sdk', status, title: STATUS_CODES[status] ?? detail, detail, errors };
 }
 
-/** CustomHttpResponseError: its own status (100–599), string headers and any JSON body, passed through. */
+/**
+ * CustomHttpResponseError: its own status (400–599, else refused: custom-response.ts), the headers that may be sent,
+ * and any JSON body.
+ */
 function customFailure(value: Record<string, unknown>): InvocationFailure {
-  const status = Number.isInteger(value.status) && (value.status as number) >= 100 && (value.status as number) <= 599 ? (value.status as number) : 500;
-  const headers: Record<string, string> = {};
-  if (value.headers !== null && typeof value.headers === 'object' && !Array.isArray(value.headers)) {
-    for (const [name, header] of Object.entries(value.headers as Record<string, unknown>)) {
-      if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) continue;
-      if (typeof header === 'string' || typeof header === 'number' || typeof header === 'boolean') {
-        const text = String(header);
-        if (!/[\r\n\0]/.test(text)) headers[name] = text;
-      }
-    }
-  }
+  if (!allowedCustomStatus(value.status)) return refusedCustomStatus(value.status);
+  const status = value.status;
+  const headers = customResponseHeaders(value.headers);
   return {
     kind: 'custom_response',
     status,

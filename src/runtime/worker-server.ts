@@ -1,5 +1,6 @@
 // The worker's HTTP interface (node:http, no framework: one route that matters, on the hot path):
-//   POST /invoke   InvocationRequest → InvocationResult. 200 whenever the code ran (its failures are results), 400 for
+//   POST /invoke   InvocationRequest → InvocationResult. Only with the worker secret in X-TokenVault-Worker-Secret when
+//                  one is configured (401 otherwise, nothing read or run); limits above the worker's own are a 400. 200 whenever the code ran (its failures are results), 400 for
 //                  a malformed request, 413 over the body limit, 415 without a JSON content type, 503 while draining.
 //                  {batch: InvocationRequest[]} → 200 application/x-ndjson: one BatchLine per invocation, written as
 //                  each finishes (an invalid item is a line with its status, not a failed batch).
@@ -7,10 +8,11 @@
 //   GET  /readyz   the worker accepts invocations (503 while draining).
 //   GET  /metrics  Prometheus metrics (runtime/metrics.ts).
 // Request bodies are never logged: they hold reactor args, configuration and the bt key.
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { Errors, toProblem, type FieldErrors, type VaultError } from '../errors/registry.js';
 import type { Logger } from '../observability/logger.js';
-import { MAX_BATCH_ITEMS, type BatchLine, type InvocationRequest, type InvocationResult } from './contract.js';
+import { MAX_BATCH_ITEMS, type BatchLine, type InvocationLimits, type InvocationRequest, type InvocationResult } from './contract.js';
 import type { RuntimeMetrics } from './metrics.js';
 import { CodeRequired, InvalidInvocation, type SandboxPool } from './sandbox.js';
 
@@ -25,6 +27,25 @@ export const MAX_CODE_LENGTH = 50_000;
 /** Bounds of per-request limits (the same as the configuration's). */
 const LIMIT_BOUNDS = { cpuMs: [10, 600_000], timeoutMs: [10, 600_000], memoryMb: [8, 4096] } as const;
 
+/** The header that carries the worker secret (TOKENVAULT_WORKER_SECRET) from the API to the workers. */
+export const WORKER_SECRET_HEADER = 'x-tokenvault-worker-secret';
+
+/** The settings behind each limit, named in refusals. */
+const LIMIT_SETTINGS: Record<keyof InvocationLimits, string> = {
+  cpuMs: 'TOKENVAULT_REACTOR_CPU_MS',
+  timeoutMs: 'TOKENVAULT_REACTOR_TIMEOUT_MS',
+  memoryMb: 'TOKENVAULT_REACTOR_MEMORY_MB',
+};
+
+/**
+ * Whether a presented secret is the expected one. Both sides are hashed first so that the comparison takes the same
+ * time whatever the presented value's length and content (timingSafeEqual needs equal lengths).
+ */
+function secretMatches(expectedDigest: Buffer, presented: string | string[] | undefined): boolean {
+  if (typeof presented !== 'string') return false;
+  return timingSafeEqual(expectedDigest, createHash('sha256').update(presented).digest());
+}
+
 export interface WorkerHandler {
   listener: RequestListener;
   /** Stops accepting invocations (readyz answers 503) and resolves when the running ones have finished. */
@@ -38,14 +59,29 @@ export function createWorkerHandler(options: {
   metrics: RuntimeMetrics;
   logger: Logger;
   bodyLimitBytes?: number;
+  /** Required in X-TokenVault-Worker-Secret of every POST /invoke; undefined: not checked (loopback-only workers). */
+  secret?: string;
+  /**
+   * The most an invocation may ask for (this worker's configured limits). A caller asking for more is refused (400
+   * naming the setting), not clamped: the API never sends more than its own limits, so more is a caller to refuse.
+   */
+  maxLimits?: InvocationLimits;
 }): WorkerHandler {
-  const { pool, metrics, logger } = options;
+  const { pool, metrics, logger, maxLimits } = options;
+  const secretDigest = options.secret === undefined ? undefined : createHash('sha256').update(options.secret).digest();
   const bodyLimit = options.bodyLimitBytes ?? WORKER_BODY_LIMIT_BYTES;
   let draining = false;
   let inFlight = 0;
   let idle: (() => void) | undefined;
 
   const invoke = async (req: IncomingMessage, res: ServerResponse) => {
+    if (secretDigest && !secretMatches(secretDigest, req.headers[WORKER_SECRET_HEADER])) {
+      req.resume();
+      return sendProblem(
+        res,
+        new Errors.Unauthenticated('POST /invoke takes calls from the API only: the X-TokenVault-Worker-Secret header is missing or wrong.'),
+      );
+    }
     if (draining) {
       req.resume();
       return sendProblem(res, new Errors.RuntimeUnavailable('The worker is shutting down; retry on another worker.'));
@@ -64,7 +100,7 @@ export function createWorkerHandler(options: {
       return sendProblem(res, new Errors.MalformedJson());
     }
     if (isObject(body) && 'batch' in body) return invokeBatch(body.batch, res);
-    const parsed = parseInvocation(body);
+    const parsed = parseInvocation(body, maxLimits);
     if ('errors' in parsed) return sendProblem(res, new Errors.InvalidBody({ errors: parsed.errors }));
     const outcome = await run(parsed.request);
     if ('result' in outcome) send(res, 200, JSON.stringify(outcome.result));
@@ -119,7 +155,7 @@ export function createWorkerHandler(options: {
       if (pending === 0) res.end();
     };
     batch.forEach((item: unknown, i) => {
-      const parsed = parseInvocation(item);
+      const parsed = parseInvocation(item, maxLimits);
       if ('errors' in parsed) return write({ i, status: 400, detail: `invalid invocation: ${Object.keys(parsed.errors).join(', ')}` });
       void run(parsed.request).then((outcome) => write({ i, ...outcome }));
     });
@@ -214,8 +250,11 @@ function readBody(req: IncomingMessage, limit: number): Promise<string | undefin
 
 const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
 
-/** Checks an /invoke body against contract.ts; every problem is reported, by field. */
-export function parseInvocation(body: unknown): { request: InvocationRequest } | { errors: FieldErrors } {
+/**
+ * Checks an /invoke body against contract.ts; every problem is reported, by field. Limits above `maxLimits` (the
+ * worker's own configuration) are refused.
+ */
+export function parseInvocation(body: unknown, maxLimits?: InvocationLimits): { request: InvocationRequest } | { errors: FieldErrors } {
   const errors: FieldErrors = {};
   const problem = (field: string, message: string) => (errors[field] ??= []).push(message);
   if (!isObject(body)) return { errors: { body: ['must be a JSON object'] } };
@@ -237,6 +276,9 @@ export function parseInvocation(body: unknown): { request: InvocationRequest } |
         const value = limits[name];
         if (value !== undefined && !(Number.isInteger(value) && (value as number) >= min && (value as number) <= max)) {
           problem(`limits.${name}`, `must be a whole number from ${min} to ${max}`);
+        } else if (value !== undefined && maxLimits && (value as number) > maxLimits[name as keyof InvocationLimits]) {
+          const key = name as keyof InvocationLimits;
+          problem(`limits.${name}`, `must be at most ${maxLimits[key]}, this worker's ${LIMIT_SETTINGS[key]}`);
         }
       }
     }

@@ -20,6 +20,7 @@ import { BtKeys } from '../domain/reactors/bt-keys.js';
 import { ApplicationDirectory } from '../domain/applications/directory.js';
 import { ReactorService } from '../domain/reactors/service.js';
 import { RuntimeClient } from '../runtime/client.js';
+import { FairShare } from '../runtime/fair-share.js';
 import { RuntimeRouter } from '../runtime/router.js';
 import { ProxyHandler } from '../domain/proxies/handler.js';
 import { ProxyService } from '../domain/proxies/service.js';
@@ -27,6 +28,7 @@ import { TransformRunner } from '../domain/proxies/transforms.js';
 import { DestinationPolicy } from '../proxy/destination-policy.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { createApp, type ApiContext } from '../http/app.js';
+import { listenMetrics } from '../http/metrics-server.js';
 import { createExpressServer } from '../http/server.js';
 import type { Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
@@ -36,6 +38,8 @@ import type { Store } from '../store/store.js';
 
 export interface RunningApi {
   url: string;
+  /** Base URL of the /metrics listener (config.metricsPort); undefined when there is none. */
+  metricsUrl?: string;
   context: ApiContext;
   close(): Promise<void>;
 }
@@ -71,6 +75,15 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     defaultClient: sharedRuntime,
     workerUrlOf: async (tenantId) => (await tenantDirectory.get(tenantId))?.runtime?.worker_url,
     createClient: (workerUrl) => RuntimeClient.fromConfig(config, workerUrl),
+    // One tenant (or one reactor) cannot hold every connection to the workers (docs/security.md, "Resource limits
+    // and fairness on the workers").
+    fairShare: new FairShare({
+      tenantConcurrency: config.runtime.tenantConcurrency,
+      reactorConcurrency: config.runtime.reactorConcurrency,
+      queueLength: config.runtime.queueLength,
+      queueTimeoutMs: config.runtime.queueTimeoutMs,
+    }, (limit) => metrics.runtimeBusy.inc({ limit })),
+    defaultTimeoutMs: config.runtime.timeoutMs,
   });
   if (!sharedRuntime) logger.warn('no reactor workers configured (TOKENVAULT_WORKER_URL): invocations will answer 503');
   const formulas = new FormulaService(store, { cacheSeconds: config.limits.keyCacheSeconds });
@@ -107,7 +120,13 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       formulas,
       reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, { cacheSeconds: config.limits.keyCacheSeconds }),
       proxies,
-      proxy: new ProxyHandler(detokenizer, forwarder, new TransformRunner(runtime, btKeys), config.decoded.proxyResponseBytes),
+      proxy: new ProxyHandler(
+        detokenizer,
+        forwarder,
+        new TransformRunner(runtime, btKeys),
+        config.decoded.proxyResponseBytes,
+        config.limits.jsonMaxDepth,
+      ),
     },
   };
   await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start()]);
@@ -120,15 +139,24 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const base = (p: number) => `http://${host.includes(':') ? `[${host}]` : host}:${p}`;
+  const url = base(port);
   logger.info({ url, store: config.store.kind }, 'api listening');
+  const metricsServer = config.metricsPort === undefined ? undefined : await listenMetrics(metrics, config.host, config.metricsPort);
+  const metricsUrl = metricsServer ? base((metricsServer.address() as AddressInfo).port) : undefined;
+  if (metricsUrl) logger.info({ url: metricsUrl }, 'metrics listening');
 
   return {
     url,
+    metricsUrl,
     context,
     async close() {
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      metricsServer?.closeAllConnections();
+      await Promise.all([
+        new Promise<void>((resolve) => server.close(() => resolve())),
+        metricsServer ? new Promise<void>((resolve) => metricsServer.close(() => resolve())) : undefined,
+      ]);
       await sweeper.stop();
       await Promise.all([
         context.authenticator.stop(),

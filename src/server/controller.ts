@@ -67,6 +67,9 @@ export async function startController(config: Config, logger: Logger, options: S
     reconcilers: options.reconcilers,
     namespace: config.controller.namespace,
     concurrency: config.controller.workers,
+    // Failures (an unreachable vault among them) back off per object; the cap bounds how long an object waits after
+    // the vault is back.
+    backoff: { maxMs: config.controller.retryMaxSeconds * 1000 },
     resyncMs: config.controller.resyncSeconds * 1000,
     watchdogMs: options.watchdogMs,
     leaderElection: config.controller.leaderElection

@@ -1,6 +1,7 @@
 // `tokenvault dev`: the API on one machine, ready to use. On first start it creates a development tenant with a
 // management application whose key is TOKENVAULT_DEV_ROOT_KEY (or a fresh one), and prints the URL and the key.
 // On etcd the tenant id is fixed, so a restart with the same root key finds its tenant again.
+import { randomBytes } from 'node:crypto';
 import { generateApiKey, hashKey } from '../auth/api-keys.js';
 import { OPERATOR_ACTOR_ID } from '../auth/principal.js';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
@@ -31,10 +32,12 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
   const keyRing = config.keyEncryptionKeys ? undefined : KeyRing.generate();
   // The worker's bt client calls back into this API, so the API's port is fixed before either starts.
   const port = config.port === 0 ? await freeLoopbackPort() : config.port;
+  // The dev worker listens on loopback, where other local users could reach it: it gets a secret all the same.
+  const workerSecret = config.workerSecret ?? (config.workerUrl ? undefined : randomBytes(32).toString('base64url'));
   const worker = config.workerUrl
     ? undefined
-    : await spawnWorkerProcess(config, { apiUrl: `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`, logger });
-  const api = await startApi({ ...effective, port, workerUrl: config.workerUrl ?? worker!.url }, logger, { keyRing }).catch(async (error: unknown) => {
+    : await spawnWorkerProcess({ ...config, workerSecret }, { apiUrl: `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`, logger });
+  const api = await startApi({ ...effective, port, workerSecret, workerUrl: config.workerUrl ?? worker!.url }, logger, { keyRing }).catch(async (error: unknown) => {
     await worker?.stop();
     throw error;
   });

@@ -4,7 +4,7 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Config } from '../config/config.js';
+import { ConfigError, SETTINGS, type Config } from '../config/config.js';
 import type { Logger } from '../observability/logger.js';
 import { DestinationPolicy, outboundRequest } from '../proxy/destination-policy.js';
 import { BtBridge } from '../runtime/bt-bridge.js';
@@ -27,7 +27,16 @@ export interface StartWorkerOptions {
   onCatastrophicError?: (message: string) => void;
 }
 
+/** Addresses only this machine reaches. */
+const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
+
 export async function startWorker(config: Config, logger: Logger, options: StartWorkerOptions = {}): Promise<RunningWorker> {
+  // Deny by default: a worker that others can reach runs code only for the holder of the worker secret.
+  if (!config.workerSecret && !isLoopback(config.host)) {
+    throw new ConfigError([
+      `--${SETTINGS.workerSecretFile.flag} / ${SETTINGS.workerSecretFile.env}: required when the worker listens beyond loopback (${config.host}), so that only the API can run code on it`,
+    ]);
+  }
   const limits = { cpuMs: config.runtime.cpuMs, timeoutMs: config.runtime.timeoutMs, memoryMb: config.runtime.memoryMb };
   const metrics = new RuntimeMetrics();
   const bt = new BtBridge(config.apiUrl, { timeoutMs: limits.timeoutMs });
@@ -44,7 +53,8 @@ export async function startWorker(config: Config, logger: Logger, options: Start
     maxResultBytes: config.decoded.reactorResultBytes,
     maxHostBytes: config.decoded.sandboxHostBytes,
   });
-  const handler = createWorkerHandler({ pool, metrics, logger });
+  const handler = createWorkerHandler({ pool, metrics, logger, secret: config.workerSecret, maxLimits: limits });
+  if (!config.workerSecret) logger.warn('no worker secret configured (TOKENVAULT_WORKER_SECRET): POST /invoke is open to any local process');
 
   const server: Server = createServer(handler.listener);
   // Longer than the API's pool keeps idle connections, so the API side always closes first.

@@ -17,6 +17,26 @@ const ajv = new Ajv({
 });
 addFormats(ajv, ['date-time', 'uuid', 'uri']);
 
+// Names and descriptions are shown to people (dashboards, logs, kubectl): a control character can rewrite a terminal
+// line or forge a log line, and a bidirectional override (U+202A–U+202E, U+2066–U+2069, U+200E/U+200F) makes a name
+// read differently from what it is ("Trojan Source"). Names refuse both; descriptions also refuse both but may hold
+// tabs and line breaks. docs/security.md, "Input hygiene".
+const BIDI = '\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069';
+export const DISPLAY_NAME = new RegExp(`^[^\\u0000-\\u001f\\u007f-\\u009f${BIDI}]*$`, 'u');
+export const DISPLAY_TEXT = new RegExp(`^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f${BIDI}]*$`, 'u');
+ajv.addFormat('display-name', DISPLAY_NAME);
+ajv.addFormat('display-text', DISPLAY_TEXT);
+
+/** Schema of a name: 1 to `max` characters, no control characters or bidirectional formatting characters. */
+export function nameSchema(max = 200, min = 1) {
+  return { type: 'string', minLength: min, maxLength: max, format: 'display-name' } as const;
+}
+
+/** Schema of a description: like a name, but tabs and line breaks are allowed. */
+export function descriptionSchema(max: number) {
+  return { type: 'string', maxLength: max, format: 'display-text' } as const;
+}
+
 export type Validator<T> = (value: unknown) => T;
 
 /** Compile a schema into a function that returns the value typed, or throws a 400 naming every bad field. */
@@ -33,11 +53,19 @@ export function compile<T>(
 
 function toFieldErrors(errors: ErrorObject[]): FieldErrors {
   const result: FieldErrors = {};
+  // A name refused for its characters says so, rather than "is not a known name".
+  const badCharacters = new Set<string>();
+  for (const error of errors) {
+    if (error.schemaPath.includes('/propertyNames/') && error.keyword === 'format' && error.propertyName) badCharacters.add(error.propertyName);
+  }
   for (const error of errors) {
     // A bad property name is reported once, by the propertyNames error, not again by the name's own schema.
     if (error.schemaPath.includes('/propertyNames/')) continue;
     const path = fieldPath(error);
-    const message = describe(error);
+    const message =
+      error.keyword === 'propertyNames' && badCharacters.has(String(error.params.propertyName))
+        ? 'must not contain control characters or bidirectional formatting characters'
+        : describe(error);
     (result[path] ??= []).includes(message) || result[path].push(message);
   }
   return result;
@@ -71,6 +99,8 @@ function describe(error: ErrorObject): string {
     case 'enum':
       return `must be one of: ${(p.allowedValues as unknown[]).join(', ')}`;
     case 'format':
+      if (p.format === 'display-name') return 'must not contain control characters or bidirectional formatting characters';
+      if (p.format === 'display-text') return 'must not contain control characters (other than tabs and line breaks) or bidirectional formatting characters';
       return `must be a valid ${p.format}`;
     case 'additionalProperties':
       return 'is not allowed';

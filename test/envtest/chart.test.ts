@@ -3,10 +3,14 @@
 // without wildcards and with Secrets only in the release namespace, the environment each process gets, the key
 // Secrets, the CRDs being crds/), and every rendered object accepted by a real kube-apiserver (server-side dry run).
 
-import { readFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { openStore } from '../../src/store/open.js';
 import { startControlPlane, toolBinary, type ControlPlane } from '../support/control-plane.js';
+import { startTlsEtcd } from '../support/etcd.js';
 import {
   describeObject,
   envOf,
@@ -163,6 +167,62 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     expect(workerNetworkPolicyProblems(policy, { worker: selector('worker'), api: selector('api') })).toEqual([]);
   });
 
+  test('NetworkPolicies: etcd takes only the API pods, the API metrics port only the namespace, workers egress 443', () => {
+    const etcd = find(objects(), 'NetworkPolicy', `${FULLNAME}-etcd`);
+    expect(etcd.spec.podSelector.matchLabels).toEqual(selector('etcd'));
+    expect(etcd.spec.ingress).toEqual([
+      { from: [{ podSelector: { matchLabels: selector('api') } }, { podSelector: { matchLabels: selector('etcd') } }], ports: [{ port: 'client', protocol: 'TCP' }] },
+      { from: [{ podSelector: { matchLabels: selector('etcd') } }], ports: [{ port: 'peer', protocol: 'TCP' }] },
+    ]);
+    // The controller never reaches etcd (it talks to the API only).
+    expect(JSON.stringify(etcd.spec)).not.toContain('"controller"');
+
+    const api = find(objects(), 'NetworkPolicy', `${FULLNAME}-api`);
+    expect(api.spec.podSelector.matchLabels).toEqual(selector('api'));
+    expect(api.spec.policyTypes).toEqual(['Ingress']);
+    expect(api.spec.ingress).toEqual([
+      { ports: [{ port: 'http', protocol: 'TCP' }] },
+      { from: [{ podSelector: {} }], ports: [{ port: 'metrics', protocol: 'TCP' }] },
+    ]);
+    // /metrics has a port and a ClusterIP Service of its own; the API Service does not carry it.
+    const deployment = find(objects(), 'Deployment', `${FULLNAME}-api`);
+    expect(deployment.spec.template.spec.containers[0].ports).toEqual([
+      { name: 'http', containerPort: 8080, protocol: 'TCP' },
+      { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
+    ]);
+    expect(find(objects(), 'Service', `${FULLNAME}-api`).spec.ports.map((p: any) => p.targetPort)).toEqual(['http']);
+    const metrics = find(objects(), 'Service', `${FULLNAME}-api-metrics`);
+    expect(metrics.spec).toMatchObject({ type: 'ClusterIP', ports: [{ name: 'metrics', port: 9090, targetPort: 'metrics' }] });
+  });
+
+  test('etcd: TLS with client-certificate authentication, certificates made by the chart under one CA', () => {
+    const etcd = find(objects(), 'StatefulSet', `${FULLNAME}-etcd`);
+    const pod = etcd.spec.template.spec;
+    const args: string[] = pod.containers[0].args;
+    expect(args).toEqual(expect.arrayContaining(['--listen-client-urls=https://0.0.0.0:2379', '--client-cert-auth', '--trusted-ca-file=/etc/etcd/tls/ca.crt']));
+    expect(args.find((a) => a.startsWith('--advertise-client-urls='))).toMatch(/^--advertise-client-urls=https:/);
+    expect(pod.volumes.find((v: any) => v.name === 'tls').secret.secretName).toBe(`${FULLNAME}-etcd-server-tls`);
+
+    const pem = (secret: Manifest, key: string) => Buffer.from(secret.data[key], 'base64').toString('utf8');
+    const server = find(objects(), 'Secret', `${FULLNAME}-etcd-server-tls`);
+    const client = find(objects(), 'Secret', `${FULLNAME}-etcd-client-tls`);
+    expect(pem(server, 'ca.crt')).toBe(pem(client, 'ca.crt'));
+    expect(JSON.stringify(server.data)).not.toMatch(/ca\.key/);
+    const ca = new X509Certificate(pem(server, 'ca.crt'));
+    const serving = new X509Certificate(pem(server, 'tls.crt'));
+    const clientCert = new X509Certificate(pem(client, 'tls.crt'));
+    expect(serving.verify(ca.publicKey)).toBe(true);
+    expect(clientCert.verify(ca.publicKey)).toBe(true);
+    expect(serving.checkHost(`${FULLNAME}-etcd-0.${FULLNAME}-etcd-headless.${NAMESPACE}.svc`)).toBeDefined();
+    // Only the API mounts the client certificate; only etcd the serving one.
+    const mounting = (secretName: string) =>
+      podTemplates(objects())
+        .filter((p) => (p.spec.volumes ?? []).some((v: any) => v.secret?.secretName === secretName))
+        .map((p) => describeObject(p.owner));
+    expect(mounting(`${FULLNAME}-etcd-client-tls`)).toEqual([`Deployment ${NAMESPACE}/${FULLNAME}-api`]);
+    expect(mounting(`${FULLNAME}-etcd-server-tls`)).toEqual([`StatefulSet ${NAMESPACE}/${FULLNAME}-etcd`]);
+  });
+
   test('RBAC: no wildcards; Secrets only through a Role in the release namespace, bound to the controller', () => {
     expect(rbacWildcardProblems(objects())).toEqual([]);
     const { problems, roles } = secretAccessProblems(objects(), NAMESPACE);
@@ -175,6 +235,7 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
       expect.arrayContaining([
         { apiGroups: ['apps'], resources: ['deployments'], verbs: crud },
         { apiGroups: [''], resources: ['services'], verbs: crud },
+        { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['get', 'create', 'update', 'patch', 'delete'] },
       ]),
     );
 
@@ -209,7 +270,16 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     expect(api.args).toEqual(['api']);
     const members = variant === 'ha' ? 3 : 1;
     const endpoints = Array.from({ length: members }, (_, i) => `${FULLNAME}-etcd-${i}.${FULLNAME}-etcd-headless.${NAMESPACE}.svc:2379`);
-    expect(envOf(api, 'TOKENVAULT_STORE')).toBe(`etcd://${endpoints.join(',')}`);
+    // etcd over TLS with the API's client certificate (issue 12 point 12), on by default.
+    expect(envOf(api, 'TOKENVAULT_STORE')).toBe(`etcds://${endpoints.join(',')}`);
+    for (const variable of ['TOKENVAULT_ETCD_CA_FILE', 'TOKENVAULT_ETCD_CERT_FILE', 'TOKENVAULT_ETCD_KEY_FILE']) {
+      expect(secretBehind(spec('api'), api, envOf(api, variable)!)).toBe(`${FULLNAME}-etcd-client-tls`);
+    }
+    // The worker secret (issue 12 point 10): the API sends it, the workers require it, the controller hands it on.
+    for (const name of ['api', 'worker', 'controller']) {
+      expect(secretBehind(spec(name), container(name), envOf(container(name), 'TOKENVAULT_WORKER_SECRET_FILE')!)).toBe(`${FULLNAME}-worker-secret`);
+    }
+    expect(envOf(api, 'TOKENVAULT_METRICS_PORT')).toBe('9090');
     expect(secretBehind(spec('api'), api, envOf(api, 'TOKENVAULT_KEK_FILE')!)).toBe(`${FULLNAME}-kek`);
     expect(secretBehind(spec('api'), api, envOf(api, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe(`${FULLNAME}-operator-key`);
     expect(envOf(api, 'TOKENVAULT_WORKER_URL')).toBe(`http://${FULLNAME}-worker:8080`);
@@ -221,7 +291,7 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     expect((worker.env ?? []).map((e: any) => e.name)).not.toEqual(
       expect.arrayContaining([expect.stringMatching(/KEK|OPERATOR_KEY|STORE|ETCD/)]),
     );
-    expect(worker.volumeMounts.map((m: any) => m.name)).toEqual(['tmp']);
+    expect(worker.volumeMounts.map((m: any) => m.name)).toEqual(['tmp', 'worker-secret']);
 
     const controller = container('controller');
     expect(controller.args).toEqual(['controller']);
@@ -233,6 +303,14 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     expect(envOf(controller, 'TOKENVAULT_CONTROLLER_NAMESPACE')).toBe(NAMESPACE);
     // Dedicated tenant workers default to the chart's own image (the one the shared workers run).
     expect(envOf(controller, 'TOKENVAULT_WORKER_IMAGE')).toBe(worker.image);
+    // ...and get the chart's worker fence: ingress from this release's API pods only, egress 443.
+    expect(JSON.parse(envOf(controller, 'TOKENVAULT_DEDICATED_NETWORK_POLICY')!)).toMatchObject({
+      apiPodLabels: selector('api'),
+      apiNamespace: NAMESPACE,
+      apiPort: 8080,
+      egressPorts: [443],
+      exceptCidrs: expect.arrayContaining(['10.0.0.0/8', '169.254.0.0/16']),
+    });
 
     // Every TOKENVAULT_* variable set is one docs/configuration.md documents.
     const documented = new Set(readFileSync(path.join(repoRoot, 'docs/configuration.md'), 'utf8').match(/TOKENVAULT_[A-Z_]+/g));
@@ -289,6 +367,68 @@ test('cluster CIDRs given as values are excepted from the workers’ egress', as
   expect(workerNetworkPolicyProblems(policy, { worker: selector('worker'), api: selector('api') }, ['203.0.113.0/24', '198.51.100.0/24'])).toEqual([]);
 });
 
+test('worker egress ports, the API metrics peers and the controller’s dedicated-worker policy follow the values', async () => {
+  const { objects } = await template([
+    '--set', 'worker.networkPolicy.egressPorts={443,8443}',
+    '--set-json', 'api.networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]',
+  ]);
+  const policy = find(objects, 'NetworkPolicy', `${FULLNAME}-worker`);
+  expect(workerNetworkPolicyProblems(policy, { worker: selector('worker'), api: selector('api') }, [], [443, 8443])).toEqual([]);
+  expect(find(objects, 'NetworkPolicy', `${FULLNAME}-api`).spec.ingress[1].from).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }]);
+  const controller = find(objects, 'Deployment', `${FULLNAME}-controller`).spec.template.spec.containers[0];
+  expect(JSON.parse(envOf(controller, 'TOKENVAULT_DEDICATED_NETWORK_POLICY')!).egressPorts).toEqual([443, 8443]);
+  const off = await template(['--set', 'worker.networkPolicy.enabled=false']);
+  expect(envOf(find(off.objects, 'Deployment', `${FULLNAME}-controller`).spec.template.spec.containers[0], 'TOKENVAULT_DEDICATED_NETWORK_POLICY')).toBe('none');
+});
+
+test('the certificates the chart makes work with a real etcd: the API\'s client certificate gets in, nothing else', async () => {
+  const objects = rendered.default.objects;
+  const dir = mkdtempSync(path.join(tmpdir(), 'tokenvault-chart-tls-'));
+  const write = (secret: string, key: string) => {
+    const file = path.join(dir, `${secret}-${key}`);
+    writeFileSync(file, Buffer.from(find(objects, 'Secret', `${FULLNAME}-etcd-${secret}-tls`).data[key], 'base64'), { mode: 0o600 });
+    return file;
+  };
+  const server = { caFile: write('server', 'ca.crt'), certFile: write('server', 'tls.crt'), keyFile: write('server', 'tls.key') };
+  const client = { caFile: write('client', 'ca.crt'), certFile: write('client', 'tls.crt'), keyFile: write('client', 'tls.key') };
+  const reaches = async (endpoint: string, tls: { caFile?: string; certFile?: string; keyFile?: string }) => {
+    const store = openStore({ kind: 'etcd', endpoints: [`https://${endpoint}`], tls });
+    try {
+      await store.ping();
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await store.close();
+    }
+  };
+  const etcd = await startTlsEtcd(server, (endpoint) => reaches(endpoint, client));
+  try {
+    expect(await reaches(etcd.endpoint, client)).toBe(true);
+    expect(await reaches(etcd.endpoint, { caFile: client.caFile })).toBe(false);
+    // (etcd's serving certificate, signed by the same CA, would get in too: only the etcd pods mount it, see above.)
+  } finally {
+    await etcd.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 40_000);
+
+test('etcd certificates from cert-manager when asked: a self-signed CA Issuer, or the Issuer given', async () => {
+  const own = await template(['--set', 'etcd.tls.certManager.enabled=true']);
+  expect(own.objects.filter((o) => o.kind === 'Secret' && /etcd-(server|client)-tls/.test(o.metadata.name))).toEqual([]);
+  const certificates = own.objects.filter((o) => o.kind === 'Certificate');
+  expect(certificates.map((c) => c.metadata.name).sort()).toEqual([`${FULLNAME}-etcd-ca`, `${FULLNAME}-etcd-client-tls`, `${FULLNAME}-etcd-server-tls`]);
+  const client = find(own.objects, 'Certificate', `${FULLNAME}-etcd-client-tls`);
+  expect(client.spec).toMatchObject({ secretName: `${FULLNAME}-etcd-client-tls`, usages: ['client auth'], issuerRef: { name: `${FULLNAME}-etcd-ca`, kind: 'Issuer' } });
+  const given = await template(['--set', 'etcd.tls.certManager.enabled=true', '--set', 'etcd.tls.certManager.issuerRef.name=corp-ca', '--set', 'etcd.tls.certManager.issuerRef.kind=ClusterIssuer']);
+  expect(given.objects.filter((o) => o.kind === 'Issuer')).toEqual([]);
+  expect(find(given.objects, 'Certificate', `${FULLNAME}-etcd-server-tls`).spec.issuerRef).toEqual({ name: 'corp-ca', kind: 'ClusterIssuer' });
+  // TLS off: plain etcd:// and no certificates.
+  const plain = await template(['--set', 'etcd.tls.enabled=false']);
+  expect(envOf(find(plain.objects, 'Deployment', `${FULLNAME}-api`).spec.template.spec.containers[0], 'TOKENVAULT_STORE')).toMatch(/^etcd:\/\//);
+  expect(plain.objects.some((o) => /etcd-(server|client)-tls/.test(o.metadata.name))).toBe(false);
+});
+
 test('an external etcd with TLS: etcds:// endpoints and the CA and client certificate from a Secret; no StatefulSet', async () => {
   const { objects } = await template([
     '--set', 'etcd.enabled=false',
@@ -306,7 +446,12 @@ test('an external etcd with TLS: etcds:// endpoints and the CA and client certif
 });
 
 test('existing key Secrets replace the generated ones', async () => {
-  const { objects } = await template(['--set', 'kek.existingSecret=my-kek', '--set', 'operatorKey.existingSecret=my-operator-key']);
+  const { objects } = await template([
+    '--set', 'kek.existingSecret=my-kek',
+    '--set', 'operatorKey.existingSecret=my-operator-key',
+    '--set', 'workerSecret.existingSecret=my-worker-secret',
+    '--set', 'etcd.tls.enabled=false',
+  ]);
   expect(objects.filter((o) => o.kind === 'Secret')).toEqual([]);
   const deployment = find(objects, 'Deployment', `${FULLNAME}-api`);
   const api = deployment.spec.template.spec.containers[0];
@@ -317,15 +462,13 @@ test('existing key Secrets replace the generated ones', async () => {
 test('a ServiceMonitor only when enabled, for the api, worker and controller Services', async () => {
   const { objects } = await template(['--set', 'metrics.serviceMonitor.enabled=true']);
   const monitor = find(objects, 'ServiceMonitor', FULLNAME);
-  expect(monitor.spec.endpoints[0]).toMatchObject({ port: 'http', path: '/metrics' });
+  expect(monitor.spec.endpoints[0]).toMatchObject({ port: 'metrics', path: '/metrics' });
   const selected = objects.filter(
-    (o) =>
-      o.kind === 'Service' &&
-      Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => o.metadata.labels?.[k] === v) &&
-      monitor.spec.selector.matchExpressions[0].values.includes(o.metadata.labels?.['app.kubernetes.io/component']),
+    (o) => o.kind === 'Service' && Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => o.metadata.labels?.[k] === v),
   );
-  expect(selected.map((s) => s.metadata.name).sort()).toEqual([`${FULLNAME}-api`, `${FULLNAME}-controller-metrics`, `${FULLNAME}-worker`]);
-  expect(selected.every((s) => s.spec.ports.some((p: any) => p.name === 'http'))).toBe(true);
+  // The API's /metrics through its own Service and port, never the API Service.
+  expect(selected.map((s) => s.metadata.name).sort()).toEqual([`${FULLNAME}-api-metrics`, `${FULLNAME}-controller-metrics`, `${FULLNAME}-worker`]);
+  expect(selected.every((s) => s.spec.ports.some((p: any) => p.name === 'metrics'))).toBe(true);
 });
 
 test('watchAllNamespaces is the one setting that grants Secrets cluster-wide', async () => {
@@ -347,6 +490,11 @@ test('helm install generates the keys; helm upgrade keeps them, and keeps edits;
   await helm(['install', ...release, '--create-namespace']);
   const kek = await secretData('rel-tokenvault-kek');
   const operatorKey = await secretData('rel-tokenvault-operator-key');
+  // The worker secret and the etcd certificates are made once too: an upgrade that changed them would cut the API
+  // off from the workers and etcd until every pod restarted.
+  const kept = ['rel-tokenvault-worker-secret', 'rel-tokenvault-etcd-server-tls', 'rel-tokenvault-etcd-client-tls'];
+  const before = await Promise.all(kept.map(secretData));
+  expect(Buffer.from(before[0]!.secret!, 'base64').toString()).toMatch(/^[A-Za-z0-9]{48}$/);
   expect(Buffer.from(Buffer.from(kek.kek, 'base64').toString('utf8').trim(), 'base64')).toHaveLength(32);
 
   // A rotation in progress: a second key added to the Secret by hand.
@@ -356,12 +504,57 @@ test('helm install generates the keys; helm upgrade keeps them, and keeps edits;
   await helm(['upgrade', ...release, '--set', 'config.logLevel=debug']);
   expect(await secretData('rel-tokenvault-kek')).toEqual({ kek: rotated });
   expect(await secretData('rel-tokenvault-operator-key')).toEqual(operatorKey);
+  expect(await Promise.all(kept.map(secretData))).toEqual(before);
 
   await helm(['uninstall', 'rel', '--namespace', namespace]);
   expect(await secretData('rel-tokenvault-kek')).toEqual({ kek: rotated });
   expect(await secretData('rel-tokenvault-operator-key')).toEqual(operatorKey);
   const { stdout } = await plane.kubectl(['get', 'deployments', '-n', namespace, '-o', 'name']);
   expect(stdout.trim()).toBe('');
+}, 60_000);
+
+test('with the custom resources in a namespace of their own, neither Reactor editors nor the controller can read the KEK', async () => {
+  // Issue 12 point 13: the KEK and operator key live with the API and controller pods (the release namespace: pods
+  // mount Secrets of their own namespace only); the custom resources, and the Secrets they refer to, elsewhere.
+  const keys = 'tokenvault-keys';
+  const resources = 'tokenvault-resources';
+  await plane.kubectl(['create', 'namespace', resources]);
+  await helm([
+    'install', 'sep', chartDir, '--namespace', keys, '--create-namespace',
+    '--set', 'crds.enabled=false', '--set', 'controller.rbac.clusterScopedEvents=false', '--set', `controller.watchNamespace=${resources}`,
+  ]);
+  // Whoever edits Reactors gets the chart's edit role (tokenvault.dev kinds only) where the resources are.
+  await plane.kubectl(['create', 'rolebinding', 'reactor-editor', '-n', resources, '--clusterrole', 'sep-tokenvault-edit', '--serviceaccount', `${resources}:editor`]);
+  const allowed = async (serviceAccount: string, verb: string, group: string, resource: string, namespace: string, name?: string) => {
+    const [saNamespace] = serviceAccount.split(':');
+    const review = {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SubjectAccessReview',
+      spec: {
+        user: `system:serviceaccount:${serviceAccount}`,
+        groups: ['system:serviceaccounts', `system:serviceaccounts:${saNamespace}`, 'system:authenticated'],
+        resourceAttributes: { namespace, verb, group, resource, ...(name ? { name } : {}) },
+      },
+    };
+    const { stdout } = await plane.kubectl(['create', '-o', 'json', '-f', '-'], { input: JSON.stringify(review) });
+    return JSON.parse(stdout).status.allowed === true;
+  };
+  const editor = `${resources}:editor`;
+  const controller = `${keys}:sep-tokenvault-controller`;
+  const api = `${keys}:sep-tokenvault-api`;
+  expect(await allowed(editor, 'create', 'tokenvault.dev', 'reactors', resources)).toBe(true);
+  expect(await allowed(editor, 'get', '', 'secrets', keys, 'sep-tokenvault-kek')).toBe(false);
+  expect(await allowed(editor, 'get', '', 'secrets', resources)).toBe(false);
+  // The controller reads the Secrets the resources refer to, where they are, and not the KEK.
+  expect(await allowed(controller, 'get', '', 'secrets', resources)).toBe(true);
+  expect(await allowed(controller, 'get', '', 'secrets', keys, 'sep-tokenvault-kek')).toBe(false);
+  expect(await allowed(controller, 'list', '', 'secrets', keys)).toBe(false);
+  // The API gets its keys as mounted files; its service account (which has no token) may not read them either.
+  expect(await allowed(api, 'get', '', 'secrets', keys, 'sep-tokenvault-kek')).toBe(false);
+  const secrets = (await plane.kubectl(['get', 'secrets', '-n', keys, '-o', 'name'])).stdout;
+  expect(secrets).toContain('secret/sep-tokenvault-kek');
+  expect((await plane.kubectl(['get', 'secrets', '-n', resources, '-o', 'name'])).stdout).not.toContain('kek');
+  await helm(['uninstall', 'sep', '--namespace', keys]);
 }, 60_000);
 
 test('the Dockerfile fits the chart: slim runtime, the chart’s numeric user, --no-node-snapshot, the subcommand as args', () => {

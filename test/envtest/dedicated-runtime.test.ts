@@ -7,11 +7,13 @@ import { Resources } from '../../src/controller/kube.js';
 import { call } from '../support/http.js';
 import { startOperatorEnv, type OperatorEnv } from '../support/operator.js';
 
+const WORKER_SECRET = 'dedicated-worker-secret-0123456789abcdef';
 let env: OperatorEnv;
 let ns: string;
 
 beforeAll(async () => {
-  env = await startOperatorEnv(); // no TOKENVAULT_WORKER_IMAGE: a dedicated Tenant must name its image
+  // No TOKENVAULT_WORKER_IMAGE: a dedicated Tenant must name its image. A worker secret: dedicated workers get it.
+  env = await startOperatorEnv({ workerSecret: WORKER_SECRET });
   ns = await env.namespace('runtime');
 }, 90_000);
 
@@ -65,6 +67,29 @@ test('dedicated: a Deployment and Service owned by the Tenant, and the vault ten
   expect(envOf('TOKENVAULT_API_URL')).toBe(env.api.url);
   expect(envOf('TOKENVAULT_PORT')).toBe('8080');
 
+  // The worker secret (issue 12 point 10): from a Secret of the same name, owned by the Tenant.
+  expect(container.env.find((e: any) => e.name === 'TOKENVAULT_WORKER_SECRET')).toEqual({
+    name: 'TOKENVAULT_WORKER_SECRET',
+    valueFrom: { secretKeyRef: { name, key: 'worker-secret' } },
+  });
+  const secret = await env.client.get<any>(Resources.secrets, ns, name);
+  expect(secret.metadata.ownerReferences).toEqual([expect.objectContaining(owner)]);
+  expect(Buffer.from(secret.data['worker-secret'], 'base64').toString()).toBe(WORKER_SECRET);
+
+  // The fence (issue 12 point 11): ingress only from the API pods on the worker port; egress DNS, the API, and
+  // public addresses on 443 only.
+  const policy = await env.client.get<any>(Resources.networkPolicies, ns, name);
+  expect(policy.metadata.ownerReferences).toEqual([expect.objectContaining(owner)]);
+  expect(policy.spec.podSelector.matchLabels).toEqual(deployment.spec.selector.matchLabels);
+  expect(policy.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+  const apiPeer = { podSelector: { matchLabels: { 'app.kubernetes.io/component': 'api' } } };
+  expect(policy.spec.ingress).toEqual([{ from: [apiPeer], ports: [{ port: 8080, protocol: 'TCP' }] }]);
+  expect(policy.spec.egress).toHaveLength(3);
+  expect(policy.spec.egress[0]).toEqual({ ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] });
+  expect(policy.spec.egress[1]).toEqual({ to: [apiPeer], ports: [{ port: 8080, protocol: 'TCP' }] });
+  expect(policy.spec.egress[2].ports).toEqual([{ port: 443, protocol: 'TCP' }]);
+  expect(policy.spec.egress[2].to[0].ipBlock).toMatchObject({ cidr: '0.0.0.0/0', except: expect.arrayContaining(['10.0.0.0/8', '169.254.0.0/16']) });
+
   const service = await env.client.get<any>(Resources.services, ns, name);
   expect(service.metadata.ownerReferences).toEqual([expect.objectContaining(owner)]);
   expect(service.spec.selector).toEqual(deployment.spec.selector.matchLabels);
@@ -82,6 +107,8 @@ test('dedicated: a Deployment and Service owned by the Tenant, and the vault ten
   await env.apply(tenantYaml('acme', { dedicated: false }));
   await env.waitFor('Deployment', ns, name, (d) => d === undefined);
   await env.waitFor('Service', ns, name, (s) => s === undefined);
+  await env.waitFor('NetworkPolicy', ns, name, (p) => p === undefined);
+  await env.waitFor('Secret', ns, name, (p) => p === undefined);
   const shared = await env.waitFor('Tenant', ns, 'acme', (t) => condition(t, 'Ready')?.status === 'True' && !condition(t, 'RuntimeReady'));
   expect(shared.status.observedGeneration).toBe(shared.metadata.generation);
   expect((await operator('GET', `/admin/tenants/${tenant.status.id}`)).body.runtime).toBeUndefined();

@@ -136,6 +136,12 @@ test('the processes are wired: store, keys from Secrets, worker and API URLs, th
   expect(envOf(controller, 'TOKENVAULT_API_URL')).toBe('http://tokenvault-api:8080');
   expect(secretBehind(deployment('controller'), controller, envOf(controller, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe('tokenvault-operator-key');
   expect(controller.env.find((e: any) => e.name === 'TOKENVAULT_CONTROLLER_NAMESPACE').valueFrom.fieldRef.fieldPath).toBe('metadata.namespace');
+  // The worker secret: the API sends it, the workers require it, the controller hands it to dedicated workers.
+  for (const name of ['api', 'worker', 'controller']) {
+    const container = deployment(name).containers[0];
+    expect(secretBehind(deployment(name), container, envOf(container, 'TOKENVAULT_WORKER_SECRET_FILE')!)).toBe('tokenvault-worker-secret');
+  }
+  expect(envOf(api, 'TOKENVAULT_METRICS_PORT')).toBe('9090');
   const leases = find(objects, 'Role', 'tokenvault-controller-leader-election');
   expect(leases.rules[1].resourceNames).toEqual([envOf(controller, 'TOKENVAULT_LEASE_NAME')]);
 });

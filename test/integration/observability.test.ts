@@ -32,12 +32,30 @@ test('metrics count requests by route pattern, never by raw path', async () => {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
   const app = await createApplication(api.url, managementKey, { name: 'm', type: 'private', permissions: ['token:use'] });
   await client(api.url, managementKey).get(`/applications/${app.id}`);
-  const metrics = await call(api.url, 'GET', '/metrics');
+  const metrics = await call(api.metricsUrl!, 'GET', '/metrics');
   expect(metrics.status).toBe(200);
   expect(metrics.body).toContain('tokenvault_http_requests_total{route="/applications/:id",method="GET",status="200"}');
   expect(metrics.body).toContain('tokenvault_http_request_duration_seconds_bucket');
   expect(metrics.body).toMatch(/tokenvault_store_operation_duration_seconds_count\{operation="get",outcome="ok"\}/);
   expect(metrics.body).not.toContain(app.id);
+});
+
+test('/metrics is served on the metrics port only, not on the API port the world reaches', async () => {
+  expect(api.metricsUrl).toBeDefined();
+  expect(new URL(api.metricsUrl!).port).not.toBe(new URL(api.url).port);
+  // Like any unknown path: 401 without a key, 404 with one; never the metrics.
+  const open = await call(api.url, 'GET', '/metrics');
+  expect(open.status).toBe(401);
+  expect(JSON.stringify(open.body)).not.toContain('tokenvault_http_requests_total');
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  const keyed = await call(api.url, 'GET', '/metrics', { key: managementKey });
+  expect(keyed.status).toBe(404);
+  expect(JSON.stringify(keyed.body)).not.toContain('tokenvault_http_requests_total');
+  const scraped = await fetch(`${api.metricsUrl}/metrics`);
+  expect(scraped.status).toBe(200);
+  expect(await scraped.text()).toContain('tokenvault_http_requests_total');
+  // The metrics port serves nothing else.
+  expect((await fetch(`${api.metricsUrl}/healthz`)).status).toBe(404);
 });
 
 test('logs never contain keys, nonces or request bodies', async () => {

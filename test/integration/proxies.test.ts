@@ -269,7 +269,7 @@ describe('using a pre-configured proxy', () => {
   test('metrics are labelled with the proxy id', async () => {
     const proxy = await createProxy({});
     await send(api.url, 'GET', '/proxy', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key } });
-    const text = (await client(api.url).get('/metrics')).body as string;
+    const text = await (await fetch(`${api.metricsUrl}/metrics`)).text();
     expect(text).toContain(`tokenvault_proxy_upstream_duration_seconds_count{proxy="${proxy.id}"} 1`);
     expect(text).toContain(`tokenvault_proxy_requests_total{proxy="${proxy.id}",outcome="forwarded"} 1`);
   });

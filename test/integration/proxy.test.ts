@@ -452,7 +452,7 @@ describe('streaming', () => {
 describe('metrics', () => {
   test('upstream latency, outcomes and bytes per proxy', async () => {
     await send(api.url, 'POST', '/proxy', { headers: direct(), json: { a: 'x' } });
-    const text = (await client(api.url).get('/metrics')).body as string;
+    const text = await (await fetch(`${api.metricsUrl}/metrics`)).text();
     expect(text).toMatch(/tokenvault_proxy_upstream_duration_seconds_count\{proxy="direct"\} [1-9]/);
     expect(text).toMatch(/tokenvault_proxy_requests_total\{proxy="direct",outcome="forwarded"\} [1-9]/);
     expect(text).toMatch(/tokenvault_proxy_requests_total\{proxy="direct",outcome="TV_DESTINATION_REFUSED"\} [1-9]/);

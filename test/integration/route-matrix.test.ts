@@ -341,7 +341,6 @@ const proxyRow = (method: string): [string, Row] => [`${method} /proxy{/*rest}`,
 const MATRIX: Record<string, Row> = {
   'GET /healthz': { scope: 'open' },
   'GET /readyz': { scope: 'open' },
-  'GET /metrics': { scope: 'open' },
   ...Object.fromEntries(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map(proxyRow)),
   'POST /tokens': { ...TOKEN, needs: ['token:create'], body: { type: 'token', data: 'matrix' }, public: 'allowed', operatorInTenant: 403 },
   'GET /tokens': { ...TOKEN, needs: ['token:read'], operatorInTenant: 403 },

@@ -1,5 +1,6 @@
 // Starts the real API in this process (for route tests) or as a child process (for multi-replica tests).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { generateApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -41,10 +42,12 @@ export async function startTestApi(
   const operatorKey = again.operatorKey ?? generateApiKey();
   const port = again.port ?? (await freeLoopbackPort());
   const logger = createLogger('silent');
+  // As deployed: the worker runs code only for the API's secret, and /metrics has a port of its own.
+  const secret = { TOKENVAULT_WORKER_SECRET: randomBytes(32).toString('base64url') };
   const worker = await startWorker(
     loadConfig({
       requireStore: false,
-      env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_API_URL: `http://127.0.0.1:${port}`, ...env },
+      env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_API_URL: `http://127.0.0.1:${port}`, ...secret, ...env },
     }),
     logger,
   );
@@ -57,6 +60,8 @@ export async function startTestApi(
       TOKENVAULT_OPERATOR_KEY: operatorKey,
       TOKENVAULT_KEK: TEST_KEK,
       TOKENVAULT_LOG_LEVEL: 'silent',
+      TOKENVAULT_METRICS_PORT: '0',
+      ...secret,
       ...env,
     },
   });

@@ -36,6 +36,55 @@ export async function startEtcd(): Promise<EtcdProcess> {
   throw lastError;
 }
 
+export interface TlsEtcdFiles {
+  /** CA that client certificates must chain to (--trusted-ca-file). */
+  caFile: string;
+  /** etcd's serving certificate and key; the certificate must name 127.0.0.1. */
+  certFile: string;
+  keyFile: string;
+}
+
+/**
+ * A single-member etcd with TLS on its client port and --client-cert-auth, on loopback. `endpoint` is host:port
+ * (for etcds://); it is ready when `ready(endpoint)` (a client with a certificate of the CA) says so.
+ */
+export async function startTlsEtcd(files: TlsEtcdFiles, ready: (endpoint: string) => Promise<boolean>): Promise<{ endpoint: string; stop(): Promise<void> }> {
+  const binary = await etcdBinary();
+  const [clientPort, peerPort] = await freePorts(2);
+  const endpoint = `127.0.0.1:${clientPort}`;
+  const peer = `http://127.0.0.1:${peerPort}`;
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tokenvault-etcd-tls-'));
+  const child = spawn(
+    binary,
+    [
+      '--name=tls',
+      `--data-dir=${dataDir}`,
+      `--listen-client-urls=https://${endpoint}`,
+      `--advertise-client-urls=https://${endpoint}`,
+      `--listen-peer-urls=${peer}`,
+      `--initial-advertise-peer-urls=${peer}`,
+      `--initial-cluster=tls=${peer}`,
+      `--cert-file=${files.certFile}`,
+      `--key-file=${files.keyFile}`,
+      `--trusted-ca-file=${files.caFile}`,
+      '--client-cert-auth',
+      '--unsafe-no-fsync',
+      '--log-level=error',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  const supervised = supervise(child, 8_000, () => rm(dataDir, { recursive: true, force: true }));
+  const deadline = Date.now() + healthyWithinMs;
+  while (!(await ready(endpoint).catch(() => false))) {
+    if (Date.now() > deadline || child.exitCode !== null) {
+      await supervised.stop('SIGKILL');
+      throw new Error(`etcd with TLS was not ready within ${healthyWithinMs} ms:\n${supervised.log()}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  return { endpoint, stop: () => supervised.stop('SIGTERM') };
+}
+
 async function etcdBinary(): Promise<string> {
   const fromEnv = process.env.TOKENVAULT_ETCD_BIN;
   if (fromEnv) return fromEnv;

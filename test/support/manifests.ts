@@ -230,6 +230,7 @@ export function workerNetworkPolicyProblems(
   policy: Manifest,
   selectors: { worker: Record<string, string>; api: Record<string, string> },
   extraExceptions: string[] = [],
+  egressPorts: number[] = [443],
 ): string[] {
   const problems: string[] = [];
   const spec = policy.spec;
@@ -270,6 +271,9 @@ export function workerNetworkPolicyProblems(
         }
       }
       if (to.length !== ipBlocks.length) problems.push('an egress rule mixes ipBlocks with selectors');
+      const allowed = ports.map((p: any) => `${p.port}/${p.protocol ?? 'TCP'}`).sort();
+      const expected = egressPorts.map((p) => `${p}/TCP`).sort();
+      if (JSON.stringify(allowed) !== JSON.stringify(expected)) problems.push(`egress to public addresses on ${allowed.join(', ') || 'every port'}, expected ${expected.join(', ')}`);
       internet = true;
       continue;
     }

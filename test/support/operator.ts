@@ -30,6 +30,8 @@ export interface OperatorEnvOptions {
   startManager?: boolean;
   /** The controller's TOKENVAULT_WORKER_IMAGE (dedicated tenant runtimes); default none. */
   workerImage?: string;
+  /** The controller's TOKENVAULT_WORKER_SECRET, handed to dedicated workers; default none. */
+  workerSecret?: string;
 }
 
 export interface OperatorEnv {
@@ -113,7 +115,7 @@ export async function startOperatorEnv(options: OperatorEnvOptions = {}): Promis
     reconcilerVault = new VaultClient(api.url, api.operatorKey);
     manager = new Manager({
       client: managerClient,
-      reconcilers: createReconcilers(reconcilerVault, { workerImage: options.workerImage, apiUrl: api.url }),
+      reconcilers: createReconcilers(reconcilerVault, { workerImage: options.workerImage, apiUrl: api.url, workerSecret: options.workerSecret }),
       logger,
       leaderElection: false,
       resyncMs: options.resyncMs ?? 3_000,

@@ -114,3 +114,33 @@ test('expression budget and decoded-size limits: defaults, variables, and bad va
     /TOKENVAULT_EXPRESSION_BUDGET_MS[\s\S]*TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES/,
   );
 });
+
+test('the worker secret, the metrics port and the dedicated workers’ NetworkPolicy (issue 12)', () => {
+  const base = { TOKENVAULT_STORE: 'memory' };
+  const secret = 'w'.repeat(40);
+  const config = loadConfig({ env: { ...base, TOKENVAULT_WORKER_SECRET: secret, TOKENVAULT_METRICS_PORT: '9090' } });
+  expect(config.workerSecret).toBe(secret);
+  expect(config.metricsPort).toBe(9090);
+  expect(config.controller.dedicatedNetworkPolicy).toBeUndefined();
+  expect(loadConfig({ env: base }).metricsPort).toBeUndefined();
+  // Too short a secret is refused without being echoed.
+  expect(() => loadConfig({ env: { ...base, TOKENVAULT_WORKER_SECRET: 'short-secret-value' } })).toThrow(/TOKENVAULT_WORKER_SECRET: must be at least 32/);
+  try {
+    loadConfig({ env: { ...base, TOKENVAULT_WORKER_SECRET: 'short-secret-value' } });
+  } catch (error) {
+    expect((error as Error).message).not.toContain('short-secret-value');
+  }
+  expect(() => loadConfig({ env: { ...base, TOKENVAULT_METRICS_PORT: '70000' } })).toThrow(/TOKENVAULT_METRICS_PORT/);
+
+  const policy = { apiPodLabels: { 'app.kubernetes.io/component': 'api' }, apiNamespace: 'vault', exceptCidrs: ['10.0.0.0/8'] };
+  expect(loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: JSON.stringify(policy) } }).controller.dedicatedNetworkPolicy).toEqual({
+    ...policy,
+    apiPort: 8080,
+    egressPorts: [443],
+  });
+  expect(loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: 'none' } }).controller.dedicatedNetworkPolicy).toBeNull();
+  expect(() => loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: '{"apiPodLabels":{},"egressPorts":[0],"exceptCidrs":["x"]}' } })).toThrow(
+    /TOKENVAULT_DEDICATED_NETWORK_POLICY: invalid apiPodLabels.*egressPorts.*exceptCidrs/,
+  );
+  expect(() => loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: 'open' } })).toThrow(/must be JSON or 'none'/);
+});

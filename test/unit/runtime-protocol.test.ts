@@ -46,11 +46,22 @@ describe('readEnvelope', () => {
   });
 
   test('a custom response keeps only well-formed string headers', () => {
-    const envelope = readEnvelope(JSON.stringify({ t: 'custom', status: 302, headers: { Location: 'https://x', 'Bad Name': 'y', 'X-Split': 'a\r\nb', 'X-Num': 5, 'X-Obj': {} }, body: 'moved' }));
+    const envelope = readEnvelope(JSON.stringify({ t: 'custom', status: 409, headers: { Location: 'https://x', 'Bad Name': 'y', 'X-Split': 'a\r\nb', 'X-Num': 5, 'X-Obj': {} }, body: 'moved' }));
     expect(envelope).toEqual({
       ok: false,
-      error: expect.objectContaining({ kind: 'custom_response', status: 302, headers: { Location: 'https://x', 'X-Num': '5' }, body: 'moved' }),
+      error: expect.objectContaining({ kind: 'custom_response', status: 409, headers: { Location: 'https://x', 'X-Num': '5' }, body: 'moved' }),
     });
+  });
+
+  test('a custom response keeps the vault’s frame: status 400-599 only, no framing, cookie or platform headers', () => {
+    expect(readEnvelope(JSON.stringify({ t: 'custom', status: 302, headers: { Location: 'https://x' }, body: 'moved' }))).toMatchObject({
+      ok: false,
+      error: { kind: 'thrown', status: 500, errors: { error: [expect.stringContaining('from 400 to 599')] } },
+    });
+    const headers = { 'Content-Length': '1', 'transfer-encoding': 'chunked', 'Set-Cookie': 'a=b', 'BT-TRACE-ID': 'x', 'Proxy-Foo': 'y', 'X-Kept': 'z' };
+    const kept = readEnvelope(JSON.stringify({ t: 'custom', status: 429, headers, body: {} }));
+    expect(kept).toMatchObject({ ok: false, error: { status: 429 } });
+    expect(!kept.ok && kept.error.headers).toEqual({ 'X-Kept': 'z' });
   });
 
   test('garbage is a 500, never an exception', () => {

@@ -37,6 +37,18 @@ StatefulSet's name plus its 11-character revision hash must fit a 63-character l
 {{- .Values.operatorKey.existingSecret | default (printf "%s-operator-key" (include "tokenvault.fullname" .)) -}}
 {{- end -}}
 
+{{- define "tokenvault.workerSecret.secretName" -}}
+{{- .Values.workerSecret.existingSecret | default (printf "%s-worker-secret" (include "tokenvault.fullname" .)) -}}
+{{- end -}}
+
+{{- define "tokenvault.etcd.serverTlsSecret" -}}{{ include "tokenvault.fullname" . }}-etcd-server-tls{{- end -}}
+{{- define "tokenvault.etcd.clientTlsSecret" -}}{{ include "tokenvault.fullname" . }}-etcd-client-tls{{- end -}}
+
+{{/* Whether the chart's etcd runs with TLS and client-certificate authentication. */}}
+{{- define "tokenvault.etcd.tls" -}}
+{{- if and .Values.etcd.enabled .Values.etcd.tls.enabled -}}true{{- end -}}
+{{- end -}}
+
 {{/* The namespace whose custom resources the controller reconciles (namespaced scope). */}}
 {{- define "tokenvault.controller.watchNamespace" -}}
 {{- .Values.controller.watchNamespace | default .Release.Namespace -}}
@@ -101,11 +113,30 @@ or the external endpoints. */}}
 {{- range $i := until (int .Values.etcd.replicas) -}}
 {{- $members = append $members (printf "%s-%d.%s.%s.svc:2379" (include "tokenvault.etcd.name" $) $i (include "tokenvault.etcd.headless" $) $.Release.Namespace) -}}
 {{- end -}}
-{{- printf "etcd://%s" (join "," $members) -}}
+{{- printf "%s://%s" (ternary "etcds" "etcd" .Values.etcd.tls.enabled) (join "," $members) -}}
 {{- else -}}
 {{- $scheme := ternary "etcds" "etcd" .Values.etcd.external.tls.enabled -}}
 {{- printf "%s://%s" $scheme (join "," .Values.etcd.external.endpoints) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The worker secret: the API sends it, the workers require it, the controller hands it to dedicated workers. */}}
+{{- define "tokenvault.workerSecretEnv" -}}
+- name: TOKENVAULT_WORKER_SECRET_FILE
+  value: /etc/tokenvault/worker-secret/{{ .Values.workerSecret.secretKey }}
+{{- end -}}
+
+{{- define "tokenvault.workerSecretVolumeMount" -}}
+- name: worker-secret
+  mountPath: /etc/tokenvault/worker-secret
+  readOnly: true
+{{- end -}}
+
+{{- define "tokenvault.workerSecretVolume" -}}
+- name: worker-secret
+  secret:
+    secretName: {{ include "tokenvault.workerSecret.secretName" . }}
+    defaultMode: 0440
 {{- end -}}
 
 {{/* Pod pieces -------------------------------------------------------------------------------------------------- */}}

@@ -185,7 +185,7 @@ export async function secretValue(ctx: ReconcileContext<any>, namespace: string,
 
 /**
  * Runs one reconcile step and turns the expected failures into conditions: an unreachable vault is ApiUnavailable
- * (retried soon), a refusal is VaultRefused with the API's reason (retried after a minute: the spec must change), a
+ * (rethrown, so the work queue retries it with backoff), a refusal is VaultRefused with the API's reason (retried after a minute: the spec must change), a
  * missing dependency is its own reason. Anything else propagates to the manager's backoff.
  */
 export async function reportingFailures<T extends VaultObject>(
@@ -197,8 +197,10 @@ export async function reportingFailures<T extends VaultObject>(
     return await step();
   } catch (error) {
     if (error instanceof VaultUnavailable) {
+      // The condition says why; the failure itself goes back to the work queue, whose per-object backoff grows with
+      // each failure (a requeue-after here would count as a success and retry every second while the API is down).
       await writeStatus(ctx, object, notReady('ApiUnavailable', error.message));
-      return { requeueAfterMs: Math.min(30_000, 1000 * 2 ** Math.min(ctx.attempt, 5)) };
+      throw error;
     }
     if (error instanceof VaultRefused) {
       await writeStatus(ctx, object, notReady('VaultRefused', error.describe()));

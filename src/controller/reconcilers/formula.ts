@@ -92,7 +92,7 @@ function formulaReconcilerFor(vault: VaultClient, scope: Scope): Reconciler<Form
             try {
               await vault.call('DELETE', `${scope.path}/${id}`, { tenantId }, true);
             } catch (error) {
-              if (!(error instanceof VaultRefused) || error.status !== 409 || !/used by/.test(error.detail)) throw error;
+              if (!(error instanceof VaultRefused) || error.code !== 'TV_FORMULA_IN_USE') throw error;
               // Still used: requeue when one of the (Kubernetes) Reactors running it goes, and poll for the others.
               ctx.references.set([...tenantKey, ...reactorsUsing(ctx, scope.kind, namespace, key.name)]);
               await writeStatus(ctx, object, notReady('InUse', error.describe()));

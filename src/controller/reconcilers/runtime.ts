@@ -1,6 +1,9 @@
 // A Tenant's dedicated runtime (spec.runtime.dedicated): a worker Deployment and a Service, both named
 // tokenvault-worker-<tenant> in the Tenant's namespace and owned by the Tenant (so Kubernetes deletes them with it),
 // and the vault tenant's runtime.worker_url pointing at the Service, so the API sends that tenant's invocations there.
+// Next to them, fenced like the chart's workers: a NetworkPolicy of the same name (ingress only from the API pods,
+// egress only to DNS, the API and public addresses on the allowed ports) and, when the controller has the worker
+// secret, a Secret of the same name holding it, so the dedicated workers run code only for the API.
 //
 // The Deployment and Service are written with server-side apply (field manager tokenvault-controller, forced): the
 // same call creates and updates, and an unchanged spec changes nothing. Turning dedicated off clears worker_url FIRST
@@ -8,6 +11,7 @@
 // Deployment has an available replica; Ready does not depend on it (the vault tenant is reconciled either way, and
 // invocations answer 503 until a worker is up).
 import { createHash } from 'node:crypto';
+import type { DedicatedNetworkPolicy } from '../../config/config.js';
 import type { ConditionUpdate } from '../conditions.js';
 import { isNotFound, Resources, type KubeObject } from '../kube.js';
 import type { ObjectKey, ReconcileContext } from '../manager.js';
@@ -20,6 +24,16 @@ export const TENANT_LABEL = 'tokenvault.dev/tenant';
 export const FIELD_MANAGER = 'tokenvault-controller';
 export const WORKER_PORT = 8080;
 export const RUNTIME_READY = 'RuntimeReady';
+/** The data key of the dedicated workers' Secret. */
+export const WORKER_SECRET_KEY = 'worker-secret';
+
+/** The fence when the controller is given none (TOKENVAULT_DEDICATED_NETWORK_POLICY unset): the chart's defaults. */
+export const DEFAULT_NETWORK_POLICY: DedicatedNetworkPolicy = {
+  apiPodLabels: { 'app.kubernetes.io/component': 'api' },
+  apiPort: 8080,
+  egressPorts: [443],
+  exceptCidrs: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '100.64.0.0/10', '127.0.0.0/8', '0.0.0.0/8'],
+};
 
 export interface RuntimeSpec {
   dedicated?: boolean;
@@ -33,6 +47,10 @@ export interface RuntimeDefaults {
   workerImage?: string;
   /** TOKENVAULT_API_URL of the workers (their bt client): the API the controller reconciles into. */
   apiUrl?: string;
+  /** TOKENVAULT_WORKER_SECRET: given to the dedicated workers through a Secret; undefined: they accept anyone. */
+  workerSecret?: string;
+  /** The NetworkPolicy of the dedicated workers; null: none (the chart's worker.networkPolicy.enabled false). */
+  networkPolicy?: DedicatedNetworkPolicy | null;
 }
 
 /** What the reconciler needs of the vault tenant. */
@@ -82,8 +100,13 @@ export function workerDeployment(owner: VaultObject, name: string, spec: Runtime
   const tenant = owner.metadata!.name!;
   const selector = { [WORKER_NAME_LABEL]: WORKER_NAME, [TENANT_LABEL]: tenantLabel(tenant) };
   const labels = { ...selector, 'app.kubernetes.io/component': 'worker', 'app.kubernetes.io/managed-by': 'tokenvault' };
-  const env = [{ name: 'TOKENVAULT_PORT', value: String(WORKER_PORT) }];
+  const env: Array<Record<string, unknown>> = [{ name: 'TOKENVAULT_PORT', value: String(WORKER_PORT) }];
   if (defaults.apiUrl) env.unshift({ name: 'TOKENVAULT_API_URL', value: defaults.apiUrl });
+  if (defaults.workerSecret) env.push({ name: 'TOKENVAULT_WORKER_SECRET', valueFrom: { secretKeyRef: { name, key: WORKER_SECRET_KEY } } });
+  // Environment from a Secret is read at start: a changed secret rolls the workers (the hash, not the secret).
+  const annotations = defaults.workerSecret
+    ? { 'tokenvault.dev/worker-secret-hash': createHash('sha256').update(defaults.workerSecret).digest('hex').slice(0, 16) }
+    : undefined;
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
@@ -92,7 +115,7 @@ export function workerDeployment(owner: VaultObject, name: string, spec: Runtime
       replicas: spec.replicas ?? 1,
       selector: { matchLabels: selector },
       template: {
-        metadata: { labels },
+        metadata: { labels, ...(annotations ? { annotations } : {}) },
         spec: {
           automountServiceAccountToken: false,
           enableServiceLinks: false,
@@ -151,6 +174,64 @@ export function workerService(owner: VaultObject, name: string): KubeObject {
   };
 }
 
+/** The Secret holding the worker secret for the dedicated workers (env TOKENVAULT_WORKER_SECRET). */
+export function workerSecretObject(owner: VaultObject, name: string, secret: string): KubeObject {
+  const tenant = owner.metadata!.name!;
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name,
+      namespace: owner.metadata!.namespace,
+      labels: { [WORKER_NAME_LABEL]: WORKER_NAME, [TENANT_LABEL]: tenantLabel(tenant), 'app.kubernetes.io/managed-by': 'tokenvault' },
+      ownerReferences: [ownerReference(owner)],
+    },
+    type: 'Opaque',
+    data: { [WORKER_SECRET_KEY]: Buffer.from(secret).toString('base64') },
+  };
+}
+
+/**
+ * The dedicated workers' NetworkPolicy: reactor code is untrusted, so the workers take connections only from the API
+ * pods, and reach only DNS, the API pods (the bt client) and public addresses on the allowed ports, never the
+ * cluster's own pods, Services, nodes or cloud metadata endpoints.
+ */
+export function workerNetworkPolicy(owner: VaultObject, name: string, policy: DedicatedNetworkPolicy): KubeObject {
+  const tenant = owner.metadata!.name!;
+  const selector = { [WORKER_NAME_LABEL]: WORKER_NAME, [TENANT_LABEL]: tenantLabel(tenant) };
+  const apiPeer = {
+    podSelector: { matchLabels: policy.apiPodLabels },
+    ...(policy.apiNamespace ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': policy.apiNamespace } } } : {}),
+  };
+  const dns = [
+    { port: 53, protocol: 'UDP' },
+    { port: 53, protocol: 'TCP' },
+  ];
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: {
+      name,
+      namespace: owner.metadata!.namespace,
+      labels: { ...selector, 'app.kubernetes.io/component': 'worker', 'app.kubernetes.io/managed-by': 'tokenvault' },
+      ownerReferences: [ownerReference(owner)],
+    },
+    spec: {
+      podSelector: { matchLabels: selector },
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [{ from: [apiPeer], ports: [{ port: WORKER_PORT, protocol: 'TCP' }] }],
+      egress: [
+        policy.dnsPeers ? { to: policy.dnsPeers, ports: dns } : { ports: dns },
+        { to: [apiPeer], ports: [{ port: policy.apiPort, protocol: 'TCP' }] },
+        {
+          to: [{ ipBlock: { cidr: '0.0.0.0/0', except: policy.exceptCidrs } }],
+          ports: policy.egressPorts.map((port) => ({ port, protocol: 'TCP' })),
+        },
+      ],
+    },
+  };
+}
+
 /** The keys of the worker objects (referenced, so a Deployment status change requeues the Tenant). */
 export function runtimeReferences(object: VaultObject): ObjectKey[] {
   const namespace = object.metadata!.namespace!;
@@ -198,6 +279,16 @@ export async function reconcileRuntime(
         if (!isNotFound(error)) throw error;
       }
     }
+    for (const resource of [Resources.networkPolicies, Resources.secrets]) {
+      const existing = await ctx.client.find(resource, namespace, name, { signal: ctx.signal });
+      if (!existing || !ownedBy(existing, object)) continue;
+      try {
+        await ctx.client.delete(resource, namespace, name, { signal: ctx.signal });
+        deleted = true;
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+    }
     if (deleted) await ctx.event('Normal', 'RuntimeDeleted', `Deleted the dedicated workers ${name}.`);
     return { tenant };
   }
@@ -210,13 +301,20 @@ export async function reconcileRuntime(
       60_000,
     );
   }
-  for (const resource of [Resources.deployments, Resources.services]) {
+  const networkPolicy = defaults.networkPolicy === undefined ? DEFAULT_NETWORK_POLICY : defaults.networkPolicy;
+  const owned = [Resources.deployments, Resources.services];
+  if (networkPolicy) owned.push(Resources.networkPolicies);
+  if (defaults.workerSecret) owned.push(Resources.secrets);
+  for (const resource of owned) {
     const existing = ctx.get(resource.kind, namespace, name) ?? (await ctx.client.find(resource, namespace, name, { signal: ctx.signal }));
     if (existing && !ownedBy(existing, object)) {
       throw new NotReadyYet('WorkerNameTaken', `${resource.kind} ${namespace}/${name} exists and does not belong to this Tenant.`, 60_000);
     }
   }
   const apply = { type: 'apply' as const, fieldManager: FIELD_MANAGER, force: true, signal: ctx.signal };
+  // The fence and the secret first: no worker pod runs without them.
+  if (networkPolicy) await ctx.client.patch(Resources.networkPolicies, namespace, name, workerNetworkPolicy(object, name, networkPolicy), apply);
+  if (defaults.workerSecret) await ctx.client.patch(Resources.secrets, namespace, name, workerSecretObject(object, name, defaults.workerSecret), apply);
   await ctx.client.patch(Resources.deployments, namespace, name, workerDeployment(object, name, spec, image, defaults), apply);
   await ctx.client.patch(Resources.services, namespace, name, workerService(object, name), apply);
 

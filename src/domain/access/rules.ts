@@ -1,5 +1,6 @@
 // Access rules: what a key may do with tokens, container by container. They are validated and stored with
 // applications and sessions here; the token layer evaluates them (first match by ascending priority decides).
+import { descriptionSchema } from '../../validation/compile.js';
 
 export const TRANSFORMS = ['reveal', 'mask', 'redact'] as const;
 export const CONDITION_ATTRIBUTES = ['id', 'container', 'type'] as const;
@@ -29,7 +30,7 @@ export function accessRuleSchema(allowedPermissions: readonly string[]) {
     additionalProperties: false,
     required: ['priority', 'transform', 'permissions'],
     properties: {
-      description: { type: 'string', maxLength: 1000 },
+      description: descriptionSchema(1000),
       priority: { type: 'integer', minimum: 1, maximum: 1_000_000 },
       container: { type: 'string', maxLength: 400, pattern: CONTAINER_PATTERN },
       conditions: {

@@ -1,6 +1,6 @@
 import { accessRuleSchema, type AccessRule } from '../access/rules.js';
 import { ALL_PERMISSIONS, APPLICATION_TYPES, type ApplicationType } from '../permissions/permissions.js';
-import { compile } from '../../validation/compile.js';
+import { compile, nameSchema } from '../../validation/compile.js';
 
 export interface CreateApplicationBody {
   name: string;
@@ -16,7 +16,7 @@ export interface CreateApplicationBody {
 
 export type UpdateApplicationBody = Omit<CreateApplicationBody, 'type' | 'create_key' | 'id'> & { type?: ApplicationType };
 
-const name = { type: 'string', minLength: 1, maxLength: 200 };
+const name = nameSchema();
 const permissions = { type: 'array', uniqueItems: true, maxItems: 100, items: { type: 'string', enum: ALL_PERMISSIONS } };
 const rules = { type: 'array', maxItems: 100, items: accessRuleSchema(ALL_PERMISSIONS) };
 const expiresAt = { type: 'string', format: 'date-time' };

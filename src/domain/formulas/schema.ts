@@ -1,4 +1,4 @@
-import { compile } from '../../validation/compile.js';
+import { compile, descriptionSchema, nameSchema } from '../../validation/compile.js';
 
 export const PARAMETER_TYPES = ['string', 'boolean', 'number'] as const;
 export type ParameterType = (typeof PARAMETER_TYPES)[number];
@@ -36,8 +36,8 @@ const element = (withOptional: boolean) => ({
   additionalProperties: false,
   required: ['name', 'type'],
   properties: {
-    name: { type: 'string', minLength: 1, maxLength: 200 },
-    description: { type: 'string', maxLength: 1000 },
+    name: nameSchema(),
+    description: descriptionSchema(1000),
     type: { type: 'string', enum: [...PARAMETER_TYPES] },
     ...(withOptional ? { optional: { type: 'boolean' } } : {}),
   },
@@ -48,8 +48,8 @@ export const validateFormula = compile<FormulaBody>({
   additionalProperties: false,
   required: ['name', 'type', 'code'],
   properties: {
-    name: { type: 'string', minLength: 1, maxLength: 200 },
-    description: { type: 'string', maxLength: 5000 },
+    name: nameSchema(),
+    description: descriptionSchema(5000),
     type: { type: 'string', enum: ['official', 'private'] },
     status: { type: 'string', enum: ['verified', 'coming_soon'] },
     icon: { type: 'string', maxLength: MAX_ICON_LENGTH, pattern: ICON_PATTERN },

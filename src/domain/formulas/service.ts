@@ -126,7 +126,7 @@ export class FormulaService {
       else users.push(`${name} (${usage.reactorId})`);
     }
     if (users.length > 0) {
-      throw new Errors.Conflict(`The formula is used by ${users.length} reactor${users.length === 1 ? '' : 's'}: ${users.slice(0, 20).join(', ')}. Delete them first.`);
+      throw new Errors.FormulaInUse(`The formula is used by ${users.length} reactor${users.length === 1 ? '' : 's'}: ${users.slice(0, 20).join(', ')}. Delete them first.`);
     }
     if (!(await this.store.compareAndDelete(storeKey(owner, id), current.modRevision))) {
       throw new Errors.Conflict('The formula was changed while it was being deleted; retry.');

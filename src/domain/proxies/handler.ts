@@ -17,6 +17,7 @@ import {
   type HeaderMap,
 } from '../../proxy/headers.js';
 import { joinDestination, type ProxySuffix } from '../../proxy/target.js';
+import { DEFAULT_JSON_MAX_DEPTH, assertJsonDepth, nestsDeeperThan } from '../../validation/json-depth.js';
 import type { ResolvedProxy } from './service.js';
 import { invalid, type TransformOutput, type TransformRunner } from './transforms.js';
 
@@ -86,6 +87,8 @@ export class ProxyHandler {
     private readonly transforms: TransformRunner,
     /** Largest destination response a response transform reads once inflated. */
     private readonly maxDecodedResponseBytes = 10 * 1024 * 1024,
+    /** TOKENVAULT_JSON_MAX_DEPTH: JSON bodies the vault parses (to detokenize, or for a transform) nest no deeper. */
+    private readonly maxJsonDepth = DEFAULT_JSON_MAX_DEPTH,
   ) {}
 
   /** The destination policy's check of a URL (https, DNS host name, no user info); 400 when refused. */
@@ -98,12 +101,15 @@ export class ProxyHandler {
     const url = this.forwarder.checkUrl(joinDestination(input.base, input.suffix)).href;
     let headers = forwardedRequestHeaders(input.rawHeaders);
     let body = input.principal
-      ? await detokenizeBody(this.detokenizer, input.principal, headerValue(headers, 'content-type'), input.body)
+      ? await detokenizeBody(this.detokenizer, input.principal, headerValue(headers, 'content-type'), input.body, this.maxJsonDepth)
       : input.body;
 
     if (proxy?.requestTransform) {
+      const contentType = headerValue(headers, 'content-type');
+      // The caller's JSON is parsed for the transform: too deep is the caller's 400, as on every JSON body path.
+      if (bodyKind(contentType) === 'json') assertJsonDepth(body, this.maxJsonDepth);
       const output = await this.transforms.run(proxy, 'request', {
-        body: forTransform(body, headerValue(headers, 'content-type')),
+        body: forTransform(body, contentType, this.maxJsonDepth),
         headers: lowerCased(headers),
       });
       ({ body, headers } = applyOutput(output, body, headers, 'request'));
@@ -138,7 +144,7 @@ export class ProxyHandler {
         }
       }
       const output = await this.transforms.run(proxy, 'response', {
-        body: forTransform(responseBody, headerValue(responseHeaders, 'content-type')),
+        body: forTransform(responseBody, headerValue(responseHeaders, 'content-type'), this.maxJsonDepth),
         headers: lowerCased(responseHeaders),
       });
       const applied = applyOutput(output, responseBody, responseHeaders, 'response');
@@ -149,11 +155,14 @@ export class ProxyHandler {
   }
 }
 
-/** What a transform sees as args.body: parsed JSON for JSON types, text otherwise, null for no body. */
-function forTransform(body: Buffer, contentType: string | undefined): unknown {
+/**
+ * What a transform sees as args.body: parsed JSON for JSON types, text otherwise, null for no body. JSON nested deeper
+ * than the limit (only a destination's can reach here) is given as text, as JSON that does not parse is.
+ */
+function forTransform(body: Buffer, contentType: string | undefined, maxJsonDepth: number): unknown {
   if (body.length === 0) return null;
   const text = body.toString('utf8');
-  if (bodyKind(contentType) === 'json') {
+  if (bodyKind(contentType) === 'json' && !nestsDeeperThan(body, maxJsonDepth)) {
     try {
       return JSON.parse(text);
     } catch {

@@ -1,4 +1,4 @@
-import { compile } from '../../validation/compile.js';
+import { compile, nameSchema } from '../../validation/compile.js';
 import { MAX_CODE_LENGTH } from '../formulas/schema.js';
 
 export interface ProxyTransformBody {
@@ -35,11 +35,11 @@ const transform = {
 const configuration = {
   type: ['object', 'null'],
   maxProperties: 100,
-  propertyNames: { minLength: 1, maxLength: 200 },
+  propertyNames: { minLength: 1, maxLength: 200, format: 'display-name' },
   additionalProperties: { type: 'string', maxLength: 10_000 },
 };
 const properties = {
-  name: { type: 'string', minLength: 1, maxLength: 200 },
+  name: nameSchema(),
   destination_url: { type: 'string', minLength: 1, maxLength: MAX_DESTINATION_URL_LENGTH },
   request_transform: transform,
   response_transform: transform,

@@ -1,4 +1,4 @@
-import { compile } from '../../validation/compile.js';
+import { compile, nameSchema } from '../../validation/compile.js';
 import { MAX_CODE_LENGTH } from '../formulas/schema.js';
 
 export type ConfigurationValues = Record<string, string | number | boolean>;
@@ -18,7 +18,7 @@ const reference = { type: 'object', required: ['id'], properties: { id: { type: 
 const configuration = {
   type: 'object',
   maxProperties: 100,
-  propertyNames: { maxLength: 200 },
+  propertyNames: { maxLength: 200, format: 'display-name' },
   additionalProperties: { type: ['string', 'number', 'boolean'] },
 };
 
@@ -27,7 +27,7 @@ export const validateCreateReactor = compile<ReactorBody>({
   additionalProperties: false,
   required: ['name'],
   properties: {
-    name: { type: 'string', minLength: 1, maxLength: 200 },
+    name: nameSchema(),
     configuration,
     formula: reference,
     code: { type: 'string', minLength: 1, maxLength: MAX_CODE_LENGTH },
@@ -43,7 +43,7 @@ export const validatePatchReactor = compile<Partial<ReactorBody>>({
   type: 'object',
   additionalProperties: false,
   properties: {
-    name: { type: 'string', minLength: 1, maxLength: 200 },
+    name: nameSchema(),
     configuration: { type: ['object', 'null'] },
     formula: reference,
     code: { type: 'string', minLength: 1, maxLength: MAX_CODE_LENGTH },

@@ -7,6 +7,7 @@ import { actorId, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors, ReactorFailure, VaultError, type FieldErrors } from '../../errors/registry.js';
 import type { RuntimeRouter } from '../../runtime/router.js';
 import type { InvocationFailure } from '../../runtime/contract.js';
+import { allowedCustomStatus, customResponseHeaders, refusedCustomStatus } from '../../runtime/custom-response.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
@@ -386,7 +387,14 @@ function reactorPrincipal(tenantId: string, reactorId: string): TenantPrincipal 
 
 /** How a failed invocation is answered (docs/api.md, "Reactor errors"). */
 export function failureToError(failure: InvocationFailure): VaultError | CustomResponse {
-  if (failure.kind === 'custom_response') return new CustomResponse(failure.status, failure.headers ?? {}, failure.body);
+  if (failure.kind === 'custom_response') {
+    // Checked again where the frame is written: the API does not rely on the worker for it (custom-response.ts).
+    if (!allowedCustomStatus(failure.status)) {
+      const refused = refusedCustomStatus(failure.status);
+      return new ReactorFailure(refused.status, refused.title, refused.detail, refused.errors);
+    }
+    return new CustomResponse(failure.status, customResponseHeaders(failure.headers), failure.body);
+  }
   // Limits of the runtime, not the code's own errors: answered with their registry codes, which name the limit.
   if (failure.kind === 'result_too_large') return new Errors.ReactorResultTooLarge({ detail: failure.detail, errors: failure.errors as FieldErrors });
   if (failure.kind === 'host_limit') return new Errors.SandboxHostLimit({ detail: failure.detail, errors: failure.errors as FieldErrors });

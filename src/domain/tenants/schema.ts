@@ -1,4 +1,4 @@
-import { compile } from '../../validation/compile.js';
+import { compile, nameSchema } from '../../validation/compile.js';
 
 /** Tenant settings are strings holding booleans, as the platform writes them. */
 export interface TenantSettings {
@@ -28,7 +28,7 @@ export interface CreateTenantBody extends UpdateTenantBody {
   management_application_name?: string;
 }
 
-const name = { type: 'string', minLength: 1, maxLength: 200 };
+const name = nameSchema();
 const booleanString = { type: 'string', enum: ['true', 'false'] };
 // Unknown setting names are refused rather than dropped, so a typo does not silently do nothing.
 const settings = {

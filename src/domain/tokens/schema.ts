@@ -36,7 +36,7 @@ const tokenFields = {
   metadata: {
     type: 'object',
     maxProperties: 20,
-    propertyNames: { maxLength: 100 },
+    propertyNames: { maxLength: 100, format: 'display-name' },
     additionalProperties: { type: 'string', maxLength: 500 },
   },
   mask: {},

@@ -1,0 +1,162 @@
+// Issue 12, point 8: no tenant can starve another on the reactor workers (docs/security.md, "Resource limits and
+// fairness on the workers"). Tenant A saturates the workers with reactor calls that never resolve; tenant B's trivial
+// reactor keeps answering quickly, and A is answered 429 TV_RUNTIME_BUSY (naming the limit) or 408 at its time limit.
+//
+// Before the fix, the API sent every tenant's invocations over one pool of 32 connections: 48 hung calls of A (each
+// arriving alone, so each took a connection of its own) left B waiting until A's calls timed out.
+import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { generateApiKey } from '../../src/auth/api-keys.js';
+import { loadConfig } from '../../src/config/config.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { startApi } from '../../src/server/api.js';
+import { TEST_KEK, createApplication, createTenant, startTestApi, testEtcdStoreUrl, type TestApi } from '../support/api.js';
+import { client, type Answer } from '../support/http.js';
+
+const HUNG = 'module.exports = () => new Promise(() => {});';
+const TRIVIAL = 'module.exports = async () => ({ raw: { ok: true } });';
+const REACTOR_TIMEOUT_MS = 6000;
+
+let api: TestApi;
+
+beforeAll(async () => {
+  api = await startTestApi({
+    TOKENVAULT_REACTOR_TIMEOUT_MS: String(REACTOR_TIMEOUT_MS),
+    TOKENVAULT_RUNTIME_TENANT_CONCURRENCY: '8',
+    TOKENVAULT_RUNTIME_REACTOR_CONCURRENCY: '4',
+    TOKENVAULT_RUNTIME_QUEUE_LENGTH: '8',
+    TOKENVAULT_RUNTIME_QUEUE_TIMEOUT_MS: '1000',
+  });
+});
+
+afterAll(async () => {
+  await api?.close();
+});
+
+/** A tenant with the given reactors; returns a client allowed to call them and their ids. */
+async function tenantWith(codes: Record<string, string>) {
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  const management = client(api.url, managementKey);
+  const ids: Record<string, string> = {};
+  for (const [name, code] of Object.entries(codes)) {
+    const created = await management.post('/reactors', { body: { name, code, configuration: {} } });
+    expect(created.status).toBe(201);
+    ids[name] = created.body.id;
+  }
+  const caller = client(api.url, (await createApplication(api.url, managementKey, { name: 'caller', type: 'private', permissions: ['token:use'] })).key);
+  return { caller, ids };
+}
+
+async function timed(call: () => Promise<Answer>): Promise<{ answer: Answer; ms: number }> {
+  const started = performance.now();
+  const answer = await call();
+  return { answer, ms: performance.now() - started };
+}
+
+test('8. tenant A’s hung reactor calls leave tenant B’s trivial reactor fast, and A is told which limit it hit', async () => {
+  const a = await tenantWith({ hung1: HUNG, hung2: HUNG, trivial: TRIVIAL });
+  const b = await tenantWith({ trivial: TRIVIAL });
+  const react = (tenant: typeof a, name: string) => () => tenant.caller.post(`/reactors/${tenant.ids[name]}/react`, { body: { args: {} } });
+  // Compiled once, so that the measured calls are warm.
+  expect((await react(b, 'trivial')()).status).toBe(200);
+  expect((await react(a, 'trivial')()).status).toBe(200);
+
+  // A's calls arrive one by one (each alone in its turn, so each would take a connection of its own).
+  const hostile: Array<Promise<Answer>> = [];
+  const flood = async (name: string, count: number) => {
+    for (let i = 0; i < count; i++) {
+      hostile.push(react(a, name)());
+      await sleep(5);
+    }
+  };
+  await flood('hung1', 24);
+  // One reactor at its cap does not hold up the tenant's other reactors.
+  const besideHung = await timed(react(a, 'trivial'));
+  expect(besideHung.answer.status).toBe(200);
+  expect(besideHung.ms).toBeLessThan(1000);
+  await flood('hung2', 24);
+  await sleep(200);
+
+  // B, meanwhile: 40 calls, 4 at a time, bounded in time as well.
+  const latencies: number[] = [];
+  const statuses: number[] = [];
+  const stopAt = Date.now() + 30_000;
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      for (let i = 0; i < 10 && Date.now() < stopAt; i++) {
+        const { answer, ms } = await timed(react(b, 'trivial'));
+        statuses.push(answer.status);
+        latencies.push(ms);
+      }
+    }),
+  );
+  latencies.sort((x, y) => x - y);
+  const p99 = latencies[Math.ceil(latencies.length * 0.99) - 1]!;
+  expect(latencies).toHaveLength(40);
+  expect(statuses.every((status) => status === 200)).toBe(true);
+  expect(p99).toBeLessThan(1000);
+
+  // A's whole share is in use now: its trivial reactor waits for a slot, then is told so.
+  const blocked = await timed(react(a, 'trivial'));
+  expect(blocked.answer.status).toBe(429);
+  expect(blocked.answer.body.code).toBe('TV_RUNTIME_BUSY');
+  expect(blocked.answer.body.detail).toContain('TOKENVAULT_RUNTIME_TENANT_CONCURRENCY');
+  expect(blocked.ms).toBeLessThan(3000);
+
+  // Every hung call ends: 429 naming a limit (with Retry-After), or 408 at the time limit; none waits much longer.
+  const answers = await Promise.all(hostile);
+  const busy = answers.filter((answer) => answer.status === 429);
+  const timedOut = answers.filter((answer) => answer.status === 408);
+  expect(busy.length + timedOut.length).toBe(answers.length);
+  expect(timedOut.length).toBe(8); // the tenant's concurrency
+  for (const answer of busy) {
+    expect(answer.headers.get('content-type')).toContain('application/problem+json');
+    expect(answer.body.code).toBe('TV_RUNTIME_BUSY');
+    expect(answer.body.detail).toMatch(/TOKENVAULT_RUNTIME_(TENANT|REACTOR)_CONCURRENCY/);
+    expect(Number(answer.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+  }
+  expect(busy.some((answer) => answer.body.detail.includes('TOKENVAULT_RUNTIME_REACTOR_CONCURRENCY'))).toBe(true);
+  expect(busy.some((answer) => answer.body.detail.includes('TOKENVAULT_RUNTIME_QUEUE_LENGTH'))).toBe(true);
+  // Operators see it too.
+  const metrics = await api.context.metrics.registry.metrics();
+  expect(metrics).toMatch(/tokenvault_runtime_busy_total\{limit="queue_length"\} [1-9]/);
+  expect(metrics).toMatch(/tokenvault_runtime_busy_total\{limit="(tenant|reactor)_concurrency"\} [1-9]/);
+}, 60_000);
+
+test('8. the API enforces the invocation time limit itself: a worker that never answers is a 408 at the limit + 1 s', async () => {
+  // A "worker" that accepts invocations and never answers (hung, or its event loop stuck).
+  const silent = http.createServer((req) => req.resume());
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const operatorKey = generateApiKey();
+  const config = loadConfig({
+    env: {
+      TOKENVAULT_HOST: '127.0.0.1',
+      TOKENVAULT_PORT: '0',
+      TOKENVAULT_STORE: testEtcdStoreUrl(),
+      TOKENVAULT_OPERATOR_KEY: operatorKey,
+      TOKENVAULT_KEK: TEST_KEK,
+      TOKENVAULT_LOG_LEVEL: 'silent',
+      TOKENVAULT_WORKER_URL: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`,
+      TOKENVAULT_REACTOR_TIMEOUT_MS: '1000',
+    },
+  });
+  const stalled = await startApi(config, createLogger('silent'));
+  try {
+    const { managementKey } = await createTenant(stalled.url, operatorKey);
+    const reactor = (await client(stalled.url, managementKey).post('/reactors', { body: { name: 'r', code: TRIVIAL, configuration: {} } })).body;
+    const caller = client(stalled.url, (await createApplication(stalled.url, managementKey, { name: 'caller', type: 'private', permissions: ['token:use'] })).key);
+    const { answer, ms } = await timed(() => caller.post(`/reactors/${reactor.id}/react`, { body: { args: {} } }));
+    expect(answer.status).toBe(408);
+    expect(answer.body.code).toBe('TV_RUNTIME_TIMEOUT');
+    expect(answer.body.detail).toContain('TOKENVAULT_REACTOR_TIMEOUT_MS');
+    // Not the connection's own timeout (the limit + 5 s).
+    expect(ms).toBeGreaterThanOrEqual(1900);
+    expect(ms).toBeLessThan(4000);
+  } finally {
+    silent.closeAllConnections();
+    await stalled.close();
+    await new Promise((resolve) => silent.close(resolve));
+  }
+}, 30_000);

@@ -1,0 +1,150 @@
+// How reconcilers report failures, on fakes for the vault client and the Kubernetes side (the envtest tier runs the
+// real ones): an unreachable vault goes back through the work queue's per-object backoff (the wait grows with each
+// failure, up to the cap) while the Ready condition says why; a formula still used by reactors is recognised by its
+// problem code, not by the wording of its detail.
+import { afterEach, beforeEach, describe, expect, jest, test } from '@jest/globals';
+import { WorkQueue } from '../../src/controller/queue.js';
+import type { ReconcileContext } from '../../src/controller/manager.js';
+import { formulaReconciler, type FormulaObject } from '../../src/controller/reconcilers/formula.js';
+import { FINALIZER, reportingFailures, type VaultObject } from '../../src/controller/reconcilers/common.js';
+import { VaultRefused, VaultUnavailable, type VaultClient } from '../../src/controller/vault-client.js';
+import type { Condition } from '../../src/controller/conditions.js';
+
+/** A ReconcileContext whose Kubernetes writes land in plain arrays. */
+function fakeContext<T extends VaultObject>(object: T, cached: Record<string, VaultObject> = {}) {
+  const statuses: Array<{ conditions?: Condition[] }> = [];
+  const events: Array<{ type: string; reason: string }> = [];
+  const patches: Array<Record<string, unknown>> = [];
+  const ctx = {
+    key: { kind: object.kind!, namespace: object.metadata?.namespace, name: object.metadata!.name! },
+    object,
+    attempt: 0,
+    signal: new AbortController().signal,
+    logger: undefined as never,
+    client: undefined as never,
+    get: (kind: string, namespace: string | undefined, name: string) => cached[`${kind}/${namespace}/${name}`],
+    list: () => [],
+    readSecret: async () => undefined,
+    patchStatus: async (status: Record<string, unknown>) => {
+      statuses.push(status as { conditions?: Condition[] });
+      object.status = { ...object.status, ...(status as VaultObject['status']) };
+      return object;
+    },
+    patch: async (patch: Record<string, unknown>) => {
+      patches.push(patch);
+      return object;
+    },
+    event: async (type: string, reason: string) => {
+      events.push({ type, reason });
+    },
+    events: undefined as never,
+    references: { set: () => undefined, clear: () => undefined },
+  } as unknown as ReconcileContext<T>;
+  const readyReason = () => statuses.at(-1)?.conditions?.find((c) => c.type === 'Ready')?.reason;
+  return { ctx, statuses, events, patches, readyReason };
+}
+
+describe('an unreachable vault', () => {
+  beforeEach(() => {
+    jest.useFakeTimers();
+  });
+  afterEach(() => {
+    jest.useRealTimers();
+  });
+
+  test('backs off per object, doubling each failure up to the cap, while Ready=False says ApiUnavailable', async () => {
+    const object: VaultObject = { kind: 'Application', metadata: { name: 'shop', namespace: 'acme', generation: 1 }, spec: {} };
+    const fake = fakeContext(object);
+    const delays: number[] = [];
+    const attempts: number[] = [];
+    const queue = new WorkQueue({
+      backoff: { baseMs: 1000, maxMs: 8000, jitter: 0 },
+      process: async (_key, info) => {
+        attempts.push(info.attempt);
+        return reportingFailures(fake.ctx, object, async () => {
+          throw new VaultUnavailable('the vault API at http://127.0.0.1:1 did not answer (ECONNREFUSED)');
+        });
+      },
+      onError: (_key, _error, _failures, retryInMs) => delays.push(retryInMs),
+    });
+    queue.start();
+    queue.add('Application/acme/shop');
+    for (let i = 0; i < 6; i++) await jest.advanceTimersByTimeAsync(10_000);
+    await queue.stop();
+
+    expect(fake.readyReason()).toBe('ApiUnavailable');
+    // Each failure counts: the attempt number grows and the wait doubles up to the cap (not a retry every second).
+    expect(attempts.slice(0, 5)).toEqual([0, 1, 2, 3, 4]);
+    expect(delays.slice(0, 5)).toEqual([1000, 2000, 4000, 8000, 8000]);
+  });
+
+  test('a success after the outage resets the backoff', async () => {
+    const object: VaultObject = { kind: 'Application', metadata: { name: 'shop', namespace: 'acme', generation: 1 }, spec: {} };
+    const fake = fakeContext(object);
+    let down = true;
+    const attempts: number[] = [];
+    const queue = new WorkQueue({
+      backoff: { baseMs: 1000, maxMs: 8000, jitter: 0 },
+      process: async (_key, info) => {
+        attempts.push(info.attempt);
+        return reportingFailures(fake.ctx, object, async () => {
+          if (down) throw new VaultUnavailable('the vault API answered 503');
+        });
+      },
+    });
+    queue.start();
+    queue.add('Application/acme/shop');
+    await jest.advanceTimersByTimeAsync(4_000); // attempts 0, 1 (after 1 s), 2 (after 2 more s)
+    down = false;
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(queue.failures('Application/acme/shop')).toBe(0);
+    queue.add('Application/acme/shop');
+    await jest.advanceTimersByTimeAsync(10);
+    await queue.stop();
+    expect(attempts.at(-1)).toBe(0);
+  });
+});
+
+describe('a formula still used by reactors', () => {
+  function deletingFormula(): FormulaObject {
+    return {
+      kind: 'ReactorFormula',
+      metadata: {
+        name: 'card',
+        namespace: 'acme',
+        uid: '9b6f2f9e-3f5c-4d39-9a3c-7a0c1f1d2e3f',
+        generation: 1,
+        finalizers: [FINALIZER],
+        deletionTimestamp: new Date(0) as never,
+      },
+      spec: { tenantRef: { name: 'acme' }, code: 'module.exports = async () => ({})' },
+    };
+  }
+  const tenant: VaultObject = {
+    kind: 'Tenant',
+    metadata: { name: 'acme', namespace: 'acme' },
+    spec: {},
+    status: { id: 'tenant-1', conditions: [{ type: 'Ready', status: 'True', reason: 'Reconciled', message: '', lastTransitionTime: '' }] },
+  };
+  const vaultAnswering = (error: Error) => ({ call: async () => Promise.reject(error) }) as unknown as VaultClient;
+
+  test('is recognised by its problem code: Ready=False InUse, the finalizer stays, polled again', async () => {
+    const object = deletingFormula();
+    const fake = fakeContext(object, { 'Tenant/acme/acme': tenant });
+    // The detail's wording is the API's to change; the code is the contract.
+    const refused = new VaultRefused(409, 'Still needed by 2 reactors: a, b.', undefined, 'TV_FORMULA_IN_USE');
+    const result = await formulaReconciler(vaultAnswering(refused)).reconcile(fake.ctx.key, fake.ctx);
+    expect(fake.readyReason()).toBe('InUse');
+    expect(fake.events).toContainEqual({ type: 'Warning', reason: 'InUse' });
+    expect(fake.patches).toEqual([]); // the finalizer was not removed
+    expect(result).toEqual({ requeueAfterMs: 15_000 });
+  });
+
+  test('another conflict is not mistaken for it, whatever its wording', async () => {
+    const object = deletingFormula();
+    const fake = fakeContext(object, { 'Tenant/acme/acme': tenant });
+    const refused = new VaultRefused(409, 'The formula is used by nobody but was changed; retry.', undefined, 'TV_CONFLICT');
+    await formulaReconciler(vaultAnswering(refused)).reconcile(fake.ctx.key, fake.ctx);
+    expect(fake.readyReason()).toBe('VaultRefused');
+  });
+});
