@@ -5,6 +5,7 @@
 // The API runs as its own process (the built CLI), so the probe measures its event loop, not this test's.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { performance } from 'node:perf_hooks';
+import { Client } from 'undici';
 import { generateApiKey } from '../../src/auth/api-keys.js';
 import { freeLoopbackPort } from '../../src/server/ports.js';
 import { createApplication, createTenant, spawnApi, testEtcdStoreUrl, type ChildApi } from '../support/api.js';
@@ -56,14 +57,19 @@ test('6. while ten hostile expression requests run, /healthz p99 stays under 50 
   await call(metricsUrl, 'GET', '/metrics');
   let running = true;
   const samples: number[] = [];
+  // The probe has a connection of its own, as a kubelet's has: it must not queue behind a hostile request in this
+  // process's connection pool, which would measure the client instead of the API.
+  const prober = new Client(api.url);
+  await (await prober.request({ path: '/healthz', method: 'GET' })).body.text();
   const probe = (async () => {
     // Bounded: at most 2,000 probes or 60 s, and at least 20 probes.
     const until = performance.now() + 60_000;
     while ((running || samples.length < 20) && samples.length < 2_000 && performance.now() < until) {
       const started = performance.now();
-      const answer = await call(api.url, 'GET', '/healthz');
+      const answer = await prober.request({ path: '/healthz', method: 'GET' });
+      await answer.body.text();
       samples.push(performance.now() - started);
-      expect(answer.status).toBe(200);
+      expect(answer.statusCode).toBe(200);
     }
   })();
 
@@ -74,6 +80,7 @@ test('6. while ten hostile expression requests run, /healthz p99 stays under 50 
   const hostileMs = performance.now() - started;
   running = false;
   await probe;
+  await prober.close();
   // The API's own view of its event loop over the same window (prom-client's lag gauges, reset at each scrape).
   const scraped = String((await call(metricsUrl, 'GET', '/metrics')).body);
   const lagP99 = /^tokenvault_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(scraped)?.[1];
