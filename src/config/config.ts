@@ -145,6 +145,8 @@ export interface Config {
     expirySweepSeconds: number;
     /** Deepest nesting of arrays and objects in a JSON body (every JSON body path, the proxy's included). */
     jsonMaxDepth: number;
+    /** How many stored tokens a v1 page-paged token list (`GET /tokens?page=`) may read to count its matches. */
+    tokenPageScanLimit: number;
   };
 }
 
@@ -426,6 +428,12 @@ export const SETTINGS = {
     description: 'How often expired tokens are deleted (reads ignore them from expires_at on)',
     default: '60',
   },
+  tokenPageScan: {
+    flag: 'token-page-scan-limit',
+    env: 'TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT',
+    description: 'Most stored tokens a v1 page-paged token list (GET /tokens?page=) reads to count total_items; larger tenants page by cursor',
+    default: '10000',
+  },
   keyCache: {
     flag: 'key-cache-seconds',
     env: 'TOKENVAULT_KEY_CACHE_SECONDS',
@@ -603,6 +611,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
     jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
+    tokenPageScanLimit: integer('tokenPageScan', 100, 1_000_000),
   };
 
   if (problems.length > 0) throw new ConfigError(problems);

@@ -155,6 +155,8 @@ export const Errors = {
     'Service Unavailable',
     'The reactor runtime is unavailable; retry later.',
   ),
+  // A Basis Theory feature this deployment does not offer (docs/api.md, "Not supported"): named, never a bare 404.
+  NotSupported: define('TV_NOT_SUPPORTED', 501, 'Not Implemented', 'This feature is not supported by this deployment.'),
   UpstreamTimeout: define('TV_UPSTREAM_TIMEOUT', 504, 'Gateway Timeout', 'The destination did not answer in time.'),
 } as const;
 

@@ -20,6 +20,7 @@ import type { ReactorService } from '../domain/reactors/service.js';
 import { proxiesRoutes, proxyRoutes } from '../domain/proxies/routes.js';
 import type { ProxyHandler } from '../domain/proxies/handler.js';
 import type { ProxyService } from '../domain/proxies/service.js';
+import { unsupportedRoutes } from '../domain/unsupported/routes.js';
 import { Errors } from '../errors/registry.js';
 import { withExpressionBudget } from '../expressions/index.js';
 import type { Logger } from '../observability/logger.js';
@@ -98,13 +99,16 @@ export function createApp(context: ApiContext): Express {
   // each instead of a walk through all their routes (~1 µs a route; the reactor routes sat behind some 30).
   app.use(under(tokenRoutes(services.tokens, services.detokenizer, services.idempotency)));
   app.use(under(applicationRoutes(services.applications, services.idempotency)));
-  app.use(under(tenantRoutes(services.tenants)));
-  app.use(under(sessionRoutes(services.sessions)));
+  app.use(under(tenantRoutes(services.tenants, services.idempotency)));
+  app.use(under(sessionRoutes(services.sessions, services.idempotency)));
   app.use(under(formulaRoutes(services.formulas, services.reactors)));
-  app.use(under(reactorRoutes(services.reactors)));
+  app.use(under(reactorRoutes(services.reactors, services.idempotency)));
   app.use(under(proxiesRoutes(services.proxies, services.idempotency)));
   app.use(under(adminTenantRoutes(services.tenants)));
   app.use(under(adminFormulaRoutes(services.formulas, services.reactors)));
+  // Last: only requests no other router served reach the not-supported features' answers.
+  const unsupported = unsupportedRoutes();
+  app.use(tagged((req, res, next) => unsupported(req, res, next), unsupported));
 
   app.use((_req, res) => sendProblem(res, new Errors.RouteNotFound()));
   app.use(errorHandler(logger));

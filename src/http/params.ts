@@ -29,3 +29,13 @@ export function stringQuery(req: Request, name: string): string | undefined {
   if (value === undefined || typeof value === 'string') return value;
   throw new Errors.InvalidQuery({ errors: { [name]: ['must be given once'] } });
 }
+
+/** Refuses (400, naming them) query parameters a list does not understand: an ignored filter would return wrong data. */
+export function onlyQuery(req: Request, known: string[]): void {
+  const unknown = Object.keys(req.query as Record<string, unknown>).filter((name) => !known.includes(name));
+  if (unknown.length === 0) return;
+  throw new Errors.InvalidQuery({
+    detail: `This list does not understand ${unknown.join(', ')}.`,
+    errors: Object.fromEntries(unknown.map((name) => [name, [`is not a parameter of this list (known: ${known.join(', ')})`]])),
+  });
+}

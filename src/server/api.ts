@@ -68,7 +68,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const applications = new ApplicationService(store);
   const applicationDirectory = new ApplicationDirectory(store, config.limits.keyCacheSeconds);
   const btKeys = new BtKeys(store, applicationDirectory);
-  const tokens = new TokenService(store, cipher, tenantDirectory, usage);
+  const tokens = new TokenService(store, cipher, tenantDirectory, usage, config.limits.tokenPageScanLimit);
   const detokenizer = new Detokenizer(store, cipher, usage);
   const sharedRuntime = options.runtime ?? (config.workerUrl ? RuntimeClient.fromConfig(config) : undefined);
   const runtime = new RuntimeRouter({

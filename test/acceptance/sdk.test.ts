@@ -90,10 +90,12 @@ describe('the tenant through the SDK', () => {
 
     const usage = (await bt.tenants.retrieveUsageReport()) as any;
     expect(usage.tokenReport).toEqual({
+      totalTokens: expect.any(Number),
       metricsByType: expect.any(Object),
       includedMonthlyActiveTokens: expect.any(Number),
       monthlyActiveTokens: expect.any(Number),
     });
+    expect(usage.totalTokens).toBe(usage.tokenReport.totalTokens);
   });
 });
 

@@ -7,19 +7,15 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { performance } from 'node:perf_hooks';
 import { Client } from 'undici';
 import { generateApiKey } from '../../src/auth/api-keys.js';
-import { freeLoopbackPort } from '../../src/server/ports.js';
 import { createApplication, createTenant, spawnApi, testEtcdStoreUrl, type ChildApi } from '../support/api.js';
 import { call } from '../support/http.js';
 
 let api: ChildApi;
-let metricsUrl: string;
 let publicKey: string;
 
 beforeAll(async () => {
   const operatorKey = generateApiKey();
-  const metricsPort = await freeLoopbackPort();
-  metricsUrl = `http://127.0.0.1:${metricsPort}`;
-  api = await spawnApi(['api'], { TOKENVAULT_STORE: testEtcdStoreUrl(), TOKENVAULT_OPERATOR_KEY: operatorKey, TOKENVAULT_METRICS_PORT: String(metricsPort) });
+  api = await spawnApi(['api'], { TOKENVAULT_STORE: testEtcdStoreUrl(), TOKENVAULT_OPERATOR_KEY: operatorKey, TOKENVAULT_METRICS_PORT: '0' });
   const { managementKey } = await createTenant(api.url, operatorKey);
   publicKey = (await createApplication(api.url, managementKey, { name: 'browser', type: 'public', permissions: ['token:create'] })).key;
 }, 30_000);
@@ -54,7 +50,7 @@ test('6. while ten hostile expression requests run, /healthz p99 stays under 50 
   await call(api.url, 'POST', '/tokenize', { key: publicKey, body: [{ type: 'token', data: 'warm', mask: '{{ data | slice: 0, 2 }}' }] });
   for (let n = 0; n < 4; n++) expect((await call(api.url, 'POST', '/tokenize', { key: publicKey, body: hostileBody(n) })).status).toBe(400);
 
-  await call(metricsUrl, 'GET', '/metrics');
+  await call(api.metricsUrl!, 'GET', '/metrics');
   let running = true;
   const samples: number[] = [];
   // The probe has a connection of its own, as a kubelet's has: it must not queue behind a hostile request in this
@@ -82,7 +78,7 @@ test('6. while ten hostile expression requests run, /healthz p99 stays under 50 
   await probe;
   await prober.close();
   // The API's own view of its event loop over the same window (prom-client's lag gauges, reset at each scrape).
-  const scraped = String((await call(metricsUrl, 'GET', '/metrics')).body);
+  const scraped = String((await call(api.metricsUrl!, 'GET', '/metrics')).body);
   const lagP99 = /^tokenvault_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(scraped)?.[1];
 
   const worst = p99(samples);

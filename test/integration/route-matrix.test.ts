@@ -7,6 +7,7 @@ import { generateApiKey } from '../../src/auth/api-keys.js';
 import { createApp } from '../../src/http/app.js';
 import { routeTable } from '../../src/http/route-table.js';
 import { MANAGEMENT_DEFAULT, permissionsFor } from '../../src/domain/permissions/permissions.js';
+import { UNSUPPORTED_FEATURES } from '../../src/domain/unsupported/routes.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
 import { eventually, sleep } from '../support/wait.js';
@@ -332,11 +333,16 @@ interface Row {
   operatorInTenant?: Expect;
   /** The operator's call would delete the tenant it acts in: it acts in a scratch tenant. */
   scratch?: boolean;
+  /** A feature this deployment does not offer: a caller that gets through authentication gets 501 TV_NOT_SUPPORTED. */
+  unsupported?: boolean;
 }
 
 const formulaBody = { name: 'matrix formula', type: 'private', code: 'module.exports = async () => ({ raw: {} })', configuration: [], request_parameters: [] };
 const TOKEN = { scope: 'tenant', tokens: true } as const;
 const proxyRow = (method: string): [string, Row] => [`${method} /proxy{/*rest}`, { ...TOKEN, needs: ['token:use'], operatorInTenant: 403 }];
+const unsupportedRows = UNSUPPORTED_FEATURES.flatMap(([prefix]) =>
+  ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((method): [string, Row] => [`${method} ${prefix}{/*rest}`, { scope: 'tenant', public: 'allowed', unsupported: true }]),
+);
 
 const MATRIX: Record<string, Row> = {
   'GET /healthz': { scope: 'open' },
@@ -358,6 +364,11 @@ const MATRIX: Record<string, Row> = {
   'DELETE /applications/:id': { scope: 'tenant', id: 'application', needs: ['application:delete'] },
   'POST /applications/:id/regenerate': { scope: 'tenant', id: 'application', needs: ['application:update'] },
   'GET /permissions': { scope: 'tenant', public: 'allowed' },
+  'GET /roles': { scope: 'tenant', public: 'allowed' },
+  'GET /application-templates': { scope: 'tenant', needs: ['application:read'] },
+  // A template is no tenant's: a random id is simply not found, for every caller.
+  'GET /application-templates/:id': { scope: 'tenant', needs: ['application:read'] },
+  ...Object.fromEntries(unsupportedRows),
   'GET /tenants/self': { scope: 'tenant', needs: ['tenant:read'] },
   'PUT /tenants/self': { scope: 'tenant', needs: ['tenant:update'], body: { name: 'matrix tenant' } },
   'DELETE /tenants/self': { scope: 'tenant', needs: ['tenant:delete'], scratch: true },
@@ -506,7 +517,12 @@ describe('route x principal matrix', () => {
         let headers: Record<string, string> = { ...(row.contentType ? { 'Content-Type': row.contentType } : {}), ...principal.headers };
         if (scratch && principal.headers?.['BT-TENANT-ID']) headers = { ...headers, 'BT-TENANT-ID': scratch.tenantId };
         const answer = await call(api.url, method, path, { key: principal.key, body: row.body, headers });
-        const ok = expected === 'allowed' ? answer.status < 500 && answer.status !== 401 && answer.status !== 403 : answer.status === expected;
+        const ok =
+          expected === 'allowed'
+            ? row.unsupported
+              ? answer.status === 501 && answer.body?.code === 'TV_NOT_SUPPORTED'
+              : answer.status < 500 && answer.status !== 401 && answer.status !== 403
+            : answer.status === expected;
         return ok ? undefined : `${principal.name}: expected ${expected}, got ${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`;
       }),
     );

@@ -55,7 +55,7 @@ test('the usage report has the platform shape with zero counts', async () => {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
   const report = await client(api.url, managementKey).get('/tenants/self/reports/usage');
   expect(report.status).toBe(200);
-  expect(report.body).toEqual({ token_report: { metrics_by_type: {}, included_monthly_active_tokens: 0, monthly_active_tokens: 0 } });
+  expect(report.body).toEqual({ total_tokens: 0, token_report: { total_tokens: 0, metrics_by_type: {}, included_monthly_active_tokens: 0, monthly_active_tokens: 0 } });
 });
 
 test('deleting a tenant removes its data and every key', async () => {

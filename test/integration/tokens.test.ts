@@ -170,7 +170,7 @@ describe('list', () => {
     expect(byIds.body.data.map((t: { id: string }) => t.id).sort()).toEqual([seen[0], seen[1]].sort());
     expect((await tenant.app.get('/tokens?type=card_number&type=token&size=100')).body.data).toHaveLength(8);
     expect((await tenant.app.get('/v2/tokens?metadata={"parity":"even"}&size=100')).body.data).toHaveLength(4);
-    const paged = await tenant.app.get('/tokens?page=2');
+    const paged = await tenant.app.get('/v2/tokens?page=2');
     expect(paged.status).toBe(400);
     expect(paged.body.errors.page).toBeTruthy();
     expect((await tenant.app.get('/tokens?start=!!!')).status).toBe(400);

@@ -95,6 +95,8 @@ export async function createApplication(url: string, managementKey: string, body
 
 export interface ChildApi {
   url: string;
+  /** The metrics listener's base URL, when TOKENVAULT_METRICS_PORT was given. */
+  metricsUrl?: string;
   process: ChildProcess;
   stop(): Promise<void>;
 }
@@ -105,15 +107,20 @@ export async function spawnApi(args: string[], env: Record<string, string>): Pro
     env: { PATH: process.env.PATH ?? '', TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'info', TOKENVAULT_KEK: TEST_KEK, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  const wantsMetrics = env.TOKENVAULT_METRICS_PORT !== undefined;
+  let metricsUrl: string | undefined;
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('the api did not start within 15 s')), 15_000);
     child.once('exit', (code) => reject(new Error(`the api exited with ${code}`)));
+    let apiUrl: string | undefined;
     createInterface({ input: child.stdout! }).on('line', (line) => {
       try {
         const entry = JSON.parse(line) as { msg?: string; url?: string };
-        if (entry.msg === 'api listening' && entry.url) {
+        if (entry.msg === 'api listening' && entry.url) apiUrl = entry.url;
+        if (entry.msg === 'metrics listening' && entry.url) metricsUrl = entry.url;
+        if (apiUrl && (metricsUrl || !wantsMetrics)) {
           clearTimeout(timer);
-          resolve(entry.url);
+          resolve(apiUrl);
         }
       } catch {
         // not a log line
@@ -122,6 +129,7 @@ export async function spawnApi(args: string[], env: Record<string, string>): Pro
   });
   return {
     url,
+    metricsUrl,
     process: child,
     async stop() {
       if (child.exitCode !== null) return;

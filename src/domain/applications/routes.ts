@@ -1,12 +1,14 @@
 import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { listQuery, stringQuery, uuidParam } from '../../http/params.js';
+import { listQuery, onlyQuery, stringQuery, uuidParam } from '../../http/params.js';
 import { parsePaging } from '../paging.js';
 import { APPLICATION_TYPES, PERMISSIONS, type ApplicationType } from '../permissions/permissions.js';
 import { validateCreateApplication, validateUpdateApplication } from './schema.js';
 import type { ApplicationService } from './service.js';
 import type { IdempotencyService } from '../idempotency/service.js';
+import { APPLICATION_TEMPLATES, ROLES } from './catalogue.js';
+import { sendOnce } from '../../http/idempotent.js';
 
 export function applicationRoutes(applications: ApplicationService, idempotency: IdempotencyService): Router {
   const router = Router();
@@ -21,8 +23,12 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
   });
 
   router.get('/applications', requirePermission('application:read'), async (req, res) => {
+    onlyQuery(req, ['page', 'size', 'id', 'type']);
     const ids = listQuery(req, 'id');
-    res.json(await applications.list(tenantPrincipal(req).tenantId, parsePaging(req.query), ids));
+    const types = listQuery(req, 'type');
+    const unknownType = types?.find((type) => !APPLICATION_TYPES.includes(type as ApplicationType));
+    if (unknownType !== undefined) throw new Errors.InvalidQuery({ errors: { type: [`must be one of: ${APPLICATION_TYPES.join(', ')}`] } });
+    res.json(await applications.list(tenantPrincipal(req).tenantId, parsePaging(req.query), ids, types));
   });
 
   // The calling key's own application: any key may ask who it is.
@@ -38,7 +44,7 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
   router.put('/applications/:id', requirePermission('application:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    res.json(await applications.update(principal, id, validateUpdateApplication(req.body)));
+    await sendOnce(idempotency, req, res, 200, async () => applications.update(principal, id, validateUpdateApplication(req.body)));
   });
 
   router.delete('/applications/:id', requirePermission('application:delete'), async (req, res) => {
@@ -48,6 +54,24 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
 
   router.post('/applications/:id/regenerate', requirePermission('application:update'), async (req, res) => {
     res.json(await applications.regenerate(tenantPrincipal(req), uuidParam(req, 'id')));
+  });
+
+  // Fixed catalogues (catalogue.ts): templates describe applications, so reading them takes application:read like the
+  // application list; roles are public names with nothing of the tenant in them, so any tenant key may read them.
+  router.get('/application-templates', requirePermission('application:read'), (_req, res) => {
+    res.json(APPLICATION_TEMPLATES);
+  });
+
+  router.get('/application-templates/:id', requirePermission('application:read'), (req, res) => {
+    const id = uuidParam(req, 'id');
+    const template = APPLICATION_TEMPLATES.find((t) => t.id === id);
+    if (!template) throw new Errors.NotFound('No application template has this id.');
+    res.json(template);
+  });
+
+  router.get('/roles', (req, res) => {
+    tenantPrincipal(req);
+    res.json(ROLES);
   });
 
   router.get('/permissions', (req, res) => {

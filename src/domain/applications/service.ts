@@ -131,9 +131,10 @@ export class ApplicationService {
     throw new Errors.Conflict('The key is already in use.');
   }
 
-  async list(tenantId: string, paging: PageRequest, ids?: string[]): Promise<Page<Application>> {
+  async list(tenantId: string, paging: PageRequest, ids?: string[], types?: string[]): Promise<Page<Application>> {
     let records = await listRecords<ApplicationRecord>(this.store, keys.applications(tenantId));
     if (ids && ids.length > 0) records = records.filter((r) => ids.includes(r.id));
+    if (types && types.length > 0) records = records.filter((r) => types.includes(r.type));
     records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
     return paginate(records.map((r) => toApplication(r)), paging);
   }

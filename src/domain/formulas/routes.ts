@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import { requireOperator, requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { stringQuery, uuidParam } from '../../http/params.js';
+import { onlyQuery, stringQuery, uuidParam } from '../../http/params.js';
 import { parsePaging } from '../paging.js';
 import type { ReactorService } from '../reactors/service.js';
 import { validateFormula } from './schema.js';
@@ -14,6 +14,7 @@ export function formulaRoutes(formulas: FormulaService, reactors: ReactorService
   });
 
   router.get('/reactor-formulas', requirePermission('reactor:read'), async (req, res) => {
+    onlyQuery(req, ['page', 'size', 'name']);
     res.json(await formulas.list(tenantPrincipal(req).tenantId, parsePaging(req.query), stringQuery(req, 'name')));
   });
 
@@ -47,6 +48,7 @@ export function adminFormulaRoutes(formulas: FormulaService, reactors: ReactorSe
   });
 
   router.get('/admin/reactor-formulas', async (req, res) => {
+    onlyQuery(req, ['page', 'size', 'name']);
     res.json(await formulas.list(undefined, parsePaging(req.query), stringQuery(req, 'name')));
   });
 

@@ -5,7 +5,7 @@ import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError, toProblem } from '../../errors/registry.js';
 import { sendProblem } from '../../http/middleware/errors.js';
 import { requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { listQuery, stringQuery, uuidParam } from '../../http/params.js';
+import { listQuery, onlyQuery, stringQuery, uuidParam } from '../../http/params.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { checkHeaderNames } from '../../proxy/headers.js';
@@ -17,6 +17,7 @@ import { CustomResponse } from '../reactors/service.js';
 import { AfterDestination, type ProxyHandler } from './handler.js';
 import { validateCreateProxy, validatePatchProxy, validateUpdateProxy } from './schema.js';
 import type { ProxyService, ResolvedProxy } from './service.js';
+import { sendOnce } from '../../http/idempotent.js';
 
 /** CRUD and merge-patch on /proxies (proxy:* permissions). Mounted after the JSON body parser. */
 export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencyService): Router {
@@ -32,6 +33,7 @@ export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencySer
   });
 
   router.get('/proxies', requirePermission('proxy:read'), async (req, res) => {
+    onlyQuery(req, ['page', 'size', 'id', 'name']);
     const filter = { ids: listQuery(req, 'id'), name: stringQuery(req, 'name') };
     res.json(await proxies.list(tenantPrincipal(req), parsePaging(req.query), filter));
   });
@@ -43,7 +45,7 @@ export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencySer
   router.put('/proxies/:id', requirePermission('proxy:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    res.json(await proxies.update(principal, id, validateUpdateProxy(req.body)));
+    await sendOnce(idempotency, req, res, 200, async () => proxies.update(principal, id, validateUpdateProxy(req.body)));
   });
 
   router.patch('/proxies/:id', requirePermission('proxy:update'), async (req, res) => {
@@ -52,7 +54,7 @@ export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencySer
     }
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    res.json(await proxies.patch(principal, id, validatePatchProxy(req.body)));
+    await sendOnce(idempotency, req, res, 200, async () => proxies.patch(principal, id, validatePatchProxy(req.body)));
   });
 
   router.delete('/proxies/:id', requirePermission('proxy:delete'), async (req, res) => {

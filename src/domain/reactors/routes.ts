@@ -1,20 +1,23 @@
 import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { listQuery, stringQuery, uuidParam } from '../../http/params.js';
+import { listQuery, onlyQuery, stringQuery, uuidParam } from '../../http/params.js';
 import { mayEver } from '../access/evaluate.js';
 import { parsePaging } from '../paging.js';
 import { validateCreateReactor, validatePatchReactor, validateReactBody, validateUpdateReactor } from './schema.js';
 import { CustomResponse, type ReactorService } from './service.js';
+import { sendOnce } from '../../http/idempotent.js';
+import type { IdempotencyService } from '../idempotency/service.js';
 
-export function reactorRoutes(reactors: ReactorService): Router {
+export function reactorRoutes(reactors: ReactorService, idempotency: IdempotencyService): Router {
   const router = Router();
 
   router.post('/reactors', requirePermission('reactor:create'), async (req, res) => {
-    res.status(201).json(await reactors.create(tenantPrincipal(req), validateCreateReactor(req.body)));
+    await sendOnce(idempotency, req, res, 201, async () => reactors.create(tenantPrincipal(req), validateCreateReactor(req.body)));
   });
 
   router.get('/reactors', requirePermission('reactor:read'), async (req, res) => {
+    onlyQuery(req, ['page', 'size', 'id', 'name']);
     const filter = { ids: listQuery(req, 'id'), name: stringQuery(req, 'name') };
     res.json(await reactors.list(tenantPrincipal(req).tenantId, parsePaging(req.query), filter));
   });
@@ -25,7 +28,8 @@ export function reactorRoutes(reactors: ReactorService): Router {
 
   router.put('/reactors/:id', requirePermission('reactor:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
-    res.json(await reactors.update(principal, uuidParam(req, 'id'), validateUpdateReactor(req.body)));
+    const id = uuidParam(req, 'id');
+    await sendOnce(idempotency, req, res, 200, async () => reactors.update(principal, id, validateUpdateReactor(req.body)));
   });
 
   router.patch('/reactors/:id', requirePermission('reactor:update'), async (req, res) => {
@@ -33,7 +37,8 @@ export function reactorRoutes(reactors: ReactorService): Router {
       throw new Errors.UnsupportedMediaType('PATCH takes a JSON merge patch: Content-Type: application/merge-patch+json.');
     }
     const principal = tenantPrincipal(req);
-    res.json(await reactors.patch(principal, uuidParam(req, 'id'), validatePatchReactor(req.body)));
+    const id = uuidParam(req, 'id');
+    await sendOnce(idempotency, req, res, 200, async () => reactors.patch(principal, id, validatePatchReactor(req.body)));
   });
 
   router.delete('/reactors/:id', requirePermission('reactor:delete'), async (req, res) => {

@@ -1,11 +1,13 @@
 import { Router } from 'express';
 import { actorId, OPERATOR_ACTOR_ID } from '../../auth/principal.js';
 import { requireOperator, requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { uuidParam } from '../../http/params.js';
+import { onlyQuery, uuidParam } from '../../http/params.js';
 import { parsePaging } from '../paging.js';
 import { Errors } from '../../errors/registry.js';
 import { validateAdminUpdateTenant, validateCreateTenant, validateUpdateTenant } from './schema.js';
 import type { Tenant, TenantService } from './service.js';
+import { sendOnce } from '../../http/idempotent.js';
+import type { IdempotencyService } from '../idempotency/service.js';
 
 /** Tenant keys do not see where their code runs (an internal cluster address). */
 function forTenantKey(tenant: Tenant): Omit<Tenant, 'runtime'> {
@@ -14,7 +16,7 @@ function forTenantKey(tenant: Tenant): Omit<Tenant, 'runtime'> {
 }
 
 /** The tenant that owns the calling key. */
-export function tenantRoutes(tenants: TenantService): Router {
+export function tenantRoutes(tenants: TenantService, idempotency: IdempotencyService): Router {
   const router = Router();
 
   router.get('/tenants/self', requirePermission('tenant:read'), async (req, res) => {
@@ -27,7 +29,9 @@ export function tenantRoutes(tenants: TenantService): Router {
     if (req.body && typeof req.body === 'object' && 'runtime' in req.body) {
       throw new Errors.InvalidBody({ errors: { runtime: ['only the operator can set the runtime (Tenant spec.runtime in Kubernetes)'] } });
     }
-    res.json(forTenantKey(await tenants.update(principal.tenantId, actorId(principal), validateUpdateTenant(req.body), principal)));
+    await sendOnce(idempotency, req, res, 200, async () =>
+      forTenantKey(await tenants.update(principal.tenantId, actorId(principal), validateUpdateTenant(req.body), principal)),
+    );
   });
 
   router.delete('/tenants/self', requirePermission('tenant:delete'), async (req, res) => {
@@ -53,6 +57,7 @@ export function adminTenantRoutes(tenants: TenantService): Router {
   });
 
   router.get('/admin/tenants', async (req, res) => {
+    onlyQuery(req, ['page', 'size']);
     res.json(await tenants.list(parsePaging(req.query)));
   });
 

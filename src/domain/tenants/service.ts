@@ -37,7 +37,10 @@ export type Tenant = Omit<TenantRecord, 'deleting'>;
 export const DEFAULT_SETTINGS: TenantSettings = { deduplicate_tokens: 'false', fingerprint_tokens: 'true' };
 
 export interface UsageReport {
+  /** Every live token of the tenant (the sum of metrics_by_type); both SDKs read it here and in token_report. */
+  total_tokens: number;
   token_report: {
+    total_tokens: number;
     metrics_by_type: Record<string, { count: number; last_created_at?: string }>;
     included_monthly_active_tokens: number;
     monthly_active_tokens: number;

@@ -9,6 +9,7 @@ import type { Detokenizer } from './detokenizer.js';
 import { TOKEN_ID_PATTERN, validateCreateToken, validateTokenPatch } from './schema.js';
 import type { TokenListQuery, TokenService } from './service.js';
 import { tokenize } from './tokenize.js';
+import { sendOnce } from '../../http/idempotent.js';
 
 const TOKEN_ID = new RegExp(TOKEN_ID_PATTERN);
 
@@ -17,6 +18,7 @@ export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idem
 
   router.post('/tokens', async (req, res) => {
     const principal = allowed(req, 'token:create');
+    refuseEncrypted(req.body);
     const answer = await idempotency.run(principal, req.get('bt-idempotency-key'), { route: 'POST /tokens', body: req.body }, async () => ({
       status: 201,
       body: await tokens.create(principal, validateCreateToken(req.body)),
@@ -24,10 +26,11 @@ export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idem
     res.status(answer.status).json(answer.body);
   });
 
-  // /v2/tokens is the newer clients' name for the same cursor-paged list.
+  // /v2/tokens pages by cursor; /tokens does too, unless given `page` (v1 page paging, which basis-theory-js sends).
   router.get(['/tokens', '/v2/tokens'], async (req, res) => {
     const principal = allowed(req, 'token:read');
-    res.json(await tokens.list(principal, listQuery(req)));
+    const query = listQuery(req);
+    res.json(query.page === undefined ? await tokens.list(principal, query) : await tokens.listPage(principal, query, query.page));
   });
 
   router.get('/tokens/:id', async (req, res) => {
@@ -39,7 +42,13 @@ export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idem
     if (!req.is('application/merge-patch+json')) {
       throw new Errors.UnsupportedMediaType('PATCH takes a JSON merge patch: Content-Type: application/merge-patch+json.');
     }
-    res.json(await tokens.update(principal, tokenId(req), validateTokenPatch(req.body)));
+    refuseEncrypted(req.body);
+    // Validation would drop it silently; a caller moving a token by its privacy block must hear it did not move.
+    if (isObject(req.body) && 'privacy' in req.body) {
+      throw new Errors.InvalidBody({ errors: { privacy: ['is accepted on create only; to move a token, patch containers (/<classification>/<impact_level>/)'] } });
+    }
+    const id = tokenId(req);
+    await sendOnce(idempotency, req, res, 200, async () => tokens.update(principal, id, validateTokenPatch(req.body)));
   });
 
   router.delete('/tokens/:id', async (req, res) => {
@@ -66,6 +75,17 @@ export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idem
   return router;
 }
 
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** Client-side encrypted (JWE) token data needs the /keys feature, which this deployment does not offer. */
+function refuseEncrypted(body: unknown): void {
+  if (isObject(body) && 'encrypted' in body) {
+    throw new Errors.NotSupported('Client-side encryption (tokens with `encrypted` JWE data, and the /keys endpoints) is not supported by this deployment; send `data`.');
+  }
+}
+
 /** The caller, if it could hold the permission for some token at all; rules narrow it per token later. */
 function allowed(req: Request, permission: TokenPermission): TenantPrincipal {
   const principal = tenantPrincipal(req);
@@ -79,15 +99,34 @@ function tokenId(req: Request): string {
   return id;
 }
 
+/** The query parameters a token list understands; any other is refused (400) rather than silently ignored. */
+const LIST_PARAMS = new Set(['size', 'start', 'page', 'id', 'type', 'container', 'fingerprint', 'metadata']);
+
 /**
- * The list's query: `size`, `start` (the cursor from `pagination.next`), and filters `id` and `type` (repeatable),
- * `container` (prefix), `metadata.<name>=<value>` or `metadata[<name>]=<value>` or `metadata=<JSON object>` (the form
- * node-sdk sends). `page` is refused rather than ignored: token lists page by cursor.
+ * The list's query: `size`, `start` (the cursor from `pagination.next`) or, on /tokens only, `page` (from 1: v1 page
+ * paging), and filters `id` and `type` (repeatable), `container` (prefix), `fingerprint` (exact),
+ * `metadata.<name>=<value>` or `metadata[<name>]=<value>` or `metadata=<JSON object>` (the form node-sdk sends).
  */
-function listQuery(req: Request): TokenListQuery {
+function listQuery(req: Request): TokenListQuery & { page?: number } {
   const query = req.query as Record<string, unknown>;
-  if (query.page !== undefined) {
-    throw new Errors.InvalidQuery({ errors: { page: ['token lists page by cursor: pass pagination.next as start'] } });
+  const unknown = Object.keys(query).filter((name) => !LIST_PARAMS.has(name) && !/^metadata(?:\.[^.[\]]+|\[[^\]]+\])$/.test(name));
+  if (unknown.length > 0) {
+    throw new Errors.InvalidQuery({
+      detail: `Token lists do not filter by ${unknown.join(', ')}.`,
+      errors: Object.fromEntries(unknown.map((name) => [name, [`is not a token list parameter (known: ${[...LIST_PARAMS].join(', ')}, metadata.<name>)`]])),
+    });
+  }
+  let page: number | undefined;
+  const pageParam = stringQuery(req, 'page');
+  if (pageParam !== undefined) {
+    if (req.path.toLowerCase().startsWith('/v2/')) {
+      throw new Errors.InvalidQuery({ errors: { page: ['/v2/tokens pages by cursor: pass pagination.next as start'] } });
+    }
+    if (query.start !== undefined) throw new Errors.InvalidQuery({ errors: { page: ['give either page or start, not both'] } });
+    if (!/^\d{1,6}$/.test(pageParam) || Number(pageParam) < 1) {
+      throw new Errors.InvalidQuery({ errors: { page: ['must be a whole number from 1 to 999999'] } });
+    }
+    page = Number(pageParam);
   }
   const size = stringQuery(req, 'size') ?? '20';
   if (!/^\d{1,3}$/.test(size) || Number(size) < 1 || Number(size) > 100) {
@@ -115,10 +154,12 @@ function listQuery(req: Request): TokenListQuery {
   }
   return {
     size: Number(size),
+    page,
     start: stringQuery(req, 'start'),
     ids: listParam(req, 'id'),
     types: listParam(req, 'type'),
     container: stringQuery(req, 'container'),
+    fingerprint: stringQuery(req, 'fingerprint'),
     metadata,
   };
 }

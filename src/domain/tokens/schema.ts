@@ -18,10 +18,18 @@ export interface TokenFields {
   deduplicate_token?: boolean;
 }
 
+/** The legacy privacy block: where the token lives, as Basis Theory's containers /<classification>/<impact_level>/. */
+export interface Privacy {
+  classification?: string;
+  impact_level?: string;
+  restriction_policy?: string;
+}
+
 export interface CreateTokenBody extends TokenFields {
   id?: string;
   type: string;
   data: unknown;
+  privacy?: Privacy;
 }
 
 const tokenFields = {
@@ -54,6 +62,15 @@ export const validateCreateToken = compile<CreateTokenBody>({
     ...tokenFields,
     id: { type: 'string', pattern: TOKEN_ID_PATTERN },
     type: { type: 'string', enum: TOKEN_TYPE_NAMES, default: 'token' },
+    privacy: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        classification: { type: 'string', enum: ['general', 'bank', 'pci', 'pii'] },
+        impact_level: { type: 'string', enum: ['low', 'moderate', 'high'] },
+        restriction_policy: { type: 'string', enum: ['mask', 'redact'] },
+      },
+    },
   },
 });
 

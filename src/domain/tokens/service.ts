@@ -14,6 +14,8 @@ import type { UsageService } from '../usage/service.js';
 import { isExpired, seal, toToken, transformed, unseal, type DataCipher, type Token, type TokenRecord } from './records.js';
 import { validateMergedToken, type CreateTokenBody, type Template, type TokenFields } from './schema.js';
 import { TOKEN_TYPES } from './types.js';
+import { applyPrivacy } from './privacy.js';
+import type { Page } from '../paging.js';
 
 export interface TokenListQuery {
   size: number;
@@ -21,6 +23,7 @@ export interface TokenListQuery {
   ids?: string[];
   types?: string[];
   container?: string;
+  fingerprint?: string;
   metadata?: Record<string, string>;
 }
 
@@ -32,15 +35,21 @@ export interface TokenPage {
 /** How many stored tokens one list request may read while filtering, so a sparse filter cannot scan forever. */
 const LIST_SCAN_LIMIT = 1000;
 
+/** Default of TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT: how many stored tokens a v1 page-paged list may read to count them. */
+export const DEFAULT_PAGE_SCAN_LIMIT = 10_000;
+
 export class TokenService {
   constructor(
     private readonly store: Store,
     private readonly cipher: DataCipher,
     private readonly tenants: TenantDirectory,
     private readonly usage: UsageService,
+    /** v1 page paging must count every match for `total_items`; beyond this many stored tokens it refuses (400). */
+    private readonly pageScanLimit = DEFAULT_PAGE_SCAN_LIMIT,
   ) {}
 
-  async create(principal: TenantPrincipal, body: CreateTokenBody): Promise<Token> {
+  async create(principal: TenantPrincipal, given: CreateTokenBody): Promise<Token> {
+    const body = applyPrivacy(given);
     const tenantId = principal.tenantId;
     const type = TOKEN_TYPES.get(body.type)!;
     const containers = body.containers ?? [type.defaultContainer];
@@ -212,6 +221,46 @@ export class TokenService {
     return { pagination: { page_size: query.size, ...(next ? { next: encodeCursor(after!.slice(prefix.length)) } : {}) }, data };
   }
 
+  /**
+   * v1 page paging (`GET /tokens?page=N`, what basis-theory-js sends): `total_items` needs every match counted, so
+   * the tenant's tokens are read (values, not decrypted) up to `pageScanLimit`; a larger tenant is told to page by
+   * cursor rather than given a wrong total. Only the page's own tokens are decrypted.
+   */
+  async listPage(principal: TenantPrincipal, query: TokenListQuery, page: number): Promise<Page<Token>> {
+    if (!mayEver(principal, 'token:read')) throw new Errors.Forbidden('The key may not read tokens.');
+    const tenantId = principal.tenantId;
+    let matched: Array<{ record: TokenRecord; transform: Transform }>;
+    if (query.ids?.length) {
+      if (query.ids.length > 100) throw new Errors.InvalidQuery({ errors: { id: ['at most 100 ids'] } });
+      const entries = await this.store.getMany(query.ids.map((id) => keys.token(tenantId, id)));
+      matched = [...entries.values()].map((entry) => JSON.parse(entry.value) as TokenRecord).flatMap((record) => readable(principal, record, query));
+    } else {
+      const prefix = keys.tokens(tenantId);
+      matched = [];
+      let after: string | undefined;
+      for (let scanned = 0; ; ) {
+        const batch = await this.store.range(prefix, { startAfter: after, limit: Math.min(500, this.pageScanLimit + 1 - scanned) });
+        if (batch.length === 0) break;
+        scanned += batch.length;
+        if (scanned > this.pageScanLimit) {
+          throw new Errors.InvalidQuery({
+            detail: `Page paging counts every token and reads at most ${this.pageScanLimit} (TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT); this tenant has more. Page by cursor: GET /v2/tokens with start=pagination.next.`,
+            errors: { page: [`page paging reads at most ${this.pageScanLimit} tokens; use cursor paging (/v2/tokens)`] },
+          });
+        }
+        for (const entry of batch) matched.push(...readable(principal, JSON.parse(entry.value) as TokenRecord, query));
+        after = batch[batch.length - 1]!.key;
+      }
+    }
+    const slice = matched.slice((page - 1) * query.size, page * query.size);
+    const data = await Promise.all(slice.map(async ({ record, transform }) => toToken(record, transformed(await unseal(this.cipher, record), transform))));
+    await this.usage.touch(tenantId, data.map((t) => t.id));
+    return {
+      pagination: { total_items: matched.length, page_number: page, page_size: query.size, total_pages: Math.ceil(matched.length / query.size) },
+      data,
+    };
+  }
+
   /** The listed ids that exist and pass the other filters, read in one round trip (no cursor: the ids are the page). */
   private async listByIds(principal: TenantPrincipal, query: TokenListQuery): Promise<TokenPage> {
     if (query.ids!.length > 100) throw new Errors.InvalidQuery({ errors: { id: ['at most 100 ids'] } });
@@ -326,11 +375,18 @@ export function facts(record: TokenRecord): TokenFacts {
   return { id: record.id, type: record.type, containers: record.containers };
 }
 
+/** The record with the caller's read transform, if it passes the filters and the caller may read it; else nothing. */
+function readable(principal: TenantPrincipal, record: TokenRecord, query: TokenListQuery): Array<{ record: TokenRecord; transform: Transform }> {
+  const transform = matches(record, query) ? decide(principal, facts(record), 'token:read') : undefined;
+  return transform ? [{ record, transform }] : [];
+}
+
 function matches(record: TokenRecord, query: TokenListQuery): boolean {
   if (isExpired(record)) return false;
   if (query.types?.length && !query.types.includes(record.type)) return false;
   if (query.ids?.length && !query.ids.includes(record.id)) return false;
   if (query.container !== undefined && !record.containers.some((c) => c.startsWith(query.container!))) return false;
+  if (query.fingerprint !== undefined && record.fingerprint !== query.fingerprint) return false;
   for (const [name, value] of Object.entries(query.metadata ?? {})) if (record.metadata?.[name] !== value) return false;
   return true;
 }

@@ -49,8 +49,11 @@ export class UsageService {
         metrics[type] = { count: await this.store.count(keys.tokensOfType(tenantId, type)), last_created_at: entry.value };
       }),
     );
+    const total = Object.values(metrics).reduce((sum, { count }) => sum + count, 0);
     return {
+      total_tokens: total,
       token_report: {
+        total_tokens: total,
         metrics_by_type: Object.fromEntries(Object.entries(metrics).sort(([a], [b]) => a.localeCompare(b))),
         included_monthly_active_tokens: 0,
         monthly_active_tokens: await this.store.count(keys.activeInMonth(tenantId, monthOf(now))),
