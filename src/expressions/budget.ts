@@ -26,7 +26,7 @@ export interface ExpressionLimits {
 }
 
 export const DEFAULT_EXPRESSION_LIMITS: Readonly<ExpressionLimits> = Object.freeze({
-  renderMs: 20,
+  renderMs: 10,
   budgetMs: 250,
   deadlineMs: 5_000,
   memoryUnits: 10_000_000,

@@ -94,7 +94,7 @@ test('unknown flags are refused', () => {
 
 test('expression budget and decoded-size limits: defaults, variables, and bad values named', () => {
   const defaults = loadConfig({ env: { TOKENVAULT_STORE: 'memory' } });
-  expect(defaults.expressions).toEqual({ renderMs: 20, budgetMs: 250, deadlineMs: 5000, memoryUnits: 10_000_000 });
+  expect(defaults.expressions).toEqual({ renderMs: 10, budgetMs: 250, deadlineMs: 5000, memoryUnits: 10_000_000 });
   expect(defaults.decoded).toEqual({ proxyResponseBytes: 10 * 1024 * 1024, reactorResultBytes: 4 * 1024 * 1024, sandboxHostBytes: 64 * 1024 * 1024 });
   const set = loadConfig({
     env: {
