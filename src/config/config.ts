@@ -360,7 +360,7 @@ export const SETTINGS = {
     flag: 'expression-render-ms',
     env: 'TOKENVAULT_EXPRESSION_RENDER_MS',
     description: 'Longest one Liquid render (mask, fingerprint expression, detokenization template) may hold the event loop',
-    default: '20',
+    default: '10',
   },
   expressionBudget: {
     flag: 'expression-budget-ms',

@@ -5,9 +5,10 @@
 // The API runs as its own process (the built CLI), so the probe measures its event loop, not this test's.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { performance } from 'node:perf_hooks';
+import { Client } from 'undici';
 import { generateApiKey } from '../../src/auth/api-keys.js';
 import { createApplication, createTenant, spawnApi, testEtcdStoreUrl, type ChildApi } from '../support/api.js';
-import { call } from '../support/http.js';
+import { call, type Answer } from '../support/http.js';
 
 let api: ChildApi;
 let publicKey: string;
@@ -52,31 +53,45 @@ test('6. while ten hostile expression requests run, /healthz p99 stays under 50 
   await call(api.metricsUrl!, 'GET', '/metrics');
   let running = true;
   const samples: number[] = [];
+  // The probe has a connection of its own, as a kubelet's has: it must not queue behind a hostile request in this
+  // process's connection pool, which would measure the client instead of the API.
+  const prober = new Client(api.url);
+  await (await prober.request({ path: '/healthz', method: 'GET' })).body.text();
   const probe = (async () => {
-    // Bounded: at most 2,000 probes or 60 s, and at least 20 probes.
+    // Bounded: at most 2,000 probes or 60 s.
     const until = performance.now() + 60_000;
-    while ((running || samples.length < 20) && samples.length < 2_000 && performance.now() < until) {
+    while (running && samples.length < 2_000 && performance.now() < until) {
       const started = performance.now();
-      const answer = await call(api.url, 'GET', '/healthz');
+      const answer = await prober.request({ path: '/healthz', method: 'GET' });
+      await answer.body.text();
       samples.push(performance.now() - started);
-      expect(answer.status).toBe(200);
+      expect(answer.statusCode).toBe(200);
     }
   })();
 
+  // Ten hostile requests in flight at all times for 3 s: each of ten clients sends its next as soon as its last is
+  // answered (bounded: at most 50 each), so every probe is taken while ten of them run.
   const started = performance.now();
-  const answers = await Promise.all(
-    Array.from({ length: 10 }, (_, n) => call(api.url, 'POST', '/tokenize', { key: publicKey, body: hostileBody(n) })),
+  const answers: Answer[] = [];
+  await Promise.all(
+    Array.from({ length: 10 }, async (_, n) => {
+      for (let sent = 0; sent < 50 && performance.now() - started < 3_000; sent++) {
+        answers.push(await call(api.url, 'POST', '/tokenize', { key: publicKey, body: hostileBody(n) }));
+      }
+    }),
   );
   const hostileMs = performance.now() - started;
   running = false;
   await probe;
+  await prober.close();
   // The API's own view of its event loop over the same window (prom-client's lag gauges, reset at each scrape).
-  const lagP99 = /^tokenvault_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(String((await call(api.metricsUrl!, 'GET', '/metrics')).body))?.[1];
+  const scraped = String((await call(api.metricsUrl!, 'GET', '/metrics')).body);
+  const lagP99 = /^tokenvault_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(scraped)?.[1];
 
   const worst = p99(samples);
   process.stdout.write(
     `healthz during hostile expressions: ${samples.length} probes, p99 ${worst.toFixed(1)} ms, max ${Math.max(...samples).toFixed(1)} ms; ` +
-      `API event loop lag p99 ${(Number(lagP99) * 1000).toFixed(1)} ms; hostile requests done in ${hostileMs.toFixed(0)} ms\n`,
+      `API event loop lag p99 ${(Number(lagP99) * 1000).toFixed(1)} ms; ${answers.length} hostile requests in ${hostileMs.toFixed(0)} ms\n`,
   );
   for (const answer of answers) {
     expect(answer.status).toBe(400);

@@ -92,6 +92,29 @@ test('unknown flags are refused', () => {
   expect(() => loadConfig({ argv: ['--prot', '1'], env: { TOKENVAULT_STORE: 'memory' } })).toThrow(/prot/);
 });
 
+test('expression budget and decoded-size limits: defaults, variables, and bad values named', () => {
+  const defaults = loadConfig({ env: { TOKENVAULT_STORE: 'memory' } });
+  expect(defaults.expressions).toEqual({ renderMs: 10, budgetMs: 250, deadlineMs: 5000, memoryUnits: 10_000_000 });
+  expect(defaults.decoded).toEqual({ proxyResponseBytes: 10 * 1024 * 1024, reactorResultBytes: 4 * 1024 * 1024, sandboxHostBytes: 64 * 1024 * 1024 });
+  const set = loadConfig({
+    env: {
+      TOKENVAULT_STORE: 'memory',
+      TOKENVAULT_EXPRESSION_RENDER_MS: '5',
+      TOKENVAULT_EXPRESSION_BUDGET_MS: '50',
+      TOKENVAULT_EXPRESSION_DEADLINE_MS: '1000',
+      TOKENVAULT_EXPRESSION_MEMORY_UNITS: '100000',
+      TOKENVAULT_PROXY_DECODED_RESPONSE_LIMIT_BYTES: '2048',
+      TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES: '4096',
+      TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES: '8192',
+    },
+  });
+  expect(set.expressions).toEqual({ renderMs: 5, budgetMs: 50, deadlineMs: 1000, memoryUnits: 100_000 });
+  expect(set.decoded).toEqual({ proxyResponseBytes: 2048, reactorResultBytes: 4096, sandboxHostBytes: 8192 });
+  expect(() => loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_EXPRESSION_BUDGET_MS: '0', TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES: 'big' } })).toThrow(
+    /TOKENVAULT_EXPRESSION_BUDGET_MS[\s\S]*TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES/,
+  );
+});
+
 test('the worker secret, the metrics port and the dedicated workers’ NetworkPolicy (issue 12)', () => {
   const base = { TOKENVAULT_STORE: 'memory' };
   const secret = 'w'.repeat(40);

@@ -859,3 +859,44 @@ describe('the cache', () => {
     expect(small.isolates).toBe(0);
   });
 });
+
+describe('copy limits (issue 12, point 7)', () => {
+  let small: SandboxPool;
+  beforeAll(() => {
+    small = new SandboxPool({
+      cacheSize: 10,
+      limits: LIMITS,
+      maxResultBytes: 64 * 1024,
+      maxHostBytes: 256 * 1024,
+      outbound: async (): Promise<OutboundResponse> => ({ status: 200, headers: {}, body: Buffer.from('{}') }),
+    });
+  });
+  afterAll(() => small.close());
+  const runSmall = (code: string) => small.invoke(request(code));
+
+  test('a result over the limit is result_too_large 502 naming the setting; one under it passes', async () => {
+    const error = failure(await runSmall("module.exports = async () => ({ raw: 'x'.repeat(100 * 1024) });"));
+    expect(error).toMatchObject({ kind: 'result_too_large', status: 502, errors: { limit: ['TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES'] } });
+    expect(error.detail).toContain('65536');
+    expect(value(await runSmall("module.exports = async () => ({ raw: 'x'.repeat(60 * 1024) });")).raw).toHaveLength(60 * 1024);
+  });
+
+  test('hash inputs, fetch bodies and their sum count against the host limit, and catching the error changes nothing', async () => {
+    const hashLoop = `module.exports = async () => {
+      const big = 'x'.repeat(64 * 1024);
+      const hash = require('crypto').createHash('sha256');
+      try { for (let i = 0; i < 100; i++) hash.update(big); } catch (e) { return { raw: 'caught' }; }
+      return { raw: hash.digest('hex') };
+    };`;
+    expect(failure(await runSmall(hashLoop))).toMatchObject({ kind: 'host_limit', status: 502, errors: { limit: ['TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES'] } });
+    const fetches = `module.exports = async () => {
+      const body = 'y'.repeat(100 * 1024);
+      for (let i = 0; i < 5; i++) await fetch('https://example.com/', { method: 'POST', body });
+      return { raw: 'sent' };
+    };`;
+    expect(failure(await runSmall(fetches)).kind).toBe('host_limit');
+    // Under the limit, and counted afresh for every invocation.
+    const modest = "module.exports = async () => ({ raw: require('crypto').createHash('sha256').update('y'.repeat(200 * 1024)).digest('hex') });";
+    for (let i = 0; i < 3; i++) expect(value(await runSmall(modest)).raw).toMatch(/^[0-9a-f]{64}$/);
+  });
+});

@@ -198,6 +198,10 @@ affinity:
   value: {{ .Values.config.reactor.timeoutMs | int64 | quote }}
 - name: TOKENVAULT_REACTOR_MEMORY_MB
   value: {{ .Values.config.reactor.memoryMb | int64 | quote }}
+- name: TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES
+  value: {{ .Values.config.reactor.resultLimitBytes | int64 | quote }}
+- name: TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES
+  value: {{ .Values.config.reactor.hostLimitBytes | int64 | quote }}
 {{- with .Values.config.outbound.allowedHosts }}
 - name: TOKENVAULT_PROXY_ALLOWED_HOSTS
   value: {{ join "," . | quote }}
