@@ -7,7 +7,7 @@ import { generateApiKey } from '../../src/auth/api-keys.js';
 import { createApp } from '../../src/http/app.js';
 import { routeTable } from '../../src/http/route-table.js';
 import { MANAGEMENT_DEFAULT, permissionsFor } from '../../src/domain/permissions/permissions.js';
-import { UNSUPPORTED_FEATURES } from '../../src/domain/unsupported/routes.js';
+import { UNSUPPORTED_FEATURES } from '../../src/http/routes/unsupported.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
 import { eventually, sleep } from '../support/wait.js';
