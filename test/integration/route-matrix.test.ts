@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { generateApiKey } from '../../src/auth/api-keys.js';
 import { createApp } from '../../src/http/app.js';
 import { routeTable } from '../../src/http/route-table.js';
-import { MANAGEMENT_DEFAULT, permissionsFor } from '../../src/domain/permissions/permissions.js';
+import { MANAGEMENT_DEFAULT, permissionsFor } from '../../src/auth/permissions.js';
 import { UNSUPPORTED_FEATURES } from '../../src/http/routes/unsupported.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';

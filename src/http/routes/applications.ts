@@ -3,7 +3,7 @@ import { Errors } from '../../errors/registry.js';
 import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
 import { listQuery, onlyQuery, stringQuery, uuidParam } from '../params.js';
 import { parsePaging } from '../../domain/paging.js';
-import { APPLICATION_TYPES, PERMISSIONS, type ApplicationType } from '../../domain/permissions/permissions.js';
+import { APPLICATION_TYPES, PERMISSIONS, type ApplicationType } from '../../auth/permissions.js';
 import { validateCreateApplication, validateUpdateApplication } from '../../domain/applications/schema.js';
 import type { ApplicationService } from '../../domain/applications/service.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';

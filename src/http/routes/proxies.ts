@@ -10,7 +10,7 @@ import type { Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { checkHeaderNames } from '../../proxy/headers.js';
 import { proxySuffix } from '../../proxy/target.js';
-import { mayEver } from '../../domain/access/evaluate.js';
+import { mayEver } from '../../auth/access/evaluate.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
 import { parsePaging } from '../../domain/paging.js';
 import { CustomResponse } from '../../domain/reactors/service.js';

@@ -2,7 +2,7 @@ import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
 import { listQuery, onlyQuery, stringQuery, uuidParam } from '../params.js';
-import { mayEver } from '../../domain/access/evaluate.js';
+import { mayEver } from '../../auth/access/evaluate.js';
 import { parsePaging } from '../../domain/paging.js';
 import { validateCreateReactor, validatePatchReactor, validateReactBody, validateUpdateReactor } from '../../domain/reactors/schema.js';
 import { CustomResponse, type ReactorService } from '../../domain/reactors/service.js';

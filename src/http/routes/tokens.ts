@@ -3,7 +3,7 @@ import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import { tenantPrincipal } from '../middleware/auth.js';
 import { listQuery as listParam, stringQuery } from '../params.js';
-import { mayEver, type TokenPermission } from '../../domain/access/evaluate.js';
+import { mayEver, type TokenPermission } from '../../auth/access/evaluate.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
 import type { Detokenizer } from '../../domain/tokens/detokenizer.js';
 import { TOKEN_ID_PATTERN, validateCreateToken, validateTokenPatch } from '../../domain/tokens/schema.js';
