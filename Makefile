@@ -48,7 +48,7 @@ test: build
 	hack/test.sh
 
 test-unit: $(INSTALLED)
-	NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot $${NODE_OPTIONS:-}" $(BIN)/jest --ci --config jest.unit.config.js
+	NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot $${NODE_OPTIONS:-}" $(BIN)/jest --ci --selectProjects unit
 
 lint: typecheck
 	$(BIN)/tsc -p bench/tsconfig.json --noEmit
