@@ -7,8 +7,9 @@
 //
 //   node hack/build-sandbox.mjs          write src/runtime/prelude-bundle.ts
 //   node hack/build-sandbox.mjs --check  exit 1 if it is stale
+//   --out FILE                           another file than src/runtime/prelude-bundle.ts (the unit test's stale copy)
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
@@ -70,17 +71,19 @@ function checkRenames(bundled) {
 }
 
 const text = await bundleModule();
+const out = process.argv.indexOf('--out');
+const file = out > 0 ? resolve(process.argv[out + 1]) : target;
 if (process.argv.includes('--check')) {
   let current = '';
   try {
-    current = readFileSync(target, 'utf8');
+    current = readFileSync(file, 'utf8');
   } catch {
     // missing: stale
   }
   if (current !== text) {
-    console.error('src/runtime/prelude-bundle.ts is stale: run `make sandbox` (node hack/build-sandbox.mjs) and commit it');
+    console.error(`${file} is stale: run \`make sandbox\` (node hack/build-sandbox.mjs) and commit it`);
     process.exit(1);
   }
 } else {
-  writeFileSync(target, text);
+  writeFileSync(file, text);
 }

@@ -77,7 +77,8 @@ export const nodeBuffer = once(function () {
         const out = new U8(((s.length * 3) >>> 2) + 3);
         let acc = 0, bits = 0, n = 0;
         for (let i = 0; i < s.length; i++) {
-          const c = s.charCodeAt(i);
+          // Node reads a character past Latin-1 by its low byte ('š', U+0161, counts as 'a').
+          const c = s.charCodeAt(i) & 255;
           if (c === 61) break;
           const v = c < 128 ? B64_VALUES[c] : -1;
           if (v < 0) continue;

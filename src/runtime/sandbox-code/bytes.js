@@ -75,7 +75,9 @@ export function btoaImpl(input) {
   return out;
 }
 export function atobImpl(input) {
-  const s = StringCtor(input).replace(/[\t\n\f\r ]/g, '').replace(/={1,2}$/, '');
+  // The forgiving-base64 decode: padding is dropped only from a length that is a multiple of 4 ('YQ=' is invalid).
+  let s = StringCtor(input).replace(/[\t\n\f\r ]/g, '');
+  if (s.length % 4 === 0) s = s.replace(/={1,2}$/, '');
   if (/[^A-Za-z0-9+/]/.test(s) || s.length % 4 === 1) throw new ErrorCtor('atob: the string is not valid base64');
   let out = '';
   for (let i = 0; i < s.length; i += 4) {

@@ -15,7 +15,7 @@ function digester(kind, algorithm, key) {
   let done = false;
   const object = {
     update: function (data, encoding) {
-      if (done) throw new ErrorCtor('Digest already called');
+      if (done) throw finalized();
       let part;
       if (typeof data === 'string' && encoding !== undefined && encoding !== 'utf8' && encoding !== 'utf-8') part = copyBytes(nodeBuffer().Buffer.from(data, encoding));
       else if (typeof data === 'string') part = data;
@@ -26,7 +26,7 @@ function digester(kind, algorithm, key) {
       return object;
     },
     digest: function (encoding) {
-      if (done) throw new ErrorCtor('Digest already called');
+      if (done) throw finalized();
       done = true;
       const enc = encoding === undefined ? 'bytes' : StringCtor(encoding);
       if (['hex', 'base64', 'base64url', 'latin1', 'binary', 'bytes'].indexOf(enc) < 0) throw new ErrorCtor('digest(): unsupported encoding ' + enc);
@@ -35,6 +35,12 @@ function digester(kind, algorithm, key) {
     },
   };
   return object;
+}
+// As Node's: a hash object is done once digest() was called.
+function finalized() {
+  const error = /** @type {any} */ (new ErrorCtor('Digest already called'));
+  error.code = 'ERR_CRYPTO_HASH_FINALIZED';
+  return error;
 }
 export const cryptoModule = once(function () { return ObjectFreeze({
   randomUUID: randomUUID,

@@ -17,7 +17,9 @@ export function formEncode(s) {
 }
 export function formDecode(s) {
   s = s.replace(/\+/g, ' ');
-  if (s.indexOf('%') < 0) return s;
+  // Without escapes the text is its own value, unless it has lone surrogates: those become U+FFFD (a USVString), which
+  // the UTF-8 round trip below does.
+  if (s.indexOf('%') < 0 && !/[\ud800-\udfff]/.test(s)) return s;
   const bytes = utf8Encode(s);
   const out = [];
   for (let i = 0; i < bytes.length; i++) {
