@@ -171,17 +171,19 @@ export const nodeBuffer = once(function () {
     constructor(a, b, c) { super(a, b, c); }
   }
   const proto = FastBuffer.prototype;
-  function Buffer(arg, encodingOrOffset, length) {
-    if (typeof arg === 'number') {
-      if (typeof encodingOrOffset === 'string') throw codedError(TypeErrorCtor, 'ERR_INVALID_ARG_TYPE', 'The "string" argument must be of type string. ' + received(arg));
-      return alloc(arg);
-    }
-    return from(arg, encodingOrOffset, length);
-  }
+  // Named by its property key: the bundler renames the binding (it keeps `Buffer` free for a global), and the function
+  // must be named Buffer, as Node's is (error messages name a Buffer argument by its constructor's name).
+  /** @type {any} */
+  const Buffer = {
+    Buffer: function (arg, encodingOrOffset, length) {
+      if (typeof arg === 'number') {
+        if (typeof encodingOrOffset === 'string') throw codedError(TypeErrorCtor, 'ERR_INVALID_ARG_TYPE', 'The "string" argument must be of type string. ' + received(arg));
+        return alloc(arg);
+      }
+      return from(arg, encodingOrOffset, length);
+    },
+  }.Buffer;
   Buffer.prototype = proto;
-  // The bundler renames this function (it keeps `Buffer` free for a global); Node's is named Buffer, and error messages
-  // name a Buffer argument by its constructor's name.
-  ObjectDefineProperty(Buffer, 'name', { value: 'Buffer' });
   ObjectDefineProperty(proto, 'constructor', { value: Buffer, writable: true, configurable: true, enumerable: false });
   ObjectSetPrototypeOf(Buffer, U8);
 

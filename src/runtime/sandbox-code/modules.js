@@ -4,7 +4,7 @@ import { basisTheoryJs } from './bt.js';
 import { nodeBuffer } from './buffer.js';
 import { cryptoModule, uuidModule } from './crypto.js';
 import { sdkModule } from './formulas-sdk.js';
-import { ErrorCtor, MapCtor, mapGet, ObjectDefineProperty, ObjectFreeze, once, ReflectApply, StringCtor } from './intrinsics.js';
+import { ErrorCtor, MapCtor, mapGet, ObjectFreeze, once, ReflectApply, StringCtor } from './intrinsics.js';
 import { nodeURL } from './url.js';
 import { web } from './web.js';
 
@@ -35,11 +35,13 @@ const MODULES = new MapCtor([
   ['uuid', uuidModule],
 ]);
 const ALLOWED = ALLOWED_MODULES.join(', ');
-export function require(name) {
-  const id = StringCtor(name);
-  const found = ReflectApply(mapGet, MODULES, [id]);
-  if (found === undefined) throw new ErrorCtor("module '" + id + "' is not available in reactors (allowed: " + ALLOWED + ')');
-  return found();
-}
-// The bundler renames this function (it keeps `require` free for CommonJS); the code sees the name Node's has.
-ObjectDefineProperty(require, 'name', { value: 'require' });
+// Named by its property key: the bundler renames the binding (it keeps `require` free for CommonJS), and the code
+// sees the name Node's has. (Setting .name afterwards costs ~3 µs per fresh context, measured.)
+export const require = {
+  require: function (name) {
+    const id = StringCtor(name);
+    const found = ReflectApply(mapGet, MODULES, [id]);
+    if (found === undefined) throw new ErrorCtor("module '" + id + "' is not available in reactors (allowed: " + ALLOWED + ')');
+    return found();
+  },
+}.require;
