@@ -406,6 +406,28 @@ describe('TextEncoder and TextDecoder (web.js) against Node', () => {
   });
 });
 
+describe('Headers (web.js) against Node', () => {
+  // The shim imitates node-fetch's Headers (plus raw()); on what both share it must agree with the WHATWG Headers.
+  test('names, values, combining, iteration order and refusals', () => {
+    const run = (H: typeof Headers) => {
+      const out: unknown[] = [];
+      const h = new H({ 'Content-Type': 'a', 'X-B': ' padded ' });
+      out.push(h.get('content-type'), h.get('x-b'));
+      h.append('x-b', 'two');
+      out.push(h.get('X-B'), [...h], h.has('nope'));
+      h.set('x-b', 'one');
+      h.delete('content-type');
+      out.push([...h.entries()], new H([['a', '1'], ['a', '2']]).get('a'), outcome(() => new H({ 'bad name': 'x' })));
+      out.push([...new H(new H({ z: '1', a: '2' })).keys()], [...new H({ z: '1', a: '2' }).values()]);
+      const visited: string[] = [];
+      new H({ b: '1', a: '2', c: '3' }).forEach((value, name) => visited.push(name + value));
+      out.push(visited, new H({ a: 'xé' }).get('a'), new H({ 'Set-Cookie': 'a=1' }).get('set-cookie'));
+      return out;
+    };
+    expect(run(web.Headers)).toEqual(run(Headers));
+  });
+});
+
 describe('crypto (crypto.js, with the host digest of sandbox.ts) against Node', () => {
   const ALGORITHMS = ['md5', 'sha1', 'sha256', 'sha384', 'sha512'];
   const ENCODINGS = ['hex', 'base64', 'base64url', 'latin1', 'binary'] as nodeCrypto.BinaryToTextEncoding[];

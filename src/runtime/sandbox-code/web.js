@@ -32,7 +32,8 @@ export const web = once(function () {
     constructor(init) {
       this._map = new MapCtor();
       if (init === undefined || init === null) return;
-      if (init instanceof Headers) init.forEach((value, name) => this.append(name, value));
+      // A copy keeps the original's order (the order the host sends them in); forEach would sort.
+      if (init instanceof Headers) ReflectApply(mapForEach, init._map, [(values, name) => this.append(name, values.join(', '))]);
       else if (ArrayIsArray(init)) for (const pair of init) this.append(pair[0], pair[1]);
       else if (typeof init === 'object') for (const name of ObjectKeys(init)) {
         const value = init[name];
@@ -50,8 +51,9 @@ export const web = once(function () {
     get(name) { const v = ReflectApply(mapGet, this._map, [normalizeName(name)]); return v ? v.join(', ') : null; }
     has(name) { return ReflectApply(mapHas, this._map, [normalizeName(name)]); }
     delete(name) { ReflectApply(mapDelete, this._map, [normalizeName(name)]); }
-    forEach(fn, thisArg) { const self = this; ReflectApply(mapForEach, this._map, [function (v, n) { fn.call(thisArg, v.join(', '), n, self); }]); }
-    entries() { const out = []; this.forEach(function (v, n) { out.push([n, v]); }); out.sort(function (a, b) { return a[0] < b[0] ? -1 : 1; }); return out[Symbol.iterator](); }
+    // In name order, as node-fetch's and the WHATWG Headers' iteration.
+    forEach(fn, thisArg) { for (const e of this.entries()) fn.call(thisArg, e[1], e[0], this); }
+    entries() { const out = []; ReflectApply(mapForEach, this._map, [function (v, n) { out.push([n, v.join(', ')]); }]); out.sort(function (a, b) { return a[0] < b[0] ? -1 : 1; }); return out[Symbol.iterator](); }
     keys() { const out = []; for (const e of this.entries()) out.push(e[0]); return out[Symbol.iterator](); }
     values() { const out = []; for (const e of this.entries()) out.push(e[1]); return out[Symbol.iterator](); }
     [Symbol.iterator]() { return this.entries(); }
