@@ -22,7 +22,8 @@ help:
 	@echo "make run    build and start tokenvault dev (prints the URL and a management key)"
 	@echo "make test   run every test tier against a real etcd and a real kube-apiserver"
 	@echo "make test-unit  the unit tier only: no services, seconds"
-	@echo "make lint   type-check the sources, tests, benchmarks and sandbox code; check the sandbox bundle is fresh"
+	@echo "make lint   type-check the sources, tests, benchmarks and sandbox code; check the layers (dependency-cruiser)"
+	@echo "           and that the sandbox bundle is fresh"
 	@echo "make sandbox  rebundle the sandbox code (src/runtime/sandbox-code) into $(SANDBOX_BUNDLE)"
 	@echo "make bench  run the benchmarks"
 
@@ -58,12 +59,13 @@ test: build
 	hack/test.sh
 
 test-unit: $(INSTALLED)
-	NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot $${NODE_OPTIONS:-}" $(BIN)/jest --ci --config jest.unit.config.js
+	NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot $${NODE_OPTIONS:-}" $(BIN)/jest --ci --selectProjects unit
 
 lint: typecheck
 	$(BIN)/tsc -p bench/tsconfig.json --noEmit
 	$(BIN)/tsc -p src/runtime/sandbox-code/tsconfig.json
 	node hack/build-sandbox.mjs --check
+	$(BIN)/depcruise --config .dependency-cruiser.cjs src
 
 bench: build
 	hack/bench.sh
