@@ -48,6 +48,20 @@ module.exports = {
       to: { path: '^src/(store|crypto|domain|http|runtime|proxy|expressions)' },
     },
     {
+      name: 'worker-side-holds-nothing',
+      severity: 'error',
+      comment: 'The worker runs tenant code: it must not link the store, keys, domain services or the API client (docs/adr/0001).',
+      from: { path: '^src/runtime/worker' },
+      to: { path: '^src/(runtime/client|domain|http|store|crypto|auth|controller|server)' },
+    },
+    {
+      name: 'api-side-never-loads-the-sandbox',
+      severity: 'error',
+      comment: 'The API talks to workers over HTTP (src/runtime/client); it never runs tenant code in its own process.',
+      from: { path: '^src/(domain|http|runtime/client)' },
+      to: { path: '^src/runtime/worker' },
+    },
+    {
       name: 'http-only-in-http',
       severity: 'error',
       comment: 'express is the HTTP layer: only src/http (and the worker and metrics servers it builds) import it.',

@@ -13,8 +13,8 @@ BIN := node_modules/.bin
 INSTALLED := node_modules/.tokenvault-installed
 SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 # The JavaScript that runs inside the reactor isolates, bundled into a committed TypeScript module (docs/runtime.md).
-SANDBOX_SOURCES := $(wildcard src/runtime/sandbox-code/*.js)
-SANDBOX_BUNDLE := src/runtime/prelude-bundle.ts
+SANDBOX_SOURCES := $(wildcard src/runtime/worker/sandbox-code/*.js)
+SANDBOX_BUNDLE := src/runtime/worker/prelude-bundle.ts
 
 .PHONY: help install build run test test-unit lint bench typecheck sandbox clean
 
@@ -24,7 +24,7 @@ help:
 	@echo "make test-unit  the unit tier only: no services, seconds"
 	@echo "make lint   type-check the sources, tests, benchmarks and sandbox code; check the layers (dependency-cruiser)"
 	@echo "           and that the sandbox bundle is fresh"
-	@echo "make sandbox  rebundle the sandbox code (src/runtime/sandbox-code) into $(SANDBOX_BUNDLE)"
+	@echo "make sandbox  rebundle the sandbox code (src/runtime/worker/sandbox-code) into $(SANDBOX_BUNDLE)"
 	@echo "make bench  run the benchmarks"
 
 # npm install, not npm ci: npm 11 writes lock files without other platforms' optional bindings (unrs-resolver's),
@@ -63,7 +63,7 @@ test-unit: $(INSTALLED)
 
 lint: typecheck
 	$(BIN)/tsc -p bench/tsconfig.json --noEmit
-	$(BIN)/tsc -p src/runtime/sandbox-code/tsconfig.json
+	$(BIN)/tsc -p src/runtime/worker/sandbox-code/tsconfig.json
 	node hack/build-sandbox.mjs --check
 	$(BIN)/depcruise --config .dependency-cruiser.cjs src
 

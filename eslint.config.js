@@ -4,7 +4,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'src/runtime/sandbox-code/**', 'src/runtime/prelude-bundle.ts', '**/*.cjs', '**/*.mjs', '**/*.js'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'src/runtime/worker/sandbox-code/**', 'src/runtime/worker/prelude-bundle.ts', '**/*.cjs', '**/*.mjs', '**/*.js'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -9,7 +9,7 @@ import { KeyRing } from '../crypto/keyring.js';
 import { MANAGEMENT_DEFAULT } from '../auth/permissions.js';
 import type { Logger } from '../observability/logger.js';
 import { keys } from '../store/keys.js';
-import { spawnWorkerProcess } from '../runtime/client.js';
+import { spawnWorkerProcess } from './worker-process.js';
 import { startApi, type RunningApi } from './api.js';
 import { freeLoopbackPort } from './ports.js';
 

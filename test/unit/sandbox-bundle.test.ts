@@ -1,22 +1,22 @@
-// The prelude the isolates run is generated from src/runtime/sandbox-code/ into the committed
-// src/runtime/prelude-bundle.ts (hack/build-sandbox.mjs): the committed file must be what the sources give today.
+// The prelude the isolates run is generated from src/runtime/worker/sandbox-code/ into the committed
+// src/runtime/worker/prelude-bundle.ts (hack/build-sandbox.mjs): the committed file must be what the sources give today.
 import { afterAll, describe, expect, test } from '@jest/globals';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SandboxPool } from '../../src/runtime/sandbox.js';
+import { SandboxPool } from '../../src/runtime/worker/sandbox.js';
 
 const SCRIPT = 'hack/build-sandbox.mjs';
-const BUNDLE = 'src/runtime/prelude-bundle.ts';
+const BUNDLE = 'src/runtime/worker/prelude-bundle.ts';
 
 function check(...args: string[]) {
   return spawnSync(process.execPath, [SCRIPT, '--check', ...args], { encoding: 'utf8', timeout: 30_000 });
 }
 
 describe('the sandbox bundle', () => {
-  test('is fresh: src/runtime/prelude-bundle.ts is what the sandbox sources bundle to (`make sandbox` rewrites it)', () => {
+  test('is fresh: src/runtime/worker/prelude-bundle.ts is what the sandbox sources bundle to (`make sandbox` rewrites it)', () => {
     const result = check();
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);

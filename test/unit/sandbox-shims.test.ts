@@ -1,10 +1,10 @@
-// The shims the reactor isolates get in place of Node's modules (src/runtime/sandbox-code/), run directly in Node and
+// The shims the reactor isolates get in place of Node's modules (src/runtime/worker/sandbox-code/), run directly in Node and
 // compared with the real thing: the same inputs must give the same outputs (or the same error code) as Node's Buffer,
 // URL, URLSearchParams, TextEncoder/TextDecoder, atob/btoa and crypto. Inputs are fixed lists of the awkward cases plus
 // seeded random ones, so a failure reproduces.
 import { beforeAll, describe, expect, test } from '@jest/globals';
 import * as nodeCrypto from 'node:crypto';
-import { digest } from '../../src/runtime/sandbox.js';
+import { digest } from '../../src/runtime/worker/sandbox.js';
 
 // The sandbox code is plain JavaScript checked by its own tsconfig; imported through a variable so that this program
 // does not type-check it again under the host's options. These are the parts the tests use.
@@ -17,7 +17,7 @@ interface Shims {
   crypto: { cryptoModule: () => Pick<typeof nodeCrypto, 'createHash' | 'createHmac' | 'randomUUID'> };
   host: { connectHost: (call: (...args: unknown[]) => void, sync: (op: string, json: string, parts: unknown) => string) => void };
 }
-const dir = '../../src/runtime/sandbox-code/';
+const dir = '../../src/runtime/worker/sandbox-code/';
 async function load<T>(name: string): Promise<T> {
   return (await import(dir + name)) as T;
 }

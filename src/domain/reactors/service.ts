@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors, ReactorFailure, VaultError, type FieldErrors } from '../../errors/registry.js';
-import type { RuntimeRouter } from '../../runtime/router.js';
+import type { RuntimeRouter } from '../../runtime/client/router.js';
 import type { InvocationFailure } from '../../runtime/contract.js';
 import { allowedCustomStatus, customResponseHeaders, refusedCustomStatus } from '../../runtime/custom-response.js';
 import { keys } from '../../store/keys.js';

@@ -1,6 +1,6 @@
 // @ts-check
 // The entry point of the JavaScript that runs inside every sandbox context before the reactor's code (bundled by
-// hack/build-sandbox.mjs into src/runtime/prelude-bundle.ts): the `require` allow-list, the reactor-formulas SDK error
+// hack/build-sandbox.mjs into src/runtime/worker/prelude-bundle.ts): the `require` allow-list, the reactor-formulas SDK error
 // classes, the `bt` client, `fetch`, timers, Node's `Buffer`, the WHATWG `URL` and a few web globals. The host is
 // reached only through two plain functions (isolated-vm Callbacks, which arrive as ordinary functions, not
 // References): `__tv_call(id, op, json, body)` starts an asynchronous host operation whose answer comes back through

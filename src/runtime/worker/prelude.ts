@@ -1,4 +1,4 @@
-// What an isolate evaluates for a reactor: the prelude (the JavaScript in src/runtime/sandbox-code/, bundled into
+// What an isolate evaluates for a reactor: the prelude (the JavaScript in src/runtime/worker/sandbox-code/, bundled into
 // prelude-bundle.ts by hack/build-sandbox.mjs: the `require` allow-list, the SDK error classes, the `bt` client,
 // `fetch`, timers, Buffer, URL and a few web globals), then the reactor's code in the module wrapper below. The
 // prelude's completion value is its entry function: `entry('start', reqJson, hasBt, kind, limitsJson)` runs the

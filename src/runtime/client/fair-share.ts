@@ -12,7 +12,7 @@
 // answer: the API answers a caller at the invocation's time limit plus a grace (router.ts), but the connection is
 // still busy until the worker lets go of it, and freeing the slot early would let a tenant take more of the pool than
 // its share.
-import { Errors } from '../errors/registry.js';
+import { Errors } from '../../errors/registry.js';
 
 export interface FairShareLimits {
   /** Invocations of one tenant running at once (per API process). */

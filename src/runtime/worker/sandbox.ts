@@ -30,9 +30,9 @@ import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import ivm from 'isolated-vm';
 import { LRUCache } from 'lru-cache';
-import type { Logger } from '../observability/logger.js';
+import type { Logger } from '../../observability/logger.js';
 import type { BtAnswer, BtCall } from './bt-bridge.js';
-import type { InvocationFailure, InvocationLimits, InvocationRequest, InvocationResult } from './contract.js';
+import type { InvocationFailure, InvocationLimits, InvocationRequest, InvocationResult } from '../contract.js';
 import {
   compileFailure,
   exceededResources,
