@@ -41,6 +41,13 @@ module.exports = {
       to: { path: '^src/(domain|http|server|controller|runtime|proxy|expressions|cli)' },
     },
     {
+      name: 'crypto-is-a-library',
+      severity: 'error',
+      comment: 'Encryption, key rings and rotation take keys and a store as arguments; commands and config live in src/server.',
+      from: { path: '^src/crypto' },
+      to: { path: '^src/(config|server|http|domain|controller|runtime|cli)' },
+    },
+    {
       name: 'controller-through-the-api',
       severity: 'error',
       comment: 'The controller is an API client (docs/adr/0002): it never reaches the store, crypto or domain services.',
