@@ -3,7 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError, toProblem } from '../../errors/registry.js';
-import { sendProblem } from '../middleware/errors.js';
+import { sendCustomResponse, sendProblem } from '../middleware/errors.js';
 import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
 import { listQuery, onlyQuery, stringQuery, uuidParam } from '../params.js';
 import type { Logger } from '../../observability/logger.js';
@@ -159,7 +159,7 @@ async function serve(options: ProxyRouteOptions, req: Request, res: Response): P
       // CustomHttpResponseError from a transform: the code chose status, headers and body.
       outcome = 'TV_REACTOR_FAILED';
       if (destinationStatus !== undefined) res.setHeader('BT-PROXY-DESTINATION-STATUS', String(destinationStatus));
-      res.status(cause.status).set(cause.headers).json(cause.body);
+      sendCustomResponse(res, cause);
       return;
     }
     const vaultError = asProxyError(cause);
