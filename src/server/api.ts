@@ -21,6 +21,8 @@ import { ApplicationDirectory } from '../domain/applications/directory.js';
 import { ReactorService } from '../domain/reactors/service.js';
 import { RuntimeClient } from '../runtime/client.js';
 import { FairShare } from '../runtime/fair-share.js';
+import { RateLimiter } from '../ratelimit/limiter.js';
+import { ReplicaCount } from '../ratelimit/replicas.js';
 import { RuntimeRouter } from '../runtime/router.js';
 import { ProxyHandler } from '../domain/proxies/handler.js';
 import { ProxyService } from '../domain/proxies/service.js';
@@ -98,11 +100,14 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     maxResponseBytes: config.proxy.responseBytes,
     maxTransformedResponseBytes: Math.min(config.proxy.responseBytes, 10 * 1024 * 1024),
   });
+  // Each process enforces its share of the rate limits: the limit divided by the API processes alive.
+  const replicas = new ReplicaCount(store);
   const context: ApiContext = {
     config,
     store,
     logger,
     metrics,
+    rateLimits: { limiter: new RateLimiter(config.rateLimits, () => replicas.count), tenants: tenantDirectory },
     authenticator: new Authenticator(store, tenantDirectory, applicationDirectory, {
       operatorKeyHash: config.operatorKeyHash,
       cacheSeconds: config.limits.keyCacheSeconds,
@@ -129,7 +134,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       ),
     },
   };
-  await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start()]);
+  await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start(), replicas.start()]);
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
 
@@ -159,6 +164,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       ]);
       await sweeper.stop();
       await Promise.all([
+        replicas.stop(),
         context.authenticator.stop(),
         cipher.stop(),
         tenantDirectory.stop(),
