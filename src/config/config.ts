@@ -35,6 +35,11 @@ export interface RateLimitValues {
 
 export interface RateLimits extends RateLimitValues {
   windowSeconds: number;
+  /**
+   * The API processes that share the limits: 'auto' counts the live ones (each registers in the store under a
+   * lease); a number is taken as given (and the process does not register).
+   */
+  replicas: number | 'auto';
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -482,6 +487,12 @@ export const SETTINGS = {
     description: 'api: length of the fixed window the rate limits count in',
     default: '1',
   },
+  rateLimitReplicas: {
+    flag: 'rate-limit-replicas',
+    env: 'TOKENVAULT_RATE_LIMIT_REPLICAS',
+    description: "api: API processes the rate limits are shared by, each enforcing limit / replicas: 'auto' counts the live ones in the store, or a whole number",
+    default: 'auto',
+  },
   keyCache: {
     flag: 'key-cache-seconds',
     env: 'TOKENVAULT_KEY_CACHE_SECONDS',
@@ -658,6 +669,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     callsPerKey: integer('rateLimitCallsPerKey', 0, 10_000_000),
     callsPerTenant: integer('rateLimitCallsPerTenant', 0, 10_000_000),
     windowSeconds: integer('rateLimitWindow', 1, 3600),
+    replicas: raw('rateLimitReplicas') === 'auto' ? 'auto' : integer('rateLimitReplicas', 1, 1000),
   };
 
   const limits = {

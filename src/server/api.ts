@@ -101,13 +101,14 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     maxTransformedResponseBytes: Math.min(config.proxy.responseBytes, 10 * 1024 * 1024),
   });
   // Each process enforces its share of the rate limits: the limit divided by the API processes alive.
-  const replicas = new ReplicaCount(store);
+  const fixedReplicas = config.rateLimits.replicas;
+  const replicas = fixedReplicas === 'auto' ? new ReplicaCount(store) : undefined;
   const context: ApiContext = {
     config,
     store,
     logger,
     metrics,
-    rateLimits: { limiter: new RateLimiter(config.rateLimits, () => replicas.count), tenants: tenantDirectory },
+    rateLimits: { limiter: new RateLimiter(config.rateLimits, () => replicas?.count ?? (fixedReplicas as number)), tenants: tenantDirectory },
     authenticator: new Authenticator(store, tenantDirectory, applicationDirectory, {
       operatorKeyHash: config.operatorKeyHash,
       cacheSeconds: config.limits.keyCacheSeconds,
@@ -134,7 +135,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       ),
     },
   };
-  await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start(), replicas.start()]);
+  await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start(), replicas?.start()]);
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
 
@@ -164,7 +165,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       ]);
       await sweeper.stop();
       await Promise.all([
-        replicas.stop(),
+        replicas?.stop(),
         context.authenticator.stop(),
         cipher.stop(),
         tenantDirectory.stop(),
