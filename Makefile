@@ -19,7 +19,7 @@ help:
 	@echo "make run    build and start tokenvault dev (prints the URL and a management key)"
 	@echo "make test   run every test tier against a real etcd and a real kube-apiserver"
 	@echo "make test-unit  the unit tier only: no services, seconds"
-	@echo "make lint   type-check the sources, tests and benchmarks"
+	@echo "make lint   type-check the sources, tests and benchmarks; check the layers (dependency-cruiser)"
 	@echo "make bench  run the benchmarks"
 
 # npm install, not npm ci: npm 11 writes lock files without other platforms' optional bindings (unrs-resolver's),
@@ -48,10 +48,11 @@ test: build
 	hack/test.sh
 
 test-unit: $(INSTALLED)
-	NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot $${NODE_OPTIONS:-}" $(BIN)/jest --ci --config jest.unit.config.js
+	NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot $${NODE_OPTIONS:-}" $(BIN)/jest --ci --selectProjects unit
 
 lint: typecheck
 	$(BIN)/tsc -p bench/tsconfig.json --noEmit
+	$(BIN)/depcruise --config .dependency-cruiser.cjs src
 
 bench: build
 	hack/bench.sh

@@ -22,7 +22,7 @@ import type { DataCipher } from '../tokens/records.js';
 import type { TokenService } from '../tokens/service.js';
 import { tokenize } from '../tokens/tokenize.js';
 import { applyParameters } from './arguments.js';
-import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../ownership.js';
+import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import type { BtKeys } from './bt-keys.js';
 import type { ConfigurationValues, ReactorBody } from './schema.js';
 

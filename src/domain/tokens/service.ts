@@ -8,7 +8,7 @@ import { renderTemplate, validateTemplate } from '../../expressions/index.js';
 import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Compare, Store, TxnOp } from '../../store/store.js';
-import { decide, mayEver, revealsPlaintext, type TokenFacts, type Transform } from '../access/evaluate.js';
+import { decide, mayEver, revealsPlaintext, type TokenFacts, type Transform } from '../../auth/access/evaluate.js';
 import type { TenantDirectory } from '../tenants/directory.js';
 import type { UsageService } from '../usage/service.js';
 import { isExpired, seal, toToken, transformed, unseal, type DataCipher, type Token, type TokenRecord } from './records.js';
