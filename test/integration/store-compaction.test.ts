@@ -3,10 +3,13 @@
 // is compacted past everything the first API's watches saw. When the relay is back, the watches cannot resume where
 // they stopped (that revision is gone): they must start again from now and the caches must drop what they held, so
 // the first API never accepts a key revoked during the gap, and keys revoked after it are refused within a second
-// (a stalled watch would let a cached key work until its cache entry expires, TOKENVAULT_KEY_CACHE_SECONDS).
+// (a stalled watch would let a cached key work until its cache entry expires, TOKENVAULT_KEY_CACHE_SECONDS). And while
+// a watch is down, its cache keeps nothing: with etcd reachable by other means (another member) every read is fresh.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import net from 'node:net';
 import { Etcd3 } from 'etcd3';
+import { openStore } from '../../src/store/open.js';
+import { WatchedCache } from '../../src/store/watched-cache.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { startEtcd, type EtcdProcess } from '../support/etcd.js';
 import { client } from '../support/http.js';
@@ -102,3 +105,34 @@ test('a key revoked while a watch was cut off and compacted over is refused once
   await eventually(async () => expect((await client(cutOff.url, revokedAfter.key).get('/applications/key')).status).toBe(401), 1_000);
   console.log(`after the gap: revoked-in-gap key refused ${refusedAfterMs} ms after the relay came back; a later revocation seen in ${Date.now() - deletedAt} ms`);
 }, 60_000);
+
+test('while its watch is down a cache keeps nothing: reads made in the gap see changes made in the gap', async () => {
+  // The watch goes through the relay, the reads straight to etcd: a cluster member the watch's connection lost but
+  // whose peers still answer reads.
+  const watched = openStore({ kind: 'etcd', endpoints: [`http://127.0.0.1:${relay.port}`] });
+  const reads = openStore({ kind: 'etcd', endpoints: [etcd.endpoint] });
+  const cache = new WatchedCache<string>(watched, '/gap-test/', { max: 100, ttlSeconds: 300 });
+  try {
+    await cache.start();
+    await reads.put('/gap-test/a', 'before');
+    const load = async () => (await reads.get('/gap-test/a'))?.value;
+    expect(await cache.get('a', load)).toBe('before');
+
+    await relay.cut();
+    await sleep(300); // the watch notices the broken connection
+    for (const value of ['in the gap', 'later in the gap', 'still in the gap']) {
+      await reads.put('/gap-test/a', value);
+      expect(await cache.get('a', load)).toBe(value);
+    }
+    await relay.restore();
+    // Back: cached again, and evicted by the watch's events.
+    await eventually(async () => {
+      await reads.put('/gap-test/a', 'back');
+      expect(await cache.get('a', load)).toBe('back');
+    }, 10_000);
+  } finally {
+    await relay.restore();
+    await cache.stop();
+    await Promise.all([watched.close(), reads.close()]);
+  }
+}, 30_000);
