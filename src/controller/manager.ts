@@ -104,7 +104,7 @@ export interface Reconciler<T extends KubeObject = KubeObject> {
 
 export interface ManagerOptions {
   client: KubeClient;
-  reconcilers: Array<Reconciler<any>>;
+  reconcilers: Array<Reconciler>;
   logger: Logger;
   metrics?: ControllerMetrics;
   /** Watch one namespace (namespaced kinds); every namespace when unset. */
@@ -206,7 +206,7 @@ export class Manager {
   readonly events: EventRecorder;
   readonly references = new ReferenceIndex();
   private readonly informers = new Map<string, Informer>();
-  private readonly reconcilers = new Map<string, Reconciler<any>>();
+  private readonly reconcilers = new Map<string, Reconciler>();
   private readonly elector: LeaderElector | undefined;
   private leading = false;
   /** Bumped at every change of leadership, so a late "synced, start the workers" of an old term does nothing. */

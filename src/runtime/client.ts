@@ -57,8 +57,9 @@ interface Outgoing {
 
 /** An invocation waiting for its turn's batch. */
 interface Queued extends Outgoing {
-  resolve(result: InvocationResult): void;
-  reject(error: unknown): void;
+  // Function-typed properties (not methods): they are passed on unbound, as a promise's settle callbacks.
+  resolve: (result: InvocationResult) => void;
+  reject: (error: unknown) => void;
 }
 
 interface Batch {
@@ -162,7 +163,7 @@ export class RuntimeClient {
   private send(items: Queued[]): void {
     if (items.length === 1) {
       const [item] = items;
-      this.invokeOne(item!).then(item!.resolve, item!.reject);
+      this.invokeOne(item).then(item.resolve, item.reject);
       return;
     }
     this.postBatch(items);
@@ -208,9 +209,9 @@ export class RuntimeClient {
       if (answered[i]) return;
       answered[i] = true;
       try {
-        items[i]!.resolve(outcome());
+        items[i].resolve(outcome());
       } catch (error) {
-        items[i]!.reject(error);
+        items[i].reject(error);
       }
     };
     const unanswered = () => items.filter((_, i) => !answered[i]);
@@ -220,7 +221,7 @@ export class RuntimeClient {
       const parsed = parseOrUndefined(text) as Partial<BatchLine> | undefined;
       const i = parsed?.i;
       if (typeof i !== 'number' || !Number.isInteger(i) || i < 0 || i >= items.length) return;
-      const item = items[i]!;
+      const item = items[i];
       const status = 'result' in parsed! ? 200 : ((parsed as { status?: number }).status ?? 500);
       if ((status === 409 || status === 400) && item.withCode && !answered[i]) {
         // This worker does not have the code: this one goes again with it (nothing of it ran).

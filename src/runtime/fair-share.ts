@@ -136,7 +136,7 @@ export class FairShare {
     }
     // The first waiters (in arrival order) that fit now start; one stuck behind its own reactor's cap is skipped.
     for (let i = 0; i < share.waiting.length && share.running < this.limits.tenantConcurrency; ) {
-      const waiter = share.waiting[i]!;
+      const waiter = share.waiting[i];
       if (!this.fits(share, waiter.reactor)) {
         i++;
         continue;

@@ -782,8 +782,11 @@ function sizeOf(value: unknown): number {
   return 0;
 }
 
-/** createHash / createHmac for the sandbox: parts are strings (UTF-8) or bytes; an HMAC's key is the first part. */
-function digest(payload: Record<string, unknown>, parts: unknown): string {
+/**
+ * createHash / createHmac for the sandbox: parts are strings (UTF-8) or bytes; an HMAC's key is the first part. Exported
+ * for the crypto shim's differential test (test/unit/sandbox-shims.test.ts).
+ */
+export function digest(payload: Record<string, unknown>, parts: unknown): string {
   const alg = String(payload.alg);
   const encoding = String(payload.encoding);
   if (!HASHES.has(alg)) throw new Error(`Digest method not supported: ${alg}`);

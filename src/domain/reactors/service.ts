@@ -63,12 +63,17 @@ export interface ReactResponse {
 }
 
 /** What a failed invocation answers: a problem, or the code's own response (CustomHttpResponseError). */
-export class CustomResponse {
+export class CustomResponse extends Error {
   constructor(
     readonly status: number,
     readonly headers: Record<string, string>,
     readonly body: unknown,
-  ) {}
+  ) {
+    // Thrown like an error so that it ends the invocation's path, and caught by the routes, which answer with it; the
+    // message never carries the body (it may hold data).
+    super(`a custom response with status ${status}`);
+    this.name = 'CustomResponse';
+  }
 }
 
 /** Reactor records kept for invocations, at most (count, and characters of inline code and configuration). */
