@@ -73,6 +73,8 @@ export interface ProxyRouteOptions {
   logger: Logger;
   /** Largest request body the proxy reads. */
   maxRequestBytes: number;
+  /** Counts the call against the rate limits of its key and tenant; throws 429 TV_RATE_LIMITED past them. */
+  rateLimit?: (res: Response, caller: { principal?: TenantPrincipal; tenantId?: string; keyId?: string }) => Promise<void>;
 }
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
@@ -98,13 +100,16 @@ async function serve(options: ProxyRouteOptions, req: Request, res: Response): P
   let label = 'direct';
   let outcome = 'forwarded';
   try {
-    // 1. Who calls, and through which pre-configured proxy: authentication answers are plain problem documents, as on
-    //    every route; from here on, everything the proxy refuses is a proxy_error.
+    // 1. Who calls, and through which pre-configured proxy: authentication and rate-limit answers are plain problem
+    //    documents, as on every route; from here on, everything the proxy refuses is a proxy_error.
     let accepted: Accepted;
     try {
       accepted = await accept(options, req);
+      // An unauthenticated call through a pre-configured proxy counts against the proxy key, as a key.
+      const { principal, proxy } = accepted;
+      await options.rateLimit?.(res, { principal, tenantId: proxy?.tenantId, keyId: proxy ? `proxy:${proxy.id}` : undefined });
     } catch (error) {
-      if (!(error instanceof VaultError) || (error.status !== 401 && error.status !== 403)) throw error;
+      if (!(error instanceof VaultError) || (error.status !== 401 && error.status !== 403 && error.status !== 429)) throw error;
       outcome = error.code;
       sendProblem(res, error);
       return;
