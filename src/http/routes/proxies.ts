@@ -116,7 +116,7 @@ async function serve(options: ProxyRouteOptions, req: Request, res: Response): P
     }
     if (accepted.proxy) label = accepted.proxy.id;
 
-    // 2. Where to: BT-PROXY-URL, or the proxy's destination; path and query appended (rule 1).
+    // 2. Where to: BT-PROXY-URL, or the proxy's destination; path and query appended.
     checkHeaderNames(req.rawHeaders);
     const suffix = proxySuffix(req.originalUrl);
     const base = accepted.proxy ? accepted.proxy.destination : directDestination(options, req);
