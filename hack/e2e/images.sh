@@ -207,7 +207,7 @@ case ${1:-} in
   import)
     for image in $(all_images); do
       have "$image" || die "image $image is not built (hack/e2e/images.sh build)"
-      ctr -n k8s.io images import --no-unpack=false "$(archive_of "$image")" >/dev/null
+      ctr -n k8s.io images import "$(archive_of "$image")" >/dev/null
     done
     ;;
   names)
