@@ -13,7 +13,7 @@ BIN := node_modules/.bin
 INSTALLED := node_modules/.tokenvault-installed
 SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
-.PHONY: help install build run test test-unit lint bench typecheck clean
+.PHONY: help install build run test test-unit lint bench typecheck clean e2e
 
 help:
 	@echo "make run    build and start tokenvault dev (prints the URL and a management key)"
@@ -21,6 +21,7 @@ help:
 	@echo "make test-unit  the unit tier only: no services, seconds"
 	@echo "make lint   type-check the sources, tests and benchmarks"
 	@echo "make bench  run the benchmarks"
+	@echo "make e2e    the chart and the image on a real single-node cluster on this machine (root; see README)"
 
 # npm install, not npm ci: npm 11 writes lock files without other platforms' optional bindings (unrs-resolver's),
 # which npm ci then refuses as out of sync. --no-save keeps the committed lock file as it is.
@@ -55,6 +56,11 @@ lint: typecheck
 
 bench: build
 	hack/bench.sh
+
+# A real single-node Kubernetes cluster on this machine, the image built from this tree, the chart, the official SDKs
+# through the API Service; stopped and cleaned at the end (hack/e2e/run.sh).
+e2e: $(INSTALLED)
+	hack/e2e/run.sh
 
 clean:
 	rm -rf dist node_modules

