@@ -82,6 +82,8 @@ export interface Config {
     keyCacheSeconds: number;
     /** How often each API process sweeps expired tokens. */
     expirySweepSeconds: number;
+    /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
+    shutdownDrainSeconds: number;
   };
 }
 
@@ -264,6 +266,12 @@ export const SETTINGS = {
     description: 'Lifetime of cached lookups: API keys, tenants, proxies, and the reactors and formulas invocations read (changes are evicted at once by watch)',
     default: '300',
   },
+  shutdownDrain: {
+    flag: 'shutdown-drain-seconds',
+    env: 'TOKENVAULT_SHUTDOWN_DRAIN_SECONDS',
+    description: 'On SIGTERM, the longest the API waits for requests in flight before it closes (keep it below the pod\'s termination grace period minus its preStop sleep)',
+    default: '20',
+  },
 } satisfies Record<string, Setting>;
 
 const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -410,6 +418,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     sessionMaxSeconds: integer('sessionMax', 10, 24 * 3600),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
+    shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
   };
 
   if (problems.length > 0) throw new ConfigError(problems);

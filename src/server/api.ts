@@ -27,6 +27,7 @@ import { TransformRunner } from '../domain/proxies/transforms.js';
 import { DestinationPolicy } from '../proxy/destination-policy.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { createApp, type ApiContext } from '../http/app.js';
+import { drainable } from '../http/drain.js';
 import { createExpressServer } from '../http/server.js';
 import type { Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
@@ -37,7 +38,8 @@ import type { Store } from '../store/store.js';
 export interface RunningApi {
   url: string;
   context: ApiContext;
-  close(): Promise<void>;
+  /** drainMs: let requests in flight finish and clients move to other replicas first (SIGTERM in a pod). */
+  close(options?: { drainMs?: number }): Promise<void>;
 }
 
 export interface StartOptions {
@@ -115,6 +117,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   sweeper.start();
 
   const server: Server = createExpressServer(createApp(context));
+  const drainer = drainable(server);
   server.keepAliveTimeout = 65_000;
   server.listen(config.port, config.host);
   await once(server, 'listening');
@@ -126,9 +129,13 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   return {
     url,
     context,
-    async close() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+    async close(options = {}) {
+      if (options.drainMs) {
+        await drainer.drain(options.drainMs);
+      } else {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
       await sweeper.stop();
       await Promise.all([
         context.authenticator.stop(),
