@@ -93,14 +93,22 @@ trap on_exit EXIT
 
 # --- assertions ---------------------------------------------------------------------------------------------------
 
+# not_ready: the pods that should run (not terminating, not a finished test pod) but are not Ready.
+not_ready() {
+  kubectl -n "$NAMESPACE" get pods -o jsonpath='{range .items[*]}{.metadata.name}|{.metadata.deletionTimestamp}|{.status.phase}|{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    awk -F'|' '$2 == "" && $3 != "Succeeded" && $4 != "True" { print $1 }'
+}
+no_pod_unready() { [[ -z $(not_ready) ]]; }
+
 all_pods_ready() {
-  kubectl -n "$NAMESPACE" wait --for=condition=Ready pods --all --timeout="${1:-180}s" >&2 ||
-    die "not every pod in $NAMESPACE is Running and Ready"
+  wait_for "${1:-180}" "every pod in $NAMESPACE Ready" no_pod_unready ||
+    die "not every pod in $NAMESPACE is Running and Ready: $(not_ready | tr '\n' ' ')"
 }
 
 api_url() {
   local ip
-  ip=$(kubectl -n "$NAMESPACE" get service "$RELEASE-api" -o jsonpath='{.spec.clusterIP}')
+  ip=$(kubectl -n "$NAMESPACE" get service -l app.kubernetes.io/component=api -o jsonpath='{.items[0].spec.clusterIP}')
+  [[ -n $ip ]] || die "no API Service in $NAMESPACE"
   echo "http://$ip:8080"
 }
 
@@ -203,8 +211,10 @@ client smoke "$BASE" "$KEY" "$REACTOR_ID" >&2 || die "the API does not answer af
 
 step "rolling restart of the API under load: no error"
 restart_api() {
-  kubectl -n "$NAMESPACE" rollout restart "deployment/$RELEASE-api" >&2
-  kubectl -n "$NAMESPACE" rollout status "deployment/$RELEASE-api" --timeout=180s >&2
+  local deployment
+  deployment=$(kubectl -n "$NAMESPACE" get deployment -l app.kubernetes.io/component=api -o name)
+  kubectl -n "$NAMESPACE" rollout restart "$deployment" >&2
+  kubectl -n "$NAMESPACE" rollout status "$deployment" --timeout=180s >&2
 }
 under_load "$LOAD_SECONDS" rolling-restart restart_api
 check_load "$WORK/rolling-restart.json" "API rolling restart" no
