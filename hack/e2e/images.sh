@@ -86,6 +86,27 @@ save() {
 
 have() { [[ -s $(archive_of "$1") ]]; }
 
+# in_storage IMAGE: IMAGE in buildah's storage (to build FROM it), loaded from its archive when the storage lost it.
+in_storage() {
+  buildah inspect --type image "$1" >/dev/null 2>&1 ||
+    buildah pull --quiet "docker-archive:$(archive_of "$1")" >/dev/null
+}
+
+# forget REPOSITORY KEEP: removes the other tags of REPOSITORY from the storage and the cache (each build of the
+# tokenvault image would otherwise keep hundreds of megabytes).
+forget() {
+  local repository=$1 keep=$2 image
+  for image in $(buildah images --format '{{.Name}}:{{.Tag}}' 2>/dev/null | grep "^$repository:" || true); do
+    [[ $image == "$keep" ]] || buildah rmi --force "$image" >/dev/null 2>&1 || true
+  done
+  buildah rmi --prune >/dev/null 2>&1 || true
+  local archive
+  for archive in "$IMAGES_DIR/$(echo "$repository" | tr '/:' '__')"_*.tar; do
+    [[ -e $archive && $archive != "$(archive_of "$keep")" ]] && rm -f "$archive"
+  done
+  return 0
+}
+
 # from_tar IMAGE TAR CONFIG...: a one-layer image of a root tar.
 from_tar() {
   local image=$1 tar=$2 container
@@ -151,12 +172,14 @@ build_etcd() {
   image=$(etcd_image)
   have "$image" && return
   log "building the etcd image"
+  in_storage "$RUNTIME_BASE"
   local container
   container=$(buildah from --quiet "$RUNTIME_BASE")
   buildah copy --quiet --chmod 0755 "$container" "$(tool etcd)" /usr/local/bin/etcd >/dev/null
   buildah config --entrypoint '["/usr/local/bin/etcd"]' --cmd '[]' "$container"
   buildah commit --quiet --rm "$container" "$image" >/dev/null
   save "$image"
+  forget "$ETCD_IMAGE_REPO" "$image"
 }
 
 build_coredns() {
@@ -183,6 +206,8 @@ build_tokenvault() {
   image=$(tokenvault_image)
   have "$image" && return
   log "building $image from the Dockerfile (buildah; a few minutes)"
+  in_storage "$BUILD_BASE"
+  in_storage "$RUNTIME_BASE"
   # The context holds only what the Dockerfile copies (node_modules and dist may be big, or host-specific).
   local context
   context=$(mktemp -d)
@@ -193,6 +218,7 @@ build_tokenvault() {
     { rm -rf "$context"; tail -n 40 "$IMAGES_DIR/tokenvault-build.log" >&2; die "buildah bud failed; see $IMAGES_DIR/tokenvault-build.log"; }
   rm -rf "$context"
   save "$image"
+  forget "${image%:*}" "$image"
 }
 
 all_images() { echo "$PAUSE_IMAGE" "$(etcd_image)" "$COREDNS_IMAGE" "$(tokenvault_image)" "$RUNTIME_BASE"; }
