@@ -253,6 +253,7 @@ readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 address: $NODE_IP
 serializeImagePulls: false
+podLogsDir: $E2E_DIR/kubelet/pod-logs
 # A test node: never evict or garbage-collect the imported images because the disk of this machine fills up.
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 imageGCHighThresholdPercent: 100
@@ -466,6 +467,9 @@ down() {
   if [[ -f $E2E_DIR/sysctl.before ]]; then
     sed 's/ = /=/' "$E2E_DIR/sysctl.before" | while read -r setting; do sysctl -qw "$setting" 2>/dev/null || true; done
   fi
+  # The kubelet's symlinks to container logs (/var/log/containers is not configurable) and its empty pod cgroups.
+  find /var/log/containers -maxdepth 1 -type l -lname "$E2E_DIR/*" -delete 2>/dev/null || true
+  find /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods -depth -type d -exec rmdir {} + 2>/dev/null || true
   rm -rf "$E2E_DIR.logs"
   [[ -d $LOGS ]] && mv "$LOGS" "$E2E_DIR.logs"
   rm -rf "$E2E_DIR"
