@@ -476,6 +476,7 @@ down() {
   log "stopped; logs in $E2E_DIR.logs"
 }
 
+[[ ${BASH_SOURCE[0]} == "$0" ]] || return 0 # sourced: the functions only
 case ${1:-} in
   up) up ;;
   down) down ;;

@@ -146,6 +146,7 @@ build_bases() {
     local tar
     tar=$(rootfs runtime ca-certificates,passwd --customize-hook="$node_hook")
     from_tar "$RUNTIME_BASE" "$tar" --cmd '["node"]' --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+    rm -f "$tar" # the image archive has it
   fi
   if ! have "$BUILD_BASE"; then
     log "building the build base image (+ python3, make, g++, npm $NPM_VERSION, this machine's CA bundle)"
@@ -156,6 +157,7 @@ build_bases() {
     from_tar "$BUILD_BASE" "$tar" --cmd '["node"]' \
       --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       --env NODE_EXTRA_CA_CERTS=/usr/local/share/build-ca-bundle.crt
+    rm -f "$tar"
   fi
 }
 
