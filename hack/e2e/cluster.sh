@@ -144,6 +144,7 @@ setup_network() {
       "type": "bridge",
       "bridge": "$E2E_BRIDGE",
       "isGateway": true,
+      "isDefaultGateway": true,
       "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
