@@ -144,8 +144,11 @@ under_load() {
 
 delete_one() {
   local component=$1 pod
-  pod=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component" -o name | head -n1)
+  # jsonpath, not `| head`: under pipefail, head exiting early fails kubectl with SIGPIPE.
+  pod=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component" \
+    --field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}')
   [[ -n $pod ]] || die "no $component pod to delete"
+  pod=pod/$pod
   log "deleting $pod"
   kubectl -n "$NAMESPACE" delete "$pod" --wait=false >&2
   sleep 8
@@ -161,6 +164,13 @@ CHART_VALUES=(
   # No metrics-server: fixed replica counts.
   --set api.autoscaling.enabled=false --set api.replicas=2
 )
+
+# A cluster kept from an earlier run (TOKENVAULT_E2E_KEEP=1) may hold the previous release: start from nothing.
+if kubectl get namespace "$NAMESPACE" >/dev/null 2>&1; then
+  log "removing the previous run's namespace $NAMESPACE"
+  helm uninstall "$RELEASE" -n "$NAMESPACE" --wait >/dev/null 2>&1 || true
+  kubectl delete namespace "$NAMESPACE" --wait=true --timeout=120s >/dev/null
+fi
 
 step "helm install (restricted namespace), every pod Ready"
 kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
