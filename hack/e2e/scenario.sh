@@ -168,7 +168,14 @@ CHART_VALUES=(
 # A cluster kept from an earlier run (TOKENVAULT_E2E_KEEP=1) may hold the previous release: start from nothing.
 if kubectl get namespace "$NAMESPACE" >/dev/null 2>&1; then
   log "removing the previous run's namespace $NAMESPACE"
+  kubectl delete -n "$NAMESPACE" -k "$REPO_ROOT/config/samples" --ignore-not-found --timeout=60s >/dev/null 2>&1 || true
   helm uninstall "$RELEASE" -n "$NAMESPACE" --wait >/dev/null 2>&1 || true
+  # Without the controller nothing removes the custom resources' finalizers; the namespace would never go.
+  for kind in tenants applications reactorformulas reactors proxies; do
+    for object in $(kubectl -n "$NAMESPACE" get "$kind.tokenvault.dev" -o name 2>/dev/null); do
+      kubectl -n "$NAMESPACE" patch "$object" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+    done
+  done
   kubectl delete namespace "$NAMESPACE" --wait=true --timeout=120s >/dev/null
 fi
 
