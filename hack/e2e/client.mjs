@@ -7,6 +7,7 @@
 //   node hack/e2e/client.mjs load   BASE_URL KEY REACTOR_ID SECONDS OUT  sequential token writes and reactor calls
 //                                                                      until SECONDS pass or SIGTERM; summary to OUT
 //   node hack/e2e/client.mjs verify BASE_URL KEY OUT                   every acknowledged token of OUT reads back
+//   node hack/e2e/client.mjs react  BASE_URL KEY REACTOR_ID           one reactor call on a new card token: prints raw
 //
 // Every result is one JSON line on stdout; a failed expectation exits 1 with the reason on stderr.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -130,7 +131,15 @@ async function verify() {
   if (missing.length > 0) fail(`${missing.length} acknowledged tokens do not read back: ${JSON.stringify(missing.slice(0, 5))}`);
 }
 
-const commands = { smoke, load, verify };
+async function react() {
+  const [reactorId] = rest;
+  const client = nodeSdk();
+  const token = await client.tokens.create({ type: 'card', data: CARD });
+  const answer = await client.reactors.react(reactorId, { args: { card: `{{ ${token.id} }}` } });
+  console.log(JSON.stringify(answer?.raw ?? null));
+}
+
+const commands = { smoke, load, verify, react };
 if (!commands[command] || !baseUrl || !key) fail('usage: client.mjs smoke|load|verify BASE_URL KEY ...');
 try {
   await commands[command]();

@@ -43,16 +43,24 @@ check_running() {
   running "$1" || { tail -n 30 "$LOGS/$1.log" >&2 || true; die "$1 exited (log above; $LOGS/$1.log)"; }
 }
 
+any_alive() {
+  local pid
+  for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 0; done
+  return 1
+}
+
+# stop NAME...: SIGTERM to each at once, SIGKILL to what still runs 10 s later.
 stop() {
-  local name=$1 pid
-  [[ -f $PIDS/$name.pid ]] || return 0
-  pid=$(cat "$PIDS/$name.pid")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$PIDS/$name.pid"
+  local name pids=()
+  for name in "$@"; do
+    [[ -f $PIDS/$name.pid ]] || continue
+    pids+=("$(cat "$PIDS/$name.pid")")
+    rm -f "$PIDS/$name.pid"
+  done
+  ((${#pids[@]} > 0)) || return 0
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 1 50); do any_alive "${pids[@]}" || return 0; sleep 0.2; done
+  kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 
 # --- certificates -------------------------------------------------------------------------------------------------
@@ -422,10 +430,7 @@ down() {
   need_root
   [[ -d $E2E_DIR ]] || return 0
   log "stopping the cluster under $E2E_DIR"
-  stop kubelet
-  stop kube-proxy
-  stop kube-scheduler
-  stop kube-controller-manager
+  stop kubelet kube-proxy kube-scheduler kube-controller-manager
   # Every container and pod sandbox, while containerd still answers.
   if running containerd; then
     local task
@@ -437,8 +442,7 @@ down() {
   # Shims this containerd started (they outlive it by design): found by the socket address they serve.
   local pid
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK" || true); do kill -KILL "$pid" 2>/dev/null || true; done
-  stop kube-apiserver
-  stop etcd
+  stop kube-apiserver etcd
   # Mounts under the state directory (sandbox shm, overlay roots, volumes), innermost first.
   local mount
   for mount in $(findmnt -rn -o TARGET | grep "^$E2E_DIR/" | sort -r); do umount -l "$mount" 2>/dev/null || true; done

@@ -11,6 +11,9 @@
 #      500, every 503 with Retry-After, every acknowledged token reads back.
 #   5. helm upgrade with one changed value completes on this 2-CPU node and keeps every token.
 #   6. a rolling restart of the API under load: no error, no dropped connection.
+#   7. GitOps under a controller fault: the controller pod deleted, a changed formula answers within 60 s, and the
+#      Lease has a new holder.
+#   8. helm uninstall keeps the CRDs, the custom resources and the key-encryption key Secret.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -235,6 +238,28 @@ restart_api() {
 }
 under_load "$LOAD_SECONDS" rolling-restart restart_api
 check_load "$WORK/rolling-restart.json" "API rolling restart" no
+
+step "GitOps under a controller fault: the controller pod deleted, a changed formula answers within 60s"
+# The controller holds a Lease (15 s); its replacement takes over and reconciles the change. The new code answers
+# with a version field the sample's code does not have.
+old_controller=$(kubectl -n "$NAMESPACE" get pods -l app.kubernetes.io/component=controller -o jsonpath='{.items[0].metadata.name}')
+kubectl -n "$NAMESPACE" delete pod "$old_controller" --wait=false >&2
+kubectl -n "$NAMESPACE" patch reactorformula card-summary --type merge -p '{"spec":{"code":"module.exports = async function (req) {\n  return { raw: { last4: req.args.card.number.slice(-4), version: 2 } };\n};\n"}}' >&2
+changed_at=$SECONDS
+new_code_answers() { [[ $(client react "$BASE" "$KEY" "$REACTOR_ID" 2>/dev/null) == *'"version":2'* ]]; }
+wait_for 60 "the reactor to answer with the changed formula" new_code_answers ||
+  die "60s after the formula changed (and the controller pod was deleted) the reactor still runs the old code"
+note "changed formula answered $((SECONDS - changed_at))s after the change (controller pod replaced meanwhile)"
+leader=$(kubectl -n "$NAMESPACE" get lease -o jsonpath='{.items[0].spec.holderIdentity}')
+[[ -n $leader && $leader != *"$old_controller"* ]] || die "the Lease is still held by the deleted controller ($leader)"
+
+step "helm uninstall keeps the CRDs, the custom resources and the key Secrets"
+helm uninstall "$RELEASE" -n "$NAMESPACE" --wait --timeout 2m >&2 || die "helm uninstall failed"
+for crd in tenants applications reactorformulas reactors proxies; do
+  kubectl get crd "$crd.tokenvault.dev" >/dev/null || die "helm uninstall removed the CRD $crd.tokenvault.dev"
+done
+kubectl -n "$NAMESPACE" get tenant acme >/dev/null || die "helm uninstall removed the Tenant acme"
+kubectl -n "$NAMESPACE" get secret "$RELEASE-kek" >/dev/null || die "helm uninstall removed the key-encryption key Secret"
 
 step ""
 log "scenario passed"
