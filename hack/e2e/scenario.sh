@@ -9,6 +9,7 @@
 #   3. the official SDKs from this machine through the API Service's ClusterIP: a card token, the sample reactor.
 #   4. faults under a bounded load of token writes and reactor calls: an API pod, then a worker pod deleted; no
 #      500, every 503 with Retry-After, every acknowledged token reads back.
+#      Then the etcd pod (on a hostPath PersistentVolume): 503 with Retry-After while it is away, nothing lost.
 #   5. helm upgrade with one changed value completes on this 2-CPU node and keeps every token.
 #   6. a rolling restart of the API under load: no error, no dropped connection.
 #   7. GitOps under a controller fault: the controller pod deleted, a changed formula answers within 60 s, and the
@@ -162,8 +163,8 @@ delete_one() {
 CHART_VALUES=(
   --set "image.repository=${TOKENVAULT_IMAGE%:*}" --set "image.tag=${TOKENVAULT_IMAGE##*:}" --set image.pullPolicy=Never
   --set "etcd.image.repository=${ETCD_IMAGE%:*}" --set "etcd.image.tag=${ETCD_IMAGE##*:}" --set etcd.image.pullPolicy=Never
-  # No volume provisioner on this node: etcd keeps its data in the pod (an emptyDir).
-  --set etcd.persistence.enabled=false
+  # No volume provisioner on this node: etcd's claim binds the hostPath PersistentVolume made below.
+  --set etcd.persistence.storageClassName=e2e-local --set etcd.persistence.size=1Gi
   # No metrics-server: fixed replica counts.
   --set api.autoscaling.enabled=false --set api.replicas=2
 )
@@ -181,6 +182,36 @@ if kubectl get namespace "$NAMESPACE" >/dev/null 2>&1; then
   done
   kubectl delete namespace "$NAMESPACE" --wait=true --timeout=120s >/dev/null
 fi
+
+# etcd's volume: a PersistentVolume on a directory of the node (a static one; the node has no provisioner), owned
+# by etcd's user (fsGroup does not apply to hostPath). The Pod Security level restricts the pods' own volumes; a
+# claim bound to a hostPath volume is allowed.
+make_etcd_volume() {
+  local dir=$E2E_DIR/volumes/etcd-0
+  kubectl delete pv tokenvault-e2e-etcd-0 --ignore-not-found --wait=true >/dev/null
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  chown 65532:65532 "$dir"
+  chmod 0700 "$dir"
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: e2e-local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: tokenvault-e2e-etcd-0}
+spec:
+  capacity: {storage: 8Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: e2e-local
+  hostPath: {path: $dir, type: Directory}
+YAML
+}
+make_etcd_volume
 
 step "helm install (restricted namespace), every pod Ready"
 kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
@@ -219,6 +250,13 @@ all_pods_ready
 step "fault: a worker pod deleted under load"
 under_load "$LOAD_SECONDS" fault-worker delete_one worker
 check_load "$WORK/fault-worker.json" "worker pod deleted" yes
+all_pods_ready
+
+step "fault: the etcd pod deleted under load"
+# The store is away for a few seconds: writes and reads fail as 503 with Retry-After, never 500; the API recovers by
+# itself; the acknowledged writes are on the volume.
+under_load "$LOAD_SECONDS" fault-etcd delete_one etcd
+check_load "$WORK/fault-etcd.json" "etcd pod deleted" yes
 all_pods_ready
 
 step "helm upgrade with a changed value, on 2 CPUs"
