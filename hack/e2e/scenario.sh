@@ -59,11 +59,12 @@ diagnose() {
   done
 }
 
-# report: timings, restarts, memory. The kubelet's stats summary gives each container's RSS (no metrics-server).
-report() {
-  step ""
+# snapshot: restarts and memory of every pod, taken before helm uninstall (and again on a failure). The kubelet's
+# stats summary gives each container's RSS (no metrics-server needed).
+SNAPSHOT=$WORK/pods.txt
+snapshot() {
   {
-    echo "----- pods: restarts, RSS -----"
+    echo "----- pods: RSS, restarts -----"
     kubectl get --raw "/api/v1/nodes/$NODE_NAME/proxy/stats/summary" 2>/dev/null |
       node -e '
         let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
@@ -79,7 +80,14 @@ report() {
     for pidfile in "$E2E_DIR"/pids/*.pid; do
       printf '  %-58s %5s MiB\n' "$(basename "$pidfile" .pid)" "$(($(ps -o rss= -p "$(cat "$pidfile")" 2>/dev/null || echo 0) / 1024))"
     done
-  } >>"$REPORT" 2>&1
+  } >"$SNAPSHOT" 2>&1
+}
+
+# report: the step timings, then the last snapshot.
+report() {
+  step ""
+  [[ -s $SNAPSHOT ]] || snapshot
+  cat "$SNAPSHOT" >>"$REPORT"
   echo "===== make e2e report =====" >&2
   cat "$REPORT" >&2
 }
@@ -89,6 +97,7 @@ on_exit() {
   if ((status != 0)); then
     log "FAILED at step: $CURRENT_STEP"
     diagnose
+    snapshot || true
   fi
   report || true
   exit "$status"
@@ -290,6 +299,8 @@ wait_for 60 "the reactor to answer with the changed formula" new_code_answers ||
 note "changed formula answered $((SECONDS - changed_at))s after the change (controller pod replaced meanwhile)"
 leader=$(kubectl -n "$NAMESPACE" get lease -o jsonpath='{.items[0].spec.holderIdentity}')
 [[ -n $leader && $leader != *"$old_controller"* ]] || die "the Lease is still held by the deleted controller ($leader)"
+
+snapshot
 
 step "helm uninstall keeps the CRDs, the custom resources and the key Secrets"
 helm uninstall "$RELEASE" -n "$NAMESPACE" --wait --timeout 2m >&2 || die "helm uninstall failed"
