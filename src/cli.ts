@@ -81,6 +81,7 @@ async function main(argv: string[]): Promise<number> {
       const controller = await startController(config, logger, {
         reconcilers: createReconcilers(vault, {
           workerImage: config.controller.workerImage,
+          allowedImages: config.controller.workerImages,
           apiUrl: config.apiUrl,
           workerSecret: config.workerSecret,
           networkPolicy: config.controller.dedicatedNetworkPolicy,

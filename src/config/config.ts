@@ -76,6 +76,8 @@ export interface Config {
     retryMaxSeconds: number;
     /** Image of the dedicated worker Deployments (Tenant spec.runtime.dedicated) when the Tenant names none. */
     workerImage?: string;
+    /** Images a Tenant's spec.runtime.image may name besides workerImage ('*': any). */
+    workerImages: string[];
     /** The dedicated workers' NetworkPolicy: undefined, the defaults; null, none. */
     dedicatedNetworkPolicy?: DedicatedNetworkPolicy | null;
   };
@@ -267,6 +269,12 @@ export const SETTINGS = {
     flag: 'worker-image',
     env: 'TOKENVAULT_WORKER_IMAGE',
     description: "controller: image of the dedicated worker Deployments of Tenants with spec.runtime.dedicated (a Tenant's spec.runtime.image wins)",
+  },
+  workerImages: {
+    flag: 'worker-images',
+    env: 'TOKENVAULT_WORKER_IMAGES',
+    description:
+      "controller: comma-separated images a Tenant's spec.runtime.image may name besides --worker-image ('*': any image); others leave the Tenant Ready=False, WorkerImageNotAllowed",
   },
   dedicatedNetworkPolicy: {
     flag: 'dedicated-network-policy',
@@ -589,6 +597,10 @@ export function loadConfig(options: LoadOptions = {}): Config {
     workers: integer('controllerWorkers', 1, 256),
     retryMaxSeconds: integer('controllerRetryMaxSeconds', 1, 3600),
     workerImage: raw('workerImage'),
+    workerImages: (raw('workerImages') ?? '')
+      .split(',')
+      .map((image) => image.trim())
+      .filter((image) => image !== ''),
     dedicatedNetworkPolicy: parseNetworkPolicy(raw('dedicatedNetworkPolicy'), problems, label('dedicatedNetworkPolicy')),
   };
 

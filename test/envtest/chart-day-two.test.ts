@@ -82,3 +82,71 @@ test('helm upgrade with the KEK or operator-key Secret gone fails, says how to r
   expect((await template(gitops)).some((o) => /-(kek|operator-key)$/.test(o.metadata.name) && o.kind === 'Secret')).toBe(false);
   await helm(['uninstall', 'keys', '--namespace', namespace]);
 }, 90_000);
+
+test('installs coexist: with the CRDs already in the cluster (config/crd) two releases install, and neither takes them over', async () => {
+  // The control plane applied the CRDs outside Helm, as `kubectl apply -k config/crd` would.
+  const crdOwners = async () => {
+    const { stdout } = await plane.kubectl(['get', 'crd', '-o', 'json']);
+    return JSON.parse(stdout)
+      .items.filter((crd: any) => crd.spec.group === 'tokenvault.dev')
+      .map((crd: any) => crd.metadata.annotations?.['meta.helm.sh/release-name'] ?? 'none');
+  };
+  expect(await crdOwners()).toEqual(['none', 'none', 'none', 'none', 'none', 'none']);
+  for (const name of ['first', 'second']) {
+    await helm(['install', name, chartDir, '--namespace', `tokenvault-${name}`, '--create-namespace']);
+  }
+  expect(await crdOwners()).toEqual(['none', 'none', 'none', 'none', 'none', 'none']);
+  // An upgrade of either keeps working (nothing to adopt, nothing to fight over).
+  await helm(['upgrade', 'first', chartDir, '--namespace', 'tokenvault-first', '--set', 'config.logLevel=debug']);
+  for (const name of ['first', 'second']) await helm(['uninstall', name, '--namespace', `tokenvault-${name}`]);
+  expect(await crdOwners()).toEqual(['none', 'none', 'none', 'none', 'none', 'none']);
+}, 90_000);
+
+test('NOTES.txt points at nothing the chart does not ship, and the resources it shows are accepted by kube-apiserver', async () => {
+  const { stdout } = await helm(['install', 'notes', chartDir, '--namespace', 'tokenvault-notes', '--dry-run=client']);
+  const notes = stdout.slice(stdout.indexOf('NOTES:'));
+  expect(notes).not.toMatch(/config\/|apply -k|-f (?!-)\S+\.ya?ml/);
+  const manifest = /<<'EOF'\n([\s\S]*?)\n\s*EOF\n/.exec(notes)![1]!.replace(/^ {5}/gm, '');
+  await plane.kubectl(['create', 'namespace', 'tokenvault-notes']);
+  const { stdout: applied } = await plane.kubectl(['apply', '--dry-run=server', '-n', 'tokenvault-notes', '-o', 'name', '-f', '-'], { input: manifest });
+  expect(applied.trim().split('\n')).toEqual(['tenant.tokenvault.dev/acme', 'application.tokenvault.dev/backend']);
+}, 60_000);
+
+test("namespace editors cannot pick a dedicated worker's image: the admission policy refuses images outside the allow-list", async () => {
+  const namespace = 'tokenvault-images';
+  await helm([
+    'install', 'img', chartDir, '--namespace', namespace, '--create-namespace',
+    '--set', 'controller.dedicatedWorkers.allowedImages={registry.example/tokenvault-worker:2.0.0}',
+  ]);
+  const controller = find(await template(['--namespace', namespace, '--set', 'controller.dedicatedWorkers.allowedImages={registry.example/tokenvault-worker:2.0.0}']), 'Deployment', 'tv-tokenvault-controller');
+  const env = controller.spec.template.spec.containers[0].env;
+  expect(env.find((e: any) => e.name === 'TOKENVAULT_WORKER_IMAGES').value).toBe('registry.example/tokenvault-worker:2.0.0');
+  // An editor of the namespace, through the aggregated edit role.
+  await plane.kubectl(['create', 'rolebinding', 'editor', '-n', namespace, '--clusterrole', 'img-tokenvault-edit', '--serviceaccount', `${namespace}:editor`]);
+  const tenant = (name: string, image?: string) =>
+    JSON.stringify({
+      apiVersion: 'tokenvault.dev/v1alpha1',
+      kind: 'Tenant',
+      metadata: { name, namespace },
+      spec: { managementKeySecretRef: { name: `${name}-management` }, runtime: { dedicated: true, ...(image ? { image } : {}) } },
+    });
+  const asEditor = ['--as', `system:serviceaccount:${namespace}:editor`];
+  const create = (name: string, image?: string) => plane.kubectl(['create', ...asEditor, '-o', 'name', '-f', '-'], { input: tenant(name, image) });
+  // The policy is enforced once kube-apiserver has loaded it (a moment after the install).
+  const deadline = Date.now() + 20_000;
+  let refused = '';
+  for (let i = 0; Date.now() < deadline && !refused; i++) {
+    try {
+      await create(`probe-${i}`, 'attacker.example/miner:latest');
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    } catch (error) {
+      refused = String((error as Error).message);
+    }
+  }
+  expect(refused).toContain('spec.runtime.image is not an allowed dedicated worker image');
+  expect(refused).toContain('controller.dedicatedWorkers.allowedImages');
+  expect((await create('default-image')).stdout.trim()).toBe('tenant.tokenvault.dev/default-image');
+  expect((await create('allowed', 'registry.example/tokenvault-worker:2.0.0')).stdout.trim()).toBe('tenant.tokenvault.dev/allowed');
+  await plane.kubectl(['delete', 'tenants', '--all', '-n', namespace, '--wait=false']);
+  await helm(['uninstall', 'img', '--namespace', namespace]);
+}, 90_000);

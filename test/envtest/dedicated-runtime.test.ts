@@ -13,7 +13,8 @@ let ns: string;
 
 beforeAll(async () => {
   // No TOKENVAULT_WORKER_IMAGE: a dedicated Tenant must name its image. A worker secret: dedicated workers get it.
-  env = await startOperatorEnv({ workerSecret: WORKER_SECRET });
+  // The images Tenants may name (TOKENVAULT_WORKER_IMAGES): any other is refused.
+  env = await startOperatorEnv({ workerSecret: WORKER_SECRET, runtime: { allowedImages: ['example.com/tokenvault:1.2.3', 'example.com/tokenvault:1.2.4'] } });
   ns = await env.namespace('runtime');
 }, 90_000);
 
@@ -134,4 +135,15 @@ test('a Service of that name that the Tenant does not own is left alone: Ready=F
   await env.waitNotReady('Tenant', ns, 'taken', 'WorkerNameTaken');
   const service = await env.client.get<any>(Resources.services, ns, 'tokenvault-worker-taken');
   expect(service.metadata.ownerReferences).toBeUndefined();
+}, 60_000);
+
+test('an image the cluster admin did not allow is refused: Ready=False WorkerImageNotAllowed, no Deployment', async () => {
+  // Namespace editors may write Tenants (the aggregated edit role); what runs as a dedicated worker is not theirs to pick.
+  await env.apply(tenantYaml('miner', { dedicated: true, image: 'attacker.example/miner:latest' }));
+  const tenant = await env.waitNotReady('Tenant', ns, 'miner', 'WorkerImageNotAllowed');
+  expect(condition(tenant, 'Ready').message).toContain('TOKENVAULT_WORKER_IMAGES');
+  expect(await env.client.find(Resources.deployments, ns, 'tokenvault-worker-miner')).toBeUndefined();
+  // An allowed image recovers.
+  await env.apply(tenantYaml('miner', { dedicated: true, image: 'example.com/tokenvault:1.2.4' }));
+  await env.waitFor('Deployment', ns, 'tokenvault-worker-miner', (d) => d?.spec.template.spec.containers[0].image === 'example.com/tokenvault:1.2.4');
 }, 60_000);

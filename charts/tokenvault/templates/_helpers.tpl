@@ -97,6 +97,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/* The image of dedicated tenant workers when a Tenant names none. */}}
+{{- define "tokenvault.controller.workerImage" -}}
+{{- .Values.controller.workerImage | default (include "tokenvault.image" .) -}}
+{{- end -}}
+
 {{- define "tokenvault.api.url" -}}
 {{- printf "http://%s:%v" (include "tokenvault.api.name" .) .Values.api.service.port -}}
 {{- end -}}

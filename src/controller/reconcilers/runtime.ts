@@ -45,6 +45,11 @@ export interface RuntimeSpec {
 export interface RuntimeDefaults {
   /** TOKENVAULT_WORKER_IMAGE: the image when the Tenant names none. */
   workerImage?: string;
+  /**
+   * TOKENVAULT_WORKER_IMAGES: the images spec.runtime.image may name besides workerImage ('*': any). The process
+   * always passes a list (empty by default); undefined, in code that builds reconcilers itself, allows any image.
+   */
+  allowedImages?: string[];
   /** TOKENVAULT_API_URL of the workers (their bt client): the API the controller reconciles into. */
   apiUrl?: string;
   /** TOKENVAULT_WORKER_SECRET: given to the dedicated workers through a Secret; undefined: they accept anyone. */
@@ -300,6 +305,16 @@ export async function reconcileRuntime(
       'spec.runtime.dedicated is true but neither spec.runtime.image nor the controller (TOKENVAULT_WORKER_IMAGE) names a worker image.',
       60_000,
     );
+  }
+  // Namespace editors may write Tenants (the aggregated edit role): the image that runs is the cluster admin's choice.
+  if (spec.image !== undefined && spec.image !== defaults.workerImage && defaults.allowedImages && !defaults.allowedImages.includes('*')) {
+    if (!defaults.allowedImages.includes(spec.image)) {
+      throw new NotReadyYet(
+        'WorkerImageNotAllowed',
+        "spec.runtime.image is not an allowed dedicated worker image: leave it out (the controller's worker image) or have it added to TOKENVAULT_WORKER_IMAGES (chart value controller.dedicatedWorkers.allowedImages).",
+        60_000,
+      );
+    }
   }
   const networkPolicy = defaults.networkPolicy === undefined ? DEFAULT_NETWORK_POLICY : defaults.networkPolicy;
   const owned = [Resources.deployments, Resources.services];
