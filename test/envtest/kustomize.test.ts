@@ -182,3 +182,36 @@ test('config/samples: every kind with the Secrets it refers to, accepted by kube
   });
   expect(stdout.trim().split('\n')).toHaveLength(objects.length);
 }, 30_000);
+
+test('the API Deployment leaves its scale to the HorizontalPodAutoscaler (no replicas that every apply would reset)', () => {
+  const hpa = find(built.default.objects, 'HorizontalPodAutoscaler', 'tokenvault-api');
+  expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: 'tokenvault-api' });
+  expect(find(built.default.objects, 'Deployment', 'tokenvault-api').spec.replicas).toBeUndefined();
+});
+
+test('config/default (with config/cluster-events) and the chart render the same objects for the same settings', async () => {
+  // The chart with what config/default does: release "tokenvault" in tokenvault-system, the three key Secrets
+  // created by the operator, etcd without TLS, no helm test pod.
+  const helmBinary = await toolBinary('helm');
+  const { stdout } = await run(helmBinary, [
+    'template', 'tokenvault', path.join(repoRoot, 'charts/tokenvault'), '--namespace', NAMESPACE,
+    '--set', 'kek.existingSecret=tokenvault-kek',
+    '--set', 'operatorKey.existingSecret=tokenvault-operator-key',
+    '--set', 'workerSecret.existingSecret=tokenvault-worker-secret',
+    '--set', 'etcd.tls.enabled=false',
+    '--set', 'tests.enabled=false',
+  ], { env: plane.env });
+  const events = await kustomize('config/cluster-events');
+  // kustomize puts every object into its namespace, cluster-scoped kinds it does not know included (kube-apiserver
+  // ignores it there): compare cluster-scoped objects by name only.
+  const { stdout: clusterScoped } = await plane.kubectl(['api-resources', '--namespaced=false', '--no-headers']);
+  const clusterKinds = new Set(clusterScoped.split('\n').filter(Boolean).map((line) => line.trim().split(/\s+/).at(-1)!));
+  clusterKinds.add('CustomResourceDefinition');
+  const names = (objects: Manifest[]) =>
+    objects
+      .filter((o) => o.kind !== 'Namespace') // config/default creates its namespace; helm install --create-namespace does
+      .map((o) => `${o.kind} ${clusterKinds.has(o.kind) ? '' : `${o.metadata.namespace}/`}${o.metadata.name}`)
+      .sort();
+  expect(names([...built.default.objects, ...events.objects])).toEqual(names(parseManifests(stdout)));
+  expect(events.objects.map(describeObject).sort()).toEqual(['Role default/tokenvault-controller-events', 'RoleBinding default/tokenvault-controller-events']);
+}, 60_000);
