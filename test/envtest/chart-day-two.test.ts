@@ -150,3 +150,42 @@ test("namespace editors cannot pick a dedicated worker's image: the admission po
   await plane.kubectl(['delete', 'tenants', '--all', '-n', namespace, '--wait=false']);
   await helm(['uninstall', 'img', '--namespace', namespace]);
 }, 90_000);
+
+test('etcd membership: a member-count change of a running etcd is refused; the documented path from 1 to 3 members renders', async () => {
+  const namespace = 'tokenvault-members';
+  const release = ['members', chartDir, '--namespace', namespace, '--set', 'crds.enabled=false'];
+  const statefulSet = async () => JSON.parse((await plane.kubectl(['get', 'statefulset', 'members-tokenvault-etcd', '-n', namespace, '-o', 'json'])).stdout);
+  const arg = (sts: any, flag: string) => sts.spec.template.spec.containers[0].args.find((a: string) => a.startsWith(`--${flag}=`))?.split('=').slice(1).join('=');
+  await helm(['install', ...release, '--create-namespace']);
+
+  // values-ha.yaml straight onto a one-member install: new members would form their own empty cluster.
+  const members = await refusal(['upgrade', ...release, '-f', haValues]);
+  expect(members).toContain(`StatefulSet ${namespace}/members-tokenvault-etcd from 1 to 3 members`);
+  expect(members).toContain('split brain');
+  expect(members).toContain('etcdctl member add');
+  expect(members).toContain('etcd.initialClusterState=existing');
+  expect(members).toContain('Upgrades and day two');
+  // Saying the members were added is not enough while the volume size differs (volumeClaimTemplates are immutable).
+  const size = await refusal(['upgrade', ...release, '-f', haValues, '--set', 'etcd.initialClusterState=existing']);
+  expect(size).toContain("etcd.persistence.size 16Gi differs from the running StatefulSet's 8Gi");
+  expect(size).toContain('--set etcd.persistence.size=8Gi');
+  expect((await statefulSet()).spec.replicas).toBe(1);
+
+  // The documented path: one member at a time (after each etcdctl member add), as existing members.
+  await helm(['upgrade', ...release, '--set', 'etcd.replicas=2', '--set', 'etcd.initialClusterState=existing']);
+  let sts = await statefulSet();
+  expect(sts.spec.replicas).toBe(2);
+  expect(arg(sts, 'initial-cluster-state')).toBe('existing');
+  expect(arg(sts, 'initial-cluster').split(',')).toHaveLength(2);
+  await helm(['upgrade', ...release, '-f', haValues, '--set', 'etcd.initialClusterState=existing', '--set', 'etcd.persistence.size=8Gi']);
+  sts = await statefulSet();
+  expect(sts.spec.replicas).toBe(3);
+  expect(arg(sts, 'initial-cluster').split(',')).toHaveLength(3);
+  // The API gets all three members.
+  const api = JSON.parse((await plane.kubectl(['get', 'deployment', 'members-tokenvault-api', '-n', namespace, '-o', 'json'])).stdout);
+  const store = api.spec.template.spec.containers[0].env.find((e: any) => e.name === 'TOKENVAULT_STORE').value;
+  expect(store.split(',')).toHaveLength(3);
+  // An even count is only a step, never an install.
+  await expect(template(['--set', 'etcd.replicas=2'])).rejects.toThrow(/2 and 4 are only steps of adding members/);
+  await helm(['uninstall', 'members', '--namespace', namespace]);
+}, 120_000);
