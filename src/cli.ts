@@ -82,6 +82,7 @@ async function main(argv: string[]): Promise<number> {
         reconcilers: createReconcilers(vault, {
           workerImage: config.controller.workerImage,
           allowedImages: config.controller.workerImages,
+          worker: config.controller.dedicatedWorkerDefaults,
           apiUrl: config.apiUrl,
           workerSecret: config.workerSecret,
           networkPolicy: config.controller.dedicatedNetworkPolicy,

@@ -4,6 +4,7 @@
 
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { loadConfig } from '../../src/config/config.js';
 import { startControlPlane, toolBinary, type ControlPlane } from '../support/control-plane.js';
 import { find, parseManifests, repoRoot, run, type Manifest } from '../support/manifests.js';
 
@@ -189,3 +190,22 @@ test('etcd membership: a member-count change of a running etcd is refused; the d
   await expect(template(['--set', 'etcd.replicas=2'])).rejects.toThrow(/2 and 4 are only steps of adding members/);
   await helm(['uninstall', 'members', '--namespace', namespace]);
 }, 120_000);
+
+test("the controller gives dedicated workers the chart's worker resources, pull secrets and caps (a config it accepts)", async () => {
+  const objects = await template([
+    '--set', 'imagePullSecrets[0].name=registry-credentials',
+    '--set', 'worker.resources.requests.cpu=750m',
+    '--set', 'controller.dedicatedWorkers.maxReplicas=4',
+  ]);
+  const container = find(objects, 'Deployment', 'tv-tokenvault-controller').spec.template.spec.containers[0];
+  const value = container.env.find((e: any) => e.name === 'TOKENVAULT_DEDICATED_WORKER_DEFAULTS').value;
+  const worker = find(objects, 'Deployment', 'tv-tokenvault-worker').spec.template.spec.containers[0];
+  const config = loadConfig({ env: { TOKENVAULT_DEDICATED_WORKER_DEFAULTS: value }, requireStore: false });
+  expect(config.controller.dedicatedWorkerDefaults).toEqual({
+    resources: worker.resources,
+    maxResources: { cpu: '4', memory: '4Gi', 'ephemeral-storage': '2Gi' },
+    maxReplicas: 4,
+    imagePullSecrets: ['registry-credentials'],
+  });
+  expect(worker.resources.requests.cpu).toBe('750m');
+});
