@@ -2,8 +2,9 @@
 // Upgrades that cannot lose keys, installs that coexist, etcd membership changes refused in the render, and the
 // operational extras behind values.
 
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { loadConfig } from '../../src/config/config.js';
 import { startControlPlane, toolBinary, type ControlPlane } from '../support/control-plane.js';
 import { find, parseManifests, repoRoot, run, type Manifest } from '../support/manifests.js';
@@ -208,4 +209,135 @@ test("the controller gives dedicated workers the chart's worker resources, pull 
     imagePullSecrets: ['registry-credentials'],
   });
   expect(worker.resources.requests.cpu).toBe('750m');
+});
+
+test('config checksum: an upgrade after a key Secret changed (a KEK rotation) rolls the pods; an unchanged one does not', async () => {
+  const namespace = 'tokenvault-checksum';
+  const release = ['sum', chartDir, '--namespace', namespace, '--set', 'crds.enabled=false'];
+  const checksums = async () => {
+    const result: Record<string, string | undefined> = {};
+    for (const component of ['api', 'worker', 'controller']) {
+      const { stdout } = await plane.kubectl(['get', 'deployment', `sum-tokenvault-${component}`, '-n', namespace, '-o', 'json']);
+      result[component] = JSON.parse(stdout).spec.template.metadata.annotations?.['checksum/keys'];
+    }
+    return result;
+  };
+  await helm(['install', ...release, '--create-namespace']);
+  await helm(['upgrade', ...release]);
+  const before = await checksums();
+  expect(before.api).toMatch(/^[0-9a-f]{64}$/);
+  await helm(['upgrade', ...release]);
+  expect(await checksums()).toEqual(before);
+  // A rotation in progress: a second KEK added to the Secret; the processes read their key files at start.
+  const kek = JSON.parse((await plane.kubectl(['get', 'secret', 'sum-tokenvault-kek', '-n', namespace, '-o', 'json'])).stdout).data.kek;
+  const rotated = Buffer.from(`${Buffer.alloc(32, 9).toString('base64')}\n${Buffer.from(kek, 'base64').toString('utf8')}`).toString('base64');
+  await plane.kubectl(['patch', 'secret', 'sum-tokenvault-kek', '-n', namespace, '--type', 'merge', '-p', JSON.stringify({ data: { kek: rotated } })]);
+  await helm(['upgrade', ...release]);
+  const after = await checksums();
+  for (const component of ['api', 'worker', 'controller'] as const) expect(after[component]).not.toBe(before[component]);
+  await helm(['uninstall', 'sum', '--namespace', namespace]);
+}, 90_000);
+
+describe('operations built in', () => {
+  const names = (objects: Manifest[], kind: string) => objects.filter((o) => o.kind === kind).map((o) => o.metadata.name).sort();
+  const documentedMetrics = new Set(readFileSync(path.join(repoRoot, 'docs/kubernetes.md'), 'utf8').match(/\b(tokenvault|etcd)_[a-z_]+/g));
+  const metricsIn = (text: string) => [...new Set(text.match(/\b(tokenvault|etcd)_[a-z_]+/g) ?? [])].map((m) => m.replace(/_(bucket|count|sum)$/, ''));
+
+  test('values-ha.yaml spreads every component over zones (softly) as well as nodes; the defaults only over nodes', async () => {
+    const keys = (objects: Manifest[], kind: string, name: string) =>
+      (find(objects, kind, name).spec.template.spec.topologySpreadConstraints ?? []).map((c: any) => `${c.topologyKey} ${c.whenUnsatisfiable}`);
+    const [ha, defaults] = await Promise.all([template(['-f', haValues]), template()]);
+    for (const [kind, name] of [['Deployment', 'api'], ['Deployment', 'worker'], ['Deployment', 'controller'], ['StatefulSet', 'etcd']] as const) {
+      expect(keys(ha, kind, `tv-tokenvault-${name}`)).toContain('topology.kubernetes.io/zone ScheduleAnyway');
+      expect(keys(defaults, kind, `tv-tokenvault-${name}`)).not.toContain('topology.kubernetes.io/zone ScheduleAnyway');
+    }
+    // etcd in HA also keeps its hard one-member-per-node anti-affinity.
+    expect(find(ha, 'StatefulSet', 'tv-tokenvault-etcd').spec.template.spec.affinity.podAntiAffinity).toBeDefined();
+  });
+
+  test('every container requests ephemeral storage; etcd can be pulled by digest', async () => {
+    const digest = `sha256:${'ab'.repeat(32)}`;
+    const objects = await template(['--set', `etcd.image.digest=${digest}`]);
+    for (const object of objects.filter((o) => ['Deployment', 'StatefulSet'].includes(o.kind))) {
+      for (const container of object.spec.template.spec.containers) {
+        expect({ object: object.metadata.name, request: container.resources.requests['ephemeral-storage'] }).toEqual({ object: object.metadata.name, request: '128Mi' });
+      }
+    }
+    expect(find(objects, 'StatefulSet', 'tv-tokenvault-etcd').spec.template.spec.containers[0].image).toBe(`gcr.io/etcd-development/etcd@${digest}`);
+  });
+
+  test("etcd's metrics port: a Service the ServiceMonitor selects, and admitted by the NetworkPolicy from metricsFrom only", async () => {
+    const monitoring = [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }];
+    const objects = await template(['--set', 'metrics.serviceMonitor.enabled=true', '--set-json', `etcd.networkPolicy.metricsFrom=${JSON.stringify(monitoring)}`]);
+    const service = find(objects, 'Service', 'tv-tokenvault-etcd-metrics');
+    expect(service.spec.ports).toEqual([{ name: 'metrics', port: 2381, targetPort: 'metrics', protocol: 'TCP' }]);
+    const monitor = find(objects, 'ServiceMonitor', 'tv-tokenvault');
+    expect(Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => service.metadata.labels?.[k] === v)).toBe(true);
+    const policy = find(objects, 'NetworkPolicy', 'tv-tokenvault-etcd');
+    expect(policy.spec.ingress.find((rule: any) => rule.ports[0].port === 'metrics').from).toEqual(monitoring);
+  });
+
+  test('a PrometheusRule with the alerts, on metrics that exist, only when enabled', async () => {
+    expect(names(await template(), 'PrometheusRule')).toEqual([]);
+    const own = find(await template(['--set', 'metrics.prometheusRule.enabled=true', '--set', 'etcd.backup.enabled=true']), 'PrometheusRule', 'tv-tokenvault');
+    const rules = own.spec.groups[0].rules;
+    expect(rules.map((r: any) => r.alert)).toEqual([
+      'TokenvaultApiErrorRate',
+      'TokenvaultReactorTimeouts',
+      'TokenvaultEtcdQuota',
+      'TokenvaultEtcdNoLeader',
+      'TokenvaultControllerLeader',
+      'TokenvaultEtcdCertificateAge',
+      'TokenvaultEtcdBackupFailed',
+    ]);
+    for (const rule of rules) {
+      expect(rule.expr).toContain('namespace="tokenvault-day-two"');
+      for (const metric of metricsIn(rule.expr)) expect({ alert: rule.alert, metric, documented: documentedMetrics.has(metric) }).toEqual({ alert: rule.alert, metric, documented: true });
+    }
+    expect(rules[0].expr).toMatch(/> 0.05\s*$/);
+    const certManager = find(await template(['--set', 'metrics.prometheusRule.enabled=true', '--set', 'etcd.tls.certManager.enabled=true']), 'PrometheusRule', 'tv-tokenvault');
+    expect(certManager.spec.groups[0].rules.map((r: any) => r.alert)).toContain('TokenvaultEtcdCertificateExpiry');
+  });
+
+  test('a Grafana dashboard ConfigMap only when enabled, valid JSON on metrics that exist', async () => {
+    expect(names(await template(), 'ConfigMap')).toEqual([]);
+    const map = find(await template(['--set', 'metrics.grafanaDashboard.enabled=true']), 'ConfigMap', 'tv-tokenvault-dashboard');
+    expect(map.metadata.labels?.grafana_dashboard).toBe('1');
+    const dashboard = JSON.parse(map.data['tokenvault.json']);
+    expect(dashboard.panels.length).toBeGreaterThanOrEqual(6);
+    const exprs = dashboard.panels.flatMap((p: any) => p.targets.map((t: any) => t.expr)).join('\n');
+    for (const metric of metricsIn(exprs)) expect({ metric, documented: documentedMetrics.has(metric) }).toEqual({ metric, documented: true });
+  });
+
+  test('etcd snapshot and defragmentation CronJobs: etcdctl with the client certificate only, never the KEK; accepted by kube-apiserver', async () => {
+    expect(names(await template(), 'CronJob')).toEqual([]);
+    const args = ['--set', 'etcd.backup.enabled=true', '--set', 'etcd.defrag.enabled=true'];
+    const objects = await template(args);
+    expect(names(objects, 'CronJob')).toEqual(['tv-tokenvault-etcd-backup', 'tv-tokenvault-etcd-defrag']);
+    const backup = find(objects, 'CronJob', 'tv-tokenvault-etcd-backup').spec.jobTemplate.spec.template.spec;
+    expect(backup.containers[0].command).toEqual(['/usr/local/bin/etcdctl']);
+    expect(backup.containers[0].args.slice(-3)).toEqual(['snapshot', 'save', '/backup/etcd-snapshot.db']);
+    expect(backup.volumes.map((v: any) => `${v.name} ${v.secret?.secretName ?? v.persistentVolumeClaim?.claimName}`)).toEqual([
+      'tls tv-tokenvault-etcd-client-tls',
+      'backup tv-tokenvault-etcd-backup',
+    ]);
+    expect(backup.automountServiceAccountToken).toBe(false);
+    const pvc = find(objects, 'PersistentVolumeClaim', 'tv-tokenvault-etcd-backup');
+    expect(pvc.metadata.annotations?.['helm.sh/resource-policy']).toBe('keep');
+    const defrag = find(objects, 'CronJob', 'tv-tokenvault-etcd-defrag').spec.jobTemplate.spec.template.spec;
+    expect(defrag.containers[0].args.slice(-2)).toEqual(['defrag', '--cluster']);
+    // Key material kept apart: no maintenance job mounts or names the KEK or the operator key.
+    for (const job of [backup, defrag]) expect(JSON.stringify(job)).not.toMatch(/-kek|operator-key/);
+    // The jobs' pods may reach etcd's client port.
+    const policy = find(objects, 'NetworkPolicy', 'tv-tokenvault-etcd');
+    expect(policy.spec.ingress[0].from).toContainEqual({
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': 'tokenvault', 'app.kubernetes.io/instance': 'tv', 'app.kubernetes.io/component': 'etcd-maintenance' } },
+    });
+    // Everything the operations values add (the monitoring CRDs aside) is accepted by a real kube-apiserver.
+    const { stdout } = await helm(['template', 'tv', chartDir, '--namespace', 'tokenvault-ops', ...args, '--set', 'metrics.grafanaDashboard.enabled=true', '-f', haValues, '--set', 'etcd.persistence.size=8Gi']);
+    await plane.kubectl(['create', 'namespace', 'tokenvault-ops']);
+    const { stdout: applied } = await plane.kubectl(['apply', '--dry-run=server', '-o', 'name', '-f', '-'], { input: stdout });
+    expect(applied).toContain('cronjob.batch/tv-tokenvault-etcd-backup');
+    expect(applied).toContain('configmap/tv-tokenvault-dashboard');
+  }, 60_000);
 });
