@@ -275,6 +275,10 @@ describe('operations built in', () => {
     expect(Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => service.metadata.labels?.[k] === v)).toBe(true);
     const policy = find(objects, 'NetworkPolicy', 'tv-tokenvault-etcd');
     expect(policy.spec.ingress.find((rule: any) => rule.ports[0].port === 'metrics').from).toEqual(monitoring);
+    // Every pod has a NetworkPolicy (kube-score): the controller takes only its probes and Prometheus.
+    const controller = find(objects, 'NetworkPolicy', 'tv-tokenvault-controller');
+    expect(controller.spec.policyTypes).toEqual(['Ingress']);
+    expect(controller.spec.ingress).toEqual([{ from: [{ podSelector: {} }], ports: [{ port: 'http', protocol: 'TCP' }] }]);
   });
 
   test('a PrometheusRule with the alerts, on metrics that exist, only when enabled', async () => {
@@ -324,6 +328,11 @@ describe('operations built in', () => {
     expect(backup.automountServiceAccountToken).toBe(false);
     const pvc = find(objects, 'PersistentVolumeClaim', 'tv-tokenvault-etcd-backup');
     expect(pvc.metadata.annotations?.['helm.sh/resource-policy']).toBe('keep');
+    expect(find(objects, 'CronJob', 'tv-tokenvault-etcd-backup').spec).toMatchObject({ concurrencyPolicy: 'Forbid', startingDeadlineSeconds: 600 });
+    expect(find(objects, 'NetworkPolicy', 'tv-tokenvault-etcd-maintenance').spec).toEqual({
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': 'tokenvault', 'app.kubernetes.io/instance': 'tv', 'app.kubernetes.io/component': 'etcd-maintenance' } },
+      policyTypes: ['Ingress'],
+    });
     const defrag = find(objects, 'CronJob', 'tv-tokenvault-etcd-defrag').spec.jobTemplate.spec.template.spec;
     expect(defrag.containers[0].args.slice(-2)).toEqual(['defrag', '--cluster']);
     // Key material kept apart: no maintenance job mounts or names the KEK or the operator key.
