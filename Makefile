@@ -12,14 +12,19 @@ BIN := node_modules/.bin
 
 INSTALLED := node_modules/.tokenvault-installed
 SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
+# The JavaScript that runs inside the reactor isolates, bundled into a committed TypeScript module (docs/runtime.md).
+SANDBOX_SOURCES := $(wildcard src/runtime/worker/sandbox-code/*.js)
+SANDBOX_BUNDLE := src/runtime/worker/prelude-bundle.ts
 
-.PHONY: help install build run test test-unit lint bench typecheck clean
+.PHONY: help install build run test test-unit lint bench typecheck sandbox clean
 
 help:
 	@echo "make run    build and start tokenvault dev (prints the URL and a management key)"
 	@echo "make test   run every test tier against a real etcd and a real kube-apiserver"
 	@echo "make test-unit  the unit tier only: no services, seconds"
-	@echo "make lint   type-check the sources, tests and benchmarks"
+	@echo "make lint   type-check the sources, tests, benchmarks and sandbox code; check the layers (dependency-cruiser)"
+	@echo "           and that the sandbox bundle is fresh"
+	@echo "make sandbox  rebundle the sandbox code (src/runtime/worker/sandbox-code) into $(SANDBOX_BUNDLE)"
 	@echo "make bench  run the benchmarks"
 
 # npm install, not npm ci: npm 11 writes lock files without other platforms' optional bindings (unrs-resolver's),
@@ -31,7 +36,13 @@ $(INSTALLED): package.json package-lock.json
 
 install: $(INSTALLED)
 
-dist/.built: $(INSTALLED) $(SOURCES) tsconfig.json tsconfig.build.json
+# Rewritten when a sandbox source changed; the result is committed, so the image build and ts-jest need no esbuild.
+$(SANDBOX_BUNDLE): $(SANDBOX_SOURCES) hack/build-sandbox.mjs | $(INSTALLED)
+	node hack/build-sandbox.mjs
+
+sandbox: $(SANDBOX_BUNDLE)
+
+dist/.built: $(INSTALLED) $(SOURCES) $(SANDBOX_BUNDLE) tsconfig.json tsconfig.build.json
 	rm -rf dist
 	$(BIN)/tsc -p tsconfig.build.json
 	@touch $@
@@ -48,10 +59,13 @@ test: build
 	hack/test.sh
 
 test-unit: $(INSTALLED)
-	NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot $${NODE_OPTIONS:-}" $(BIN)/jest --ci --config jest.unit.config.js
+	NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot $${NODE_OPTIONS:-}" $(BIN)/jest --ci --selectProjects unit
 
 lint: typecheck
 	$(BIN)/tsc -p bench/tsconfig.json --noEmit
+	$(BIN)/tsc -p src/runtime/worker/sandbox-code/tsconfig.json
+	node hack/build-sandbox.mjs --check
+	$(BIN)/depcruise --config .dependency-cruiser.cjs src
 
 bench: build
 	hack/bench.sh

@@ -1,7 +1,7 @@
 // The `tokenvault` command: one subcommand per process (see docs/architecture.md).
 import { ConfigError, loadConfig, SETTINGS, type LoadOptions } from './config/config.js';
 import { createLogger, type Logger } from './observability/logger.js';
-import { keysCommand } from './crypto/rotate.js';
+import { keysCommand } from './server/keys-command.js';
 import { startApi } from './server/api.js';
 import { devBanner, startDev } from './server/dev.js';
 import { startWorker, type RunningWorker } from './server/worker.js';

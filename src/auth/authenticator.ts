@@ -6,7 +6,7 @@
 import { hashKey, isApiKey, sameHash } from './api-keys.js';
 import { OPERATOR_ACTOR_ID, principalFromEntry, type KeyIndexEntry, type Principal } from './principal.js';
 import type { ApplicationDirectory } from '../domain/applications/directory.js';
-import { MANAGEMENT_DEFAULT } from '../domain/permissions/permissions.js';
+import { MANAGEMENT_DEFAULT } from './permissions.js';
 import { Errors } from '../errors/registry.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/store.js';

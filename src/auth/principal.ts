@@ -1,8 +1,14 @@
 // Who is calling. An API-key index entry holds everything needed to authorize a request, so authenticating is one
 // cached read: applications and sessions rewrite their index entry whenever their permissions change.
-import type { AccessRule } from '../domain/access/rules.js';
-import type { ApplicationType } from '../domain/permissions/permissions.js';
-import type { ManagedBy } from '../domain/ownership.js';
+import type { AccessRule } from './access/rules.js';
+import type { ApplicationType } from './permissions.js';
+
+/** The Kubernetes object a vault resource belongs to (BT-MANAGED-BY; ownership.ts parses and enforces it). */
+export interface ManagedBy {
+  kind: string;
+  namespace?: string;
+  name: string;
+}
 
 /** The stored form of an API-key index entry (`apikeys/<hash>`). */
 export interface KeyIndexEntry {

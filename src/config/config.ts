@@ -271,7 +271,7 @@ export const SETTINGS = {
   controllerWorkers: {
     flag: 'controller-workers',
     env: 'TOKENVAULT_CONTROLLER_WORKERS',
-    description: 'controller: reconciles run at once',
+    description: 'controller: reconciles run at once, per kind (each kind has its own work queue)',
     default: '4',
   },
   controllerRetryMaxSeconds: {

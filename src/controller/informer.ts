@@ -227,7 +227,7 @@ export class Informer<T extends KubeObject = KubeObject> {
     }
   }
 
-  private lastWatchError: unknown;
+  private lastWatchError: Error | undefined;
 
   private async relist(): Promise<void> {
     const path = resourcePath(this.resource, { namespace: this.options.namespace });
@@ -338,7 +338,7 @@ export class Informer<T extends KubeObject = KubeObject> {
             if (line === '') continue;
             let event: { type?: string; object?: KubeObject };
             try {
-              event = JSON.parse(line);
+              event = JSON.parse(line) as { type?: string; object?: KubeObject };
             } catch {
               this.lastWatchError = new Error('the watch sent a line that is not JSON');
               abort('error');
@@ -351,7 +351,7 @@ export class Informer<T extends KubeObject = KubeObject> {
         });
         response.on('end', () => finish('closed'));
         response.on('error', (error) => {
-          if (end === undefined) this.lastWatchError = error;
+          if (end === undefined) this.lastWatchError = error instanceof Error ? error : new Error(String(error));
           finish('error');
         });
         response.on('close', () => finish(end ?? 'closed'));
@@ -446,13 +446,12 @@ export class Informer<T extends KubeObject = KubeObject> {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const informer = this;
-      function done() {
+      const done = () => {
         clearTimeout(timer);
-        informer.wakeSleep = undefined;
+        this.wakeSleep = undefined;
         resolve();
-      }
+      };
+      const timer = setTimeout(done, ms);
       this.wakeSleep = done;
     });
   }

@@ -1,5 +1,6 @@
 // The controller manager: one informer per kind a reconciler handles (plus Secrets, metadata only, when a reconciler
-// watches them, plus any extra kinds asked for), one work queue for every kind, leader election, and the reconcile
+// watches them, plus any extra kinds asked for), one work queue per reconciled kind (as controller-runtime has one per
+// controller: a backlog or a run of failures in one kind never delays another), leader election, and the reconcile
 // loop. A reconciler gets an object key and reads the object from the informer cache; the manager turns a thrown
 // error into a retry with per-key exponential backoff, a returned requeueAfterMs into a later retry, and counts and
 // times every reconcile.
@@ -103,12 +104,12 @@ export interface Reconciler<T extends KubeObject = KubeObject> {
 
 export interface ManagerOptions {
   client: KubeClient;
-  reconcilers: Array<Reconciler<any>>;
+  reconcilers: Array<Reconciler>;
   logger: Logger;
   metrics?: ControllerMetrics;
   /** Watch one namespace (namespaced kinds); every namespace when unset. */
   namespace?: string;
-  /** Reconciles at once (default 4). */
+  /** Reconciles at once, per kind (default 4). */
   concurrency?: number;
   /** Every cached object is queued again this often (default 10 min; 0 disables). */
   resyncMs?: number;
@@ -200,11 +201,12 @@ export function patchStatus<T extends KubeObject = KubeObject>(
 }
 
 export class Manager {
-  readonly queue: WorkQueue;
+  /** The work queue of each reconciled kind. */
+  private readonly queues = new Map<string, WorkQueue>();
   readonly events: EventRecorder;
   readonly references = new ReferenceIndex();
   private readonly informers = new Map<string, Informer>();
-  private readonly reconcilers = new Map<string, Reconciler<any>>();
+  private readonly reconcilers = new Map<string, Reconciler>();
   private readonly elector: LeaderElector | undefined;
   private leading = false;
   /** Bumped at every change of leadership, so a late "synced, start the workers" of an old term does nothing. */
@@ -247,22 +249,30 @@ export class Manager {
 
     const identity = (options.leaderElection && options.leaderElection.identity) || defaultIdentity();
     this.events = new EventRecorder(client, { component: options.eventComponent, instance: identity, logger });
-    this.queue = new WorkQueue({
-      concurrency: options.concurrency ?? 4,
-      backoff: options.backoff,
-      process: (key, info) => this.reconcileKey(key, info.attempt, info.signal),
-      onError: (key, error, failures, retryInMs) =>
-        logger.warn({ key, err: describeError(error), failures, retry_in_ms: retryInMs }, 'reconcile failed'),
-      resync: options.resyncMs === 0 ? undefined : { everyMs: options.resyncMs ?? 600_000, keys: () => this.allKeys() },
-      logger,
-    });
+    for (const kind of this.reconcilers.keys()) {
+      this.queues.set(
+        kind,
+        new WorkQueue({
+          concurrency: options.concurrency ?? 4,
+          backoff: options.backoff,
+          process: (key, info) => this.reconcileKey(key, info.attempt, info.signal),
+          onError: (key, error, failures, retryInMs) =>
+            logger.warn({ key, err: describeError(error), failures, retry_in_ms: retryInMs }, 'reconcile failed'),
+          resync: options.resyncMs === 0 ? undefined : { everyMs: options.resyncMs ?? 600_000, keys: () => this.keysOf(kind) },
+          logger,
+        }),
+      );
+    }
     metrics?.observeQueue(() => {
-      const depthByKind = new Map<string, number>([...this.reconcilers.keys()].map((kind) => [kind, 0]));
-      for (const key of this.queue.waitingKeys()) {
-        const kind = key.slice(0, key.indexOf('/'));
-        depthByKind.set(kind, (depthByKind.get(kind) ?? 0) + 1);
+      const depthByKind = new Map<string, number>();
+      let delayed = 0;
+      let inFlight = 0;
+      for (const [kind, queue] of this.queues) {
+        depthByKind.set(kind, queue.depth);
+        delayed += queue.delayedCount;
+        inFlight += queue.inFlight;
       }
-      return { depthByKind, delayed: this.queue.delayedCount, inFlight: this.queue.inFlight };
+      return { depthByKind, delayed, inFlight };
     });
     metrics?.leader.set(0);
     this.elector =
@@ -288,7 +298,7 @@ export class Manager {
     this.stopping ??= (async () => {
       if (this.elector) await this.elector.stop();
       else await this.stoppedLeading();
-      await this.queue.stop();
+      await Promise.all([...this.queues.values()].map((queue) => queue.stop()));
       await Promise.all([...this.informers.values()].map((informer) => informer.stop()));
     })();
     return this.stopping;
@@ -323,8 +333,9 @@ export class Manager {
   /** Queues a key (now, or after a delay). */
   enqueue(key: ObjectKey | string, afterMs = 0): void {
     const text = typeof key === 'string' ? key : formatKey(key);
-    if (afterMs > 0) this.queue.addAfter(text, afterMs);
-    else this.queue.add(text);
+    const queue = this.queueOf(text);
+    if (afterMs > 0) queue?.addAfter(text, afterMs);
+    else queue?.add(text);
   }
 
   // --- internals ------------------------------------------------------------------------------------------------
@@ -333,32 +344,37 @@ export class Manager {
     const reconciler = this.reconcilers.get(kind);
     const keyFor = (object: KubeObject) => formatKey(keyOf(informer.resource, object));
     const referrers = (key: string) => {
-      for (const referrer of this.references.referrersOf(key)) this.queue.add(referrer);
+      for (const referrer of this.references.referrersOf(key)) this.queueOf(referrer)?.add(referrer);
     };
     informer.addHandlers({
       onAdd: (object) => {
         const key = keyFor(object);
-        if (reconciler) this.queue.add(key);
+        if (reconciler) this.queueOf(key)?.add(key);
         referrers(key);
       },
       onUpdate: (previous, object) => {
         const key = keyFor(object);
-        if (reconciler && (reconciler.shouldReconcileUpdate ?? defaultUpdatePredicate)(previous, object)) this.queue.add(key);
+        if (reconciler && (reconciler.shouldReconcileUpdate ?? defaultUpdatePredicate)(previous, object)) this.queueOf(key)?.add(key);
         referrers(key);
       },
       onDelete: (object) => {
         const key = keyFor(object);
-        if (reconciler) this.queue.add(key);
+        if (reconciler) this.queueOf(key)?.add(key);
         referrers(key);
       },
     });
   }
 
-  private *allKeys(): Iterable<string> {
-    for (const [kind, informer] of this.informers) {
-      if (!this.reconcilers.has(kind)) continue;
-      for (const object of informer.list()) yield formatKey(keyOf(informer.resource, object));
-    }
+  /** The queue of a key's kind ("Kind/..."); undefined for a kind nothing reconciles. */
+  private queueOf(key: string): WorkQueue | undefined {
+    return this.queues.get(key.slice(0, key.indexOf('/')));
+  }
+
+  /** Every cached object of a reconciled kind, as keys. */
+  private *keysOf(kind: string): Iterable<string> {
+    const informer = this.informers.get(kind);
+    if (!informer) return;
+    for (const object of informer.list()) yield formatKey(keyOf(informer.resource, object));
   }
 
   private startedLeading(): void {
@@ -372,9 +388,13 @@ export class Manager {
         return; // stopped before syncing
       }
       if (!this.leading || term !== this.term) return;
-      for (const key of this.allKeys()) this.queue.add(key);
-      this.queue.start();
-      this.options.logger.info({ identity: this.identity, objects: this.queue.depth }, 'controller: leading, reconciling');
+      let objects = 0;
+      for (const [kind, queue] of this.queues) {
+        for (const key of this.keysOf(kind)) queue.add(key);
+        queue.start();
+        objects += queue.depth;
+      }
+      this.options.logger.info({ identity: this.identity, objects }, 'controller: leading, reconciling');
     })();
   }
 
@@ -382,7 +402,7 @@ export class Manager {
     this.leading = false;
     this.term++;
     this.options.metrics?.leader.set(0);
-    await this.queue.pause();
+    await Promise.all([...this.queues.values()].map((queue) => queue.pause()));
   }
 
   private async reconcileKey(text: string, attempt: number, signal: AbortSignal): Promise<ReconcileResult | void> {

@@ -63,7 +63,7 @@ export class VaultClient {
       const url = new URL(`${this.apiUrl}${path}`);
       const answer = await this.pool.request({
         path: `${url.pathname}${url.search}`,
-        method: method as 'GET',
+        method: method,
         headers,
         body: request.body === undefined ? undefined : JSON.stringify(request.body),
       });

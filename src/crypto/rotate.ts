@@ -6,11 +6,8 @@
 // Procedure (docs/configuration.md): give every replica the ring "new,old" (new first = primary), run
 // `tokenvault keys rotate` with the same ring, then drop the old key. Records a replica with only the old key created
 // during the rollout are covered because the rotation runs after it.
-import pino from 'pino';
-import { loadConfig } from '../config/config.js';
-import { createLogger, type Logger } from '../observability/logger.js';
+import type { Logger } from '../observability/logger.js';
 import { keys } from '../store/keys.js';
-import { openStore } from '../store/open.js';
 import type { Store } from '../store/store.js';
 import { CryptoFailure, KeyRing, type WrappedKey } from './keyring.js';
 import { FINGERPRINT_SLOT, parseTenantCryptoRecord, wrapAad, type TenantCryptoRecord } from './tenant-keys.js';
@@ -90,43 +87,4 @@ async function rotateTenant(store: Store, ring: KeyRing, tenantId: string): Prom
     if (await store.compareAndSwap(key, found.modRevision, JSON.stringify(next))) return count;
   }
   throw new Error(`the key record of tenant ${tenantId} changed ${CAS_ATTEMPTS} times while it was re-wrapped; run again`);
-}
-
-/** `tokenvault keys <subcommand>`: the exit code. */
-export async function keysCommand(argv: string[]): Promise<number> {
-  const [subcommand, ...rest] = argv;
-  if (subcommand !== 'rotate') {
-    process.stderr.write('usage: tokenvault keys rotate --store etcd://host:port (with TOKENVAULT_KEK_FILE or TOKENVAULT_KEK: new key first, then the old ones)\n');
-    return 2;
-  }
-  const config = loadConfig({ argv: rest });
-  if (config.keyEncryptionKeys === undefined) {
-    process.stderr.write(
-      'tokenvault keys rotate: no key-encryption key configured; set TOKENVAULT_KEK_FILE (or --kek-file, TOKENVAULT_KEK) to the new key followed by the old ones\n',
-    );
-    return 1;
-  }
-  if (config.store.kind !== 'etcd') {
-    process.stderr.write('tokenvault keys rotate: needs the etcd store the api uses (--store etcd://host:port)\n');
-    return 1;
-  }
-  const ring = new KeyRing(config.keyEncryptionKeys);
-  // Logs go to stderr so stdout carries only the summary.
-  const logger = createLogger(config.logLevel, pino.destination(2));
-  const store = openStore(config.store);
-  try {
-    const result = await rotateKeks(store, ring, logger);
-    process.stdout.write(
-      `keys rotate: primary KEK ${ring.primaryId}; ${result.tenants} tenants checked, ${result.rewrapped} keys re-wrapped, ${result.failed} tenants failed\n`,
-    );
-    if (result.failed > 0) {
-      process.stderr.write(
-        'tokenvault keys rotate: some tenants have keys no configured KEK opens (see the log); add the KEK they were wrapped with after the new one and run again\n',
-      );
-      return 1;
-    }
-    return 0;
-  } finally {
-    await store.close();
-  }
 }

@@ -155,7 +155,7 @@ export class ExpressionBudget {
       [now + (this.limits.budgetMs - this.spentMs), 'budget'],
       [(this.startedAt ?? now) + this.limits.deadlineMs, 'deadline'],
     ];
-    let [until, limit] = bounds[0]!;
+    let [until, limit] = bounds[0];
     for (const [at, name] of bounds) if (at < until) [until, limit] = [at, name];
     if (until <= now) throw new ExpressionLimitExceeded(limit);
     return new RenderDeadline(until, limit);

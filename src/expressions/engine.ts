@@ -46,6 +46,7 @@ function outputText(this: { context: Context }, value: unknown): string {
     this.context.memoryLimit.use(text.length);
     return text;
   }
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- only primitives get here (objects and nil are above)
   return String(v);
 }
 

@@ -96,7 +96,7 @@ function json(this: FilterImplOptions, value: unknown, path: unknown): unknown {
   if (value === null || value === undefined) return null;
   let found: unknown[];
   try {
-    found = JSONPath({ path, json: value as object, wrap: true, eval: 'safe' }) as unknown[];
+    found = JSONPath<unknown[]>({ path, json: value, wrap: true, eval: 'safe' });
   } catch {
     // The library's message can quote the data it walked; never pass it on.
     return fail('json', `could not evaluate the JSONPath '${path}'.`);
@@ -262,6 +262,7 @@ function toStringFilter(this: FilterImplOptions, value: unknown): unknown {
 function bytesOf(self: FilterImplOptions, filter: string, value: unknown): Buffer {
   if (value === null || value === undefined) return fail(filter, 'needs a value.');
   if (isBytes(value)) return Buffer.from(value);
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- objects are JSON text; only primitives reach String
   const text = isObjectLike(value) ? jsonText(self, value) : String(value);
   return Buffer.from(text, 'utf8');
 }

@@ -344,7 +344,7 @@ export async function outboundRequest(
   try {
     response = await request(url, {
       dispatcher: policy.dispatcher,
-      method: (options.method ?? 'GET').toUpperCase() as Dispatcher.HttpMethod,
+      method: (options.method ?? 'GET').toUpperCase(),
       headers,
       body: options.body ?? null,
       headersTimeout: options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS,

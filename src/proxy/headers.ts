@@ -31,7 +31,7 @@ const HOP_BY_HOP = new Set([
 const NEVER_FORWARDED = new Set(['bt-api-key', 'host', 'content-length', 'expect', 'http2-settings']);
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-// eslint-disable-next-line no-control-regex
+ 
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 export type HeaderMap = Record<string, string | string[]>;

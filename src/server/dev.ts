@@ -6,10 +6,10 @@ import { generateApiKey, hashKey } from '../auth/api-keys.js';
 import { OPERATOR_ACTOR_ID } from '../auth/principal.js';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
 import { KeyRing } from '../crypto/keyring.js';
-import { MANAGEMENT_DEFAULT } from '../domain/permissions/permissions.js';
+import { MANAGEMENT_DEFAULT } from '../auth/permissions.js';
 import type { Logger } from '../observability/logger.js';
 import { keys } from '../store/keys.js';
-import { spawnWorkerProcess } from '../runtime/client.js';
+import { spawnWorkerProcess } from './worker-process.js';
 import { startApi, type RunningApi } from './api.js';
 import { freeLoopbackPort } from './ports.js';
 

@@ -7,11 +7,11 @@ import type { AddressInfo } from 'node:net';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
 import type { Logger } from '../observability/logger.js';
 import { DestinationPolicy, outboundRequest } from '../proxy/destination-policy.js';
-import { BtBridge } from '../runtime/bt-bridge.js';
-import { RuntimeMetrics } from '../runtime/metrics.js';
-import { MAX_OUTBOUND_RESPONSE_BYTES, type Outbound } from '../runtime/outbound.js';
-import { SandboxPool } from '../runtime/sandbox.js';
-import { createWorkerHandler } from '../runtime/worker-server.js';
+import { BtBridge } from '../runtime/worker/bt-bridge.js';
+import { RuntimeMetrics } from '../runtime/worker/metrics.js';
+import { MAX_OUTBOUND_RESPONSE_BYTES, type Outbound } from '../runtime/worker/outbound.js';
+import { SandboxPool } from '../runtime/worker/sandbox.js';
+import { createWorkerHandler } from '../runtime/worker/server.js';
 
 export interface RunningWorker {
   url: string;

@@ -260,7 +260,7 @@ export class EtcdStore implements Store {
     for (const reader of batch.readers) {
       if (reader.keys.length === 1) {
         const entry = found.get(reader.keys[0]);
-        reader.resolve(entry ? new Map([[reader.keys[0], entry]]) : new Map());
+        reader.resolve(entry ? new Map<string, Entry>([[reader.keys[0], entry]]) : new Map<string, Entry>());
         continue;
       }
       const own = new Map<string, Entry>();

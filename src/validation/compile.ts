@@ -66,7 +66,8 @@ function toFieldErrors(errors: ErrorObject[]): FieldErrors {
       error.keyword === 'propertyNames' && badCharacters.has(String(error.params.propertyName))
         ? 'must not contain control characters or bidirectional formatting characters'
         : describe(error);
-    (result[path] ??= []).includes(message) || result[path].push(message);
+    const messages = (result[path] ??= []);
+    if (!messages.includes(message)) messages.push(message);
   }
   return result;
 }
@@ -82,7 +83,7 @@ function fieldPath(error: ErrorObject): string {
 }
 
 function describe(error: ErrorObject): string {
-  const p = error.params as Record<string, unknown>;
+  const p = error.params as Record<string, string | number | boolean | undefined> & { allowedValues?: unknown[] };
   switch (error.keyword) {
     case 'required':
       return 'is required';
@@ -97,7 +98,7 @@ function describe(error: ErrorObject): string {
     case 'minItems':
       return `must have at least ${p.limit} item${p.limit === 1 ? '' : 's'}`;
     case 'enum':
-      return `must be one of: ${(p.allowedValues as unknown[]).join(', ')}`;
+      return `must be one of: ${(p.allowedValues ?? []).join(', ')}`;
     case 'format':
       if (p.format === 'display-name') return 'must not contain control characters or bidirectional formatting characters';
       if (p.format === 'display-text') return 'must not contain control characters (other than tabs and line breaks) or bidirectional formatting characters';

@@ -26,7 +26,7 @@ function bytesNestDeeper(json: Uint8Array, maxDepth: number): boolean {
   let depth = 0;
   let inString = false;
   for (let i = 0; i < json.length; i++) {
-    const c = json[i]!;
+    const c = json[i];
     if (inString) {
       if (c === BACKSLASH) i++;
       else if (c === QUOTE) inString = false;

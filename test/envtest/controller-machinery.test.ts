@@ -436,6 +436,30 @@ describe('manager', () => {
     expect(text).toMatch(/tokenvault_controller_informer_synced\{resource="configmaps"\} 1/);
   }, 30_000);
 
+  test("each kind has its own queue: one kind's stuck reconciles do not hold up another kind", async () => {
+    const namespace = await freshNamespace();
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    // ConfigMaps whose reconciles hang until the test lets them go, with one reconcile at a time per kind.
+    const { reconciler: stuck } = configMapReconciler('stuck', () => released);
+    const secretCalls: string[] = [];
+    const secrets: Reconciler = {
+      kind: 'Secret',
+      resource: Resources.secrets,
+      async reconcile(key) {
+        secretCalls.push(key.name);
+      },
+    };
+    const manager = startManager({ client: await client(), reconcilers: [stuck, secrets], namespace, leaderElection: false, concurrency: 1 });
+    cleanups.push(async () => release());
+    await manager.waitForSync(10_000);
+    await createConfigMap(namespace, 'slow-1');
+    await createConfigMap(namespace, 'slow-2');
+    await admin.create(Resources.secrets, namespace, { metadata: { name: 'quick' }, stringData: { a: 'b' } });
+    await eventually(async () => expect(secretCalls).toContain('quick'), 5000);
+    release();
+  }, 30_000);
+
   test('a change to a referenced Secret requeues the objects that reference it', async () => {
     const namespace = await freshNamespace();
     await admin.create(Resources.secrets, namespace, { metadata: { name: 'creds' }, stringData: { token: 'one' } });

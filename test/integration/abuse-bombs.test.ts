@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import zlib from 'node:zlib';
 import { generateApiKey } from '../../src/auth/api-keys.js';
-import { RuntimeClient } from '../../src/runtime/client.js';
+import { RuntimeClient } from '../../src/runtime/client/client.js';
 import { TEST_KEK, createApplication, createTenant, spawnApi, testEtcdStoreUrl, type ChildApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';

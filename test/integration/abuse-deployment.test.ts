@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { loadConfig } from '../../src/config/config.js';
-import type { WorkerProcess } from '../../src/runtime/client.js';
-import { RuntimeClient } from '../../src/runtime/client.js';
+import type { WorkerProcess } from '../../src/server/worker-process.js';
+import { RuntimeClient } from '../../src/runtime/client/client.js';
 import type { InvocationRequest } from '../../src/runtime/contract.js';
 import { startHttpsServer, type HttpsTestServer } from '../support/https.js';
 
@@ -19,8 +19,8 @@ let counterUrl: string;
 const hits = () => counter.requests.length;
 
 beforeAll(async () => {
-  if (!existsSync('dist/runtime/client.js') || !existsSync('dist/cli.js')) throw new Error('dist/ is not built: run npx tsc -p tsconfig.build.json');
-  const { spawnWorkerProcess } = (await import(`${process.cwd()}/dist/runtime/client.js`)) as typeof import('../../src/runtime/client.js');
+  if (!existsSync('dist/server/worker-process.js') || !existsSync('dist/cli.js')) throw new Error('dist/ is not built: run npx tsc -p tsconfig.build.json');
+  const { spawnWorkerProcess } = (await import(`${process.cwd()}/dist/server/worker-process.js`)) as typeof import('../../src/server/worker-process.js');
   counter = await startHttpsServer((_req, res) => res.end('{}'));
   counterUrl = `${counter.url}/hit`;
   const config = loadConfig({

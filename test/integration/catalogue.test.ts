@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
-import { UNSUPPORTED_FEATURES } from '../../src/domain/unsupported/routes.js';
+import { UNSUPPORTED_FEATURES } from '../../src/http/routes/unsupported.js';
 
 let api: TestApi;
 let mgmt: ReturnType<typeof client>;

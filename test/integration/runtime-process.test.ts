@@ -1,16 +1,16 @@
-// `tokenvault worker` as its own process, started the way `tokenvault dev` starts it (spawnWorkerProcess, from the
+// `tokenvault worker` as its own process, started the way `tokenvault dev` starts it (spawnWorkerProcess, src/server/worker-process.ts, from the
 // built dist/: `make test` builds it; when iterating, run `npx tsc -p tsconfig.build.json` first).
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { loadConfig } from '../../src/config/config.js';
-import { RuntimeClient } from '../../src/runtime/client.js';
+import { RuntimeClient } from '../../src/runtime/client/client.js';
 import type { InvocationRequest } from '../../src/runtime/contract.js';
-import type { WorkerProcess } from '../../src/runtime/client.js';
+import type { WorkerProcess } from '../../src/server/worker-process.js';
 import { eventually } from '../support/wait.js';
 
-let spawnWorkerProcess: (typeof import('../../src/runtime/client.js'))['spawnWorkerProcess'];
+let spawnWorkerProcess: (typeof import('../../src/server/worker-process.js'))['spawnWorkerProcess'];
 let worker: WorkerProcess;
 let client: RuntimeClient;
 
@@ -26,9 +26,9 @@ const invocation: InvocationRequest = {
 };
 
 beforeAll(async () => {
-  if (!existsSync('dist/runtime/client.js') || !existsSync('dist/cli.js')) throw new Error('dist/ is not built: run npx tsc -p tsconfig.build.json');
+  if (!existsSync('dist/server/worker-process.js') || !existsSync('dist/cli.js')) throw new Error('dist/ is not built: run npx tsc -p tsconfig.build.json');
   // The built module, so that it finds dist/cli.js next to itself as it does in production.
-  ({ spawnWorkerProcess } = (await import(`${process.cwd()}/dist/runtime/client.js`)) as typeof import('../../src/runtime/client.js'));
+  ({ spawnWorkerProcess } = (await import(`${process.cwd()}/dist/server/worker-process.js`)) as typeof import('../../src/server/worker-process.js'));
   const config = loadConfig({
     requireStore: false,
     env: { TOKENVAULT_LOG_LEVEL: 'warn', TOKENVAULT_REACTOR_CPU_MS: '200', TOKENVAULT_REACTOR_TIMEOUT_MS: '1000' },

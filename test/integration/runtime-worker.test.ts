@@ -9,7 +9,7 @@ import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { RuntimeClient } from '../../src/runtime/client.js';
+import { RuntimeClient } from '../../src/runtime/client/client.js';
 import type { InvocationRequest, InvocationResult } from '../../src/runtime/contract.js';
 import { startWorker, type RunningWorker } from '../../src/server/worker.js';
 

@@ -1,8 +1,8 @@
-// The fair shares of the reactor workers (src/runtime/fair-share.ts): caps per tenant and per reactor, a bounded FIFO
+// The fair shares of the reactor workers (src/runtime/client/fair-share.ts): caps per tenant and per reactor, a bounded FIFO
 // queue per tenant with a wait limit, and the 429 that names the limit that was hit.
 import { describe, expect, test } from '@jest/globals';
 import { VaultError } from '../../src/errors/registry.js';
-import { FairShare } from '../../src/runtime/fair-share.js';
+import { FairShare } from '../../src/runtime/client/fair-share.js';
 
 /** Work that finishes when told to. */
 function gate() {

@@ -3,10 +3,10 @@ import { describe, expect, test } from '@jest/globals';
 import { createHash } from 'node:crypto';
 import type { Dispatcher } from 'undici';
 import { VaultError } from '../../src/errors/registry.js';
-import { camelCase, camelTokens, snakeCase } from '../../src/runtime/bt-bridge.js';
-import { RuntimeClient } from '../../src/runtime/client.js';
-import { readEnvelope } from '../../src/runtime/failures.js';
-import { parseInvocation } from '../../src/runtime/worker-server.js';
+import { camelCase, camelTokens, snakeCase } from '../../src/runtime/worker/bt-bridge.js';
+import { RuntimeClient } from '../../src/runtime/client/client.js';
+import { readEnvelope } from '../../src/runtime/worker/failures.js';
+import { parseInvocation } from '../../src/runtime/worker/server.js';
 
 const code = 'module.exports = async () => 1';
 const valid = { tenantId: 't', codeHash: createHash('sha256').update(code).digest('hex'), code, args: { a: 1 }, configuration: {}, bt: null, kind: 'reactor' };

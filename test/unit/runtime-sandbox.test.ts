@@ -4,10 +4,10 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createHash, createHmac } from 'node:crypto';
 import type { InvocationRequest, InvocationResult } from '../../src/runtime/contract.js';
-import type { BtAnswer, BtCall } from '../../src/runtime/bt-bridge.js';
-import { RuntimeMetrics } from '../../src/runtime/metrics.js';
-import type { OutboundRequest, OutboundResponse } from '../../src/runtime/outbound.js';
-import { InvalidInvocation, SandboxPool } from '../../src/runtime/sandbox.js';
+import type { BtAnswer, BtCall } from '../../src/runtime/worker/bt-bridge.js';
+import { RuntimeMetrics } from '../../src/runtime/worker/metrics.js';
+import type { OutboundRequest, OutboundResponse } from '../../src/runtime/worker/outbound.js';
+import { InvalidInvocation, SandboxPool } from '../../src/runtime/worker/sandbox.js';
 
 const LIMITS = { cpuMs: 200, timeoutMs: 1000, memoryMb: 32 };
 const BT_KEY = 'key_test_reactor_application_0000000000';

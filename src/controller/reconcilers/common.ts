@@ -111,7 +111,7 @@ export class NotReadyYet extends Error {
 }
 
 /** The vault tenant id of the Tenant object a namespaced object names in spec.tenantRef (same namespace). */
-export function tenantIdOf(ctx: ReconcileContext<any>, namespace: string, tenantRef: { name: string } | undefined): string {
+export function tenantIdOf(ctx: ReconcileContext, namespace: string, tenantRef: { name: string } | undefined): string {
   if (!tenantRef?.name) throw new NotReadyYet('InvalidSpec', 'spec.tenantRef.name is required.');
   const tenant = ctx.get<VaultObject>('Tenant', namespace, tenantRef.name);
   if (!tenant) throw new NotReadyYet('TenantNotFound', `Tenant ${namespace}/${tenantRef.name} does not exist.`);
@@ -122,7 +122,7 @@ export function tenantIdOf(ctx: ReconcileContext<any>, namespace: string, tenant
 }
 
 /** The vault id of a Ready object of another kind (applicationRef, formulaRef). */
-export function readyIdOf(ctx: ReconcileContext<any>, kind: string, namespace: string | undefined, name: string): string {
+export function readyIdOf(ctx: ReconcileContext, kind: string, namespace: string | undefined, name: string): string {
   const object = ctx.get<VaultObject>(kind, namespace, name);
   const label = `${kind} ${namespace ? `${namespace}/` : ''}${name}`;
   if (!object) throw new NotReadyYet(`${kind}NotFound`, `${label} does not exist.`);
@@ -134,7 +134,7 @@ export function readyIdOf(ctx: ReconcileContext<any>, kind: string, namespace: s
 
 /** Creates or updates a Secret holding one generated key, owned by the object (garbage-collected with it). */
 export async function writeKeySecret(
-  ctx: ReconcileContext<any>,
+  ctx: ReconcileContext,
   owner: VaultObject,
   ref: { name: string; key?: string },
   value: string,
@@ -169,13 +169,13 @@ export async function writeKeySecret(
 }
 
 /** Whether the Secret already holds a value under the key (a key generated earlier must not be replaced on resync). */
-export async function secretHasKey(ctx: ReconcileContext<any>, namespace: string, ref: { name: string; key?: string }): Promise<boolean> {
+export async function secretHasKey(ctx: ReconcileContext, namespace: string, ref: { name: string; key?: string }): Promise<boolean> {
   const secret = await ctx.readSecret(namespace, ref.name);
   return Boolean(secret?.data?.[ref.key ?? 'key']);
 }
 
 /** A value from a Secret (`{name, key}`), or NotReadyYet naming what is missing. */
-export async function secretValue(ctx: ReconcileContext<any>, namespace: string, ref: { name: string; key: string }): Promise<string> {
+export async function secretValue(ctx: ReconcileContext, namespace: string, ref: { name: string; key: string }): Promise<string> {
   const secret = await ctx.readSecret(namespace, ref.name);
   const data = secret?.data?.[ref.key];
   if (!secret) throw new NotReadyYet('SecretNotFound', `Secret ${namespace}/${ref.name} does not exist.`);

@@ -33,7 +33,7 @@ export function configurationSecrets(namespace: string, spec: ConfigurationSpec 
  * type, is NotReadyYet (the message names the entry, never the value).
  */
 export async function resolveConfiguration(
-  ctx: ReconcileContext<any>,
+  ctx: ReconcileContext,
   namespace: string,
   spec: ConfigurationSpec | undefined,
   typeOf: (name: string) => ConfigurationType | undefined = () => undefined,

@@ -129,7 +129,7 @@ function formulaReconcilerFor(vault: VaultClient, scope: Scope): Reconciler<Form
 }
 
 /** The Reactor objects (from the cache) whose formulaRef names this formula. */
-function reactorsUsing(ctx: ReconcileContext<any>, kind: string, namespace: string | undefined, name: string): ObjectKey[] {
+function reactorsUsing(ctx: ReconcileContext, kind: string, namespace: string | undefined, name: string): ObjectKey[] {
   const reactors = ctx.list<VaultObject<{ formulaRef?: { kind?: string; name: string } }>>('Reactor', namespace);
   return reactors
     .filter((r) => r.spec?.formulaRef?.name === name && (r.spec.formulaRef.kind ?? 'ReactorFormula') === kind)

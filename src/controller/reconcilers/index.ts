@@ -9,7 +9,7 @@ import type { RuntimeDefaults } from './runtime.js';
 import { tenantReconciler } from './tenant.js';
 
 /** `runtime`: the dedicated workers' defaults (TOKENVAULT_WORKER_IMAGE, and the API URL they call). */
-export function createReconcilers(vault: VaultClient, runtime: RuntimeDefaults = {}): Reconciler<any>[] {
+export function createReconcilers(vault: VaultClient, runtime: RuntimeDefaults = {}): Reconciler[] {
   return [
     tenantReconciler(vault, runtime),
     applicationReconciler(vault),

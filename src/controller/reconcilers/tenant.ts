@@ -16,7 +16,7 @@
 // Deletion (finalizer): deletionPolicy Delete deletes the vault tenant, every key and all its data (404: already
 // gone); Retain (the default) keeps it (back on the shared workers: its dedicated ones are garbage-collected with the
 // Tenant) and says so in an Event.
-import { permissionsFor } from '../../domain/permissions/permissions.js';
+import { permissionsFor } from '../../auth/permissions.js';
 import type { ObjectKey, ReconcileContext, Reconciler } from '../manager.js';
 import { Resources } from '../kube.js';
 import { VaultRefused, type VaultClient } from '../vault-client.js';

@@ -2,8 +2,8 @@
 // roles (GET /roles). Nothing here is per tenant or stored: they are constants of this build, documented in
 // docs/api.md. Every template's permissions and rules are a valid POST /applications body for its type (a test
 // creates an application from each), so a caller can turn a template into an application as it is.
-import type { AccessRule } from '../access/rules.js';
-import { MANAGEMENT_DEFAULT, type ApplicationType } from '../permissions/permissions.js';
+import type { AccessRule } from '../../auth/access/rules.js';
+import { MANAGEMENT_DEFAULT, type ApplicationType } from '../../auth/permissions.js';
 
 /** basis-theory-js's TEMPLATE_TYPES. */
 export type TemplateType = 'starters' | 'payments' | 'banking' | 'pii' | 'management';

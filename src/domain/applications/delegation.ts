@@ -7,7 +7,7 @@
 // regenerates keys.
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
-import type { ApplicationType } from '../permissions/permissions.js';
+import type { ApplicationType } from '../../auth/permissions.js';
 
 /** 403 unless the caller holds every management permission the application holds or would hold. */
 export function assertMayGrant(principal: TenantPrincipal, type: ApplicationType, permissions: readonly string[]): void {

@@ -1,5 +1,5 @@
-import { accessRuleSchema, type AccessRule } from '../access/rules.js';
-import { ALL_PERMISSIONS, APPLICATION_TYPES, type ApplicationType } from '../permissions/permissions.js';
+import { accessRuleSchema, type AccessRule } from '../../auth/access/rules.js';
+import { ALL_PERMISSIONS, APPLICATION_TYPES, type ApplicationType } from '../../auth/permissions.js';
 import { compile, nameSchema } from '../../validation/compile.js';
 
 export interface CreateApplicationBody {

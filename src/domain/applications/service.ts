@@ -4,14 +4,14 @@
 import { randomUUID } from 'node:crypto';
 import { generateApiKey, hashKey } from '../../auth/api-keys.js';
 import { actorId, type KeyIndexEntry, type TenantPrincipal } from '../../auth/principal.js';
-import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../ownership.js';
+import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
-import { checkRules, type AccessRule } from '../access/rules.js';
+import { checkRules, type AccessRule } from '../../auth/access/rules.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
-import { permissionsFor, type ApplicationType } from '../permissions/permissions.js';
+import { permissionsFor, type ApplicationType } from '../../auth/permissions.js';
 import { assertMayGrant, assertMayOutlive } from './delegation.js';
 import type { CreateApplicationBody, UpdateApplicationBody } from './schema.js';
 

@@ -10,7 +10,7 @@ import { getRecord, listRecords } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
-import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../ownership.js';
+import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import { assertCompiles } from './code.js';
 import type { ConfigurationElement, FormulaBody, RequestParameter } from './schema.js';
 

@@ -19,7 +19,7 @@ import { paginate, type Page, type PageRequest } from '../paging.js';
 import type { TenantDirectory } from '../tenants/directory.js';
 import type { DataCipher } from '../tokens/records.js';
 import type { ProxyBody, ProxyPatch, ProxyTransformBody } from './schema.js';
-import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../ownership.js';
+import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 
 interface ProxyRecord {
   id: string;

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors, ReactorFailure, VaultError, type FieldErrors } from '../../errors/registry.js';
-import type { RuntimeRouter } from '../../runtime/router.js';
+import type { RuntimeRouter } from '../../runtime/client/router.js';
 import type { InvocationFailure } from '../../runtime/contract.js';
 import { allowedCustomStatus, customResponseHeaders, refusedCustomStatus } from '../../runtime/custom-response.js';
 import { keys } from '../../store/keys.js';
@@ -22,7 +22,7 @@ import type { DataCipher } from '../tokens/records.js';
 import type { TokenService } from '../tokens/service.js';
 import { tokenize } from '../tokens/tokenize.js';
 import { applyParameters } from './arguments.js';
-import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../ownership.js';
+import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import type { BtKeys } from './bt-keys.js';
 import type { ConfigurationValues, ReactorBody } from './schema.js';
 
@@ -63,12 +63,17 @@ export interface ReactResponse {
 }
 
 /** What a failed invocation answers: a problem, or the code's own response (CustomHttpResponseError). */
-export class CustomResponse {
+export class CustomResponse extends Error {
   constructor(
     readonly status: number,
     readonly headers: Record<string, string>,
     readonly body: unknown,
-  ) {}
+  ) {
+    // Thrown like an error so that it ends the invocation's path, and caught by the routes, which answer with it; the
+    // message never carries the body (it may hold data).
+    super(`a custom response with status ${status}`);
+    this.name = 'CustomResponse';
+  }
 }
 
 /** Reactor records kept for invocations, at most (count, and characters of inline code and configuration). */

@@ -1,5 +1,5 @@
-import { accessRuleSchema, type AccessRule } from '../access/rules.js';
-import { SESSION_PERMISSIONS } from '../permissions/permissions.js';
+import { accessRuleSchema, type AccessRule } from '../../auth/access/rules.js';
+import { SESSION_PERMISSIONS } from '../../auth/permissions.js';
 import { compile } from '../../validation/compile.js';
 
 export interface AuthorizeSessionBody {

@@ -13,10 +13,10 @@ import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, secondsUntil } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
-import { mayEver, type TokenPermission } from '../access/evaluate.js';
-import { checkRules, type AccessRule } from '../access/rules.js';
+import { mayEver, type TokenPermission } from '../../auth/access/evaluate.js';
+import { checkRules, type AccessRule } from '../../auth/access/rules.js';
 import type { ApplicationDirectory } from '../applications/directory.js';
-import { SESSION_PERMISSIONS } from '../permissions/permissions.js';
+import { SESSION_PERMISSIONS } from '../../auth/permissions.js';
 import { validateAuthorizeSession } from './schema.js';
 
 interface SessionRecord {

@@ -10,9 +10,9 @@ import { getRecord, listRecords } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { createApplicationOps, toApplication, type Application, type ApplicationRecord, type ApplicationService } from '../applications/service.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
-import { MANAGEMENT_DEFAULT } from '../permissions/permissions.js';
-import type { UsageService } from '../usage/service.js';
-import { assertMayChange, type ManagedBy } from '../ownership.js';
+import { MANAGEMENT_DEFAULT } from '../../auth/permissions.js';
+import type { UsageReport, UsageService } from '../usage/service.js';
+import { assertMayChange, type ManagedBy } from '../../auth/ownership.js';
 import type { AdminUpdateTenantBody, CreateTenantBody, TenantRuntime, TenantSettings } from './schema.js';
 
 export interface TenantRecord {
@@ -34,18 +34,9 @@ export interface TenantRecord {
 
 export type Tenant = Omit<TenantRecord, 'deleting'>;
 
-export const DEFAULT_SETTINGS: TenantSettings = { deduplicate_tokens: 'false', fingerprint_tokens: 'true' };
+export type { UsageReport };
 
-export interface UsageReport {
-  /** Every live token of the tenant (the sum of metrics_by_type); both SDKs read it here and in token_report. */
-  total_tokens: number;
-  token_report: {
-    total_tokens: number;
-    metrics_by_type: Record<string, { count: number; last_created_at?: string }>;
-    included_monthly_active_tokens: number;
-    monthly_active_tokens: number;
-  };
-}
+export const DEFAULT_SETTINGS: TenantSettings = { deduplicate_tokens: 'false', fingerprint_tokens: 'true' };
 
 /** How many keys one transaction deletes while a tenant is removed (etcd allows 128 operations per txn). */
 const DELETE_BATCH = 100;

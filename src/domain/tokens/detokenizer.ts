@@ -6,7 +6,7 @@ import { Errors } from '../../errors/registry.js';
 import { detokenize, detokenizeText, findTokenIds, findTokenIdsInText } from '../../expressions/index.js';
 import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
-import { decide } from '../access/evaluate.js';
+import { decide } from '../../auth/access/evaluate.js';
 import type { UsageService } from '../usage/service.js';
 import { isExpired, transformed, unseal, type DataCipher, type TokenRecord } from './records.js';
 import { facts } from './service.js';

@@ -1,7 +1,7 @@
 // How a token is stored and how it goes out. The stored record keeps only what is not sensitive in the clear
 // (type, containers, metadata, the fingerprint hash, timestamps); the data and its masked form travel together in one
 // ciphertext whose associated data names the tenant and the token, so it cannot be moved to another token.
-import type { Transform } from '../access/evaluate.js';
+import type { Transform } from '../../auth/access/evaluate.js';
 import type { Template } from './schema.js';
 
 /** Encryption at rest, as the token layer needs it (implemented by src/crypto). */

@@ -1,5 +1,5 @@
 import { compile } from '../../validation/compile.js';
-import { CONTAINER_PATTERN } from '../access/rules.js';
+import { CONTAINER_PATTERN } from '../../auth/access/rules.js';
 import { TOKEN_TYPE_NAMES } from './types.js';
 
 /** Caller-chosen token ids: 3–400 characters that are safe in paths and expressions. */

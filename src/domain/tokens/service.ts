@@ -8,7 +8,7 @@ import { renderTemplate, validateTemplate } from '../../expressions/index.js';
 import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Compare, Store, TxnOp } from '../../store/store.js';
-import { decide, mayEver, revealsPlaintext, type TokenFacts, type Transform } from '../access/evaluate.js';
+import { decide, mayEver, revealsPlaintext, type TokenFacts, type Transform } from '../../auth/access/evaluate.js';
 import type { TenantDirectory } from '../tenants/directory.js';
 import type { UsageService } from '../usage/service.js';
 import { isExpired, seal, toToken, transformed, unseal, type DataCipher, type Token, type TokenRecord } from './records.js';
@@ -128,7 +128,7 @@ export class TokenService {
             expires_at: before.expires_at,
           },
           { ...patch, deduplicate_token: undefined },
-        ) as TokenFields,
+        ),
       );
       if (merged.data === undefined || merged.data === null) throw new Errors.InvalidBody({ errors: { data: ['cannot be removed'] } });
       const containers = merged.containers ?? [TOKEN_TYPES.get(before.type)!.defaultContainer];
@@ -249,7 +249,7 @@ export class TokenService {
           });
         }
         for (const entry of batch) matched.push(...readable(principal, JSON.parse(entry.value) as TokenRecord, query));
-        after = batch[batch.length - 1]!.key;
+        after = batch[batch.length - 1].key;
       }
     }
     const slice = matched.slice((page - 1) * query.size, page * query.size);

@@ -5,7 +5,17 @@
 import { LRUCache } from 'lru-cache';
 import { keys } from '../../store/keys.js';
 import type { Store, TxnOp } from '../../store/store.js';
-import type { UsageReport } from '../tenants/service.js';
+
+export interface UsageReport {
+  /** Every live token of the tenant (the sum of metrics_by_type); both SDKs read it here and in token_report. */
+  total_tokens: number;
+  token_report: {
+    total_tokens: number;
+    metrics_by_type: Record<string, { count: number; last_created_at?: string }>;
+    included_monthly_active_tokens: number;
+    monthly_active_tokens: number;
+  };
+}
 
 export function monthOf(date: Date): string {
   return date.toISOString().slice(0, 7);

@@ -4,7 +4,7 @@ import type { NextFunction, Request, Response } from 'express';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
-import { parseManagedBy } from '../../domain/ownership.js';
+import { parseManagedBy } from '../../auth/ownership.js';
 import { isUuid } from '../params.js';
 
 export function authenticate(authenticator: Authenticator) {

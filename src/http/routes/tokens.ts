@@ -1,15 +1,15 @@
 import { Router, type Request } from 'express';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
-import { tenantPrincipal } from '../../http/middleware/auth.js';
-import { listQuery as listParam, stringQuery } from '../../http/params.js';
-import { mayEver, type TokenPermission } from '../access/evaluate.js';
-import type { IdempotencyService } from '../idempotency/service.js';
-import type { Detokenizer } from './detokenizer.js';
-import { TOKEN_ID_PATTERN, validateCreateToken, validateTokenPatch } from './schema.js';
-import type { TokenListQuery, TokenService } from './service.js';
-import { tokenize } from './tokenize.js';
-import { sendOnce } from '../../http/idempotent.js';
+import { tenantPrincipal } from '../middleware/auth.js';
+import { listQuery as listParam, stringQuery } from '../params.js';
+import { mayEver, type TokenPermission } from '../../auth/access/evaluate.js';
+import type { IdempotencyService } from '../../domain/idempotency/service.js';
+import type { Detokenizer } from '../../domain/tokens/detokenizer.js';
+import { TOKEN_ID_PATTERN, validateCreateToken, validateTokenPatch } from '../../domain/tokens/schema.js';
+import type { TokenListQuery, TokenService } from '../../domain/tokens/service.js';
+import { tokenize } from '../../domain/tokens/tokenize.js';
+import { sendOnce } from '../idempotent.js';
 
 const TOKEN_ID = new RegExp(TOKEN_ID_PATTERN);
 

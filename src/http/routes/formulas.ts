@@ -1,10 +1,10 @@
 import { Router } from 'express';
-import { requireOperator, requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { onlyQuery, stringQuery, uuidParam } from '../../http/params.js';
-import { parsePaging } from '../paging.js';
-import type { ReactorService } from '../reactors/service.js';
-import { validateFormula } from './schema.js';
-import { operatorOwner, ownerOf, type FormulaService } from './service.js';
+import { requireOperator, requirePermission, tenantPrincipal } from '../middleware/auth.js';
+import { onlyQuery, stringQuery, uuidParam } from '../params.js';
+import { parsePaging } from '../../domain/paging.js';
+import type { ReactorService } from '../../domain/reactors/service.js';
+import { validateFormula } from '../../domain/formulas/schema.js';
+import { operatorOwner, ownerOf, type FormulaService } from '../../domain/formulas/service.js';
 
 export function formulaRoutes(formulas: FormulaService, reactors: ReactorService): Router {
   const router = Router();

@@ -1,14 +1,14 @@
 import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
-import { requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { listQuery, onlyQuery, stringQuery, uuidParam } from '../../http/params.js';
-import { parsePaging } from '../paging.js';
-import { APPLICATION_TYPES, PERMISSIONS, type ApplicationType } from '../permissions/permissions.js';
-import { validateCreateApplication, validateUpdateApplication } from './schema.js';
-import type { ApplicationService } from './service.js';
-import type { IdempotencyService } from '../idempotency/service.js';
-import { APPLICATION_TEMPLATES, ROLES } from './catalogue.js';
-import { sendOnce } from '../../http/idempotent.js';
+import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
+import { listQuery, onlyQuery, stringQuery, uuidParam } from '../params.js';
+import { parsePaging } from '../../domain/paging.js';
+import { APPLICATION_TYPES, PERMISSIONS, type ApplicationType } from '../../auth/permissions.js';
+import { validateCreateApplication, validateUpdateApplication } from '../../domain/applications/schema.js';
+import type { ApplicationService } from '../../domain/applications/service.js';
+import type { IdempotencyService } from '../../domain/idempotency/service.js';
+import { APPLICATION_TEMPLATES, ROLES } from '../../domain/applications/catalogue.js';
+import { sendOnce } from '../idempotent.js';
 
 export function applicationRoutes(applications: ApplicationService, idempotency: IdempotencyService): Router {
   const router = Router();

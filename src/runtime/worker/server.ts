@@ -10,9 +10,9 @@
 // Request bodies are never logged: they hold reactor args, configuration and the bt key.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { Errors, toProblem, type FieldErrors, type VaultError } from '../errors/registry.js';
-import type { Logger } from '../observability/logger.js';
-import { MAX_BATCH_ITEMS, type BatchLine, type InvocationLimits, type InvocationRequest, type InvocationResult } from './contract.js';
+import { Errors, toProblem, type FieldErrors, type VaultError } from '../../errors/registry.js';
+import type { Logger } from '../../observability/logger.js';
+import { MAX_BATCH_ITEMS, type BatchLine, type InvocationLimits, type InvocationRequest, type InvocationResult } from '../contract.js';
 import type { RuntimeMetrics } from './metrics.js';
 import { CodeRequired, InvalidInvocation, type SandboxPool } from './sandbox.js';
 

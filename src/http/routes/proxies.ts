@@ -3,21 +3,21 @@ import { pipeline } from 'node:stream/promises';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError, toProblem } from '../../errors/registry.js';
-import { sendProblem } from '../../http/middleware/errors.js';
-import { requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { listQuery, onlyQuery, stringQuery, uuidParam } from '../../http/params.js';
+import { sendProblem } from '../middleware/errors.js';
+import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
+import { listQuery, onlyQuery, stringQuery, uuidParam } from '../params.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { checkHeaderNames } from '../../proxy/headers.js';
 import { proxySuffix } from '../../proxy/target.js';
-import { mayEver } from '../access/evaluate.js';
-import type { IdempotencyService } from '../idempotency/service.js';
-import { parsePaging } from '../paging.js';
-import { CustomResponse } from '../reactors/service.js';
-import { AfterDestination, type ProxyHandler } from './handler.js';
-import { validateCreateProxy, validatePatchProxy, validateUpdateProxy } from './schema.js';
-import type { ProxyService, ResolvedProxy } from './service.js';
-import { sendOnce } from '../../http/idempotent.js';
+import { mayEver } from '../../auth/access/evaluate.js';
+import type { IdempotencyService } from '../../domain/idempotency/service.js';
+import { parsePaging } from '../../domain/paging.js';
+import { CustomResponse } from '../../domain/reactors/service.js';
+import { AfterDestination, type ProxyHandler } from '../../domain/proxies/handler.js';
+import { validateCreateProxy, validatePatchProxy, validateUpdateProxy } from '../../domain/proxies/schema.js';
+import type { ProxyService, ResolvedProxy } from '../../domain/proxies/service.js';
+import { sendOnce } from '../idempotent.js';
 
 /** CRUD and merge-patch on /proxies (proxy:* permissions). Mounted after the JSON body parser. */
 export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencyService): Router {

@@ -1,8 +1,8 @@
 import { Router } from 'express';
-import { tenantPrincipal } from '../../http/middleware/auth.js';
-import type { SessionService } from './service.js';
-import { sendOnce } from '../../http/idempotent.js';
-import type { IdempotencyService } from '../idempotency/service.js';
+import { tenantPrincipal } from '../middleware/auth.js';
+import type { SessionService } from '../../domain/sessions/service.js';
+import { sendOnce } from '../idempotent.js';
+import type { IdempotencyService } from '../../domain/idempotency/service.js';
 
 export function sessionRoutes(sessions: SessionService, idempotency: IdempotencyService): Router {
   const router = Router();

@@ -12,7 +12,7 @@
 // answer: the API answers a caller at the invocation's time limit plus a grace (router.ts), but the connection is
 // still busy until the worker lets go of it, and freeing the slot early would let a tenant take more of the pool than
 // its share.
-import { Errors } from '../errors/registry.js';
+import { Errors } from '../../errors/registry.js';
 
 export interface FairShareLimits {
   /** Invocations of one tenant running at once (per API process). */
@@ -136,7 +136,7 @@ export class FairShare {
     }
     // The first waiters (in arrival order) that fit now start; one stuck behind its own reactor's cap is skipped.
     for (let i = 0; i < share.waiting.length && share.running < this.limits.tenantConcurrency; ) {
-      const waiter = share.waiting[i]!;
+      const waiter = share.waiting[i];
       if (!this.fits(share, waiter.reactor)) {
         i++;
         continue;

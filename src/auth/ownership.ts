@@ -1,15 +1,10 @@
 // Resources declared as Kubernetes objects are owned by them: the controller creates them with the operator key and
 // names the object in BT-MANAGED-BY, and from then on the REST interface refuses to change or delete them with any
 // other key (409 naming the object), so the cluster stays the single source of truth for what it declares.
-import type { TenantPrincipal } from '../auth/principal.js';
+import type { ManagedBy, TenantPrincipal } from './principal.js';
 import { Errors } from '../errors/registry.js';
 
-/** The Kubernetes object a vault resource belongs to. */
-export interface ManagedBy {
-  kind: string;
-  namespace?: string;
-  name: string;
-}
+export type { ManagedBy };
 
 const OBJECT = /^([A-Za-z][A-Za-z0-9]{0,62})\/(?:([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)\/)?([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)$/;
 

@@ -8,8 +8,8 @@
 // enforces the invocation's time limit itself: a worker that does not answer within the limit plus DEADLINE_GRACE_MS
 // (hung, overloaded, or a batch whose other lines keep its connection alive) is answered for with 408
 // Errors.RuntimeTimeout, and the caller does not wait for the connection's own timeouts.
-import { Errors } from '../errors/registry.js';
-import type { InvocationRequest, InvocationResult } from './contract.js';
+import { Errors } from '../../errors/registry.js';
+import type { InvocationRequest, InvocationResult } from '../contract.js';
 import type { FairShare } from './fair-share.js';
 
 /** Added to an invocation's time limit before the API stops waiting: the worker's own 408 normally comes first. */

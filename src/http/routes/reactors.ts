@@ -1,13 +1,13 @@
 import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
-import { requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { listQuery, onlyQuery, stringQuery, uuidParam } from '../../http/params.js';
-import { mayEver } from '../access/evaluate.js';
-import { parsePaging } from '../paging.js';
-import { validateCreateReactor, validatePatchReactor, validateReactBody, validateUpdateReactor } from './schema.js';
-import { CustomResponse, type ReactorService } from './service.js';
-import { sendOnce } from '../../http/idempotent.js';
-import type { IdempotencyService } from '../idempotency/service.js';
+import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
+import { listQuery, onlyQuery, stringQuery, uuidParam } from '../params.js';
+import { mayEver } from '../../auth/access/evaluate.js';
+import { parsePaging } from '../../domain/paging.js';
+import { validateCreateReactor, validatePatchReactor, validateReactBody, validateUpdateReactor } from '../../domain/reactors/schema.js';
+import { CustomResponse, type ReactorService } from '../../domain/reactors/service.js';
+import { sendOnce } from '../idempotent.js';
+import type { IdempotencyService } from '../../domain/idempotency/service.js';
 
 export function reactorRoutes(reactors: ReactorService, idempotency: IdempotencyService): Router {
   const router = Router();

@@ -30,9 +30,9 @@ import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import ivm from 'isolated-vm';
 import { LRUCache } from 'lru-cache';
-import type { Logger } from '../observability/logger.js';
+import type { Logger } from '../../observability/logger.js';
 import type { BtAnswer, BtCall } from './bt-bridge.js';
-import type { InvocationFailure, InvocationLimits, InvocationRequest, InvocationResult } from './contract.js';
+import type { InvocationFailure, InvocationLimits, InvocationRequest, InvocationResult } from '../contract.js';
 import {
   compileFailure,
   exceededResources,
@@ -782,8 +782,11 @@ function sizeOf(value: unknown): number {
   return 0;
 }
 
-/** createHash / createHmac for the sandbox: parts are strings (UTF-8) or bytes; an HMAC's key is the first part. */
-function digest(payload: Record<string, unknown>, parts: unknown): string {
+/**
+ * createHash / createHmac for the sandbox: parts are strings (UTF-8) or bytes; an HMAC's key is the first part. Exported
+ * for the crypto shim's differential test (test/unit/sandbox-shims.test.ts).
+ */
+export function digest(payload: Record<string, unknown>, parts: unknown): string {
   const alg = String(payload.alg);
   const encoding = String(payload.encoding);
   if (!HASHES.has(alg)) throw new Error(`Digest method not supported: ${alg}`);

@@ -3,7 +3,7 @@
 // TV_NOT_SUPPORTED naming the feature. Authentication still comes first (no key: 401), and nothing is read or stored.
 import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
-import { tenantPrincipal } from '../../http/middleware/auth.js';
+import { tenantPrincipal } from '../middleware/auth.js';
 
 /** Path prefix (it and everything below it) → the feature's name in the problem's detail. */
 export const UNSUPPORTED_FEATURES: ReadonlyArray<readonly [string, string]> = [

@@ -2,8 +2,8 @@
 // documented in docs/api.md ("Reactor errors"). The envelope the prelude returns is checked field by field: reactor
 // code shapes parts of it (SDK errors, custom responses), so nothing in it is trusted.
 import { STATUS_CODES } from 'node:http';
-import type { InvocationFailure } from './contract.js';
-import { allowedCustomStatus, customResponseHeaders, refusedCustomStatus } from './custom-response.js';
+import type { InvocationFailure } from '../contract.js';
+import { allowedCustomStatus, customResponseHeaders, refusedCustomStatus } from '../custom-response.js';
 
 export const TITLES = {
   compile: 'Unprocessable Entity',

@@ -2,7 +2,7 @@
 // by ascending priority and the first rule that matches the token and grants the permission decides the transform;
 // no such rule is a 403. A key without rules falls back to plain permissions: token:use reveals (for use), token:read
 // masks, the write permissions allow. A session is also held to its authorizer's rights (its ceiling).
-import type { Rights } from '../../auth/principal.js';
+import type { Rights } from '../principal.js';
 import type { AccessRule, AccessRuleCondition } from './rules.js';
 
 export type Transform = AccessRule['transform'];

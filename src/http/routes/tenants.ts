@@ -1,13 +1,13 @@
 import { Router } from 'express';
 import { actorId, OPERATOR_ACTOR_ID } from '../../auth/principal.js';
-import { requireOperator, requirePermission, tenantPrincipal } from '../../http/middleware/auth.js';
-import { onlyQuery, uuidParam } from '../../http/params.js';
-import { parsePaging } from '../paging.js';
+import { requireOperator, requirePermission, tenantPrincipal } from '../middleware/auth.js';
+import { onlyQuery, uuidParam } from '../params.js';
+import { parsePaging } from '../../domain/paging.js';
 import { Errors } from '../../errors/registry.js';
-import { validateAdminUpdateTenant, validateCreateTenant, validateUpdateTenant } from './schema.js';
-import type { Tenant, TenantService } from './service.js';
-import { sendOnce } from '../../http/idempotent.js';
-import type { IdempotencyService } from '../idempotency/service.js';
+import { validateAdminUpdateTenant, validateCreateTenant, validateUpdateTenant } from '../../domain/tenants/schema.js';
+import type { Tenant, TenantService } from '../../domain/tenants/service.js';
+import { sendOnce } from '../idempotent.js';
+import type { IdempotencyService } from '../../domain/idempotency/service.js';
 
 /** Tenant keys do not see where their code runs (an internal cluster address). */
 function forTenantKey(tenant: Tenant): Omit<Tenant, 'runtime'> {
