@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { hashKey, isApiKey } from '../auth/api-keys.js';
 import { parseKeyEncryptionKeys } from '../crypto/keyring.js';
-import { parseQuantity } from '../controller/quantity.js';
+import { parseQuantity } from './quantity.js';
 import type { StoreSpec } from '../store/open.js';
 
 export type { StoreSpec };

@@ -36,7 +36,16 @@ afterEach(async () => {
 
 /** The etcd container's args the chart renders (etcd TLS off: the loopback members have no certificates). */
 async function chartArgs(values: string[]): Promise<string[]> {
-  const { stdout } = await run(helmBinary, ['template', 'tv', chartDir, '--namespace', NAMESPACE, '--set', 'etcd.tls.enabled=false', ...values]);
+  const { stdout } = await run(helmBinary, [
+    'template',
+    'tv',
+    chartDir,
+    '--namespace',
+    NAMESPACE,
+    '--set',
+    'etcd.tls.enabled=false',
+    ...values,
+  ]);
   const sts = parseManifests(stdout).find((o) => o.kind === 'StatefulSet' && o.metadata.name === NAME)!;
   return sts.spec.template.spec.containers[0].args;
 }
@@ -48,7 +57,12 @@ interface Ports {
 }
 
 /** Starts member `index` with the chart's args, pod DNS names and ports mapped to loopback. */
-async function startMember(index: number, args: string[], ports: Ports[], dataDir: string): Promise<{ endpoint: string; process: Supervised }> {
+async function startMember(
+  index: number,
+  args: string[],
+  ports: Ports[],
+  dataDir: string,
+): Promise<{ endpoint: string; process: Supervised }> {
   const pod = `${NAME}-${index}`;
   const own = ports[index]!;
   const mapped = args.map((arg) =>
@@ -58,20 +72,29 @@ async function startMember(index: number, args: string[], ports: Ports[], dataDi
       .replace(/^--data-dir=.*/, `--data-dir=${dataDir}`)
       .replace(/^--listen-client-urls=http:\/\/0\.0\.0\.0:2379$/, `--listen-client-urls=http://127.0.0.1:${own.client}`)
       .replace(/^--listen-peer-urls=http:\/\/0\.0\.0\.0:2380$/, `--listen-peer-urls=http://127.0.0.1:${own.peer}`)
-      .replace(/^--listen-metrics-urls=http:\/\/0\.0\.0\.0:2381$/, `--listen-metrics-urls=http://127.0.0.1:${own.metrics}`)
-      .replace(new RegExp(`${NAME}-(\\d)\\.${HEADLESS}\\.${NAMESPACE}\\.svc:(2379|2380)`, 'g'), (_, member: string, port: string) =>
-        `127.0.0.1:${port === '2379' ? ports[Number(member)]!.client : ports[Number(member)]!.peer}`,
+      .replace(
+        /^--listen-metrics-urls=http:\/\/0\.0\.0\.0:2381$/,
+        `--listen-metrics-urls=http://127.0.0.1:${own.metrics}`,
+      )
+      .replace(
+        new RegExp(`${NAME}-(\\d)\\.${HEADLESS}\\.${NAMESPACE}\\.svc:(2379|2380)`, 'g'),
+        (_, member: string, port: string) =>
+          `127.0.0.1:${port === '2379' ? ports[Number(member)]!.client : ports[Number(member)]!.peer}`,
       ),
   );
   expect(mapped.filter((arg) => /0\.0\.0\.0|\.svc/.test(arg))).toEqual([]);
-  const child = spawn(etcdBinary, [...mapped, '--unsafe-no-fsync', '--log-level=error'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(etcdBinary, [...mapped, '--unsafe-no-fsync', '--log-level=error'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   const process = supervise(child, 8_000);
   cleanups.push(() => process.stop('SIGKILL'));
   return { endpoint: `http://127.0.0.1:${own.client}`, process };
 }
 
 async function dataDirs(count: number): Promise<string[]> {
-  const dirs = await Promise.all(Array.from({ length: count }, () => mkdtemp(path.join(os.tmpdir(), 'tokenvault-etcd-member-'))));
+  const dirs = await Promise.all(
+    Array.from({ length: count }, () => mkdtemp(path.join(os.tmpdir(), 'tokenvault-etcd-member-'))),
+  );
   cleanups.unshift(async () => {
     await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
   });
@@ -115,12 +138,19 @@ test('the documented path from 1 to 3 members, with the chart’s flags: member 
     const peer = `http://127.0.0.1:${ports[index]!.peer}`;
     const added = await eventually(() => etcd0.cluster.memberAdd({ peerURLs: [peer], isLearner: true }));
     const replicas = String(index + 1);
-    await startMember(index, await chartArgs(['--set', `etcd.replicas=${replicas}`, '--set', 'etcd.initialClusterState=existing']), ports, dirs[index]!);
+    await startMember(
+      index,
+      await chartArgs(['--set', `etcd.replicas=${replicas}`, '--set', 'etcd.initialClusterState=existing']),
+      ports,
+      dirs[index]!,
+    );
     // etcd promotes a learner only once it has caught up with the leader.
     await eventually(() => etcd0.cluster.memberPromote({ ID: added.member.ID }));
   }
   const { members } = await etcd0.cluster.memberList({ linearizable: true });
-  expect(members.map((m) => ({ name: m.name, learner: m.isLearner })).sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+  expect(
+    members.map((m) => ({ name: m.name, learner: m.isLearner })).sort((a, b) => a.name.localeCompare(b.name)),
+  ).toEqual([
     { name: `${NAME}-0`, learner: false },
     { name: `${NAME}-1`, learner: false },
     { name: `${NAME}-2`, learner: false },

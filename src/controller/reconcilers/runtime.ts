@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import type { DedicatedNetworkPolicy, DedicatedWorkerDefaults } from '../../config/config.js';
 import type { ConditionUpdate } from '../conditions.js';
 import { isNotFound, Resources, type KubeObject } from '../kube.js';
-import { parseQuantity } from '../quantity.js';
+import { parseQuantity } from '../../config/quantity.js';
 import type { ObjectKey, ReconcileContext } from '../manager.js';
 import type { VaultClient } from '../vault-client.js';
 import { GROUP, NotReadyYet, VERSION, type VaultObject } from './common.js';
