@@ -215,3 +215,25 @@ test('config/default (with config/cluster-events) and the chart render the same 
   expect(names([...built.default.objects, ...events.objects])).toEqual(names(parseManifests(stdout)));
   expect(events.objects.map(describeObject).sort()).toEqual(['Role default/tokenvault-controller-events', 'RoleBinding default/tokenvault-controller-events']);
 }, 60_000);
+
+test('config/cluster-events: kube-apiserver takes Events about a cluster-scoped object only in default, so the Role is there', async () => {
+  const event = (namespace: string) =>
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name: `crf-probe-${namespace}`, namespace },
+      involvedObject: { apiVersion: 'tokenvault.dev/v1alpha1', kind: 'ClusterReactorFormula', name: 'probe' },
+      reason: 'Probe',
+      message: 'where may an event about a cluster-scoped object go',
+      type: 'Normal',
+      source: { component: 'tokenvault-test' },
+    });
+  await plane.kubectl(['create', 'namespace', 'tokenvault-events']);
+  await expect(plane.kubectl(['create', '--dry-run=server', '-f', '-'], { input: event('tokenvault-events') })).rejects.toThrow(/involvedObject.namespace.*does not match event.namespace/);
+  await plane.kubectl(['create', '--dry-run=server', '-f', '-'], { input: event('default') });
+  const events = await kustomize('config/cluster-events');
+  const role = find(events.objects, 'Role', 'tokenvault-controller-events');
+  expect(role.metadata.namespace).toBe('default');
+  expect(role.rules).toEqual([{ apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] }]);
+  expect(subjectsOf(events.objects, role)).toEqual([`${NAMESPACE}/tokenvault-controller`]);
+});
