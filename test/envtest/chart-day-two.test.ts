@@ -3,6 +3,8 @@
 // operational extras behind values.
 
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { loadConfig } from '../../src/config/config.js';
@@ -518,3 +520,44 @@ describe('operations built in', () => {
     expect(applied).toContain('configmap/tv-tokenvault-dashboard');
   }, 60_000);
 });
+
+test('an upgrade from the chart before day two: --reset-then-reuse-values takes the new defaults; --reuse-values would not', async () => {
+  // The chart as it was before the day-two changes (a fixed commit of main), installed, then upgraded to this one the
+  // way docs/kubernetes.md says.
+  const previous = await mkdtemp(path.join(tmpdir(), 'tokenvault-previous-chart-'));
+  try {
+    const archive = await run('git', ['archive', '--format=tar', 'e15c639', 'charts/tokenvault']);
+    await run('tar', ['-x', '-C', previous], { input: archive.stdout });
+    const namespace = 'tokenvault-from-main';
+    await helm([
+      'install',
+      'prev',
+      path.join(previous, 'charts/tokenvault'),
+      '--namespace',
+      namespace,
+      '--create-namespace',
+      '--set',
+      'crds.enabled=false',
+    ]);
+    const reused = await refusal(['upgrade', 'prev', chartDir, '--namespace', namespace, '--reuse-values']);
+    // The values of the last release, without the keys this chart added: a template meets a missing map.
+    expect(reused).toContain('nil pointer evaluating');
+    await helm([
+      'upgrade',
+      'prev',
+      chartDir,
+      '--namespace',
+      namespace,
+      '--reset-then-reuse-values',
+      '--set',
+      'config.logLevel=debug',
+    ]);
+    const sts = JSON.parse(
+      (await plane.kubectl(['get', 'statefulset', 'prev-tokenvault-etcd', '-n', namespace, '-o', 'json'])).stdout,
+    );
+    expect(sts.spec.template.spec.containers[0].args).toContain('--initial-cluster-state=new');
+    await helm(['uninstall', 'prev', '--namespace', namespace]);
+  } finally {
+    await rm(previous, { recursive: true, force: true });
+  }
+}, 90_000);
