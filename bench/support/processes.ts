@@ -115,6 +115,12 @@ export async function spawnApi(options: ApiOptions): Promise<BenchApi> {
       TOKENVAULT_LOG_LEVEL: options.logLevel ?? 'info',
       TOKENVAULT_KEK: randomBytes(32).toString('base64'),
       TOKENVAULT_OPERATOR_KEY: operatorKey,
+      // The benchmarks drive one key as hard as it goes: limits out of reach, so every request is still counted (the
+      // cost of the limits stays in the numbers) but none is refused.
+      TOKENVAULT_RATE_LIMIT_API_PER_KEY: '10000000',
+      TOKENVAULT_RATE_LIMIT_API_PER_TENANT: '10000000',
+      TOKENVAULT_RATE_LIMIT_CALLS_PER_KEY: '10000000',
+      TOKENVAULT_RATE_LIMIT_CALLS_PER_TENANT: '10000000',
       ...options.env,
     },
   });

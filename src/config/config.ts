@@ -38,6 +38,23 @@ export interface DedicatedWorkerDefaults {
   imagePullSecrets?: string[];
 }
 
+/** The four request limits, in requests per `windowSeconds`; 0 is no limit. */
+export interface RateLimitValues {
+  apiPerKey: number;
+  apiPerTenant: number;
+  callsPerKey: number;
+  callsPerTenant: number;
+}
+
+export interface RateLimits extends RateLimitValues {
+  windowSeconds: number;
+  /**
+   * The API processes that share the limits: 'auto' counts the live ones (each registers in the store under a
+   * lease); a number is taken as given (and the process does not register).
+   */
+  replicas: number | 'auto';
+}
+
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 export interface Config {
@@ -151,6 +168,12 @@ export interface Config {
     /** Bytes reactor code may copy into the host (hash inputs, fetch and bt bodies) in one invocation. */
     sandboxHostBytes: number;
   };
+  /**
+   * Requests per window (0: no limit), per key and per tenant, for the REST API and separately for proxy and reactor
+   * calls; a Tenant's own limits replace these (src/ratelimit/limits.ts). Each API process enforces its share: the limit
+   * divided by the API processes alive (src/ratelimit/replicas.ts).
+   */
+  rateLimits: RateLimits;
   limits: {
     bodyBytes: number;
     sessionTtlSeconds: number;
@@ -463,6 +486,42 @@ export const SETTINGS = {
     description: 'Most stored tokens a v1 page-paged token list (GET /tokens?page=) reads to count total_items; larger tenants page by cursor',
     default: '10000',
   },
+  rateLimitApiPerKey: {
+    flag: 'rate-limit-api-per-key',
+    env: 'TOKENVAULT_RATE_LIMIT_API_PER_KEY',
+    description: "api: REST requests one API key may make per window (proxy and reactor calls excluded; 0: no limit; a Tenant's spec.rateLimits.api.perKey wins)",
+    default: '1000',
+  },
+  rateLimitApiPerTenant: {
+    flag: 'rate-limit-api-per-tenant',
+    env: 'TOKENVAULT_RATE_LIMIT_API_PER_TENANT',
+    description: "api: REST requests all keys of one tenant may make per window (0: no limit; a Tenant's spec.rateLimits.api.perTenant wins)",
+    default: '5000',
+  },
+  rateLimitCallsPerKey: {
+    flag: 'rate-limit-calls-per-key',
+    env: 'TOKENVAULT_RATE_LIMIT_CALLS_PER_KEY',
+    description: "api: proxy calls and reactor invocations one API key (or proxy key) may make per window (0: no limit; a Tenant's spec.rateLimits.calls.perKey wins)",
+    default: '500',
+  },
+  rateLimitCallsPerTenant: {
+    flag: 'rate-limit-calls-per-tenant',
+    env: 'TOKENVAULT_RATE_LIMIT_CALLS_PER_TENANT',
+    description: "api: proxy calls and reactor invocations of one tenant per window (0: no limit; a Tenant's spec.rateLimits.calls.perTenant wins)",
+    default: '2000',
+  },
+  rateLimitWindow: {
+    flag: 'rate-limit-window-seconds',
+    env: 'TOKENVAULT_RATE_LIMIT_WINDOW_SECONDS',
+    description: 'api: length of the fixed window the rate limits count in',
+    default: '1',
+  },
+  rateLimitReplicas: {
+    flag: 'rate-limit-replicas',
+    env: 'TOKENVAULT_RATE_LIMIT_REPLICAS',
+    description: "api: API processes the rate limits are shared by, each enforcing limit / replicas: 'auto' counts the live ones in the store, or a whole number",
+    default: 'auto',
+  },
   keyCache: {
     flag: 'key-cache-seconds',
     env: 'TOKENVAULT_KEY_CACHE_SECONDS',
@@ -638,6 +697,15 @@ export function loadConfig(options: LoadOptions = {}): Config {
     sandboxHostBytes: integer('sandboxHostLimit', 1024, 1024 * 1024 * 1024),
   };
 
+  const rateLimits: RateLimits = {
+    apiPerKey: integer('rateLimitApiPerKey', 0, 10_000_000),
+    apiPerTenant: integer('rateLimitApiPerTenant', 0, 10_000_000),
+    callsPerKey: integer('rateLimitCallsPerKey', 0, 10_000_000),
+    callsPerTenant: integer('rateLimitCallsPerTenant', 0, 10_000_000),
+    windowSeconds: integer('rateLimitWindow', 1, 3600),
+    replicas: raw('rateLimitReplicas') === 'auto' ? 'auto' : integer('rateLimitReplicas', 1, 1000),
+  };
+
   const limits = {
     bodyBytes: integer('bodyLimit', 1024, 64 * 1024 * 1024),
     sessionTtlSeconds: integer('sessionTtl', 10, 24 * 3600),
@@ -668,6 +736,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     proxy,
     expressions,
     decoded,
+    rateLimits,
     limits,
   };
 }

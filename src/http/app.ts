@@ -26,9 +26,12 @@ import { withExpressionBudget } from '../expressions/index.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Store } from '../store/store.js';
+import type { TenantDirectory } from '../domain/tenants/directory.js';
+import type { RateLimiter } from '../ratelimit/limiter.js';
 import { authenticate } from './middleware/auth.js';
 import { errorHandler, sendProblem } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
+import { rateLimit, takeRateLimit } from './middleware/rate-limit.js';
 import { observe } from './middleware/observe.js';
 import { traceId } from './middleware/trace.js';
 import { tagged } from './route-table.js';
@@ -39,6 +42,8 @@ export interface ApiContext {
   logger: Logger;
   metrics: Metrics;
   authenticator: Authenticator;
+  /** Request rate limits (docs/security.md, Limits); the tenant directory holds each tenant's own. */
+  rateLimits: { limiter: RateLimiter; tenants: TenantDirectory };
   services: {
     applications: ApplicationService;
     tenants: TenantService;
@@ -56,7 +61,7 @@ export interface ApiContext {
 const JSON_TYPES = ['application/json', 'application/merge-patch+json', 'application/*+json'];
 
 export function createApp(context: ApiContext): Express {
-  const { config, store, logger, metrics, authenticator, services } = context;
+  const { config, store, logger, metrics, authenticator, services, rateLimits } = context;
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -88,11 +93,13 @@ export function createApp(context: ApiContext): Express {
     metrics,
     logger,
     maxRequestBytes: config.proxy.requestBytes,
+    rateLimit: (res, caller) => takeRateLimit(rateLimits.limiter, rateLimits.tenants, res, 'calls', caller),
   });
   app.use('/proxy', tagged((req, res, next) => proxy(req, res, next), proxy, '/proxy'));
 
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
+  app.use(rateLimit(rateLimits.limiter, rateLimits.tenants));
   app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES, maxDepth: config.limits.jsonMaxDepth }));
   // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each
   // router is entered only under the static prefixes of its own routes: a request passes the others with one check

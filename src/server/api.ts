@@ -22,6 +22,8 @@ import { ReactorService } from '../domain/reactors/service.js';
 import { RuntimeClient } from '../runtime/client/client.js';
 import { FairShare } from '../runtime/client/fair-share.js';
 import { RuntimeRouter } from '../runtime/client/router.js';
+import { RateLimiter } from '../ratelimit/limiter.js';
+import { ReplicaCount } from '../ratelimit/replicas.js';
 import { ProxyHandler } from '../domain/proxies/handler.js';
 import { ProxyService } from '../domain/proxies/service.js';
 import { TransformRunner } from '../domain/proxies/transforms.js';
@@ -98,11 +100,15 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     maxResponseBytes: config.proxy.responseBytes,
     maxTransformedResponseBytes: Math.min(config.proxy.responseBytes, 10 * 1024 * 1024),
   });
+  // Each process enforces its share of the rate limits: the limit divided by the API processes alive.
+  const fixedReplicas = config.rateLimits.replicas;
+  const replicas = fixedReplicas === 'auto' ? new ReplicaCount(store) : undefined;
   const context: ApiContext = {
     config,
     store,
     logger,
     metrics,
+    rateLimits: { limiter: new RateLimiter(config.rateLimits, () => replicas?.count ?? (fixedReplicas as number)), tenants: tenantDirectory },
     authenticator: new Authenticator(store, tenantDirectory, applicationDirectory, {
       operatorKeyHash: config.operatorKeyHash,
       cacheSeconds: config.limits.keyCacheSeconds,
@@ -129,7 +135,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       ),
     },
   };
-  await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start()]);
+  await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start(), replicas?.start()]);
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
 
@@ -159,6 +165,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       ]);
       await sweeper.stop();
       await Promise.all([
+        replicas?.stop(),
         context.authenticator.stop(),
         cipher.stop(),
         tenantDirectory.stop(),

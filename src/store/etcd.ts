@@ -21,7 +21,7 @@ import {
 import { TurnBatches } from '../batching/turn-batches.js';
 import { Errors } from '../errors/registry.js';
 import { assertDeletablePrefix, checkTxn, deliver, leaseSeconds, MAX_TXN_OPS, prefixEnd } from './common.js';
-import type { Entry, PutOptions, RangeOptions, Store, Txn, TxnOp, WatchEvent, Watcher } from './store.js';
+import type { Entry, PutOptions, RangeOptions, Store, Txn, TxnOp, WatchEvent, Watcher, WatchPhase } from './store.js';
 
 export interface EtcdStoreOptions {
   /** Client URLs, e.g. http://etcd-0.etcd:2379; https:// endpoints use TLS. */
@@ -194,7 +194,7 @@ export class EtcdStore implements Store {
     return batchable(txn) ? this.batchedTxn(txn) : this.sendTxn(txn);
   }
 
-  async watch(prefix: string, handler: (event: WatchEvent) => void, onReset?: () => void): Promise<Watcher> {
+  async watch(prefix: string, handler: (event: WatchEvent) => void, onReset?: (phase: WatchPhase) => void): Promise<Watcher> {
     if (this.closed) throw new Errors.StoreUnavailable();
     const watch = new EtcdWatch(this.client, prefix, handler, onReset, () => this.watches.delete(watch));
     this.watches.add(watch);
@@ -358,7 +358,7 @@ export class EtcdStore implements Store {
  * One watch on a prefix. etcd3's watcher resumes by itself after a disconnect, from the last revision it saw; but
  * when that revision has been compacted meanwhile, etcd cancels the watch, and then it is re-created from the
  * current revision and the events in between are lost. Either way the owner's caches may be stale, so onReset is
- * called when the stream breaks (once per outage) and again when the watch is back.
+ * called with 'lost' when the stream breaks (once per outage) and with 'back' when the watch is back.
  */
 class EtcdWatch implements Watcher {
   private watcher?: EtcdWatcher;
@@ -372,7 +372,7 @@ class EtcdWatch implements Watcher {
     private readonly client: Etcd3,
     private readonly prefix: string,
     private readonly handler: (event: WatchEvent) => void,
-    private readonly onReset: (() => void) | undefined,
+    private readonly onReset: ((phase: WatchPhase) => void) | undefined,
     private readonly onClosed: () => void,
   ) {}
 
@@ -411,7 +411,7 @@ class EtcdWatch implements Watcher {
     watcher.on('connected', () => {
       if (!this.broken) return;
       this.broken = false;
-      this.onReset?.();
+      this.onReset?.('back');
     });
     // etcd cancelled the watch (its start revision was compacted, or it is not allowed). etcd3 has dropped it; make
     // a new one from now on. The pause keeps a watch etcd keeps refusing from spinning.
@@ -430,7 +430,7 @@ class EtcdWatch implements Watcher {
   private lost(): void {
     if (this.broken || this.closed) return;
     this.broken = true;
-    this.onReset?.();
+    this.onReset?.('lost');
   }
 }
 

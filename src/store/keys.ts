@@ -12,6 +12,10 @@ export const keys = {
   tenants: `${ROOT}tenants/`,
   tenant: (tenantId: string) => `${ROOT}tenants/${tenantId}`,
 
+  /** Live API processes, one key each with a short lease: how each counts its share of the rate limits. */
+  apiReplicas: `${ROOT}replicas/api/`,
+  apiReplica: (id: string) => `${ROOT}replicas/api/${id}`,
+
   /** Everything a tenant owns. */
   tenantData: (tenantId: string) => `${ROOT}t/${tenantId}/`,
 

@@ -47,6 +47,9 @@ export interface WatchEvent {
   modRevision: number;
 }
 
+/** What a watch reset says: the watch broke ('lost'), or it is re-established ('back'). */
+export type WatchPhase = 'lost' | 'back';
+
 export interface Watcher {
   close(): Promise<void>;
 }
@@ -74,10 +77,12 @@ export interface Store {
   /** Multi-key transaction: all of `success` is applied atomically iff every compare holds. */
   txn(txn: Txn): Promise<boolean>;
   /**
-   * Watch a prefix from now on. The handler is called in revision order. `onReset` is called when the watch had to be
-   * re-established and events may have been missed (compaction, reconnect): callers drop their caches then.
+   * Watch a prefix from now on. The handler is called in revision order. `onReset` is called when events may have been
+   * missed: with 'lost' when the watch broke (disconnect, or cancelled by etcd because its revision was compacted),
+   * and with 'back' once it is re-established from the current revision. Callers drop their caches at both, and cache
+   * nothing in between (no event would evict it).
    */
-  watch(prefix: string, handler: (event: WatchEvent) => void, onReset?: () => void): Promise<Watcher>;
+  watch(prefix: string, handler: (event: WatchEvent) => void, onReset?: (phase: WatchPhase) => void): Promise<Watcher>;
   /** Resolves when the store answers; rejects (StoreUnavailable) when it does not. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -1,6 +1,7 @@
 // Per-process read-through caches of stored values, kept honest by watches: an event evicts its key at once (on
 // every replica), a watch reset drops everything under its prefix, and a read that raced an event does not cache its
-// (maybe stale) answer. Absent values are cached too. Nothing is cached under a prefix until its watch is up.
+// (maybe stale) answer. Absent values are cached too. Nothing is cached under a prefix until its watch is up, nor
+// while it is broken (between a disconnect or a compaction and the watch's return).
 //
 // PrefixWatchedCache serves keys under many prefixes (one per tenant, say): a prefix's watch starts with its first
 // read, at most `maxPrefixes` watches run at once (the least recently used stops, its entries go with it), and one
@@ -23,6 +24,11 @@ export interface PrefixWatchedCacheOptions<T> {
 interface PrefixWatch {
   /** Set once the watch is established: until then reads go to the store and nothing is cached. */
   watcher?: Watcher;
+  /**
+   * The watch broke and is not back yet: reads go to the store and nothing is cached, as before it was established
+   * (nothing would evict an entry cached now, and with etcd reachable through another member the reads still work).
+   */
+  broken?: boolean;
 }
 
 export class PrefixWatchedCache<T> {
@@ -59,7 +65,7 @@ export class PrefixWatchedCache<T> {
   /** The cached value of `key` (which lies under `prefix`), or what `load` finds (cached unless an event came meanwhile). */
   async get(prefix: string, key: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
     let watch = this.pinned.get(prefix) ?? this.watches.get(prefix);
-    if (watch?.watcher) {
+    if (watch?.watcher && !watch.broken) {
       const cached = this.entries.get(key);
       if (cached) return cached.value;
     } else if (!watch && !this.stopped) {
@@ -72,7 +78,7 @@ export class PrefixWatchedCache<T> {
     }
     const generation = this.generation;
     const value = await load();
-    if (watch?.watcher && generation === this.generation && this.current(prefix) === watch) this.entries.set(key, { value });
+    if (watch?.watcher && !watch.broken && generation === this.generation && this.current(prefix) === watch) this.entries.set(key, { value });
     return value;
   }
 
@@ -99,7 +105,10 @@ export class PrefixWatchedCache<T> {
     const watcher = await this.store.watch(
       prefix,
       (event) => this.forget(event.key),
-      () => this.dropUnder(prefix),
+      (phase) => {
+        watch.broken = phase === 'lost';
+        this.dropUnder(prefix);
+      },
     );
     watch.watcher = watcher;
     // Stopped for room, or the cache stopped, while it was being set up.

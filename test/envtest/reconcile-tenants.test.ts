@@ -80,6 +80,25 @@ test('a Tenant becomes a vault tenant whose management key is in its Secret; edi
   expect((await operator('GET', '/admin/tenants?size=100')).body.data.filter((t: any) => t.id === tenant.status.id)).toHaveLength(1);
 }, 60_000);
 
+test("a Tenant's spec.rateLimits become the vault tenant's own limits: a burst past them is 429 naming the spec; removing them restores the global ones", async () => {
+  await env.apply(tenantYaml('limited', { deletionPolicy: 'Delete', rateLimits: { api: { perKey: 3 }, calls: { perTenant: 0 } } }));
+  const tenant = await env.waitReady('Tenant', ns, 'limited');
+  const key = (await env.readSecret(ns, 'limited-management'))!;
+  expect((await operator('GET', `/admin/tenants/${tenant.status.id}`)).body.rate_limits).toEqual({ api_per_key: 3, calls_per_tenant: 0 });
+  // The API's tenant directory learns of it by watch; then a burst of 8 gets at most 3 through in its window.
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
+  const answers = await Promise.all(Array.from({ length: 8 }, () => api('GET', '/tenants/self', key)));
+  const refused = answers.filter((a) => a.status === 429);
+  expect(refused.length).toBeGreaterThanOrEqual(5);
+  expect(refused[0]!.body).toMatchObject({ code: 'TV_RATE_LIMITED' });
+  expect(refused[0]!.body.detail).toContain("the Tenant's spec.rateLimits.api.perKey");
+  expect(refused[0]!.headers.get('retry-after')).toMatch(/^\d+$/);
+
+  await env.apply(tenantYaml('limited', { deletionPolicy: 'Delete' }));
+  await env.waitFor<any>('Tenant', ns, 'limited', (t) => t?.status?.observedGeneration === 2 && readyCondition(t)?.status === 'True');
+  expect((await operator('GET', `/admin/tenants/${tenant.status.id}`)).body.rate_limits).toBeUndefined();
+}, 60_000);
+
 test('a lost management key is regenerated: the new one works, the old one is revoked', async () => {
   const oldKey = (await env.readSecret(ns, 'acme-management'))!;
   await env.client.delete(Resources.secrets, ns, 'acme-management');

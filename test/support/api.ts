@@ -61,6 +61,8 @@ export async function startTestApi(
       TOKENVAULT_KEK: TEST_KEK,
       TOKENVAULT_LOG_LEVEL: 'silent',
       TOKENVAULT_METRICS_PORT: '0',
+      // Every test file's APIs share one etcd: counted there, they would split each other's rate limits.
+      TOKENVAULT_RATE_LIMIT_REPLICAS: '1',
       ...secret,
       ...env,
     },
@@ -104,7 +106,7 @@ export interface ChildApi {
 /** The built CLI as a separate process (`dist/` must exist: make test builds it). */
 export async function spawnApi(args: string[], env: Record<string, string>): Promise<ChildApi> {
   const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', ...args], {
-    env: { PATH: process.env.PATH ?? '', TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'info', TOKENVAULT_KEK: TEST_KEK, ...env },
+    env: { PATH: process.env.PATH ?? '', TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'info', TOKENVAULT_KEK: TEST_KEK, TOKENVAULT_RATE_LIMIT_REPLICAS: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const wantsMetrics = env.TOKENVAULT_METRICS_PORT !== undefined;

@@ -115,6 +115,26 @@ test('expression budget and decoded-size limits: defaults, variables, and bad va
   );
 });
 
+test('rate limits: defaults, variables, 0 for none, replicas auto or a number, bad values named', () => {
+  const defaults = loadConfig({ env: { TOKENVAULT_STORE: 'memory' } });
+  expect(defaults.rateLimits).toEqual({ apiPerKey: 1000, apiPerTenant: 5000, callsPerKey: 500, callsPerTenant: 2000, windowSeconds: 1, replicas: 'auto' });
+  const set = loadConfig({
+    env: {
+      TOKENVAULT_STORE: 'memory',
+      TOKENVAULT_RATE_LIMIT_API_PER_KEY: '0',
+      TOKENVAULT_RATE_LIMIT_API_PER_TENANT: '10',
+      TOKENVAULT_RATE_LIMIT_CALLS_PER_KEY: '3',
+      TOKENVAULT_RATE_LIMIT_CALLS_PER_TENANT: '4',
+      TOKENVAULT_RATE_LIMIT_WINDOW_SECONDS: '60',
+      TOKENVAULT_RATE_LIMIT_REPLICAS: '3',
+    },
+  });
+  expect(set.rateLimits).toEqual({ apiPerKey: 0, apiPerTenant: 10, callsPerKey: 3, callsPerTenant: 4, windowSeconds: 60, replicas: 3 });
+  expect(() =>
+    loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_RATE_LIMIT_API_PER_KEY: '-1', TOKENVAULT_RATE_LIMIT_WINDOW_SECONDS: '0', TOKENVAULT_RATE_LIMIT_REPLICAS: 'many' } }),
+  ).toThrow(/TOKENVAULT_RATE_LIMIT_API_PER_KEY[\s\S]*TOKENVAULT_RATE_LIMIT_WINDOW_SECONDS[\s\S]*TOKENVAULT_RATE_LIMIT_REPLICAS/);
+});
+
 test('the worker secret, the metrics port and the dedicated workers’ NetworkPolicy (issue 12)', () => {
   const base = { TOKENVAULT_STORE: 'memory' };
   const secret = 'w'.repeat(40);

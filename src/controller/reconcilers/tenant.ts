@@ -10,6 +10,8 @@
 // pile up and a key that left the cluster stops working. Only when no such application exists is one created (managed
 // by the Tenant, so the next recovery finds it).
 //
+// spec.rateLimits: the vault tenant's rate_limits (the API's limits for this tenant), kept equal to the spec.
+//
 // spec.runtime.dedicated: a worker Deployment and Service owned by the Tenant, and the vault tenant's
 // runtime.worker_url pointing at them (runtime.ts); condition RuntimeReady, which Ready does not wait for.
 //
@@ -52,6 +54,8 @@ export type TenantSpec = {
   deletionPolicy?: 'Retain' | 'Delete';
   managementKeySecretRef: { name: string; key?: string };
   runtime?: RuntimeSpec;
+  /** Requests per window, each replacing the API's global limit for this tenant; 0: no limit. */
+  rateLimits?: { api?: { perKey?: number; perTenant?: number }; calls?: { perKey?: number; perTenant?: number } };
 };
 
 export type TenantObject = VaultObject<TenantSpec>;
@@ -61,6 +65,7 @@ interface VaultTenant {
   name: string;
   settings: Record<string, string>;
   runtime?: { worker_url: string };
+  rate_limits?: Record<string, number>;
 }
 
 interface VaultApplication {
@@ -71,13 +76,27 @@ interface VaultApplication {
   key?: string;
 }
 
-/** What the vault tenant should be: name and settings as the API writes them (booleans as "true"/"false"). */
-export function desiredTenant(object: TenantObject): { name: string; settings: Record<string, string> } {
+/**
+ * What the vault tenant should be: name and settings as the API writes them (booleans as "true"/"false"), and the
+ * tenant's own rate limits (an empty object clears them: the global limits apply).
+ */
+export function desiredTenant(object: TenantObject): { name: string; settings: Record<string, string>; rate_limits: Record<string, number> } {
   const settings: Record<string, string> = {};
   const given = object.spec.settings ?? {};
   if (given.deduplicateTokens !== undefined) settings.deduplicate_tokens = String(given.deduplicateTokens);
   if (given.fingerprintTokens !== undefined) settings.fingerprint_tokens = String(given.fingerprintTokens);
-  return { name: object.spec.displayName ?? object.metadata!.name!, settings };
+  const limits = object.spec.rateLimits ?? {};
+  const rateLimits: Record<string, number> = {};
+  for (const kind of ['api', 'calls'] as const) {
+    if (limits[kind]?.perKey !== undefined) rateLimits[`${kind}_per_key`] = limits[kind].perKey;
+    if (limits[kind]?.perTenant !== undefined) rateLimits[`${kind}_per_tenant`] = limits[kind].perTenant;
+  }
+  return { name: object.spec.displayName ?? object.metadata!.name!, settings, rate_limits: rateLimits };
+}
+
+function sameRateLimits(current: Record<string, number> | undefined, desired: Record<string, number>): boolean {
+  const have = current ?? {};
+  return Object.keys(have).length === Object.keys(desired).length && Object.entries(desired).every(([name, value]) => have[name] === value);
 }
 
 export function tenantReconciler(vault: VaultClient, runtimeDefaults: RuntimeDefaults = {}): Reconciler<TenantObject> {
@@ -130,7 +149,7 @@ export function tenantReconciler(vault: VaultClient, runtimeDefaults: RuntimeDef
         }
 
         const settingsDiffer = Object.entries(desired.settings).some(([name, value]) => tenant!.settings?.[name] !== value);
-        if (tenant.name !== desired.name || settingsDiffer) {
+        if (tenant.name !== desired.name || settingsDiffer || !sameRateLimits(tenant.rate_limits, desired.rate_limits)) {
           tenant = (await vault.call<VaultTenant>('PUT', `/admin/tenants/${id}`, { body: desired }))!;
           await ctx.event('Normal', 'Updated', `Updated vault tenant ${id}.`);
         }

@@ -17,13 +17,26 @@ export interface TenantRuntime {
   worker_url: string;
 }
 
-/** The operator's PUT /admin/tenants/{id}: runtime null clears it, absent keeps it. */
+/**
+ * The tenant's own request rate limits (Tenant spec.rateLimits), each replacing its TOKENVAULT_RATE_LIMIT_* for this
+ * tenant: requests per window, 0 for no limit. Set by the operator (the controller) only.
+ */
+export interface TenantRateLimits {
+  api_per_key?: number;
+  api_per_tenant?: number;
+  calls_per_key?: number;
+  calls_per_tenant?: number;
+}
+
+/** The operator's PUT /admin/tenants/{id}: runtime and rate_limits null clear them, absent keeps them. */
 export interface AdminUpdateTenantBody extends UpdateTenantBody {
   runtime?: TenantRuntime | null;
+  rate_limits?: TenantRateLimits | null;
 }
 
 export interface CreateTenantBody extends UpdateTenantBody {
   id?: string;
+  rate_limits?: TenantRateLimits;
   owner_id?: string;
   management_application_name?: string;
 }
@@ -53,11 +66,19 @@ const runtime = {
   },
 };
 
+const rateLimit = { type: 'integer', minimum: 0, maximum: 10_000_000 };
+const rateLimitsObject = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { api_per_key: rateLimit, api_per_tenant: rateLimit, calls_per_key: rateLimit, calls_per_tenant: rateLimit },
+};
+const rateLimits = { ...rateLimitsObject, type: ['object', 'null'] };
+
 export const validateAdminUpdateTenant = compile<AdminUpdateTenantBody>({
   type: 'object',
   additionalProperties: false,
   required: ['name'],
-  properties: { name, settings, runtime },
+  properties: { name, settings, runtime, rate_limits: rateLimits },
 });
 
 export const validateCreateTenant = compile<CreateTenantBody>({
@@ -70,5 +91,6 @@ export const validateCreateTenant = compile<CreateTenantBody>({
     id: { type: 'string', format: 'uuid' },
     owner_id: { type: 'string', format: 'uuid' },
     management_application_name: name,
+    rate_limits: rateLimitsObject,
   },
 });

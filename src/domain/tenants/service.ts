@@ -13,7 +13,7 @@ import { paginate, type Page, type PageRequest } from '../paging.js';
 import { MANAGEMENT_DEFAULT } from '../../auth/permissions.js';
 import type { UsageReport, UsageService } from '../usage/service.js';
 import { assertMayChange, type ManagedBy } from '../../auth/ownership.js';
-import type { AdminUpdateTenantBody, CreateTenantBody, TenantRuntime, TenantSettings } from './schema.js';
+import type { AdminUpdateTenantBody, CreateTenantBody, TenantRateLimits, TenantRuntime, TenantSettings } from './schema.js';
 
 export interface TenantRecord {
   id: string;
@@ -30,6 +30,8 @@ export interface TenantRecord {
   managed_by?: ManagedBy;
   /** The tenant's dedicated workers (Tenant spec.runtime.dedicated); absent: the shared workers. Operator only. */
   runtime?: TenantRuntime;
+  /** The tenant's own request rate limits (Tenant spec.rateLimits); absent: the global ones. Operator only. */
+  rate_limits?: TenantRateLimits;
 }
 
 export type Tenant = Omit<TenantRecord, 'deleting'>;
@@ -59,6 +61,7 @@ export class TenantService {
       created_at: now,
       created_by: OPERATOR_ACTOR_ID,
       ...(managedBy ? { managed_by: managedBy } : {}),
+      ...(body.rate_limits && Object.keys(body.rate_limits).length > 0 ? { rate_limits: body.rate_limits } : {}),
     };
     const { record, key } = this.applications.prepare(
       tenant.id,
@@ -101,6 +104,8 @@ export class TenantService {
     };
     if (body.runtime === null) delete tenant.runtime;
     else if (body.runtime !== undefined) tenant.runtime = { worker_url: body.runtime.worker_url.replace(/\/+$/, '') };
+    if (body.rate_limits === null || (body.rate_limits !== undefined && Object.keys(body.rate_limits).length === 0)) delete tenant.rate_limits;
+    else if (body.rate_limits !== undefined) tenant.rate_limits = body.rate_limits;
     const written = await this.store.compareAndSwap(keys.tenant(id), current.modRevision, JSON.stringify(tenant));
     if (!written) throw new Errors.Conflict('The tenant was changed by another request; retry.');
     return tenant;

@@ -9,6 +9,17 @@ export function sendProblem(res: Response, error: VaultError): void {
   res.status(error.status).type('application/problem+json').send(JSON.stringify(toProblem(error)));
 }
 
+/**
+ * A CustomHttpResponseError from reactor or transform code (already filtered to a 400-599 status and safe headers by
+ * src/runtime/custom-response.ts): its status, headers and body, a string body as text and anything else as JSON. The
+ * one writer for reactors and the proxy alike.
+ */
+export function sendCustomResponse(res: Response, response: { status: number; headers: Record<string, string>; body: unknown }): void {
+  res.status(response.status).set(response.headers);
+  if (typeof response.body === 'string') res.send(response.body);
+  else res.json(response.body);
+}
+
 export function errorHandler(logger: Logger) {
   return (error: unknown, req: Request, res: Response, _next: NextFunction): void => {
     const vaultError = asVaultError(error);

@@ -3,7 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError, toProblem } from '../../errors/registry.js';
-import { sendProblem } from '../middleware/errors.js';
+import { sendCustomResponse, sendProblem } from '../middleware/errors.js';
 import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
 import { listQuery, onlyQuery, stringQuery, uuidParam } from '../params.js';
 import type { Logger } from '../../observability/logger.js';
@@ -73,6 +73,8 @@ export interface ProxyRouteOptions {
   logger: Logger;
   /** Largest request body the proxy reads. */
   maxRequestBytes: number;
+  /** Counts the call against the rate limits of its key and tenant; throws 429 TV_RATE_LIMITED past them. */
+  rateLimit?: (res: Response, caller: { principal?: TenantPrincipal; tenantId?: string; keyId?: string }) => Promise<void>;
 }
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
@@ -98,20 +100,23 @@ async function serve(options: ProxyRouteOptions, req: Request, res: Response): P
   let label = 'direct';
   let outcome = 'forwarded';
   try {
-    // 1. Who calls, and through which pre-configured proxy: authentication answers are plain problem documents, as on
-    //    every route; from here on, everything the proxy refuses is a proxy_error.
+    // 1. Who calls, and through which pre-configured proxy: authentication and rate-limit answers are plain problem
+    //    documents, as on every route; from here on, everything the proxy refuses is a proxy_error.
     let accepted: Accepted;
     try {
       accepted = await accept(options, req);
+      // An unauthenticated call through a pre-configured proxy counts against the proxy key, as a key.
+      const { principal, proxy } = accepted;
+      await options.rateLimit?.(res, { principal, tenantId: proxy?.tenantId, keyId: proxy ? `proxy:${proxy.id}` : undefined });
     } catch (error) {
-      if (!(error instanceof VaultError) || (error.status !== 401 && error.status !== 403)) throw error;
+      if (!(error instanceof VaultError) || (error.status !== 401 && error.status !== 403 && error.status !== 429)) throw error;
       outcome = error.code;
       sendProblem(res, error);
       return;
     }
     if (accepted.proxy) label = accepted.proxy.id;
 
-    // 2. Where to: BT-PROXY-URL, or the proxy's destination; path and query appended (rule 1).
+    // 2. Where to: BT-PROXY-URL, or the proxy's destination; path and query appended.
     checkHeaderNames(req.rawHeaders);
     const suffix = proxySuffix(req.originalUrl);
     const base = accepted.proxy ? accepted.proxy.destination : directDestination(options, req);
@@ -159,7 +164,7 @@ async function serve(options: ProxyRouteOptions, req: Request, res: Response): P
       // CustomHttpResponseError from a transform: the code chose status, headers and body.
       outcome = 'TV_REACTOR_FAILED';
       if (destinationStatus !== undefined) res.setHeader('BT-PROXY-DESTINATION-STATUS', String(destinationStatus));
-      res.status(cause.status).set(cause.headers).json(cause.body);
+      sendCustomResponse(res, cause);
       return;
     }
     const vaultError = asProxyError(cause);

@@ -1,3 +1,4 @@
+import { sendCustomResponse } from '../middleware/errors.js';
 import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
@@ -46,7 +47,7 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
     res.status(204).end();
   });
 
-  // Rule 10: token:use to invoke at all; each detokenized token's container is checked again on the way.
+  // token:use to invoke at all; each detokenized token's container is checked again on the way.
   router.post('/reactors/:id/react', async (req, res) => {
     const principal = tenantPrincipal(req);
     if (!mayEver(principal, 'token:use')) throw new Errors.Forbidden('The key lacks the permission token:use.');
@@ -56,11 +57,7 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
       res.json(await reactors.react(principal, id, body.args));
     } catch (error) {
       if (!(error instanceof CustomResponse)) throw error;
-      // CustomHttpResponseError: the code chose the status, headers and body; they pass through unchanged (a string
-      // body as text, anything else as JSON).
-      res.status(error.status).set(error.headers);
-      if (typeof error.body === 'string') res.send(error.body);
-      else res.json(error.body);
+      sendCustomResponse(res, error);
     }
   });
 
