@@ -81,6 +81,8 @@ async function main(argv: string[]): Promise<number> {
       const controller = await startController(config, logger, {
         reconcilers: createReconcilers(vault, {
           workerImage: config.controller.workerImage,
+          allowedImages: config.controller.workerImages,
+          worker: config.controller.dedicatedWorkerDefaults,
           apiUrl: config.apiUrl,
           workerSecret: config.workerSecret,
           networkPolicy: config.controller.dedicatedNetworkPolicy,

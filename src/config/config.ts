@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { hashKey, isApiKey } from '../auth/api-keys.js';
 import { parseKeyEncryptionKeys } from '../crypto/keyring.js';
+import { parseQuantity } from './quantity.js';
 import type { StoreSpec } from '../store/open.js';
 
 export type { StoreSpec };
@@ -23,6 +24,18 @@ export interface DedicatedNetworkPolicy {
   exceptCidrs: string[];
   /** NetworkPolicyPeers that answer DNS (port 53); undefined: port 53 anywhere. */
   dnsPeers?: unknown[];
+}
+
+/** What the controller gives each dedicated worker Deployment, and the most a Tenant may ask for (runtime.ts). */
+export interface DedicatedWorkerDefaults {
+  /** Requests and limits when the Tenant's spec.runtime.resources names none (per resource: the Tenant's win). */
+  resources?: { requests?: Record<string, string | number>; limits?: Record<string, string | number> };
+  /** The largest request or limit of each resource a Tenant may set (cpu, memory, ephemeral-storage). */
+  maxResources?: Record<string, string | number>;
+  /** The largest spec.runtime.replicas. */
+  maxReplicas?: number;
+  /** Names of Secrets (in the Tenant's namespace) to pull the worker image with. */
+  imagePullSecrets?: string[];
 }
 
 /** The four request limits, in requests per `windowSeconds`; 0 is no limit. */
@@ -93,6 +106,10 @@ export interface Config {
     retryMaxSeconds: number;
     /** Image of the dedicated worker Deployments (Tenant spec.runtime.dedicated) when the Tenant names none. */
     workerImage?: string;
+    /** Images a Tenant's spec.runtime.image may name besides workerImage ('*': any). */
+    workerImages: string[];
+    /** Resources, caps and pull secrets of the dedicated workers (TOKENVAULT_DEDICATED_WORKER_DEFAULTS). */
+    dedicatedWorkerDefaults?: DedicatedWorkerDefaults;
     /** The dedicated workers' NetworkPolicy: undefined, the defaults; null, none. */
     dedicatedNetworkPolicy?: DedicatedNetworkPolicy | null;
   };
@@ -292,6 +309,18 @@ export const SETTINGS = {
     flag: 'worker-image',
     env: 'TOKENVAULT_WORKER_IMAGE',
     description: "controller: image of the dedicated worker Deployments of Tenants with spec.runtime.dedicated (a Tenant's spec.runtime.image wins)",
+  },
+  workerImages: {
+    flag: 'worker-images',
+    env: 'TOKENVAULT_WORKER_IMAGES',
+    description:
+      "controller: comma-separated images a Tenant's spec.runtime.image may name besides --worker-image ('*': any image); others leave the Tenant Ready=False, WorkerImageNotAllowed",
+  },
+  dedicatedWorkerDefaults: {
+    flag: 'dedicated-worker-defaults',
+    env: 'TOKENVAULT_DEDICATED_WORKER_DEFAULTS',
+    description:
+      "controller: the dedicated workers' defaults and caps as JSON {resources: {requests, limits}, maxResources, maxReplicas, imagePullSecrets} (unset: no resources, no caps, no pull secrets)",
   },
   dedicatedNetworkPolicy: {
     flag: 'dedicated-network-policy',
@@ -656,6 +685,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
     workers: integer('controllerWorkers', 1, 256),
     retryMaxSeconds: integer('controllerRetryMaxSeconds', 1, 3600),
     workerImage: raw('workerImage'),
+    workerImages: (raw('workerImages') ?? '')
+      .split(',')
+      .map((image) => image.trim())
+      .filter((image) => image !== ''),
+    dedicatedWorkerDefaults: parseWorkerDefaults(raw('dedicatedWorkerDefaults'), problems, label('dedicatedWorkerDefaults')),
     dedicatedNetworkPolicy: parseNetworkPolicy(raw('dedicatedNetworkPolicy'), problems, label('dedicatedNetworkPolicy')),
   };
 
@@ -781,4 +815,38 @@ function parseNetworkPolicy(value: string | undefined, problems: string[], label
     exceptCidrs: exceptCidrs as string[],
     ...(dnsPeers !== undefined ? { dnsPeers: dnsPeers as unknown[] } : {}),
   };
+}
+
+/** TOKENVAULT_DEDICATED_WORKER_DEFAULTS: JSON checked field by field (the chart renders it), or unset. */
+function parseWorkerDefaults(value: string | undefined, problems: string[], label: string): DedicatedWorkerDefaults | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    problems.push(`${label}: must be JSON`);
+    return undefined;
+  }
+  const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+  const quantities = (v: unknown) => isRecord(v) && Object.values(v).every((q) => (typeof q === 'string' || typeof q === 'number') && parseQuantity(q) !== undefined);
+  if (!isRecord(parsed)) {
+    problems.push(`${label}: must be a JSON object`);
+    return undefined;
+  }
+  const { resources, maxResources, maxReplicas, imagePullSecrets } = parsed;
+  const wrong: string[] = [];
+  if (resources !== undefined) {
+    const ok = isRecord(resources) && Object.keys(resources).every((k) => k === 'requests' || k === 'limits') && Object.values(resources).every(quantities);
+    if (!ok) wrong.push('resources ({requests, limits} of quantities)');
+  }
+  if (maxResources !== undefined && !quantities(maxResources)) wrong.push('maxResources (an object of quantities)');
+  if (maxReplicas !== undefined && !(Number.isInteger(maxReplicas) && (maxReplicas as number) >= 1)) wrong.push('maxReplicas (an integer, 1 or more)');
+  if (imagePullSecrets !== undefined && !(Array.isArray(imagePullSecrets) && imagePullSecrets.every((n) => typeof n === 'string' && /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(n)))) {
+    wrong.push('imagePullSecrets (Secret names)');
+  }
+  if (wrong.length > 0) {
+    problems.push(`${label}: invalid ${wrong.join(', ')}`);
+    return undefined;
+  }
+  return parsed as DedicatedWorkerDefaults;
 }

@@ -173,6 +173,8 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     expect(etcd.spec.ingress).toEqual([
       { from: [{ podSelector: { matchLabels: selector('api') } }, { podSelector: { matchLabels: selector('etcd') } }], ports: [{ port: 'client', protocol: 'TCP' }] },
       { from: [{ podSelector: { matchLabels: selector('etcd') } }], ports: [{ port: 'peer', protocol: 'TCP' }] },
+      // etcd's own metrics (issue 14): the release namespace's pods by default (etcd.networkPolicy.metricsFrom).
+      { from: [{ podSelector: {} }], ports: [{ port: 'metrics', protocol: 'TCP' }] },
     ]);
     // The controller never reaches etcd (it talks to the API only).
     expect(JSON.stringify(etcd.spec)).not.toContain('"controller"');
@@ -459,7 +461,7 @@ test('existing key Secrets replace the generated ones', async () => {
   expect(secretBehind(deployment.spec.template.spec, api, envOf(api, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe('my-operator-key');
 });
 
-test('a ServiceMonitor only when enabled, for the api, worker and controller Services', async () => {
+test('a ServiceMonitor only when enabled, for the api, worker, controller and etcd metrics Services', async () => {
   const { objects } = await template(['--set', 'metrics.serviceMonitor.enabled=true']);
   const monitor = find(objects, 'ServiceMonitor', FULLNAME);
   expect(monitor.spec.endpoints[0]).toMatchObject({ port: 'metrics', path: '/metrics' });
@@ -467,7 +469,7 @@ test('a ServiceMonitor only when enabled, for the api, worker and controller Ser
     (o) => o.kind === 'Service' && Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => o.metadata.labels?.[k] === v),
   );
   // The API's /metrics through its own Service and port, never the API Service.
-  expect(selected.map((s) => s.metadata.name).sort()).toEqual([`${FULLNAME}-api-metrics`, `${FULLNAME}-controller-metrics`, `${FULLNAME}-worker`]);
+  expect(selected.map((s) => s.metadata.name).sort()).toEqual([`${FULLNAME}-api-metrics`, `${FULLNAME}-controller-metrics`, `${FULLNAME}-etcd-metrics`, `${FULLNAME}-worker`]);
   expect(selected.every((s) => s.spec.ports.some((p: any) => p.name === 'metrics'))).toBe(true);
 });
 

@@ -8,12 +8,23 @@ import { call } from '../support/http.js';
 import { startOperatorEnv, type OperatorEnv } from '../support/operator.js';
 
 const WORKER_SECRET = 'dedicated-worker-secret-0123456789abcdef';
+const WORKER_DEFAULTS = {
+  resources: { requests: { cpu: '500m', memory: '512Mi', 'ephemeral-storage': '64Mi' }, limits: { memory: '1Gi', 'ephemeral-storage': '256Mi' } },
+  maxResources: { cpu: '2', memory: '2Gi', 'ephemeral-storage': '1Gi' },
+  maxReplicas: 3,
+  imagePullSecrets: ['registry-credentials'],
+};
 let env: OperatorEnv;
 let ns: string;
 
 beforeAll(async () => {
   // No TOKENVAULT_WORKER_IMAGE: a dedicated Tenant must name its image. A worker secret: dedicated workers get it.
-  env = await startOperatorEnv({ workerSecret: WORKER_SECRET });
+  // The images Tenants may name (TOKENVAULT_WORKER_IMAGES): any other is refused.
+  // The chart's worker defaults (TOKENVAULT_DEDICATED_WORKER_DEFAULTS): resources, caps, pull secrets.
+  env = await startOperatorEnv({
+    workerSecret: WORKER_SECRET,
+    runtime: { allowedImages: ['example.com/tokenvault:1.2.3', 'example.com/tokenvault:1.2.4'], worker: WORKER_DEFAULTS },
+  });
   ns = await env.namespace('runtime');
 }, 90_000);
 
@@ -54,7 +65,11 @@ test('dedicated: a Deployment and Service owned by the Tenant, and the vault ten
   const [container] = pod.containers;
   expect(container.image).toBe('example.com/tokenvault:1.2.3');
   expect(container.args).toEqual(['worker']);
-  expect(container.resources).toEqual(resources);
+  // The Tenant's resources win, resource by resource, over the controller's defaults.
+  expect(container.resources).toEqual({
+    requests: { ...resources.requests, 'ephemeral-storage': '64Mi' },
+    limits: { ...resources.limits, 'ephemeral-storage': '256Mi' },
+  });
   expect(container.securityContext).toMatchObject({
     runAsNonRoot: true,
     readOnlyRootFilesystem: true,
@@ -134,4 +149,40 @@ test('a Service of that name that the Tenant does not own is left alone: Ready=F
   await env.waitNotReady('Tenant', ns, 'taken', 'WorkerNameTaken');
   const service = await env.client.get<any>(Resources.services, ns, 'tokenvault-worker-taken');
   expect(service.metadata.ownerReferences).toBeUndefined();
+}, 60_000);
+
+test('an image the cluster admin did not allow is refused: Ready=False WorkerImageNotAllowed, no Deployment', async () => {
+  // Namespace editors may write Tenants (the aggregated edit role); what runs as a dedicated worker is not theirs to pick.
+  await env.apply(tenantYaml('miner', { dedicated: true, image: 'attacker.example/miner:latest' }));
+  const tenant = await env.waitNotReady('Tenant', ns, 'miner', 'WorkerImageNotAllowed');
+  expect(condition(tenant, 'Ready').message).toContain('TOKENVAULT_WORKER_IMAGES');
+  expect(await env.client.find(Resources.deployments, ns, 'tokenvault-worker-miner')).toBeUndefined();
+  // An allowed image recovers.
+  await env.apply(tenantYaml('miner', { dedicated: true, image: 'example.com/tokenvault:1.2.4' }));
+  await env.waitFor('Deployment', ns, 'tokenvault-worker-miner', (d) => d?.spec.template.spec.containers[0].image === 'example.com/tokenvault:1.2.4');
+}, 60_000);
+
+test("dedicated workers are first-class pods: the chart's worker resources, a startupProbe and pull secrets; caps refuse more", async () => {
+  await env.apply(tenantYaml('plain', { dedicated: true, image: 'example.com/tokenvault:1.2.3' }));
+  const deployment = await env.waitFor('Deployment', ns, 'tokenvault-worker-plain', (d) => d !== undefined);
+  const pod = deployment.spec.template.spec;
+  expect(pod.imagePullSecrets).toEqual([{ name: 'registry-credentials' }]);
+  const [container] = pod.containers;
+  expect(container.resources).toEqual(WORKER_DEFAULTS.resources);
+  expect(container.startupProbe).toMatchObject({ httpGet: { path: '/healthz', port: 'http' }, failureThreshold: 60 });
+
+  // A limit below a default request lowers the request (kube-apiserver refuses requests above limits).
+  await env.apply(tenantYaml('small', { dedicated: true, image: 'example.com/tokenvault:1.2.3', resources: { limits: { memory: '256Mi' } } }));
+  const small = await env.waitFor('Deployment', ns, 'tokenvault-worker-small', (d) => d !== undefined);
+  expect(small.spec.template.spec.containers[0].resources.requests.memory).toBe('256Mi');
+
+  // More than the caps: refused with the cap named, and the running workers are left as they were.
+  await env.apply(tenantYaml('plain', { dedicated: true, image: 'example.com/tokenvault:1.2.3', resources: { limits: { memory: '64Gi' } } }));
+  const big = await env.waitNotReady('Tenant', ns, 'plain', 'WorkerResourcesTooLarge');
+  expect(condition(big, 'Ready').message).toContain('spec.runtime.resources.limits.memory 64Gi is above the most the controller allows, 2Gi');
+  await env.apply(tenantYaml('plain', { dedicated: true, image: 'example.com/tokenvault:1.2.3', replicas: 5 }));
+  await env.waitNotReady('Tenant', ns, 'plain', 'WorkerReplicasTooMany');
+  const unchanged = await env.client.get<any>(Resources.deployments, ns, 'tokenvault-worker-plain');
+  expect(unchanged.spec.replicas).toBe(1);
+  expect(unchanged.spec.template.spec.containers[0].resources.limits.memory).toBe('1Gi');
 }, 60_000);

@@ -182,3 +182,58 @@ test('config/samples: every kind with the Secrets it refers to, accepted by kube
   });
   expect(stdout.trim().split('\n')).toHaveLength(objects.length);
 }, 30_000);
+
+test('the API Deployment leaves its scale to the HorizontalPodAutoscaler (no replicas that every apply would reset)', () => {
+  const hpa = find(built.default.objects, 'HorizontalPodAutoscaler', 'tokenvault-api');
+  expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: 'tokenvault-api' });
+  expect(find(built.default.objects, 'Deployment', 'tokenvault-api').spec.replicas).toBeUndefined();
+});
+
+test('config/default (with config/cluster-events) and the chart render the same objects for the same settings', async () => {
+  // The chart with what config/default does: release "tokenvault" in tokenvault-system, the three key Secrets
+  // created by the operator, etcd without TLS, no helm test pod.
+  const helmBinary = await toolBinary('helm');
+  const { stdout } = await run(helmBinary, [
+    'template', 'tokenvault', path.join(repoRoot, 'charts/tokenvault'), '--namespace', NAMESPACE,
+    '--set', 'kek.existingSecret=tokenvault-kek',
+    '--set', 'operatorKey.existingSecret=tokenvault-operator-key',
+    '--set', 'workerSecret.existingSecret=tokenvault-worker-secret',
+    '--set', 'etcd.tls.enabled=false',
+    '--set', 'tests.enabled=false',
+  ], { env: plane.env });
+  const events = await kustomize('config/cluster-events');
+  // kustomize puts every object into its namespace, cluster-scoped kinds it does not know included (kube-apiserver
+  // ignores it there): compare cluster-scoped objects by name only.
+  const { stdout: clusterScoped } = await plane.kubectl(['api-resources', '--namespaced=false', '--no-headers']);
+  const clusterKinds = new Set(clusterScoped.split('\n').filter(Boolean).map((line) => line.trim().split(/\s+/).at(-1)!));
+  clusterKinds.add('CustomResourceDefinition');
+  const names = (objects: Manifest[]) =>
+    objects
+      .filter((o) => o.kind !== 'Namespace') // config/default creates its namespace; helm install --create-namespace does
+      .map((o) => `${o.kind} ${clusterKinds.has(o.kind) ? '' : `${o.metadata.namespace}/`}${o.metadata.name}`)
+      .sort();
+  expect(names([...built.default.objects, ...events.objects])).toEqual(names(parseManifests(stdout)));
+  expect(events.objects.map(describeObject).sort()).toEqual(['Role default/tokenvault-controller-events', 'RoleBinding default/tokenvault-controller-events']);
+}, 60_000);
+
+test('config/cluster-events: kube-apiserver takes Events about a cluster-scoped object only in default, so the Role is there', async () => {
+  const event = (namespace: string) =>
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name: `crf-probe-${namespace}`, namespace },
+      involvedObject: { apiVersion: 'tokenvault.dev/v1alpha1', kind: 'ClusterReactorFormula', name: 'probe' },
+      reason: 'Probe',
+      message: 'where may an event about a cluster-scoped object go',
+      type: 'Normal',
+      source: { component: 'tokenvault-test' },
+    });
+  await plane.kubectl(['create', 'namespace', 'tokenvault-events']);
+  await expect(plane.kubectl(['create', '--dry-run=server', '-f', '-'], { input: event('tokenvault-events') })).rejects.toThrow(/involvedObject.namespace.*does not match event.namespace/);
+  await plane.kubectl(['create', '--dry-run=server', '-f', '-'], { input: event('default') });
+  const events = await kustomize('config/cluster-events');
+  const role = find(events.objects, 'Role', 'tokenvault-controller-events');
+  expect(role.metadata.namespace).toBe('default');
+  expect(role.rules).toEqual([{ apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] }]);
+  expect(subjectsOf(events.objects, role)).toEqual([`${NAMESPACE}/tokenvault-controller`]);
+});

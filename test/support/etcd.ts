@@ -164,7 +164,7 @@ async function waitHealthy(endpoint: string, exited: Promise<void>, log: () => s
 }
 
 /** Distinct free loopback ports: all are held open together so they differ, then released for etcd to bind. */
-async function freePorts(count: number): Promise<number[]> {
+export async function freePorts(count: number): Promise<number[]> {
   const servers = await Promise.all(
     Array.from(
       { length: count },

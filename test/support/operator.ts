@@ -12,6 +12,7 @@
 import { KubeClient, Resources, type KubeObject, type ResourceRef } from '../../src/controller/kube.js';
 import { Manager } from '../../src/controller/manager.js';
 import { createReconcilers } from '../../src/controller/reconcilers/index.js';
+import type { RuntimeDefaults } from '../../src/controller/reconcilers/runtime.js';
 import { Kinds } from '../../src/controller/reconcilers/common.js';
 import { VaultClient } from '../../src/controller/vault-client.js';
 import { createLogger } from '../../src/observability/logger.js';
@@ -32,6 +33,8 @@ export interface OperatorEnvOptions {
   workerImage?: string;
   /** The controller's TOKENVAULT_WORKER_SECRET, handed to dedicated workers; default none. */
   workerSecret?: string;
+  /** More of the dedicated workers' defaults (TOKENVAULT_WORKER_IMAGES, TOKENVAULT_DEDICATED_WORKER_DEFAULTS). */
+  runtime?: Omit<RuntimeDefaults, 'workerImage' | 'apiUrl' | 'workerSecret'>;
 }
 
 export interface OperatorEnv {
@@ -115,7 +118,7 @@ export async function startOperatorEnv(options: OperatorEnvOptions = {}): Promis
     reconcilerVault = new VaultClient(api.url, api.operatorKey);
     manager = new Manager({
       client: managerClient,
-      reconcilers: createReconcilers(reconcilerVault, { workerImage: options.workerImage, apiUrl: api.url, workerSecret: options.workerSecret }),
+      reconcilers: createReconcilers(reconcilerVault, { ...options.runtime, workerImage: options.workerImage, apiUrl: api.url, workerSecret: options.workerSecret }),
       logger,
       leaderElection: false,
       resyncMs: options.resyncMs ?? 3_000,

@@ -97,6 +97,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/* The image of dedicated tenant workers when a Tenant names none. */}}
+{{- define "tokenvault.controller.workerImage" -}}
+{{- .Values.controller.workerImage | default (include "tokenvault.image" .) -}}
+{{- end -}}
+
 {{- define "tokenvault.api.url" -}}
 {{- printf "http://%s:%v" (include "tokenvault.api.name" .) .Values.api.service.port -}}
 {{- end -}}
@@ -148,16 +153,27 @@ imagePullSecrets:
 {{- end }}
 {{- end -}}
 
-{{/* A soft spread over nodes: include with (dict "ctx" $ "component" "api" "enabled" true). */}}
+{{/* A soft spread over nodes, and over zones (topology.kubernetes.io/zone) with "zones" true: include with
+(dict "ctx" $ "component" "api" "enabled" true "zones" false). */}}
 {{- define "tokenvault.spread" -}}
-{{- if .enabled }}
+{{- if or .enabled .zones }}
 topologySpreadConstraints:
+  {{- if .zones }}
+  - maxSkew: 1
+    topologyKey: topology.kubernetes.io/zone
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- include "tokenvault.componentSelectorLabels" (dict "ctx" .ctx "component" .component) | nindent 8 }}
+  {{- end }}
+  {{- if .enabled }}
   - maxSkew: 1
     topologyKey: kubernetes.io/hostname
     whenUnsatisfiable: ScheduleAnyway
     labelSelector:
       matchLabels:
         {{- include "tokenvault.componentSelectorLabels" (dict "ctx" .ctx "component" .component) | nindent 8 }}
+  {{- end }}
 {{- end }}
 {{- end -}}
 
@@ -253,4 +269,45 @@ readinessProbe:
   periodSeconds: 5
   timeoutSeconds: 5
   failureThreshold: 2
+{{- end -}}
+
+{{/* Pod annotations: the user's, and checksum/keys, a hash of the key Secrets and CA bundle the processes read at
+start (mounted files are updated in place, but read once), so that an upgrade after they changed (a KEK rotation, a
+new worker secret, an edited existingSecret or CA bundle) rolls the pods. Taken from the cluster (lookup), so it is
+absent on the first install and an offline render: the first upgrade after an install rolls the pods once. Include
+with (dict "ctx" $ "annotations" .Values.api.podAnnotations). */}}
+{{- define "tokenvault.podAnnotations" -}}
+{{- $ctx := .ctx -}}
+{{- $ns := $ctx.Release.Namespace -}}
+{{- $seen := list -}}
+{{- range $name := list (include "tokenvault.kek.secretName" $ctx) (include "tokenvault.operatorKey.secretName" $ctx) (include "tokenvault.workerSecret.secretName" $ctx) -}}
+{{- with lookup "v1" "Secret" $ns $name -}}{{- $seen = append $seen (.data | toJson) -}}{{- end -}}
+{{- end -}}
+{{- with $ctx.Values.config.outbound.caBundle.configMapName -}}
+{{- with lookup "v1" "ConfigMap" $ns . -}}{{- $seen = append $seen (.data | toJson) -}}{{- end -}}
+{{- end -}}
+{{- if or $seen .annotations }}
+annotations:
+  {{- if $seen }}
+  checksum/keys: {{ join "\n" $seen | sha256sum | quote }}
+  {{- end }}
+  {{- with .annotations }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* A container's resources, with an ephemeral-storage request (ephemeralStorageRequest) unless they name one: the
+scheduler then counts the logs and emptyDirs each pod writes on its node, and eviction picks the pods that use more.
+Include with (dict "ctx" $ "resources" .Values.api.resources). */}}
+{{- define "tokenvault.resources" -}}
+{{- $resources := deepCopy (.resources | default dict) -}}
+{{- with .ctx.Values.ephemeralStorageRequest -}}
+{{- $requests := $resources.requests | default dict -}}
+{{- if not (hasKey $requests "ephemeral-storage") -}}
+{{- $_ := set $requests "ephemeral-storage" . -}}
+{{- end -}}
+{{- $_ := set $resources "requests" $requests -}}
+{{- end -}}
+{{- toYaml $resources -}}
 {{- end -}}

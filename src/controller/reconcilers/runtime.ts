@@ -11,9 +11,10 @@
 // Deployment has an available replica; Ready does not depend on it (the vault tenant is reconciled either way, and
 // invocations answer 503 until a worker is up).
 import { createHash } from 'node:crypto';
-import type { DedicatedNetworkPolicy } from '../../config/config.js';
+import type { DedicatedNetworkPolicy, DedicatedWorkerDefaults } from '../../config/config.js';
 import type { ConditionUpdate } from '../conditions.js';
 import { isNotFound, Resources, type KubeObject } from '../kube.js';
+import { parseQuantity } from '../../config/quantity.js';
 import type { ObjectKey, ReconcileContext } from '../manager.js';
 import type { VaultClient } from '../vault-client.js';
 import { GROUP, NotReadyYet, VERSION, type VaultObject } from './common.js';
@@ -45,10 +46,17 @@ export interface RuntimeSpec {
 export interface RuntimeDefaults {
   /** TOKENVAULT_WORKER_IMAGE: the image when the Tenant names none. */
   workerImage?: string;
+  /**
+   * TOKENVAULT_WORKER_IMAGES: the images spec.runtime.image may name besides workerImage ('*': any). The process
+   * always passes a list (empty by default); undefined, in code that builds reconcilers itself, allows any image.
+   */
+  allowedImages?: string[];
   /** TOKENVAULT_API_URL of the workers (their bt client): the API the controller reconciles into. */
   apiUrl?: string;
   /** TOKENVAULT_WORKER_SECRET: given to the dedicated workers through a Secret; undefined: they accept anyone. */
   workerSecret?: string;
+  /** TOKENVAULT_DEDICATED_WORKER_DEFAULTS: resources (the chart's worker defaults), caps, image pull secrets. */
+  worker?: DedicatedWorkerDefaults;
   /** The NetworkPolicy of the dedicated workers; null: none (the chart's worker.networkPolicy.enabled false). */
   networkPolicy?: DedicatedNetworkPolicy | null;
 }
@@ -95,12 +103,57 @@ function ownerReference(owner: VaultObject) {
 const ownedBy = (object: KubeObject | undefined, owner: VaultObject) =>
   Boolean(object?.metadata?.ownerReferences?.some((ref) => ref.uid === owner.metadata?.uid && ref.controller));
 
+type WorkerResources = NonNullable<RuntimeSpec['resources']>;
+
+/**
+ * The container's resources: the controller's defaults with the Tenant's on top, resource by resource. A request the
+ * defaults give above a limit the Tenant sets is lowered to it (Kubernetes refuses requests above limits).
+ */
+export function workerResources(spec: RuntimeSpec, worker: DedicatedWorkerDefaults = {}): WorkerResources | undefined {
+  const requests = { ...worker.resources?.requests, ...spec.resources?.requests };
+  const limits = { ...worker.resources?.limits, ...spec.resources?.limits };
+  for (const [name, limit] of Object.entries(limits)) {
+    const request = requests[name];
+    if (request !== undefined && spec.resources?.requests?.[name] === undefined && parseQuantity(request)! > parseQuantity(limit)!) requests[name] = limit;
+  }
+  const resources: WorkerResources = {
+    ...(Object.keys(limits).length > 0 ? { limits } : {}),
+    ...(Object.keys(requests).length > 0 ? { requests } : {}),
+  };
+  return Object.keys(resources).length > 0 ? resources : undefined;
+}
+
+/** Why the Tenant's spec.runtime asks for more than the controller allows, or undefined. */
+export function runtimeOverLimits(spec: RuntimeSpec, worker: DedicatedWorkerDefaults = {}): { reason: string; message: string } | undefined {
+  if (worker.maxReplicas !== undefined && (spec.replicas ?? 1) > worker.maxReplicas) {
+    return {
+      reason: 'WorkerReplicasTooMany',
+      message: `spec.runtime.replicas ${spec.replicas} is above the most the controller allows, ${worker.maxReplicas} (TOKENVAULT_DEDICATED_WORKER_DEFAULTS maxReplicas; chart value controller.dedicatedWorkers.maxReplicas).`,
+    };
+  }
+  for (const kind of ['requests', 'limits'] as const) {
+    for (const [name, quantity] of Object.entries(spec.resources?.[kind] ?? {})) {
+      const value = parseQuantity(quantity);
+      if (value === undefined) return { reason: 'WorkerResourcesInvalid', message: `spec.runtime.resources.${kind}.${name} is not a quantity.` };
+      const cap = worker.maxResources?.[name];
+      if (cap !== undefined && value > parseQuantity(cap)!) {
+        return {
+          reason: 'WorkerResourcesTooLarge',
+          message: `spec.runtime.resources.${kind}.${name} ${quantity} is above the most the controller allows, ${cap} (TOKENVAULT_DEDICATED_WORKER_DEFAULTS maxResources; chart value controller.dedicatedWorkers.maxResources).`,
+        };
+      }
+    }
+  }
+  return undefined;
+}
+
 /** The worker Deployment: the chart's worker, restricted the same way. */
 export function workerDeployment(owner: VaultObject, name: string, spec: RuntimeSpec, image: string, defaults: RuntimeDefaults): KubeObject {
   const tenant = owner.metadata!.name!;
   const selector = { [WORKER_NAME_LABEL]: WORKER_NAME, [TENANT_LABEL]: tenantLabel(tenant) };
   const labels = { ...selector, 'app.kubernetes.io/component': 'worker', 'app.kubernetes.io/managed-by': 'tokenvault' };
   const env: Array<Record<string, unknown>> = [{ name: 'TOKENVAULT_PORT', value: String(WORKER_PORT) }];
+  const resources = workerResources(spec, defaults.worker);
   if (defaults.apiUrl) env.unshift({ name: 'TOKENVAULT_API_URL', value: defaults.apiUrl });
   if (defaults.workerSecret) env.push({ name: 'TOKENVAULT_WORKER_SECRET', valueFrom: { secretKeyRef: { name, key: WORKER_SECRET_KEY } } });
   // Environment from a Secret is read at start: a changed secret rolls the workers (the hash, not the secret).
@@ -119,6 +172,7 @@ export function workerDeployment(owner: VaultObject, name: string, spec: Runtime
         spec: {
           automountServiceAccountToken: false,
           enableServiceLinks: false,
+          ...(defaults.worker?.imagePullSecrets?.length ? { imagePullSecrets: defaults.worker.imagePullSecrets.map((secret) => ({ name: secret })) } : {}),
           securityContext: {
             runAsNonRoot: true,
             runAsUser: 10001,
@@ -133,9 +187,11 @@ export function workerDeployment(owner: VaultObject, name: string, spec: Runtime
               args: ['worker'],
               ports: [{ name: 'http', containerPort: WORKER_PORT, protocol: 'TCP' }],
               env,
+              // As the chart's workers: up to two minutes to start before liveness counts.
+              startupProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 2, failureThreshold: 60 },
               readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 5, failureThreshold: 3 },
               livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 10, failureThreshold: 6 },
-              ...(spec.resources ? { resources: spec.resources } : {}),
+              ...(resources ? { resources } : {}),
               securityContext: {
                 runAsNonRoot: true,
                 runAsUser: 10001,
@@ -301,6 +357,18 @@ export async function reconcileRuntime(
       60_000,
     );
   }
+  // Namespace editors may write Tenants (the aggregated edit role): the image that runs is the cluster admin's choice.
+  if (spec.image !== undefined && spec.image !== defaults.workerImage && defaults.allowedImages && !defaults.allowedImages.includes('*')) {
+    if (!defaults.allowedImages.includes(spec.image)) {
+      throw new NotReadyYet(
+        'WorkerImageNotAllowed',
+        "spec.runtime.image is not an allowed dedicated worker image: leave it out (the controller's worker image) or have it added to TOKENVAULT_WORKER_IMAGES (chart value controller.dedicatedWorkers.allowedImages).",
+        60_000,
+      );
+    }
+  }
+  const over = runtimeOverLimits(spec, defaults.worker);
+  if (over) throw new NotReadyYet(over.reason, over.message, 60_000);
   const networkPolicy = defaults.networkPolicy === undefined ? DEFAULT_NETWORK_POLICY : defaults.networkPolicy;
   const owned = [Resources.deployments, Resources.services];
   if (networkPolicy) owned.push(Resources.networkPolicies);
