@@ -92,7 +92,7 @@ async function run(): Promise<void> {
     const keep = (chunk: Buffer | string) => {
       tail = (tail + chunk.toString()).slice(-8_000);
     };
-    child.stderr!.on('data', keep);
+    child.stderr.on('data', keep);
     let errorLines = 0;
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const killOnExit = () => child.kill('SIGKILL');
@@ -109,7 +109,7 @@ async function run(): Promise<void> {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the controller did not start within 60 s:\n${tail}`)), 60_000);
       void exited.then(() => reject(new Error(`the controller exited:\n${tail}`)));
-      createInterface({ input: child.stdout! }).on('line', (line) => {
+      createInterface({ input: child.stdout }).on('line', (line) => {
         keep(`${line}\n`);
         if (line.includes('"level":50') || line.includes('"level":"error"')) errorLines++;
         if (line.includes('"msg":"controller started"')) {

@@ -43,10 +43,11 @@ async function main(argv: string[]): Promise<number> {
     case 'worker': {
       const config = loadConfig({ argv: rest, requireStore: false });
       const logger = createLogger(config.logLevel);
+      // eslint-disable-next-line prefer-const -- stop() can run (a catastrophic error) before startWorker has returned
       let worker: RunningWorker | undefined;
       const stop = (exit: () => never) => {
         const timer = setTimeout(exit, 5000);
-        (worker ? worker.close() : Promise.resolve()).finally(() => {
+        void (worker ? worker.close() : Promise.resolve()).finally(() => {
           clearTimeout(timer);
           exit();
         });

@@ -848,5 +848,5 @@ function parseWorkerDefaults(value: string | undefined, problems: string[], labe
     problems.push(`${label}: invalid ${wrong.join(', ')}`);
     return undefined;
   }
-  return parsed as DedicatedWorkerDefaults;
+  return parsed;
 }

@@ -29,5 +29,5 @@ export function parseQuantity(quantity: string | number): number | undefined {
   if (!match) return undefined;
   const base = Number(match[1]);
   if (match[2]) return base * 10 ** Number(match[2].slice(1));
-  return base * SUFFIXES[match[3] ?? '']!;
+  return base * SUFFIXES[match[3] ?? ''];
 }

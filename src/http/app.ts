@@ -128,7 +128,7 @@ export function createApp(context: ApiContext): Express {
  */
 function under(router: Router): RequestHandler {
   const paths = router.stack.flatMap((layer) => [(layer.route as { path?: string | string[] } | undefined)?.path ?? []].flat());
-  const prefixes = [...new Set(paths.map((path) => path.split(/\/[:*{]/)[0]!.toLowerCase()))];
+  const prefixes = [...new Set(paths.map((path) => path.split(/\/[:*{]/)[0].toLowerCase()))];
   const handler: RequestHandler = (req, res, next) => {
     const path = req.path.toLowerCase();
     if (prefixes.some((prefix) => path === prefix || path.startsWith(`${prefix}/`))) return router(req, res, next);

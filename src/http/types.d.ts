@@ -1,7 +1,7 @@
 import type { Principal } from '../auth/principal.js';
 
 declare global {
-  // eslint-disable-next-line @typescript-eslint/no-namespace
+   
   namespace Express {
     interface Request {
       traceId: string;

@@ -25,7 +25,7 @@ export interface RunningController {
 
 export interface StartControllerOptions {
   // The per-kind reconcilers (src/controller/reconcilers), given by the caller.
-  reconcilers: Array<Reconciler<any>>;
+  reconcilers: Reconciler[];
   /** Default: loadFromDefault (KUBECONFIG, ~/.kube/config, in-cluster). */
   kubeConfig?: KubeConfig;
   /** Leader-election identity (default: $POD_NAME or the host name, and the pid). */

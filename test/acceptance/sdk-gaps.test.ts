@@ -26,7 +26,7 @@ beforeAll(async () => {
   const app = await root.applications.create({
     name: 'gaps server',
     type: 'private',
-    rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ALL_TOKENS as never }],
+    rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ALL_TOKENS }],
   });
   privateKey = app.key!;
   bt = await sdk(privateKey);

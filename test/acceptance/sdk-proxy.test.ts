@@ -112,7 +112,7 @@ describe('bt.proxies', () => {
     expect(created.tenantId).toEqual(expect.any(String));
 
     expect(await bt.proxies.retrieve(created.id)).toMatchObject({ id: created.id, key: created.key, name: 'Issuer' });
-    const page = await bt.proxies.list({ name: 'issu' } as never);
+    const page = await bt.proxies.list({ name: 'issu' });
     expect(page.data.map((p) => p.id)).toEqual([created.id]);
     expect(page.pagination).toMatchObject({ totalItems: 1, pageNumber: 1 });
 

@@ -122,7 +122,7 @@ test('NOTES.txt points at nothing the chart does not ship, and the resources it 
   // Files of the repository are links (the chart's home), never paths a chart user does not have.
   expect(notes).not.toMatch(/(?<![\w/])(config|docs|crds)\/|apply -k|-f (?!-)\S+\.ya?ml/);
   expect(notes).toContain('https://github.com/tokenvault/tokenvault/blob/main/docs/kubernetes.md#upgrades-and-day-two');
-  const manifest = /<<'EOF'\n([\s\S]*?)\n\s*EOF\n/.exec(notes)![1]!.replace(/^ {5}/gm, '');
+  const manifest = /<<'EOF'\n([\s\S]*?)\n\s*EOF\n/.exec(notes)![1].replace(/^ {5}/gm, '');
   await plane.kubectl(['create', 'namespace', 'tokenvault-notes']);
   const { stdout: applied } = await plane.kubectl(
     ['apply', '--dry-run=server', '-n', 'tokenvault-notes', '-o', 'name', '-f', '-'],

@@ -142,6 +142,7 @@ class TcpRelay {
 
   static async start(target: string): Promise<TcpRelay> {
     const { hostname, port } = new URL(target);
+    // eslint-disable-next-line prefer-const -- the server's callback refers to it before it is assigned
     let relay!: TcpRelay;
     const server = net.createServer((clientSocket) => relay.accept(clientSocket, hostname, Number(port)));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -594,7 +595,7 @@ describe('status and events', () => {
       kind: 'Widget',
       resource: widgets,
       async reconcile(_key, ctx) {
-        const object = ctx.object as (KubeObject & { status?: { conditions?: Condition[] } }) | undefined;
+        const object: (KubeObject & { status?: { conditions?: Condition[] } }) | undefined = ctx.object;
         if (!object) return;
         calls.push(object.metadata!.generation!);
         const conditions = setCondition(object.status?.conditions, {
@@ -724,9 +725,8 @@ describe('leader election', () => {
 
     const cutAt = Date.now();
     relay.refuse();
-    let firstStoppedAfter: number | undefined;
     await eventually(async () => expect(first.isLeader).toBe(false), 5000);
-    firstStoppedAfter = Date.now() - cutAt;
+    const firstStoppedAfter = Date.now() - cutAt;
     await eventually(async () => expect(second.isLeader).toBe(true), 6000);
     const secondLeadsAfter = Date.now() - cutAt;
     expect(firstStoppedAfter).toBeLessThanOrEqual(timings.renewDeadlineMs + 300);
@@ -768,8 +768,7 @@ describe('tokenvault controller', () => {
       retryMaxSeconds: 60,
     });
     const { reconciler, calls } = configMapReconciler('process');
-    let controller: RunningController | undefined;
-    controller = await startController(config, logger, {
+    const controller: RunningController | undefined = await startController(config, logger, {
       reconcilers: [reconciler],
       kubeConfig: controlPlane.kubeConfig(),
       identity: 'process-test',
@@ -777,12 +776,12 @@ describe('tokenvault controller', () => {
       renewDeadlineMs: 1500,
       retryPeriodMs: 500,
     });
-    cleanups.push(() => controller!.close());
+    cleanups.push(() => controller.close());
     expect((await fetch(`${controller.url}/healthz`)).status).toBe(200);
-    await eventually(async () => expect((await fetch(`${controller!.url}/readyz`)).status).toBe(200), 10_000);
+    await eventually(async () => expect((await fetch(`${controller.url}/readyz`)).status).toBe(200), 10_000);
     await eventually(async () => expect(calls.map((c) => c.key)).toContain(`${namespace}/existing`), 5000);
     await eventually(async () => {
-      const text = await (await fetch(`${controller!.url}/metrics`)).text();
+      const text = await (await fetch(`${controller.url}/metrics`)).text();
       expect(text).toMatch(/tokenvault_controller_leader 1/);
       expect(text).toMatch(/tokenvault_controller_reconciles_total\{kind="ConfigMap",result="success"\} [1-9]/);
       expect(text).toMatch(/tokenvault_controller_reconcile_duration_seconds_bucket\{le="[^"]+",kind="ConfigMap",result="success"\}/);
@@ -835,8 +834,8 @@ describe('tokenvault controller (the built CLI)', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
-    child.stdout!.on('data', (chunk) => (output += chunk));
-    child.stderr!.on('data', (chunk) => (output += chunk));
+    child.stdout.on('data', (chunk) => (output += chunk));
+    child.stderr.on('data', (chunk) => (output += chunk));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     cleanups.push(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

@@ -62,7 +62,7 @@ async function startController(name: string, extraEnv: Record<string, string> = 
   const keep = (chunk: Buffer) => {
     tail = (tail + chunk.toString('utf8')).slice(-6_000);
   };
-  child.stderr!.on('data', keep);
+  child.stderr.on('data', keep);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const started = new Promise<{ url: string; identity: string }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`controller ${name} did not start within 60 s:\n${tail}`)), 60_000);
@@ -70,7 +70,7 @@ async function startController(name: string, extraEnv: Record<string, string> = 
       clearTimeout(timer);
       reject(new Error(`controller ${name} exited (${child.exitCode ?? child.signalCode}):\n${tail}`));
     });
-    createInterface({ input: child.stdout! }).on('line', (line) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
       tail = `${tail}${line}\n`.slice(-6_000);
       try {
         const entry = JSON.parse(line) as { msg?: string; url?: string; identity?: string };

@@ -64,7 +64,7 @@ async function startMember(
   dataDir: string,
 ): Promise<{ endpoint: string; process: Supervised }> {
   const pod = `${NAME}-${index}`;
-  const own = ports[index]!;
+  const own = ports[index];
   const mapped = args.map((arg) =>
     arg
       .replaceAll('$(POD_NAME)', pod)
@@ -79,7 +79,7 @@ async function startMember(
       .replace(
         new RegExp(`${NAME}-(\\d)\\.${HEADLESS}\\.${NAMESPACE}\\.svc:(2379|2380)`, 'g'),
         (_, member: string, port: string) =>
-          `127.0.0.1:${port === '2379' ? ports[Number(member)]!.client : ports[Number(member)]!.peer}`,
+          `127.0.0.1:${port === '2379' ? ports[Number(member)].client : ports[Number(member)].peer}`,
       ),
   );
   expect(mapped.filter((arg) => /0\.0\.0\.0|\.svc/.test(arg))).toEqual([]);
@@ -122,27 +122,27 @@ async function eventually<T>(attempt: () => Promise<T>, ms = 20_000): Promise<T>
 
 async function allPorts(): Promise<Ports[]> {
   const flat = await freePorts(9);
-  return [0, 1, 2].map((i) => ({ client: flat[i * 3]!, peer: flat[i * 3 + 1]!, metrics: flat[i * 3 + 2]! }));
+  return [0, 1, 2].map((i) => ({ client: flat[i * 3], peer: flat[i * 3 + 1], metrics: flat[i * 3 + 2] }));
 }
 
 test('the documented path from 1 to 3 members, with the chart’s flags: member add as learners, existing state, promote; the data stays', async () => {
   const ports = await allPorts();
   const dirs = await dataDirs(3);
-  const first = await startMember(0, await chartArgs([]), ports, dirs[0]!);
+  const first = await startMember(0, await chartArgs([]), ports, dirs[0]);
   const etcd0 = client(first.endpoint);
   await eventually(async () => {
     await etcd0.put('tokens/1').value('kept');
   });
 
   for (const index of [1, 2]) {
-    const peer = `http://127.0.0.1:${ports[index]!.peer}`;
+    const peer = `http://127.0.0.1:${ports[index].peer}`;
     const added = await eventually(() => etcd0.cluster.memberAdd({ peerURLs: [peer], isLearner: true }));
     const replicas = String(index + 1);
     await startMember(
       index,
       await chartArgs(['--set', `etcd.replicas=${replicas}`, '--set', 'etcd.initialClusterState=existing']),
       ports,
-      dirs[index]!,
+      dirs[index],
     );
     // etcd promotes a learner only once it has caught up with the leader.
     await eventually(() => etcd0.cluster.memberPromote({ ID: added.member.ID }));
@@ -156,14 +156,14 @@ test('the documented path from 1 to 3 members, with the chart’s flags: member 
     { name: `${NAME}-2`, learner: false },
   ]);
   // The third member serves the data written before it joined.
-  const etcd2 = client(`http://127.0.0.1:${ports[2]!.client}`);
+  const etcd2 = client(`http://127.0.0.1:${ports[2].client}`);
   expect(await eventually(() => etcd2.get('tokens/1').string())).toBe('kept');
 }, 90_000);
 
 test('what the chart refuses: new members with --initial-cluster-state=new next to a running etcd form a second, empty cluster', async () => {
   const ports = await allPorts();
   const dirs = await dataDirs(3);
-  const first = await startMember(0, await chartArgs([]), ports, dirs[0]!);
+  const first = await startMember(0, await chartArgs([]), ports, dirs[0]);
   const etcd0 = client(first.endpoint);
   await eventually(async () => {
     await etcd0.put('tokens/1').value('kept');
@@ -172,9 +172,9 @@ test('what the chart refuses: new members with --initial-cluster-state=new next 
   // values-ha.yaml's three members, as a plain `helm upgrade` rendered them before this chart refused it.
   const ha = await chartArgs(['--set', 'etcd.replicas=3']);
   expect(ha).toContain('--initial-cluster-state=new');
-  await startMember(1, ha, ports, dirs[1]!);
-  await startMember(2, ha, ports, dirs[2]!);
-  const etcd1 = client(`http://127.0.0.1:${ports[1]!.client}`);
+  await startMember(1, ha, ports, dirs[1]);
+  await startMember(2, ha, ports, dirs[2]);
+  const etcd1 = client(`http://127.0.0.1:${ports[1].client}`);
   // Members 1 and 2 are a quorum of their own: writes succeed there, and the data of member 0 is not there.
   await eventually(async () => {
     await etcd1.put('tokens/2').value('elsewhere');

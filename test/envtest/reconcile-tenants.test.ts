@@ -90,9 +90,9 @@ test("a Tenant's spec.rateLimits become the vault tenant's own limits: a burst p
   const answers = await Promise.all(Array.from({ length: 8 }, () => api('GET', '/tenants/self', key)));
   const refused = answers.filter((a) => a.status === 429);
   expect(refused.length).toBeGreaterThanOrEqual(5);
-  expect(refused[0]!.body).toMatchObject({ code: 'TV_RATE_LIMITED' });
-  expect(refused[0]!.body.detail).toContain("the Tenant's spec.rateLimits.api.perKey");
-  expect(refused[0]!.headers.get('retry-after')).toMatch(/^\d+$/);
+  expect(refused[0].body).toMatchObject({ code: 'TV_RATE_LIMITED' });
+  expect(refused[0].body.detail).toContain("the Tenant's spec.rateLimits.api.perKey");
+  expect(refused[0].headers.get('retry-after')).toMatch(/^\d+$/);
 
   await env.apply(tenantYaml('limited', { deletionPolicy: 'Delete' }));
   await env.waitFor<any>('Tenant', ns, 'limited', (t) => t?.status?.observedGeneration === 2 && readyCondition(t)?.status === 'True');

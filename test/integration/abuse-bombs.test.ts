@@ -12,7 +12,7 @@ import zlib from 'node:zlib';
 import { generateApiKey } from '../../src/auth/api-keys.js';
 import { RuntimeClient } from '../../src/runtime/client/client.js';
 import { TEST_KEK, createApplication, createTenant, spawnApi, testEtcdStoreUrl, type ChildApi } from '../support/api.js';
-import { call, client } from '../support/http.js';
+import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { send } from '../support/proxy.js';
 
@@ -58,7 +58,7 @@ async function spawnWorker(env: Record<string, string>) {
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('the worker did not start within 15 s')), 15_000);
     child.once('exit', (code) => reject(new Error(`the worker exited with ${code}`)));
-    createInterface({ input: child.stdout! }).on('line', (line) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
       try {
         const entry = JSON.parse(line) as { msg?: string; url?: string };
         if (entry.msg === 'worker listening' && entry.url) {

@@ -40,7 +40,7 @@ function hostileBody(n: number): unknown {
 
 function p99(samples: number[]): number {
   const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.99) - 1)]!;
+  return sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.99) - 1)];
 }
 
 test('6. while ten hostile expression requests run, /healthz p99 stays under 50 ms and each gets a 400 naming the limit', async () => {

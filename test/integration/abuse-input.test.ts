@@ -27,7 +27,7 @@ function echoHeaders(req: IncomingMessage, res: ServerResponse) {
   req.on('end', () => {
     // Each header's bytes as received (rawHeaders are Latin-1 strings: one character per byte).
     const received: Record<string, string> = {};
-    for (let i = 0; i < req.rawHeaders.length; i += 2) received[req.rawHeaders[i]!.toLowerCase()] = headerBytes(req.rawHeaders[i + 1]);
+    for (let i = 0; i < req.rawHeaders.length; i += 2) received[req.rawHeaders[i].toLowerCase()] = headerBytes(req.rawHeaders[i + 1]);
     res.setHeader('X-Back', bytesAsHeader('naïve ✓ Ωmega'));
     res.setHeader('content-type', 'application/json');
     // A Buffer, not a string: Node writes the headers of a string body in the body's encoding (UTF-8), not Latin-1.

@@ -53,7 +53,7 @@ test('GET /roles lists the tenant member role names for any tenant key', async (
 describe('features this deployment does not offer', () => {
   test.each(UNSUPPORTED_FEATURES.map(([prefix, feature]) => [prefix, feature]))('%s → 501 TV_NOT_SUPPORTED naming %s', async (prefix, feature) => {
     for (const [method, path] of [['GET', prefix], ['POST', prefix], ['GET', `${prefix}/some-id`], ['DELETE', `${prefix}/some-id/more`]]) {
-      const answer = await call(api.url, method!, path!, { key: mgmt.key(), body: method === 'POST' ? {} : undefined });
+      const answer = await call(api.url, method, path, { key: mgmt.key(), body: method === 'POST' ? {} : undefined });
       expect([path, answer.status, answer.body.code]).toEqual([path, 501, 'TV_NOT_SUPPORTED']);
       expect(answer.body.detail).toContain(feature);
     }

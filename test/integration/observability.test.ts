@@ -5,7 +5,6 @@ import { Writable } from 'node:stream';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { startEtcd, type EtcdProcess } from '../support/etcd.js';
 import { call, client } from '../support/http.js';
-import { eventually } from '../support/wait.js';
 
 const logLines: string[] = [];
 const logSink = new Writable({

@@ -83,7 +83,7 @@ describe('REST API', () => {
     expect(remaining).toEqual(Array.from({ length: API_PER_KEY }, (_, i) => i));
 
     // The reset: after Retry-After the key is let through again, with a full window.
-    const retryAfter = Number(limited[0]!.headers.get('retry-after'));
+    const retryAfter = Number(limited[0].headers.get('retry-after'));
     await sleep(retryAfter * 1000);
     await eventually(async () => {
       const again = await client(api.url, key).get('/applications/key');
@@ -119,7 +119,7 @@ describe('REST API', () => {
     const refused = [...answers, ...more].filter((a) => a.status === 429);
     expect([...answers, ...more].filter((a) => a.status === 200).length).toBeLessThanOrEqual(10);
     expect(refused.length).toBeGreaterThanOrEqual(14);
-    expectRateLimited(refused[0]!, 10, /Tenant's spec\.rateLimits\.api\.perTenant/);
+    expectRateLimited(refused[0], 10, /Tenant's spec\.rateLimits\.api\.perTenant/);
 
     // Meanwhile the other tenant gets every request through, as fast as alone.
     const started = Date.now();
@@ -161,7 +161,7 @@ describe('proxy and reactor calls', () => {
     expect(answers.filter((a) => a.status === 200)).toHaveLength(CALLS_PER_KEY);
     const limited = answers.filter((a) => a.status === 429);
     expect(limited).toHaveLength(3);
-    expectRateLimited(limited[0]!, CALLS_PER_KEY, /TOKENVAULT_RATE_LIMIT_CALLS_PER_KEY/);
+    expectRateLimited(limited[0], CALLS_PER_KEY, /TOKENVAULT_RATE_LIMIT_CALLS_PER_KEY/);
     // Reactor invocations are calls too (the reactor need not exist: the limit is checked before the route).
     const react = await client(api.url, key).post(`/reactors/${randomUUID()}/react`, { body: { args: {} } });
     expectRateLimited(react, CALLS_PER_KEY, /TOKENVAULT_RATE_LIMIT_CALLS_PER_KEY/);

@@ -64,7 +64,7 @@ function failure(result: InvocationResult) {
 
 async function post(path: string, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) {
   const response = await fetch(`${worker.url}${path}`, { method: 'POST', headers, body });
-  return { status: response.status, body: (await response.json()) as any };
+  return { status: response.status, body: (await response.json()) };
 }
 
 describe('HTTP interface', () => {
@@ -234,14 +234,15 @@ describe('code travels once per worker pool', () => {
     const server = http.createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', async () => {
+      const relay = async () => {
         const text = Buffer.concat(chunks).toString('utf8');
         bodies.push(JSON.parse(text));
         const answer = await fetch(`${target.url}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
         statuses.push(answer.status);
         res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' });
         res.end(await answer.text());
-      });
+      };
+      req.on('end', () => void relay().catch(() => res.destroy()));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;

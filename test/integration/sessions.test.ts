@@ -7,14 +7,13 @@ import { client } from '../support/http.js';
 import { eventually, sleep } from '../support/wait.js';
 
 let api: TestApi;
-let tenantId: string;
 let publicKey: string;
 let privateKey: string;
 let managementKey: string;
 
 beforeAll(async () => {
   api = await startTestApi();
-  ({ tenantId, managementKey } = await createTenant(api.url, api.operatorKey));
+  ({ managementKey } = await createTenant(api.url, api.operatorKey));
   publicKey = (await createApplication(api.url, managementKey, { name: 'web', type: 'public', permissions: ['token:create'] })).key;
   privateKey = (await createApplication(api.url, managementKey, { name: 'server', type: 'private', permissions: ['token:read', 'token:use'] })).key;
 });

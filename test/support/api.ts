@@ -115,7 +115,7 @@ export async function spawnApi(args: string[], env: Record<string, string>): Pro
     const timer = setTimeout(() => reject(new Error('the api did not start within 15 s')), 15_000);
     child.once('exit', (code) => reject(new Error(`the api exited with ${code}`)));
     let apiUrl: string | undefined;
-    createInterface({ input: child.stdout! }).on('line', (line) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
       try {
         const entry = JSON.parse(line) as { msg?: string; url?: string };
         if (entry.msg === 'api listening' && entry.url) apiUrl = entry.url;

@@ -32,7 +32,7 @@ export async function startDevServer(env: Record<string, string> = {}): Promise<
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
-  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
@@ -43,7 +43,7 @@ export async function startDevServer(env: Record<string, string> = {}): Promise<
     const fields: Record<string, string> = {};
     const timer = setTimeout(() => reject(new Error(`no banner within 15 s; stderr: ${stderr}`)), 15_000);
     child.once('exit', (code) => reject(new Error(`tokenvault dev exited with ${code}; stderr: ${stderr}`)));
-    createInterface({ input: child.stdout! }).on('line', (line) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
       const field = /^ {2}(URL|Management key|Operator key):\s+(\S+)$/.exec(line);
       if (field) fields[field[1]] = field[2];
       if (fields.URL && fields['Management key'] && fields['Operator key']) {

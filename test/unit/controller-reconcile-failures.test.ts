@@ -26,7 +26,7 @@ function fakeContext<T extends VaultObject>(object: T, cached: Record<string, Va
     list: () => [],
     readSecret: async () => undefined,
     patchStatus: async (status: Record<string, unknown>) => {
-      statuses.push(status as { conditions?: Condition[] });
+      statuses.push(status);
       object.status = { ...object.status, ...(status as VaultObject['status']) };
       return object;
     },
@@ -115,7 +115,7 @@ describe('a formula still used by reactors', () => {
         uid: '9b6f2f9e-3f5c-4d39-9a3c-7a0c1f1d2e3f',
         generation: 1,
         finalizers: [FINALIZER],
-        deletionTimestamp: new Date(0) as never,
+        deletionTimestamp: new Date(0),
       },
       spec: { tenantRef: { name: 'acme' }, code: 'module.exports = async () => ({})' },
     };

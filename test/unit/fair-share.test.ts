@@ -35,10 +35,10 @@ describe('FairShare', () => {
     expect(share.usage('a')).toEqual({ running: 2, waiting: 1 });
     expect(await share.run('b', 'r0', async () => 'b ran')).toBe('b ran');
     expect(third).toBe(false);
-    held[0]!.open();
+    held[0].open();
     await waiting;
     expect(third).toBe(true);
-    held[1]!.open();
+    held[1].open();
     await Promise.all(running);
     expect(share.usage('a')).toEqual({ running: 0, waiting: 0 });
   });

@@ -307,7 +307,7 @@ export interface RuntimeOutcome {
 /** Makes the worker objects and the vault tenant's worker_url match spec.runtime. */
 export async function reconcileRuntime(
   vault: VaultClient,
-  ctx: ReconcileContext<any>,
+  ctx: ReconcileContext,
   object: VaultObject<{ runtime?: RuntimeSpec }>,
   tenant: VaultTenantRuntime,
   body: { name: string; settings: Record<string, string> },

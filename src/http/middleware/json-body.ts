@@ -66,13 +66,13 @@ function readJson(req: Request, expected: number, maxDepth: number): Promise<unk
     const onEnd = () => {
       cleanup();
       if (received !== expected) return reject(new Errors.InvalidBody('The request body could not be read.'));
-      const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received);
+      const bytes = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, received);
       if (bytes.length === 0) return resolve({});
       try {
         // On the bytes: ~0.3 µs for a typical body, ~3 ms a MB (a scan of the decoded string costs three times that).
         assertJsonDepth(bytes, maxDepth);
       } catch (error) {
-        return reject(error);
+        return reject(error instanceof Error ? error : new Error(String(error)));
       }
       const text = bytes.toString('utf8');
       try {

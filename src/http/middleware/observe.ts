@@ -8,7 +8,8 @@ export function observe(metrics: Metrics, logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const start = process.hrtime.bigint();
     res.on('finish', () => {
-      const route = req.route ? `${req.baseUrl}${String(req.route.path)}` : 'unmatched';
+      const matched = req.route as { path: unknown } | undefined;
+      const route = matched ? `${req.baseUrl}${String(matched.path)}` : 'unmatched';
       const labels = { route, method: req.method, status: String(res.statusCode) };
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
       metrics.httpRequests.inc(labels);

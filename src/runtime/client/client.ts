@@ -7,17 +7,12 @@
 // answers come back line by line as each finishes: one HTTP exchange instead of several costs the API ~20% less CPU
 // per react at 32 clients (measured A/B). A lone invocation, or a large one, goes by itself as before; a worker that
 // refuses batches (an older version, 400) gets the batch's invocations one by one.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
 import { StringDecoder } from 'node:string_decoder';
 import { LRUCache } from 'lru-cache';
 import { Pool, type Dispatcher } from 'undici';
 import { TurnBatches } from '../../batching/turn-batches.js';
 import type { Config } from '../../config/config.js';
 import { Errors, VaultError } from '../../errors/registry.js';
-import type { Logger } from '../../observability/logger.js';
-import { freeLoopbackPort } from '../../server/ports.js';
 import { MAX_BATCH_ITEMS, type BatchLine, type InvocationRequest, type InvocationResult } from '../contract.js';
 
 export interface RuntimeClientOptions {

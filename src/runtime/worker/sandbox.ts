@@ -221,7 +221,7 @@ class CompiledSandbox {
 
   private releaseOldest(): void {
     let oldest: [string, SandboxContext[]] | undefined;
-    for (const entry of this.idle) if (!oldest || entry[1][0]!.idleSince < oldest[1][0]!.idleSince) oldest = entry;
+    for (const entry of this.idle) if (!oldest || entry[1][0].idleSince < oldest[1][0].idleSince) oldest = entry;
     if (!oldest) return;
     const [key, list] = oldest;
     list.shift()!.release();
@@ -448,14 +448,15 @@ export class SandboxPool {
     /** Resolves the wait for this invocation's last task (see `quiet`). */
     let drained: (() => void) | undefined;
     const task = <T>(promise: Promise<T>): Promise<T> => {
-      sandbox.track(promise);
+      void sandbox.track(promise); // tracked for the pool's shutdown; the caller awaits the promise itself
       if (tasks++ === 0) since = cpuNow();
       const done = () => {
         if (--tasks > 0) return;
         charged += cpuNow() - since;
         drained?.();
       };
-      promise.then(done, done);
+      // The caller handles the promise's outcome; this only counts when it settles.
+      void promise.then(done, done);
       return promise;
     };
     const wallLeftNow = () => limits.timeoutMs - (performance.now() - started);
@@ -544,7 +545,7 @@ export class SandboxPool {
         case 'uuid':
           return randomUUID();
         case 'keyMatches': {
-          const candidate = Buffer.from(String(payload?.key ?? ''));
+          const candidate = Buffer.from(typeof payload?.key === 'string' ? payload.key : '');
           const own = Buffer.from(request.bt?.apiKey ?? '');
           return String(own.length > 0 && candidate.length === own.length && timingSafeEqual(candidate, own));
         }
@@ -630,7 +631,7 @@ export class SandboxPool {
         const preludeRun = sandbox.track(sandbox.prelude.run(created, { reference: true, timeout: limits.cpuMs }));
         const moduleRun = issue(() => sandbox.script.run(created, { timeout: limits.cpuMs }));
         moduleRun.catch(() => undefined);
-        const reference = (await preludeRun) as ivm.Reference;
+        const reference = (await preludeRun);
         fresh.entry = reference;
         if (finished) return;
         entry = reference;
@@ -701,8 +702,8 @@ export class SandboxPool {
   }
 
   private async fetch(payload: Record<string, unknown>, body: unknown, signal: AbortSignal): Promise<{ json: string; body: Buffer }> {
-    const url = String(payload.url ?? '');
-    const method = String(payload.method ?? 'GET').toUpperCase();
+    const url = typeof payload.url === 'string' ? payload.url : '';
+    const method = (typeof payload.method === 'string' ? payload.method : 'GET').toUpperCase();
     const headers: Record<string, string> = {};
     if (payload.headers !== null && typeof payload.headers === 'object') {
       for (const [name, value] of Object.entries(payload.headers as Record<string, unknown>)) {
