@@ -49,7 +49,9 @@ export function declareMetrics<T extends MetricTable>(registry: Registry, table:
  * The base class of a process's metrics: `class Metrics extends MetricSet(TABLE) {}` has a `registry` and one field
  * per row of the table.
  */
-export function MetricSet<T extends MetricTable>(table: T): new (options?: MetricsOptions) => Declared<T> & { readonly registry: Registry } {
+export function MetricSet<T extends MetricTable>(
+  table: T,
+): new (options?: MetricsOptions) => Declared<T> & { readonly registry: Registry } {
   return class {
     readonly registry = new Registry();
     constructor(options: MetricsOptions = {}) {

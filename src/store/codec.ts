@@ -67,7 +67,11 @@ export class RecordVersionError extends Error {
 }
 
 /** The stored text of a record: its members with the kind's current version first. */
-export function encode(kind: RecordKind, value: object, table: Record<RecordKind, readonly Upgrade[]> = UPGRADES): string {
+export function encode(
+  kind: RecordKind,
+  value: object,
+  table: Record<RecordKind, readonly Upgrade[]> = UPGRADES,
+): string {
   return JSON.stringify({ [VERSION_FIELD]: currentVersion(kind, table), ...value });
 }
 

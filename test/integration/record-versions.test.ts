@@ -39,19 +39,40 @@ test('records written without a version read back identically through the API', 
   const app = await createApplication(api.url, managementKey, {
     name: 'reader',
     type: 'private',
-    rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:update', 'token:use'] }],
+    rules: [
+      {
+        description: 'all',
+        priority: 1,
+        container: '/',
+        transform: 'reveal',
+        permissions: ['token:create', 'token:read', 'token:update', 'token:use'],
+      },
+    ],
   });
   const reader = client(api.url, app.key);
-  const token = await reader.post('/tokens', { body: { type: 'card', data: { number: '4916338506082832', cvc: '731', expiration_month: 3, expiration_year: 2031 } } });
+  const token = await reader.post('/tokens', {
+    body: {
+      type: 'card',
+      data: { number: '4916338506082832', cvc: '731', expiration_month: 3, expiration_year: 2031 },
+    },
+  });
   expect(token.status).toBe(201);
-  const idempotent = await reader.post('/tokens', { body: { type: 'token', data: 'once' }, headers: { 'BT-IDEMPOTENCY-KEY': 'k1' } });
-  const formula = await mgmt.post('/reactor-formulas', { body: { name: 'f', type: 'private', code: ECHO, configuration: [], request_parameters: [] } });
+  const idempotent = await reader.post('/tokens', {
+    body: { type: 'token', data: 'once' },
+    headers: { 'BT-IDEMPOTENCY-KEY': 'k1' },
+  });
+  const formula = await mgmt.post('/reactor-formulas', {
+    body: { name: 'f', type: 'private', code: ECHO, configuration: [], request_parameters: [] },
+  });
   expect(formula.status).toBe(201);
   const reactor = await mgmt.post('/reactors', { body: { name: 'echo', configuration: {}, code: ECHO } });
   expect(reactor.status).toBe(201);
   const proxy = await mgmt.post('/proxies', { body: { name: 'p', destination_url: 'https://example.com/' } });
   expect(proxy.status).toBe(201);
-  const session = await client(api.url, (await createApplication(api.url, managementKey, { name: 'b', type: 'public', permissions: ['token:create'] })).key).post('/sessions');
+  const session = await client(
+    api.url,
+    (await createApplication(api.url, managementKey, { name: 'b', type: 'public', permissions: ['token:create'] })).key,
+  ).post('/sessions');
   expect(session.status).toBe(201);
 
   const reads = {
@@ -79,7 +100,12 @@ test('records written without a version read back identically through the API', 
 
   // The old format, straight into the store: the tenant, its data, the key indexes; then a fresh API (no caches).
   const store = api.context.store;
-  const rewritten = await writeUnversioned(store, [keys.tenant(tenantId), keys.tenantData(tenantId), keys.apiKeys, keys.proxyKeys]);
+  const rewritten = await writeUnversioned(store, [
+    keys.tenant(tenantId),
+    keys.tenantData(tenantId),
+    keys.apiKeys,
+    keys.proxyKeys,
+  ]);
   expect(rewritten).toBeGreaterThanOrEqual(12);
   const { port } = new URL(api.url);
   await api.close();
@@ -87,9 +113,22 @@ test('records written without a version read back identically through the API', 
 
   expect(await readAll()).toEqual(before);
   // The idempotency answer replays, the session key authenticates, and a write stamps the current version again.
-  const replay = await reader.post('/tokens', { body: { type: 'token', data: 'once' }, headers: { 'BT-IDEMPOTENCY-KEY': 'k1' } });
+  const replay = await reader.post('/tokens', {
+    body: { type: 'token', data: 'once' },
+    headers: { 'BT-IDEMPOTENCY-KEY': 'k1' },
+  });
   expect(replay.body).toEqual(idempotent.body);
   expect((await client(api.url, session.body.session_key).get('/tokens')).status).not.toBe(401);
-  expect((await mgmt.patch(`/reactors/${reactor.body.id}`, { body: { name: 'echo 2' }, headers: { 'Content-Type': 'application/merge-patch+json' } })).status).toBe(200);
-  expect(JSON.parse((await api.context.store.get(keys.reactor(tenantId, reactor.body.id)))!.value)).toMatchObject({ _v: 1, name: 'echo 2' });
+  expect(
+    (
+      await mgmt.patch(`/reactors/${reactor.body.id}`, {
+        body: { name: 'echo 2' },
+        headers: { 'Content-Type': 'application/merge-patch+json' },
+      })
+    ).status,
+  ).toBe(200);
+  expect(JSON.parse((await api.context.store.get(keys.reactor(tenantId, reactor.body.id)))!.value)).toMatchObject({
+    _v: 1,
+    name: 'echo 2',
+  });
 });

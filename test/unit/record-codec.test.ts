@@ -1,6 +1,14 @@
 // The record codec: what `encode` writes, how `decode` reads unversioned records and upgrades old ones in order.
 import { expect, test } from '@jest/globals';
-import { currentVersion, decode, encode, RecordVersionError, UPGRADES, type RecordKind, type Upgrade } from '../../src/store/codec.js';
+import {
+  currentVersion,
+  decode,
+  encode,
+  RecordVersionError,
+  UPGRADES,
+  type RecordKind,
+  type Upgrade,
+} from '../../src/store/codec.js';
 
 test('a record is written with its kind’s current version and read back without it', () => {
   const text = encode('tenant', { id: 't1', name: 'A' });
@@ -21,8 +29,14 @@ test('upgrades run in order from the stored version to the current one', () => {
   expect(currentVersion('tenant', table)).toBe(3);
   const clean = (value: object) => JSON.parse(JSON.stringify(value)) as unknown;
   expect(clean(decode('tenant', JSON.stringify({ id: 't1', name: 'A' }), table))).toEqual({ id: 't1', labels: ['A'] });
-  expect(clean(decode('tenant', JSON.stringify({ _v: 2, id: 't1', label: 'B' }), table))).toEqual({ id: 't1', labels: ['B'] });
-  expect(clean(decode('tenant', encode('tenant', { id: 't1', labels: ['C'] }, table), table))).toEqual({ id: 't1', labels: ['C'] });
+  expect(clean(decode('tenant', JSON.stringify({ _v: 2, id: 't1', label: 'B' }), table))).toEqual({
+    id: 't1',
+    labels: ['B'],
+  });
+  expect(clean(decode('tenant', encode('tenant', { id: 't1', labels: ['C'] }, table), table))).toEqual({
+    id: 't1',
+    labels: ['C'],
+  });
 });
 
 test('a version newer than this build knows is refused, not misread', () => {

@@ -2,7 +2,17 @@
 import { MetricSet, type MetricTable } from '../../observability/metric-table.js';
 
 /** Outcome label values: `ok` or the failure kind of contract.ts. */
-export type InvocationOutcome = 'ok' | 'compile' | 'sdk' | 'custom_response' | 'thrown' | 'timeout' | 'memory' | 'invalid_result' | 'result_too_large' | 'host_limit';
+export type InvocationOutcome =
+  | 'ok'
+  | 'compile'
+  | 'sdk'
+  | 'custom_response'
+  | 'thrown'
+  | 'timeout'
+  | 'memory'
+  | 'invalid_result'
+  | 'result_too_large'
+  | 'host_limit';
 
 const RUNTIME_METRICS = {
   invocations: {
