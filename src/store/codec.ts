@@ -72,7 +72,9 @@ export function encode(
   value: object,
   table: Record<RecordKind, readonly Upgrade[]> = UPGRADES,
 ): string {
-  return JSON.stringify({ [VERSION_FIELD]: currentVersion(kind, table), ...value });
+  const version = currentVersion(kind, table);
+  // The version stays the first member, and a stale `_v` in `value` (a record copied from raw JSON) cannot win.
+  return JSON.stringify(Object.assign({ [VERSION_FIELD]: version }, value, { [VERSION_FIELD]: version }));
 }
 
 /** A record read back at the kind's current shape, without the version member. */

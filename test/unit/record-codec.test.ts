@@ -14,6 +14,8 @@ test('a record is written with its kind’s current version and read back withou
   const text = encode('tenant', { id: 't1', name: 'A' });
   expect(JSON.parse(text)).toEqual({ _v: 1, id: 't1', name: 'A' });
   expect(decode('tenant', text)).toEqual({ id: 't1', name: 'A' });
+  // A value copied from a raw stored record keeps its members, but the version written is the current one.
+  expect(encode('tenant', { _v: 0, id: 't1' })).toBe('{"_v":1,"id":"t1"}');
 });
 
 test('a record without a version (written before versions existed) reads as version 1, unchanged', () => {
