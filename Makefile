@@ -16,7 +16,7 @@ SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 SANDBOX_SOURCES := $(wildcard src/runtime/worker/sandbox-code/*.js)
 SANDBOX_BUNDLE := src/runtime/worker/prelude-bundle.ts
 
-.PHONY: help install build run test test-unit lint bench typecheck sandbox clean
+.PHONY: help install build run test test-unit lint bench typecheck sandbox clean e2e
 
 help:
 	@echo "make run    build and start tokenvault dev (prints the URL and a management key)"
@@ -26,6 +26,7 @@ help:
 	@echo "           and that the sandbox bundle is fresh"
 	@echo "make sandbox  rebundle the sandbox code (src/runtime/worker/sandbox-code) into $(SANDBOX_BUNDLE)"
 	@echo "make bench  run the benchmarks"
+	@echo "make e2e    the chart and the image on a real single-node cluster on this machine (root; see README)"
 
 # npm install, not npm ci: npm 11 writes lock files without other platforms' optional bindings (unrs-resolver's),
 # which npm ci then refuses as out of sync. --no-save keeps the committed lock file as it is.
@@ -69,6 +70,11 @@ lint: typecheck
 
 bench: build
 	hack/bench.sh
+
+# A real single-node Kubernetes cluster on this machine, the image built from this tree, the chart, the official SDKs
+# through the API Service; stopped and cleaned at the end (hack/e2e/run.sh).
+e2e: $(INSTALLED)
+	hack/e2e/run.sh
 
 clean:
 	rm -rf dist node_modules

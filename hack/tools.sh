@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Usage: hack/tools.sh TOOL      TOOL: etcd, kube-apiserver, kubectl or helm
+# Usage: hack/tools.sh TOOL
+#   TOOL: etcd, kube-apiserver, kubectl, helm (the test tiers), or kubelet, kube-scheduler, kube-controller-manager,
+#   kube-proxy, coredns (the single-node cluster of `make e2e`, hack/e2e/).
 #
 # Prints the absolute path of a binary the tests need, building it from the Go module proxy the first time.
 # Only the path goes to stdout, so callers can write BIN=$(hack/tools.sh etcd); progress goes to stderr.
@@ -7,12 +9,12 @@
 # Lookup order:
 #   1. $KUBEBUILDER_ASSETS/<tool>, the envtest way (setup-envtest or a kubebuilder tools tarball), when its version is
 #      recent enough;
-#   2. etcd only: etcd on PATH. kube-apiserver, kubectl and helm are never taken from PATH: a machine's kubectl can be
+#   2. etcd only: etcd on PATH (the e2e tools never come from KUBEBUILDER_ASSETS or PATH: always the pinned build). kube-apiserver, kubectl and helm are never taken from PATH: a machine's kubectl can be
 #      any build (this one's /usr/bin/kubectl is unrelated to Kubernetes), and the tests must run the pinned
 #      kube-apiserver/kubectl/helm, not whatever happens to be installed;
 #   3. a cache that survives between runs, outside the tracked tree:
 #      ${TOKENVAULT_TOOLS_DIR:-$HOME/.cache/tokenvault/tools}/<name>-v<version>/<tool>, built when missing.
-# etcd, kube-apiserver and kubectl are built from wrapper modules under hack/tools/<name>/ whose go.mod/go.sum pin the
+# etcd, the Kubernetes commands and CoreDNS are built from wrapper modules under hack/tools/<name>/ whose go.mod/go.sum pin the
 # exact release; helm is `go install`ed at its pinned version (its go.mod has no replace directives, so go install
 # accepts it, and its own go.sum pins its dependencies).
 #
@@ -27,6 +29,7 @@ ETCD_VERSION=3.6.16        # must match the require in hack/tools/etcd/go.mod
 ETCD_MIN_VERSION=3.5.0
 KUBERNETES_VERSION=1.37.2  # must match the require in hack/tools/kubernetes/go.mod (rewrite it with its pin.sh)
 KUBERNETES_MIN_VERSION=1.30.0 # oldest kube-apiserver/kubectl accepted from KUBEBUILDER_ASSETS
+COREDNS_VERSION=1.15.0     # must match the require in hack/tools/coredns/go.mod
 HELM_VERSION=4.3.1
 HELM_MAJOR=4               # a helm from KUBEBUILDER_ASSETS must have this major version
 
@@ -112,20 +115,22 @@ tool_etcd() {
   echo "$cached"
 }
 
-# --- kube-apiserver and kubectl -----------------------------------------------------------------------------------
+# --- the Kubernetes commands --------------------------------------------------------------------------------------
 
-# kube_version BINARY: the release a kube-apiserver or kubectl reports, without the v ("1.37.2").
+# kube_version BINARY: the release a Kubernetes command reports, without the v ("1.37.2").
 kube_version() {
   case $(basename "$1") in
-    kube-apiserver) "$1" --version 2>/dev/null | sed -n 's/^Kubernetes v\([0-9][0-9.]*\).*/\1/p' | head -n1 ;;
     kubectl) "$1" version --client 2>/dev/null | sed -n 's/^Client Version: v\([0-9][0-9.]*\).*/\1/p' | head -n1 ;;
+    *) "$1" --version 2>/dev/null | sed -n 's/^Kubernetes v\([0-9][0-9.]*\).*/\1/p' | head -n1 ;;
   esac
 }
 
-# tool_kube NAME: kube-apiserver or kubectl.
+# tool_kube NAME: kube-apiserver, kubectl, kubelet, kube-scheduler, kube-controller-manager or kube-proxy. Only
+# kube-apiserver and kubectl may come from KUBEBUILDER_ASSETS (envtest ships no others).
 tool_kube() {
   local name=$1
-  if [[ -n ${KUBEBUILDER_ASSETS:-} && -x $KUBEBUILDER_ASSETS/$name ]] &&
+  if [[ $name == kube-apiserver || $name == kubectl ]] &&
+    [[ -n ${KUBEBUILDER_ASSETS:-} && -x $KUBEBUILDER_ASSETS/$name ]] &&
     version_at_least "$(kube_version "$KUBEBUILDER_ASSETS/$name")" "$KUBERNETES_MIN_VERSION"; then
     abspath "$KUBEBUILDER_ASSETS/$name"
     return
@@ -146,6 +151,23 @@ tool_kube() {
     go_build "$HACK_DIR/tools/kubernetes" "k8s.io/kubernetes/cmd/$name" "$cached" -ldflags "$ldflags"
     [[ $(kube_version "$cached") == "$KUBERNETES_VERSION" ]] ||
       die "the $name just built at $cached does not report version v$KUBERNETES_VERSION"
+  fi
+  echo "$cached"
+}
+
+# --- coredns ------------------------------------------------------------------------------------------------------
+
+coredns_version() {
+  "$1" -version 2>/dev/null | sed -n 's/^CoreDNS-\([0-9][0-9.]*\).*/\1/p' | head -n1
+}
+
+tool_coredns() {
+  local cached=$TOOLS_DIR/coredns-v$COREDNS_VERSION/coredns
+  if [[ ! -x $cached || $(coredns_version "$cached") != "$COREDNS_VERSION" ]]; then
+    local -x CGO_ENABLED=0 # static, as CoreDNS' release build: it runs in a scratch image
+    go_build "$HACK_DIR/tools/coredns" github.com/coredns/coredns "$cached" -ldflags "-s -w"
+    [[ $(coredns_version "$cached") == "$COREDNS_VERSION" ]] ||
+      die "the coredns just built at $cached does not report version $COREDNS_VERSION"
   fi
   echo "$cached"
 }
@@ -184,7 +206,7 @@ tool_helm() {
 # --- main -------------------------------------------------------------------------------------------------------
 
 usage() {
-  echo "usage: $0 etcd|kube-apiserver|kubectl|helm" >&2
+  echo "usage: $0 etcd|kube-apiserver|kubectl|helm|kubelet|kube-scheduler|kube-controller-manager|kube-proxy|coredns" >&2
   exit 2
 }
 
@@ -193,7 +215,8 @@ JOBS=$(build_jobs)
 
 case $1 in
   etcd) tool_etcd ;;
-  kube-apiserver | kubectl) tool_kube "$1" ;;
+  kube-apiserver | kubectl | kubelet | kube-scheduler | kube-controller-manager | kube-proxy) tool_kube "$1" ;;
+  coredns) tool_coredns ;;
   helm) tool_helm ;;
   *) usage ;;
 esac

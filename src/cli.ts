@@ -25,7 +25,7 @@ async function main(argv: string[]): Promise<number> {
       const config = loadConfig({ argv: rest });
       const logger = createLogger(config.logLevel);
       const api = await startApi(config, logger);
-      stopOnSignal(logger, () => api.close());
+      stopOnSignal(logger, () => api.close({ drainMs: config.limits.shutdownDrainSeconds * 1000 }));
       return -1;
     }
     case 'dev': {

@@ -170,6 +170,8 @@ export interface Config {
     jsonMaxDepth: number;
     /** How many stored tokens a v1 page-paged token list (`GET /tokens?page=`) may read to count its matches. */
     tokenPageScanLimit: number;
+    /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
+    shutdownDrainSeconds: number;
   };
 }
 
@@ -499,6 +501,12 @@ export const SETTINGS = {
     description: 'Lifetime of cached lookups: API keys, tenants, proxies, and the reactors and formulas invocations read (changes are evicted at once by watch)',
     default: '300',
   },
+  shutdownDrain: {
+    flag: 'shutdown-drain-seconds',
+    env: 'TOKENVAULT_SHUTDOWN_DRAIN_SECONDS',
+    description: 'On SIGTERM, the longest the API waits for requests in flight before it closes (keep it below the pod\'s termination grace period minus its preStop sleep)',
+    default: '20',
+  },
 } satisfies Record<string, Setting>;
 
 const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -680,6 +688,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
     jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
     tokenPageScanLimit: integer('tokenPageScan', 100, 1_000_000),
+    shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
   };
 
   if (problems.length > 0) throw new ConfigError(problems);

@@ -1,4 +1,4 @@
-// Request-body detokenization for the proxy (spec 4.4 rules 3 and 4), through the one detokenization entry point
+// Request-body detokenization for the proxy (docs/api.md, "Proxy": token expressions in JSON and text bodies), through the one detokenization entry point
 // (Detokenizer: ≤ 100 tokens per request, token:use and the access rules per token, the same expressions as
 // /detokenize). What is substituted depends on the content type:
 //  - JSON (application/json, */*+json): every string value; keys are never touched. The body is not re-serialized:

@@ -1,4 +1,4 @@
-// Where a proxied request goes (spec 4.4 rule 1): the path and query after /proxy are appended to the destination's
+// Where a proxied request goes (docs/api.md, "Proxy"): the path and query after /proxy are appended to the destination's
 // base URL, as the caller encoded them. `bt-proxy-key` is taken out of the forwarded query. Dot segments in the
 // appended path are refused, so a request can never climb above the base path of a pre-configured proxy.
 import { Errors } from '../errors/registry.js';

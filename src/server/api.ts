@@ -31,6 +31,7 @@ import { DestinationPolicy } from '../proxy/destination-policy.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { createApp, type ApiContext } from '../http/app.js';
 import { listenMetrics } from '../http/metrics-server.js';
+import { drainable } from '../http/drain.js';
 import { createExpressServer } from '../http/server.js';
 import type { Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
@@ -43,7 +44,8 @@ export interface RunningApi {
   /** Base URL of the /metrics listener (config.metricsPort); undefined when there is none. */
   metricsUrl?: string;
   context: ApiContext;
-  close(): Promise<void>;
+  /** drainMs: let requests in flight finish and clients move to other replicas first (SIGTERM in a pod). */
+  close(options?: { drainMs?: number }): Promise<void>;
 }
 
 export interface StartOptions {
@@ -140,6 +142,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   sweeper.start();
 
   const server: Server = createExpressServer(createApp(context));
+  const drainer = drainable(server);
   server.keepAliveTimeout = 65_000;
   server.listen(config.port, config.host);
   await once(server, 'listening');
@@ -156,13 +159,15 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     url,
     metricsUrl,
     context,
-    async close() {
-      server.closeAllConnections();
+    async close(options = {}) {
+      if (options.drainMs) {
+        await drainer.drain(options.drainMs);
+      } else {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
       metricsServer?.closeAllConnections();
-      await Promise.all([
-        new Promise<void>((resolve) => server.close(() => resolve())),
-        metricsServer ? new Promise<void>((resolve) => metricsServer.close(() => resolve())) : undefined,
-      ]);
+      if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
       await sweeper.stop();
       await Promise.all([
         replicas?.stop(),

@@ -4,7 +4,15 @@ import type { NextFunction, Request, Response } from 'express';
 import { Errors, VaultError, toProblem } from '../../errors/registry.js';
 import type { Logger } from '../../observability/logger.js';
 
+/**
+ * Seconds a 503 tells the client to wait (Retry-After) unless the error sets its own. A 503 here is a passing state
+ * (the store or the workers are restarting: a pod rescheduled, an etcd member replaced) and clients and SDKs that
+ * honour Retry-After should come back soon, not give up; a real cluster showed etcd back within seconds.
+ */
+export const RETRY_AFTER_SECONDS = 1;
+
 export function sendProblem(res: Response, error: VaultError): void {
+  if (error.status === 503) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
   for (const [name, value] of Object.entries(error.headers ?? {})) res.setHeader(name, value);
   res.status(error.status).type('application/problem+json').send(JSON.stringify(toProblem(error)));
 }

@@ -47,7 +47,7 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
     res.status(204).end();
   });
 
-  // Rule 10: token:use to invoke at all; each detokenized token's container is checked again on the way.
+  // token:use to invoke at all; each detokenized token's container is checked again on the way.
   router.post('/reactors/:id/react', async (req, res) => {
     const principal = tenantPrincipal(req);
     if (!mayEver(principal, 'token:use')) throw new Errors.Forbidden('The key lacks the permission token:use.');

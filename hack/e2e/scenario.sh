@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# Usage: hack/e2e/scenario.sh      (against the cluster of hack/e2e/cluster.sh up, with the images imported)
+#
+# The chart from this tree, the image built from this tree, on a real node, each step an assertion with a clear
+# failure message; the pods' state and logs are printed when one fails, and a report (step timings, restarts, memory
+# of every pod and of the control plane) at the end either way.
+#   1. helm install into a namespace enforcing the restricted Pod Security level; every pod Running and Ready.
+#   2. kubectl apply -k config/samples: every tokenvault resource Ready, the application key in its Secret.
+#   3. the official SDKs from this machine through the API Service's ClusterIP: a card token, the sample reactor.
+#   4. faults under a bounded load of token writes and reactor calls: an API pod, then a worker pod deleted; no
+#      500, every 503 with Retry-After, every acknowledged token reads back.
+#      Then the etcd pod (on a hostPath PersistentVolume): 503 with Retry-After while it is away, nothing lost.
+#   5. helm upgrade with one changed value completes on this 2-CPU node and keeps every token.
+#   6. a rolling restart of the API under load: no error, no dropped connection.
+#   7. GitOps under a controller fault: the controller pod deleted, a changed formula answers within 60 s, and the
+#      Lease has a new holder.
+#   8. helm uninstall keeps the CRDs, the custom resources and the key-encryption key Secret.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+NAMESPACE=${TOKENVAULT_E2E_NAMESPACE:-tokenvault-e2e}
+RELEASE=tokenvault
+LOAD_SECONDS=${TOKENVAULT_E2E_LOAD_SECONDS:-25}
+WORK=$E2E_DIR/scenario
+mkdir -p "$WORK"
+KUBECTL=$(tool kubectl)
+HELM=$(tool helm)
+eval "$("$E2E_HACK/images.sh" names)"
+export HELM_CACHE_HOME=$WORK/helm/cache HELM_CONFIG_HOME=$WORK/helm/config HELM_DATA_HOME=$WORK/helm/data
+
+REPORT=$WORK/report.txt
+: >"$REPORT"
+STEP_STARTED=$SECONDS
+CURRENT_STEP=""
+step() {
+  if [[ -n $CURRENT_STEP ]]; then
+    printf '  %-58s %4ss\n' "$CURRENT_STEP" "$((SECONDS - STEP_STARTED))" >>"$REPORT"
+  fi
+  CURRENT_STEP=$1
+  STEP_STARTED=$SECONDS
+  [[ -n $1 ]] && log "step: $1"
+  return 0
+}
+note() { echo "  $*" >>"$REPORT"; log "$*"; }
+
+# --- diagnostics --------------------------------------------------------------------------------------------------
+
+diagnose() {
+  echo "----- pods -----" >&2
+  kubectl get pods -A -o wide >&2 || true
+  echo "----- events ($NAMESPACE) -----" >&2
+  kubectl -n "$NAMESPACE" get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 30 >&2 || true
+  local pod
+  for pod in $(kubectl -n "$NAMESPACE" get pods -o name 2>/dev/null); do
+    echo "----- logs $pod -----" >&2
+    kubectl -n "$NAMESPACE" logs "$pod" --all-containers --tail=40 >&2 2>&1 || true
+    kubectl -n "$NAMESPACE" logs "$pod" --all-containers --previous --tail=20 >/dev/null 2>&1 &&
+      { echo "----- previous logs $pod -----" >&2; kubectl -n "$NAMESPACE" logs "$pod" --all-containers --previous --tail=20 >&2 || true; }
+  done
+}
+
+# snapshot: restarts and memory of every pod, taken before helm uninstall (and again on a failure). The kubelet's
+# stats summary gives each container's RSS (no metrics-server needed).
+SNAPSHOT=$WORK/pods.txt
+snapshot() {
+  {
+    echo "----- pods: RSS, restarts -----"
+    kubectl get --raw "/api/v1/nodes/$NODE_NAME/proxy/stats/summary" 2>/dev/null |
+      node -e '
+        let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+          for (const pod of JSON.parse(s).pods ?? []) {
+            const rss = (pod.containers ?? []).reduce((sum, c) => sum + (c.memory?.rssBytes ?? 0), 0);
+            console.log(`  ${(pod.podRef.namespace + "/" + pod.podRef.name).padEnd(60)} ${(rss / 1048576).toFixed(0).padStart(5)} MiB`);
+          }
+        });' || echo "  (the kubelet stats summary did not answer)"
+    kubectl get pods -A -o custom-columns='POD:.metadata.name,RESTARTS:.status.containerStatuses[*].restartCount' --no-headers |
+      awk '{ printf "  restarts %-51s %s\n", $1, $2 }'
+    echo "----- control plane RSS -----"
+    local pidfile
+    for pidfile in "$E2E_DIR"/pids/*.pid; do
+      printf '  %-58s %5s MiB\n' "$(basename "$pidfile" .pid)" "$(($(ps -o rss= -p "$(cat "$pidfile")" 2>/dev/null || echo 0) / 1024))"
+    done
+  } >"$SNAPSHOT" 2>&1
+}
+
+# report: the step timings, then the last snapshot.
+report() {
+  step ""
+  [[ -s $SNAPSHOT ]] || snapshot
+  cat "$SNAPSHOT" >>"$REPORT"
+  echo "===== make e2e report =====" >&2
+  cat "$REPORT" >&2
+}
+
+on_exit() {
+  local status=$?
+  if ((status != 0)); then
+    log "FAILED at step: $CURRENT_STEP"
+    diagnose
+    snapshot || true
+  fi
+  report || true
+  exit "$status"
+}
+trap on_exit EXIT
+
+# --- assertions ---------------------------------------------------------------------------------------------------
+
+# not_ready: the pods that should run (not terminating, not a finished test pod) but are not Ready.
+not_ready() {
+  kubectl -n "$NAMESPACE" get pods -o jsonpath='{range .items[*]}{.metadata.name}|{.metadata.deletionTimestamp}|{.status.phase}|{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    awk -F'|' '$2 == "" && $3 != "Succeeded" && $4 != "True" { print $1 }'
+}
+no_pod_unready() { [[ -z $(not_ready) ]]; }
+
+all_pods_ready() {
+  wait_for "${1:-180}" "every pod in $NAMESPACE Ready" no_pod_unready ||
+    die "not every pod in $NAMESPACE is Running and Ready: $(not_ready | tr '\n' ' ')"
+}
+
+api_url() {
+  local ip
+  ip=$(kubectl -n "$NAMESPACE" get service -l app.kubernetes.io/component=api -o jsonpath='{.items[0].spec.clusterIP}')
+  [[ -n $ip ]] || die "no API Service in $NAMESPACE"
+  echo "http://$ip:8080"
+}
+
+client() { (cd "$REPO_ROOT" && node "$E2E_HACK/client.mjs" "$@"); }
+
+# check_load FILE WHAT ALLOW_503: the load's failures are only 503s with Retry-After (when ALLOW_503) and no dropped
+# connection; every acknowledged write reads back.
+check_load() {
+  local file=$1 what=$2 allow_503=$3
+  node -e '
+    const [file, what, allow503] = process.argv.slice(1);
+    const s = JSON.parse(require("fs").readFileSync(file, "utf8"));
+    const bad = s.failures.filter((f) => !(allow503 === "yes" && f.status === 503 && f.retryAfter));
+    console.log(`${what}: ${s.calls} calls, ${s.ok} answered, ${s.acknowledged.length} tokens acknowledged, statuses ${JSON.stringify(s.statuses)}`);
+    if (bad.length > 0) {
+      console.error(`${what}: ${bad.length} failures that are not a 503 with Retry-After: ${JSON.stringify(bad.slice(0, 5))}`);
+      process.exit(1);
+    }' "$file" "$what" "$allow_503" >>"$REPORT" 2>&1 || { tail -n 2 "$REPORT" >&2; die "$what: unexpected failures"; }
+  tail -n 1 "$REPORT" >&2
+  client verify "$BASE" "$KEY" "$file" >&2 || die "$what: acknowledged tokens were lost"
+}
+
+# under_load SECONDS NAME ACTION...: runs ACTION while the load runs; waits for the load to end.
+under_load() {
+  local seconds=$1 name=$2
+  shift 2
+  client load "$BASE" "$KEY" "$REACTOR_ID" "$seconds" "$WORK/$name.json" >&2 &
+  local load_pid=$!
+  sleep 3
+  "$@"
+  wait "$load_pid" || die "$name: the load client failed"
+}
+
+delete_one() {
+  local component=$1 pod
+  # jsonpath, not `| head`: under pipefail, head exiting early fails kubectl with SIGPIPE.
+  pod=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component" \
+    --field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}')
+  [[ -n $pod ]] || die "no $component pod to delete"
+  pod=pod/$pod
+  log "deleting $pod"
+  kubectl -n "$NAMESPACE" delete "$pod" --wait=false >&2
+  sleep 8
+}
+
+# --- the scenario -------------------------------------------------------------------------------------------------
+
+CHART_VALUES=(
+  --set "image.repository=${TOKENVAULT_IMAGE%:*}" --set "image.tag=${TOKENVAULT_IMAGE##*:}" --set image.pullPolicy=Never
+  --set "etcd.image.repository=${ETCD_IMAGE%:*}" --set "etcd.image.tag=${ETCD_IMAGE##*:}" --set etcd.image.pullPolicy=Never
+  # No volume provisioner on this node: etcd's claim binds the hostPath PersistentVolume made below.
+  --set etcd.persistence.storageClassName=e2e-local --set etcd.persistence.size=1Gi
+  # No metrics-server: fixed replica counts.
+  --set api.autoscaling.enabled=false --set api.replicas=2
+)
+
+# A cluster kept from an earlier run (TOKENVAULT_E2E_KEEP=1) may hold the previous release: start from nothing.
+if kubectl get namespace "$NAMESPACE" >/dev/null 2>&1; then
+  log "removing the previous run's namespace $NAMESPACE"
+  kubectl delete -n "$NAMESPACE" -k "$REPO_ROOT/config/samples" --ignore-not-found --timeout=60s >/dev/null 2>&1 || true
+  helm uninstall "$RELEASE" -n "$NAMESPACE" --wait >/dev/null 2>&1 || true
+  # Without the controller nothing removes the custom resources' finalizers; the namespace would never go.
+  for kind in tenants applications reactorformulas reactors proxies; do
+    for object in $(kubectl -n "$NAMESPACE" get "$kind.tokenvault.dev" -o name 2>/dev/null); do
+      kubectl -n "$NAMESPACE" patch "$object" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+    done
+  done
+  kubectl delete namespace "$NAMESPACE" --wait=true --timeout=120s >/dev/null
+fi
+
+# etcd's volume: a PersistentVolume on a directory of the node (a static one; the node has no provisioner), owned
+# by etcd's user (fsGroup does not apply to hostPath). The Pod Security level restricts the pods' own volumes; a
+# claim bound to a hostPath volume is allowed.
+make_etcd_volume() {
+  local dir=$E2E_DIR/volumes/etcd-0
+  kubectl delete pv tokenvault-e2e-etcd-0 --ignore-not-found --wait=true >/dev/null
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  chown 65532:65532 "$dir"
+  chmod 0700 "$dir"
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: e2e-local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: tokenvault-e2e-etcd-0}
+spec:
+  capacity: {storage: 8Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: e2e-local
+  hostPath: {path: $dir, type: Directory}
+YAML
+}
+make_etcd_volume
+
+step "helm install (restricted namespace), every pod Ready"
+kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl label namespace "$NAMESPACE" --overwrite pod-security.kubernetes.io/enforce=restricted \
+  pod-security.kubernetes.io/warn=restricted >/dev/null
+helm install "$RELEASE" "$REPO_ROOT/charts/tokenvault" -n "$NAMESPACE" "${CHART_VALUES[@]}" --wait --timeout 5m >&2 ||
+  die "helm install did not complete"
+all_pods_ready
+kubectl -n "$NAMESPACE" get pods >&2
+
+step "helm test"
+helm test "$RELEASE" -n "$NAMESPACE" --timeout 2m >&2 || die "helm test failed"
+
+step "kubectl apply -k config/samples, every resource Ready"
+kubectl apply -n "$NAMESPACE" -k "$REPO_ROOT/config/samples" >&2
+for kind in tenants applications reactorformulas reactors proxies; do
+  kubectl -n "$NAMESPACE" wait --for=condition=Ready "$kind" --all --timeout=120s >&2 ||
+    { kubectl -n "$NAMESPACE" get "$kind" -o yaml >&2; die "the sample $kind are not Ready"; }
+done
+wait_for 30 "Secret backend-key" kubectl -n "$NAMESPACE" get secret backend-key ||
+  die "the controller did not write the application key into Secret backend-key"
+KEY=$(kubectl -n "$NAMESPACE" get secret backend-key -o jsonpath='{.data.key}' | base64 -d)
+[[ -n $KEY ]] || die "Secret backend-key has no key"
+REACTOR_ID=$(kubectl -n "$NAMESPACE" get reactor card-summary -o jsonpath='{.status.id}')
+[[ -n $REACTOR_ID ]] || die "the reactor card-summary has no status.id"
+BASE=$(api_url)
+
+step "SDKs through the API Service: card token, sample reactor"
+client smoke "$BASE" "$KEY" "$REACTOR_ID" >&2 || die "the SDK smoke test through $BASE failed"
+
+step "fault: an API pod deleted under load"
+under_load "$LOAD_SECONDS" fault-api delete_one api
+check_load "$WORK/fault-api.json" "API pod deleted" yes
+all_pods_ready
+
+step "fault: a worker pod deleted under load"
+under_load "$LOAD_SECONDS" fault-worker delete_one worker
+check_load "$WORK/fault-worker.json" "worker pod deleted" yes
+all_pods_ready
+
+step "fault: the etcd pod deleted under load"
+# The store is away for a few seconds: writes and reads fail as 503 with Retry-After, never 500; the API recovers by
+# itself; the acknowledged writes are on the volume.
+under_load "$LOAD_SECONDS" fault-etcd delete_one etcd
+check_load "$WORK/fault-etcd.json" "etcd pod deleted" yes
+all_pods_ready
+
+step "helm upgrade with a changed value, on 2 CPUs"
+helm upgrade "$RELEASE" "$REPO_ROOT/charts/tokenvault" -n "$NAMESPACE" "${CHART_VALUES[@]}" \
+  --set config.logLevel=debug --wait --timeout 5m >&2 ||
+  { kubectl -n "$NAMESPACE" get pods -o wide >&2; die "helm upgrade did not complete (Pending surge pods? see the events)"; }
+all_pods_ready
+client verify "$BASE" "$KEY" "$WORK/fault-worker.json" >&2 || die "tokens were lost across the upgrade"
+client smoke "$BASE" "$KEY" "$REACTOR_ID" >&2 || die "the API does not answer after the upgrade"
+
+step "rolling restart of the API under load: no error"
+restart_api() {
+  local deployment
+  deployment=$(kubectl -n "$NAMESPACE" get deployment -l app.kubernetes.io/component=api -o name)
+  kubectl -n "$NAMESPACE" rollout restart "$deployment" >&2
+  kubectl -n "$NAMESPACE" rollout status "$deployment" --timeout=180s >&2
+}
+under_load "$LOAD_SECONDS" rolling-restart restart_api
+check_load "$WORK/rolling-restart.json" "API rolling restart" no
+
+step "GitOps under a controller fault: the controller pod deleted, a changed formula answers within 60s"
+# The controller holds a Lease (15 s); its replacement takes over and reconciles the change. The new code answers
+# with a version field the sample's code does not have.
+old_controller=$(kubectl -n "$NAMESPACE" get pods -l app.kubernetes.io/component=controller -o jsonpath='{.items[0].metadata.name}')
+kubectl -n "$NAMESPACE" delete pod "$old_controller" --wait=false >&2
+kubectl -n "$NAMESPACE" patch reactorformula card-summary --type merge -p '{"spec":{"code":"module.exports = async function (req) {\n  return { raw: { last4: req.args.card.number.slice(-4), version: 2 } };\n};\n"}}' >&2
+changed_at=$SECONDS
+new_code_answers() { [[ $(client react "$BASE" "$KEY" "$REACTOR_ID" 2>/dev/null) == *'"version":2'* ]]; }
+wait_for 60 "the reactor to answer with the changed formula" new_code_answers ||
+  die "60s after the formula changed (and the controller pod was deleted) the reactor still runs the old code"
+note "changed formula answered $((SECONDS - changed_at))s after the change (controller pod replaced meanwhile)"
+leader=$(kubectl -n "$NAMESPACE" get lease -o jsonpath='{.items[0].spec.holderIdentity}')
+[[ -n $leader && $leader != *"$old_controller"* ]] || die "the Lease is still held by the deleted controller ($leader)"
+
+snapshot
+
+step "helm uninstall keeps the CRDs, the custom resources and the key Secrets"
+helm uninstall "$RELEASE" -n "$NAMESPACE" --wait --timeout 2m >&2 || die "helm uninstall failed"
+for crd in tenants applications reactorformulas reactors proxies; do
+  kubectl get crd "$crd.tokenvault.dev" >/dev/null || die "helm uninstall removed the CRD $crd.tokenvault.dev"
+done
+kubectl -n "$NAMESPACE" get tenant acme >/dev/null || die "helm uninstall removed the Tenant acme"
+kubectl -n "$NAMESPACE" get secret "$RELEASE-kek" >/dev/null || die "helm uninstall removed the key-encryption key Secret"
+
+step ""
+log "scenario passed"
