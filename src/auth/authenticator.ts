@@ -12,6 +12,7 @@ import { keys } from '../store/keys.js';
 import type { Store } from '../store/store.js';
 import { WatchedCache } from '../store/watched-cache.js';
 import type { TenantDirectory } from '../domain/tenants/directory.js';
+import { decode } from '../store/codec.js';
 
 export class Authenticator {
   private readonly keyCache: WatchedCache<Principal>;
@@ -82,7 +83,7 @@ export class Authenticator {
   private lookup(hash: string): Promise<Principal | undefined> {
     return this.keyCache.get(hash, async () => {
       const entry = await this.store.get(keys.apiKey(hash));
-      return entry ? principalFromEntry(JSON.parse(entry.value) as KeyIndexEntry) : undefined;
+      return entry ? principalFromEntry(decode<KeyIndexEntry>('key-index', entry.value)) : undefined;
     });
   }
 }

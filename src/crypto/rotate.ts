@@ -11,6 +11,7 @@ import { keys } from '../store/keys.js';
 import type { Store } from '../store/store.js';
 import { CryptoFailure, KeyRing, type WrappedKey } from './keyring.js';
 import { FINGERPRINT_SLOT, parseTenantCryptoRecord, wrapAad, type TenantCryptoRecord } from './tenant-keys.js';
+import { encode, decode } from '../store/codec.js';
 
 export interface RotationResult {
   /** Tenants whose key record was checked. */
@@ -33,7 +34,7 @@ export async function rotateKeks(store: Store, ring: KeyRing, logger: Logger): P
     startAfter = page[page.length - 1].key;
     await Promise.all(
       page.map(async (entry) => {
-        const tenantId = (JSON.parse(entry.value) as { id: string }).id;
+        const tenantId = decode<{ id: string }>('tenant', entry.value).id;
         try {
           const rewrapped = await rotateTenant(store, ring, tenantId);
           if (rewrapped === undefined) return;
@@ -84,7 +85,7 @@ async function rotateTenant(store: Store, ring: KeyRing, tenantId: string): Prom
       fingerprint_key: rewrap(record.fingerprint_key, FINGERPRINT_SLOT),
     };
     if (count === 0) return 0;
-    if (await store.compareAndSwap(key, found.modRevision, JSON.stringify(next))) return count;
+    if (await store.compareAndSwap(key, found.modRevision, encode('tenant-keys', next))) return count;
   }
   throw new Error(`the key record of tenant ${tenantId} changed ${CAS_ATTEMPTS} times while it was re-wrapped; run again`);
 }

@@ -10,6 +10,7 @@ import { Errors } from '../errors/registry.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/store.js';
 import { CryptoFailure, type KeyRing, type WrappedKey } from './keyring.js';
+import { encode, decode } from '../store/codec.js';
 
 export interface TenantCryptoRecord {
   /** Every data key the tenant's ciphertexts may name, by id; `current` is the one new data is encrypted under. */
@@ -56,7 +57,7 @@ function wrapFresh(ring: KeyRing, aad: string): WrappedKey {
 export function parseTenantCryptoRecord(value: string): TenantCryptoRecord {
   let record: TenantCryptoRecord;
   try {
-    record = JSON.parse(value) as TenantCryptoRecord;
+    record = decode<TenantCryptoRecord>('tenant-keys', value);
   } catch {
     throw new CryptoFailure('key record is not JSON');
   }
@@ -177,7 +178,7 @@ export class TenantKeyStore {
       if (entry) return openTenantKeys(tenantId, parseTenantCryptoRecord(entry.value), this.ring);
       if (!create) return undefined;
       const record = newTenantCryptoRecord(tenantId, this.ring);
-      if (await this.store.create(key, JSON.stringify(record))) return openTenantKeys(tenantId, record, this.ring);
+      if (await this.store.create(key, encode('tenant-keys', record))) return openTenantKeys(tenantId, record, this.ring);
       // Another replica made it first: read theirs, so every ciphertext of the tenant is under one key.
     }
     throw new Errors.Conflict("The tenant's key record changed while it was being created; retry.");

@@ -1,7 +1,7 @@
 // Rules both Store implementations share, so the memory store refuses exactly what etcd refuses and orders keys the
 // way etcd does.
 
-import type { Txn, WatchEvent } from './store.js';
+import type { PutOptions, Txn, WatchEvent } from './store.js';
 
 /** etcd's default --max-txn-ops: a transaction may hold at most this many compares, and this many operations. */
 export const MAX_TXN_OPS = 128;
@@ -33,6 +33,11 @@ export function prefixEnd(prefix: string): Buffer {
 /** An empty prefix would mean every key in etcd, tenants and all; no caller means that. */
 export function assertDeletablePrefix(prefix: string): void {
   if (prefix === '') throw new Error('refusing to delete an empty prefix (every key in the store)');
+}
+
+/** compareAndSwap as one transaction: the put happens only while the key's modRevision is `expected` (0: absent). */
+export function swapTxn(key: string, expected: number, value: string, options: PutOptions = {}): Txn {
+  return { compare: [{ key, modRevision: expected }], success: [{ type: 'put', key, value, ttlSeconds: options.ttlSeconds }] };
 }
 
 /**

@@ -20,7 +20,7 @@ import {
 } from 'etcd3';
 import { TurnBatches } from '../batching/turn-batches.js';
 import { Errors } from '../errors/registry.js';
-import { assertDeletablePrefix, checkTxn, deliver, leaseSeconds, MAX_TXN_OPS, prefixEnd } from './common.js';
+import { assertDeletablePrefix, checkTxn, deliver, leaseSeconds, MAX_TXN_OPS, prefixEnd, swapTxn } from './common.js';
 import type { Entry, PutOptions, RangeOptions, Store, Txn, TxnOp, WatchEvent, Watcher, WatchPhase } from './store.js';
 
 export interface EtcdStoreOptions {
@@ -141,10 +141,7 @@ export class EtcdStore implements Store {
   }
 
   async compareAndSwap(key: string, expected: number, value: string, options: PutOptions = {}): Promise<boolean> {
-    return this.txn({
-      compare: [{ key, modRevision: expected }],
-      success: [{ type: 'put', key, value, ttlSeconds: options.ttlSeconds }],
-    });
+    return this.txn(swapTxn(key, expected, value, options));
   }
 
   async delete(key: string): Promise<boolean> {

@@ -3,7 +3,7 @@
 // delete their keys (with delete events) when they expire, keys in byte order, and the same transaction limits.
 
 import { Errors } from '../errors/registry.js';
-import { assertDeletablePrefix, checkTxn, compareKeys, deliver, leaseSeconds } from './common.js';
+import { assertDeletablePrefix, checkTxn, compareKeys, deliver, leaseSeconds, swapTxn } from './common.js';
 import type { Entry, PutOptions, RangeOptions, Store, Txn, TxnOp, WatchEvent, Watcher } from './store.js';
 
 interface Stored {
@@ -60,10 +60,7 @@ export class MemoryStore implements Store {
   }
 
   async compareAndSwap(key: string, expected: number, value: string, options: PutOptions = {}): Promise<boolean> {
-    return this.txn({
-      compare: [{ key, modRevision: expected }],
-      success: [{ type: 'put', key, value, ttlSeconds: options.ttlSeconds }],
-    });
+    return this.txn(swapTxn(key, expected, value, options));
   }
 
   async delete(key: string): Promise<boolean> {

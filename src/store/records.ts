@@ -1,4 +1,5 @@
-// JSON records over the Store: the domain keeps typed objects, the store keeps strings.
+// Typed records over the Store: the domain keeps typed objects, the store keeps strings written by the codec.
+import { decode, type RecordKind } from './codec.js';
 import type { Store } from './store.js';
 
 export interface Versioned<T> {
@@ -6,14 +7,14 @@ export interface Versioned<T> {
   modRevision: number;
 }
 
-export async function getRecord<T>(store: Store, key: string): Promise<Versioned<T> | undefined> {
+export async function getRecord<T>(store: Store, kind: RecordKind, key: string): Promise<Versioned<T> | undefined> {
   const entry = await store.get(key);
-  return entry && { value: JSON.parse(entry.value) as T, modRevision: entry.modRevision };
+  return entry && { value: decode<T>(kind, entry.value), modRevision: entry.modRevision };
 }
 
-export async function listRecords<T>(store: Store, prefix: string): Promise<T[]> {
+export async function listRecords<T>(store: Store, kind: RecordKind, prefix: string): Promise<T[]> {
   const entries = await store.range(prefix);
-  return entries.map((entry) => JSON.parse(entry.value) as T);
+  return entries.map((entry) => decode<T>(kind, entry.value));
 }
 
 /** Seconds from now until an ISO time, rounded up, at least 1: the TTL of a lease that ends then. */

@@ -6,6 +6,7 @@ import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import type { ApplicationRecord } from './service.js';
+import { decode } from '../../store/codec.js';
 
 export interface LiveApplication {
   record: ApplicationRecord;
@@ -42,7 +43,7 @@ export class ApplicationDirectory {
     const live = await this.cache.get(keys.applications(tenantId), key, async () => {
       const entry = await this.store.get(key);
       if (!entry) return undefined;
-      const record = JSON.parse(entry.value) as ApplicationRecord;
+      const record = decode<ApplicationRecord>('application', entry.value);
       return { record, grant: grantOf(record) };
     });
     if (live?.record.expires_at !== undefined && Date.parse(live.record.expires_at) <= Date.now()) return undefined;

@@ -14,6 +14,7 @@ import { paginate, type Page, type PageRequest } from '../paging.js';
 import { permissionsFor, type ApplicationType } from '../../auth/permissions.js';
 import { assertMayGrant, assertMayOutlive } from './delegation.js';
 import type { CreateApplicationBody, UpdateApplicationBody } from './schema.js';
+import { encode } from '../../store/codec.js';
 
 /** An application's key as listed: the key itself is shown only in the response that created it. */
 export interface ApplicationKey {
@@ -71,8 +72,8 @@ export function keyIndexEntry(record: ApplicationRecord): KeyIndexEntry {
 
 /** The writes that store an application: the record and, when it has a key, its index entry. */
 export function createApplicationOps(record: ApplicationRecord): TxnOp[] {
-  const ops: TxnOp[] = [{ type: 'put', key: keys.application(record.tenant_id, record.id), value: JSON.stringify(record) }];
-  if (record.key_hash) ops.push({ type: 'put', key: keys.apiKey(record.key_hash), value: JSON.stringify(keyIndexEntry(record)) });
+  const ops: TxnOp[] = [{ type: 'put', key: keys.application(record.tenant_id, record.id), value: encode('application', record) }];
+  if (record.key_hash) ops.push({ type: 'put', key: keys.apiKey(record.key_hash), value: encode('key-index', keyIndexEntry(record)) });
   return ops;
 }
 
@@ -132,7 +133,7 @@ export class ApplicationService {
   }
 
   async list(tenantId: string, paging: PageRequest, ids?: string[], types?: string[]): Promise<Page<Application>> {
-    let records = await listRecords<ApplicationRecord>(this.store, keys.applications(tenantId));
+    let records = await listRecords<ApplicationRecord>(this.store, 'application', keys.applications(tenantId));
     if (ids && ids.length > 0) records = records.filter((r) => ids.includes(r.id));
     if (types && types.length > 0) records = records.filter((r) => types.includes(r.type));
     records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
@@ -191,7 +192,7 @@ export class ApplicationService {
   }
 
   private async load(tenantId: string, id: string) {
-    const found = await getRecord<ApplicationRecord>(this.store, keys.application(tenantId, id));
+    const found = await getRecord<ApplicationRecord>(this.store, 'application', keys.application(tenantId, id));
     if (!found) throw new Errors.NotFound('Application not found.');
     return found;
   }

@@ -13,6 +13,7 @@ import { paginate, type Page, type PageRequest } from '../paging.js';
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import { assertCompiles } from './code.js';
 import type { ConfigurationElement, FormulaBody, RequestParameter } from './schema.js';
+import { encode } from '../../store/codec.js';
 
 export interface Formula {
   id: string;
@@ -92,7 +93,7 @@ export class FormulaService {
       ...('official' in owner ? {} : { tenant_id: owner.tenantId }),
       ...(owner.operator && owner.managedBy ? { managed_by: owner.managedBy } : {}),
     };
-    if (!(await this.store.create(storeKey(owner, formula.id), JSON.stringify(formula)))) {
+    if (!(await this.store.create(storeKey(owner, formula.id), encode('formula', formula)))) {
       throw new Errors.Conflict(`A reactor formula with the id ${formula.id} already exists.`);
     }
     this.records.forget(storeKey(owner, formula.id));
@@ -109,7 +110,7 @@ export class FormulaService {
       modified_at: new Date().toISOString(),
       modified_by: 'official' in owner ? OPERATOR_ACTOR_ID : owner.actor,
     };
-    if (!(await this.store.compareAndSwap(storeKey(owner, id), current.modRevision, JSON.stringify(formula)))) {
+    if (!(await this.store.compareAndSwap(storeKey(owner, id), current.modRevision, encode('formula', formula)))) {
       throw new Errors.Conflict('The formula was changed by another request; retry.');
     }
     this.records.forget(storeKey(owner, id));
@@ -139,12 +140,12 @@ export class FormulaService {
    * (ids do not move between the two), so only that place is read; both are read when it is not there.
    */
   async get(tenantId: string, id: string, official?: boolean): Promise<Formula> {
-    return this.find(tenantId, id, official, async (_prefix, key) => (await getRecord<Formula>(this.store, key))?.value);
+    return this.find(tenantId, id, official, async (_prefix, key) => (await getRecord<Formula>(this.store, 'formula', key))?.value);
   }
 
   /** `get` through the watched cache of formula records: what invocations read. */
   async cached(tenantId: string, id: string, official?: boolean): Promise<Formula> {
-    return this.find(tenantId, id, official, (prefix, key) => this.records.get(prefix, key, async () => (await getRecord<Formula>(this.store, key))?.value));
+    return this.find(tenantId, id, official, (prefix, key) => this.records.get(prefix, key, async () => (await getRecord<Formula>(this.store, 'formula', key))?.value));
   }
 
   private async find(tenantId: string, id: string, official: boolean | undefined, read: (prefix: string, key: string) => Promise<Formula | undefined>): Promise<Formula> {
@@ -163,8 +164,8 @@ export class FormulaService {
 
   /** Official formulas plus the tenant's private ones (or only official ones for the operator). */
   async list(tenantId: string | undefined, paging: PageRequest, name?: string): Promise<Page<Formula>> {
-    const official = await listRecords<Formula>(this.store, keys.officialFormulas);
-    const own = tenantId ? await listRecords<Formula>(this.store, keys.formulas(tenantId)) : [];
+    const official = await listRecords<Formula>(this.store, 'formula', keys.officialFormulas);
+    const own = tenantId ? await listRecords<Formula>(this.store, 'formula', keys.formulas(tenantId)) : [];
     let all = [...official, ...own];
     if (name !== undefined) all = all.filter((f) => f.name.toLowerCase().includes(name.toLowerCase()));
     all.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
@@ -182,7 +183,7 @@ export class FormulaService {
 
   /** The operator changes official formulas, a tenant its private ones; anything else is not found or forbidden. */
   private async loadOwned(owner: FormulaOwner, id: string) {
-    const found = await getRecord<Formula>(this.store, storeKey(owner, id));
+    const found = await getRecord<Formula>(this.store, 'formula', storeKey(owner, id));
     if (found) return found;
     if (!('official' in owner) && (await this.store.get(keys.officialFormula(id)))) {
       throw new Errors.Forbidden('Official formulas are managed by the operator.');

@@ -8,6 +8,7 @@ import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
 import type { DataCipher } from '../tokens/records.js';
+import { encode, decode } from '../../store/codec.js';
 
 const TTL_SECONDS = 24 * 3600;
 
@@ -39,7 +40,7 @@ export class IdempotencyService {
     const key = keys.idempotency(tenantId, hash);
     const requestHash = sha256(JSON.stringify(request.body ?? null));
 
-    const claimed = await this.store.create(key, JSON.stringify({ request: requestHash, state: 'pending' } satisfies StoredAnswer), { ttlSeconds: TTL_SECONDS });
+    const claimed = await this.store.create(key, encode('idempotency', { request: requestHash, state: 'pending' } satisfies StoredAnswer), { ttlSeconds: TTL_SECONDS });
     if (!claimed) return this.replay(tenantId, key, requestHash);
 
     let answer: Answer;
@@ -51,14 +52,14 @@ export class IdempotencyService {
       throw error;
     }
     const sealed = await this.cipher.encrypt(tenantId, `idempotency:${tenantId}:${hash}`, JSON.stringify(answer));
-    await this.store.put(key, JSON.stringify({ request: requestHash, state: 'done', sealed } satisfies StoredAnswer), { ttlSeconds: TTL_SECONDS });
+    await this.store.put(key, encode('idempotency', { request: requestHash, state: 'done', sealed } satisfies StoredAnswer), { ttlSeconds: TTL_SECONDS });
     return answer;
   }
 
   private async replay(tenantId: string, key: string, requestHash: string): Promise<Answer> {
     const entry = await this.store.get(key);
     if (!entry) throw new Errors.Conflict('A request with this BT-IDEMPOTENCY-KEY just failed or expired; retry.');
-    const stored = JSON.parse(entry.value) as StoredAnswer;
+    const stored = decode<StoredAnswer>('idempotency', entry.value);
     if (stored.request !== requestHash) throw new Errors.IdempotencyConflict();
     if (stored.state === 'pending' || !stored.sealed) {
       throw new Errors.Conflict('A request with this BT-IDEMPOTENCY-KEY is still in progress; retry shortly.');

@@ -20,6 +20,7 @@ import type { TenantDirectory } from '../tenants/directory.js';
 import type { DataCipher } from '../tokens/records.js';
 import type { ProxyBody, ProxyPatch, ProxyTransformBody } from './schema.js';
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
+import { encode, decode } from '../../store/codec.js';
 
 interface ProxyRecord {
   id: string;
@@ -142,7 +143,7 @@ export class ProxyService {
         { key: keys.proxy(tenantId, id), modRevision: 0 },
       ],
       success: [
-        { type: 'put', key: keys.proxy(tenantId, id), value: JSON.stringify(toStored(record)) },
+        { type: 'put', key: keys.proxy(tenantId, id), value: encode('proxy', toStored(record)) },
         { type: 'put', key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
       ],
     });
@@ -156,7 +157,7 @@ export class ProxyService {
   }
 
   async list(principal: TenantPrincipal, paging: PageRequest, filter: { ids?: string[]; name?: string }): Promise<Page<Proxy>> {
-    let records = await listRecords<ProxyRecord>(this.store, keys.proxies(principal.tenantId));
+    let records = await listRecords<ProxyRecord>(this.store, 'proxy', keys.proxies(principal.tenantId));
     if (filter.ids && filter.ids.length > 0) {
       const ids = new Set(filter.ids.map((id) => id.toLowerCase()));
       records = records.filter((r) => ids.has(r.id));
@@ -231,8 +232,8 @@ export class ProxyService {
   private async lookup(hash: string): Promise<ResolvedProxy | undefined> {
     const index = await this.store.get(keys.proxyKey(hash));
     if (!index) return undefined;
-    const entry = JSON.parse(index.value) as ProxyKeyEntry;
-    const found = await getRecord<ProxyRecord>(this.store, keys.proxy(entry.tenant_id, entry.proxy_id));
+    const entry = decode<ProxyKeyEntry>('proxy-key', index.value);
+    const found = await getRecord<ProxyRecord>(this.store, 'proxy', keys.proxy(entry.tenant_id, entry.proxy_id));
     if (!found || found.value.key_hash !== hash) {
       // Left behind by a deleted tenant (its data went with one prefix delete): drop the stale entry.
       await this.store.compareAndDelete(keys.proxyKey(hash), index.modRevision);
@@ -274,7 +275,7 @@ export class ProxyService {
     const written = await this.store.txn({
       compare: [{ key: keys.proxy(tenantId, id), modRevision: current.modRevision }],
       success: [
-        { type: 'put', key: keys.proxy(tenantId, id), value: JSON.stringify(toStored(record)) },
+        { type: 'put', key: keys.proxy(tenantId, id), value: encode('proxy', toStored(record)) },
         { type: 'put', key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
       ],
     });
@@ -293,7 +294,7 @@ export class ProxyService {
       errors.destination_url = [error.detail];
     }
     if (body.application) {
-      const application = await getRecord<ApplicationRecord>(this.store, keys.application(tenantId, body.application.id.toLowerCase()));
+      const application = await getRecord<ApplicationRecord>(this.store, 'application', keys.application(tenantId, body.application.id.toLowerCase()));
       if (!application) errors['application.id'] = ['no such application'];
       else if (application.value.type === 'management') errors['application.id'] = ['must be a public or private application'];
     }
@@ -312,7 +313,7 @@ export class ProxyService {
   }
 
   private async load(tenantId: string, id: string) {
-    const found = await getRecord<ProxyRecord>(this.store, keys.proxy(tenantId, id));
+    const found = await getRecord<ProxyRecord>(this.store, 'proxy', keys.proxy(tenantId, id));
     if (!found) throw new Errors.NotFound('Proxy not found.');
     return found;
   }
@@ -358,7 +359,7 @@ function keyAad(tenantId: string, id: string): string {
 }
 
 function indexEntry(record: ProxyRecord): string {
-  return JSON.stringify({ tenant_id: record.tenant_id, proxy_id: record.id, revision: randomUUID() } satisfies ProxyKeyEntry);
+  return encode('proxy-key', { tenant_id: record.tenant_id, proxy_id: record.id, revision: randomUUID() } satisfies ProxyKeyEntry);
 }
 
 /** The record as stored: optional fields that are unset are left out. */

@@ -10,6 +10,7 @@ import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
 import { Errors } from '../../errors/registry.js';
 import type { ApplicationDirectory } from '../applications/directory.js';
+import { encode } from '../../store/codec.js';
 
 const LIFETIME_SECONDS = 120;
 
@@ -40,7 +41,7 @@ export class BtKeys {
       expires_at: new Date(expiresAt).toISOString(),
       parent: { application_id: applicationId, grant: application.grant },
     };
-    await this.store.put(keys.apiKey(hashKey(key)), JSON.stringify(entry), { ttlSeconds: LIFETIME_SECONDS });
+    await this.store.put(keys.apiKey(hashKey(key)), encode('key-index', entry), { ttlSeconds: LIFETIME_SECONDS });
     this.minted.set(cacheKey, { key, grant: application.grant, expiresAt });
     return key;
   }

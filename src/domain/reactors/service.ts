@@ -25,6 +25,7 @@ import { applyParameters } from './arguments.js';
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import type { BtKeys } from './bt-keys.js';
 import type { ConfigurationValues, ReactorBody } from './schema.js';
+import { encode } from '../../store/codec.js';
 
 interface ReactorRecord {
   id: string;
@@ -133,7 +134,7 @@ export class ReactorService {
       created_at: new Date().toISOString(),
       created_by: actorId(principal),
     };
-    const ops: TxnOp[] = [{ type: 'put', key: keys.reactor(tenantId, id), value: JSON.stringify(record) }];
+    const ops: TxnOp[] = [{ type: 'put', key: keys.reactor(tenantId, id), value: encode('reactor', record) }];
     if (formula) ops.push({ type: 'put', key: keys.formulaRef(formula.id, tenantId, id), value: '' });
     if (!(await this.store.txn({ compare: [{ key: keys.reactor(tenantId, id), modRevision: 0 }], success: ops }))) {
       throw new Errors.Conflict(`A reactor with the id ${id} already exists.`);
@@ -148,7 +149,7 @@ export class ReactorService {
   }
 
   async list(tenantId: string, paging: PageRequest, filter: { ids?: string[]; name?: string }): Promise<Page<Reactor>> {
-    let records = await listRecords<ReactorRecord>(this.store, keys.reactors(tenantId));
+    let records = await listRecords<ReactorRecord>(this.store, 'reactor', keys.reactors(tenantId));
     if (filter.ids && filter.ids.length > 0) records = records.filter((r) => filter.ids!.includes(r.id));
     if (filter.name !== undefined) records = records.filter((r) => r.name.toLowerCase().includes(filter.name!.toLowerCase()));
     records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
@@ -187,7 +188,7 @@ export class ReactorService {
 
   /** The reactor's name, or undefined when it no longer exists (formula deletion checks its users with this). */
   async nameOf(tenantId: string, id: string): Promise<string | undefined> {
-    return (await getRecord<ReactorRecord>(this.store, keys.reactor(tenantId, id)))?.value.name;
+    return (await getRecord<ReactorRecord>(this.store, 'reactor', keys.reactor(tenantId, id)))?.value.name;
   }
 
   /**
@@ -198,7 +199,7 @@ export class ReactorService {
     if (principal.permissions.has('application:update')) return;
     for (const usage of await this.formulas.usages(formulaId)) {
       if (usage.tenantId !== principal.tenantId) continue;
-      const reactor = await getRecord<ReactorRecord>(this.store, keys.reactor(usage.tenantId, usage.reactorId));
+      const reactor = await getRecord<ReactorRecord>(this.store, 'reactor', keys.reactor(usage.tenantId, usage.reactorId));
       assertMayDelegate(principal, reactor?.value.application_id, 'reactor');
     }
   }
@@ -212,7 +213,7 @@ export class ReactorService {
     const reactorKey = keys.reactor(tenantId, id);
     const known = this.formulaIds.get(reactorKey);
     const [loaded, knownFormula, read] = await Promise.allSettled([
-      this.records.get(keys.reactors(tenantId), reactorKey, async () => (await getRecord<ReactorRecord>(this.store, reactorKey))?.value),
+      this.records.get(keys.reactors(tenantId), reactorKey, async () => (await getRecord<ReactorRecord>(this.store, 'reactor', reactorKey))?.value),
       known ? this.formulaOf(tenantId, known.id, known.official, true) : Promise.resolve(undefined),
       this.detokenizer.read(principal, args ?? {}),
     ]);
@@ -286,7 +287,7 @@ export class ReactorService {
       modified_at: new Date().toISOString(),
       modified_by: actorId(principal),
     };
-    if (!(await this.store.compareAndSwap(keys.reactor(tenantId, id), current.modRevision, JSON.stringify(record)))) {
+    if (!(await this.store.compareAndSwap(keys.reactor(tenantId, id), current.modRevision, encode('reactor', record)))) {
       throw new Errors.Conflict('The reactor was changed by another request; retry.');
     }
     this.records.forget(keys.reactor(tenantId, id));
@@ -307,7 +308,7 @@ export class ReactorService {
       }
     }
     if (body.application) {
-      const application = await getRecord<ApplicationRecord>(this.store, keys.application(tenantId, body.application.id));
+      const application = await getRecord<ApplicationRecord>(this.store, 'application', keys.application(tenantId, body.application.id));
       if (!application) errors['application.id'] = ['no such application'];
       else if (application.value.type === 'management') errors['application.id'] = ['must be a public or private application'];
     }
@@ -328,7 +329,7 @@ export class ReactorService {
   }
 
   private async load(tenantId: string, id: string) {
-    const found = await getRecord<ReactorRecord>(this.store, keys.reactor(tenantId, id));
+    const found = await getRecord<ReactorRecord>(this.store, 'reactor', keys.reactor(tenantId, id));
     if (!found) throw new Errors.NotFound('Reactor not found.');
     return found;
   }

@@ -18,6 +18,7 @@ import { checkRules, type AccessRule } from '../../auth/access/rules.js';
 import type { ApplicationDirectory } from '../applications/directory.js';
 import { SESSION_PERMISSIONS } from '../../auth/permissions.js';
 import { validateAuthorizeSession } from './schema.js';
+import { encode } from '../../store/codec.js';
 
 interface SessionRecord {
   id: string;
@@ -73,7 +74,7 @@ export class SessionService {
         {
           type: 'put',
           key: keys.nonce(session.tenant_id, session.nonce_hash),
-          value: JSON.stringify({ session_id: session.id }),
+          value: encode('session-nonce', { session_id: session.id }),
           ttlSeconds: secondsUntil(session.expires_at, now),
         },
       ],
@@ -104,10 +105,10 @@ export class SessionService {
     if (!authorizer) throw new Errors.Unauthenticated('The authorizing application no longer exists.');
 
     const nonceKey = keys.nonce(principal.tenantId, hashKey(body.nonce));
-    const nonce = await getRecord<{ session_id: string }>(this.store, nonceKey);
+    const nonce = await getRecord<{ session_id: string }>(this.store, 'session-nonce', nonceKey);
     const spent = () => new Errors.InvalidBody({ errors: { nonce: ['is unknown, expired or already used'] } });
     if (!nonce) throw spent();
-    const found = await getRecord<SessionRecord>(this.store, keys.session(principal.tenantId, nonce.value.session_id));
+    const found = await getRecord<SessionRecord>(this.store, 'session', keys.session(principal.tenantId, nonce.value.session_id));
     if (!found) throw spent();
 
     const now = Date.now();
@@ -163,7 +164,7 @@ function sessionOps(session: SessionRecord, now: number): TxnOp[] {
       : {}),
   };
   return [
-    { type: 'put', key: keys.session(session.tenant_id, session.id), value: JSON.stringify(session), ttlSeconds },
-    { type: 'put', key: keys.apiKey(session.key_hash), value: JSON.stringify(index), ttlSeconds },
+    { type: 'put', key: keys.session(session.tenant_id, session.id), value: encode('session', session), ttlSeconds },
+    { type: 'put', key: keys.apiKey(session.key_hash), value: encode('key-index', index), ttlSeconds },
   ];
 }

@@ -4,6 +4,7 @@ import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
 import { WatchedCache } from '../../store/watched-cache.js';
 import type { TenantRecord } from './service.js';
+import { decode } from '../../store/codec.js';
 
 export class TenantDirectory {
   private readonly cache: WatchedCache<TenantRecord>;
@@ -27,7 +28,7 @@ export class TenantDirectory {
   get(tenantId: string): Promise<TenantRecord | undefined> {
     return this.cache.get(tenantId, async () => {
       const entry = await this.store.get(keys.tenant(tenantId));
-      const record = entry ? (JSON.parse(entry.value) as TenantRecord) : undefined;
+      const record = entry ? (decode<TenantRecord>('tenant', entry.value)) : undefined;
       return record && !record.deleting ? record : undefined;
     });
   }

@@ -14,6 +14,7 @@ import { MANAGEMENT_DEFAULT } from '../../auth/permissions.js';
 import type { UsageReport, UsageService } from '../usage/service.js';
 import { assertMayChange, type ManagedBy } from '../../auth/ownership.js';
 import type { AdminUpdateTenantBody, CreateTenantBody, TenantRateLimits, TenantRuntime, TenantSettings } from './schema.js';
+import { encode } from '../../store/codec.js';
 
 export interface TenantRecord {
   id: string;
@@ -75,14 +76,14 @@ export class TenantService {
         { key: keys.tenant(tenant.id), modRevision: 0 },
         { key: keys.apiKey(record.key_hash!), modRevision: 0 },
       ],
-      success: [{ type: 'put', key: keys.tenant(tenant.id), value: JSON.stringify(tenant) }, ...createApplicationOps(record)],
+      success: [{ type: 'put', key: keys.tenant(tenant.id), value: encode('tenant', tenant) }, ...createApplicationOps(record)],
     });
     if (!created) throw new Errors.Conflict(`A tenant with id ${tenant.id} already exists.`);
     return { tenant, application: toApplication(record, key) };
   }
 
   async list(paging: PageRequest): Promise<Page<Tenant>> {
-    const records = (await listRecords<TenantRecord>(this.store, keys.tenants)).filter((t) => !t.deleting);
+    const records = (await listRecords<TenantRecord>(this.store, 'tenant', keys.tenants)).filter((t) => !t.deleting);
     records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
     return paginate(records, paging);
   }
@@ -106,7 +107,7 @@ export class TenantService {
     else if (body.runtime !== undefined) tenant.runtime = { worker_url: body.runtime.worker_url.replace(/\/+$/, '') };
     if (body.rate_limits === null || (body.rate_limits !== undefined && Object.keys(body.rate_limits).length === 0)) delete tenant.rate_limits;
     else if (body.rate_limits !== undefined) tenant.rate_limits = body.rate_limits;
-    const written = await this.store.compareAndSwap(keys.tenant(id), current.modRevision, JSON.stringify(tenant));
+    const written = await this.store.compareAndSwap(keys.tenant(id), current.modRevision, encode('tenant', tenant));
     if (!written) throw new Errors.Conflict('The tenant was changed by another request; retry.');
     return tenant;
   }
@@ -118,20 +119,20 @@ export class TenantService {
 
   /** Deletes the tenant, its keys and all its data. Safe to repeat after an interruption. */
   async delete(id: string, caller: { operator?: boolean } = { operator: true }): Promise<void> {
-    const found = await getRecord<TenantRecord>(this.store, keys.tenant(id));
+    const found = await getRecord<TenantRecord>(this.store, 'tenant', keys.tenant(id));
     if (!found) throw new Errors.NotFound('Tenant not found.');
     assertMayChange(found.value, caller, 'tenant');
     if (!found.value.deleting) {
       const marked = await this.store.compareAndSwap(
         keys.tenant(id),
         found.modRevision,
-        JSON.stringify({ ...found.value, deleting: true }),
+        encode('tenant', { ...found.value, deleting: true }),
       );
       if (!marked) throw new Errors.Conflict('The tenant was changed by another request; retry.');
     }
     const keyHashes = [
-      ...(await listRecords<ApplicationRecord>(this.store, keys.applications(id))).flatMap((a) => a.key_hash ?? []),
-      ...(await listRecords<{ key_hash: string }>(this.store, keys.sessions(id))).map((s) => s.key_hash),
+      ...(await listRecords<ApplicationRecord>(this.store, 'application', keys.applications(id))).flatMap((a) => a.key_hash ?? []),
+      ...(await listRecords<{ key_hash: string }>(this.store, 'session', keys.sessions(id))).map((s) => s.key_hash),
     ];
     for (let i = 0; i < keyHashes.length; i += DELETE_BATCH) {
       const batch = keyHashes.slice(i, i + DELETE_BATCH);
@@ -142,7 +143,7 @@ export class TenantService {
   }
 
   private async load(id: string) {
-    const found = await getRecord<TenantRecord>(this.store, keys.tenant(id));
+    const found = await getRecord<TenantRecord>(this.store, 'tenant', keys.tenant(id));
     if (!found || found.value.deleting) throw new Errors.NotFound('Tenant not found.');
     return found;
   }

@@ -10,6 +10,7 @@ import { decide } from '../../auth/access/evaluate.js';
 import type { UsageService } from '../usage/service.js';
 import { isExpired, transformed, unseal, type DataCipher, type TokenRecord } from './records.js';
 import { facts } from './service.js';
+import { decode } from '../../store/codec.js';
 
 /** The most distinct tokens one request may detokenize. */
 export const MAX_TOKENS_PER_REQUEST = 100;
@@ -59,7 +60,7 @@ export class Detokenizer {
     const records: TokenRecord[] = [];
     for (const id of ids) {
       const entry = entries.get(keys.token(principal.tenantId, id));
-      const record = entry ? (JSON.parse(entry.value) as TokenRecord) : undefined;
+      const record = entry ? (decode<TokenRecord>('token', entry.value)) : undefined;
       if (!record || isExpired(record)) throw new Errors.InvalidBody({ detail: `The token ${id} does not exist.`, errors: { token: [`${id} does not exist`] } });
       records.push(record);
     }

@@ -50,7 +50,7 @@ export class ExpirySweeper {
         if (due.length === 0) break;
         for (const entry of due) {
           const id = entry.key.slice(entry.key.lastIndexOf('/') + 1);
-          const found = await getRecord<TokenRecord>(this.store, keys.token(tenantId, id));
+          const found = await getRecord<TokenRecord>(this.store, 'token', keys.token(tenantId, id));
           if (found && found.value.expires_at && found.value.expires_at <= cutoff) {
             if (await this.tokens.remove(found.value, found.modRevision)) deleted++;
           }

@@ -16,6 +16,7 @@ import { validateMergedToken, type CreateTokenBody, type Template, type TokenFie
 import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
 import type { Page } from '../paging.js';
+import { encode, decode } from '../../store/codec.js';
 
 export interface TokenListQuery {
   size: number;
@@ -209,7 +210,7 @@ export class TokenService {
       for (const entry of batch) {
         scanned++;
         after = entry.key;
-        const record = JSON.parse(entry.value) as TokenRecord;
+        const record = decode<TokenRecord>('token', entry.value);
         const transform = matches(record, query) ? decide(principal, facts(record), 'token:read') : undefined;
         if (transform) found.push({ record, transform });
         if (found.length === query.size) break;
@@ -233,7 +234,7 @@ export class TokenService {
     if (query.ids?.length) {
       if (query.ids.length > 100) throw new Errors.InvalidQuery({ errors: { id: ['at most 100 ids'] } });
       const entries = await this.store.getMany(query.ids.map((id) => keys.token(tenantId, id)));
-      matched = [...entries.values()].map((entry) => JSON.parse(entry.value) as TokenRecord).flatMap((record) => readable(principal, record, query));
+      matched = [...entries.values()].map((entry) => decode<TokenRecord>('token', entry.value)).flatMap((record) => readable(principal, record, query));
     } else {
       const prefix = keys.tokens(tenantId);
       matched = [];
@@ -248,7 +249,7 @@ export class TokenService {
             errors: { page: [`page paging reads at most ${this.pageScanLimit} tokens; use cursor paging (/v2/tokens)`] },
           });
         }
-        for (const entry of batch) matched.push(...readable(principal, JSON.parse(entry.value) as TokenRecord, query));
+        for (const entry of batch) matched.push(...readable(principal, decode<TokenRecord>('token', entry.value), query));
         after = batch[batch.length - 1].key;
       }
     }
@@ -267,7 +268,7 @@ export class TokenService {
     const entries = await this.store.getMany(query.ids!.map((id) => keys.token(principal.tenantId, id)));
     const data: Token[] = [];
     for (const entry of entries.values()) {
-      const record = JSON.parse(entry.value) as TokenRecord;
+      const record = decode<TokenRecord>('token', entry.value);
       const transform = matches(record, query) ? decide(principal, facts(record), 'token:read') : undefined;
       if (transform) data.push(toToken(record, transformed(await unseal(this.cipher, record), transform)));
     }
@@ -277,7 +278,7 @@ export class TokenService {
 
   /** A token of the tenant that has not expired; 404 otherwise. */
   async load(tenantId: string, id: string) {
-    const found = await getRecord<TokenRecord>(this.store, keys.token(tenantId, id));
+    const found = await getRecord<TokenRecord>(this.store, 'token', keys.token(tenantId, id));
     if (!found || isExpired(found.value)) throw new Errors.NotFound('Token not found.');
     return found;
   }
@@ -328,7 +329,7 @@ export class TokenService {
   private async byFingerprint(tenantId: string, type: string, fingerprint: string) {
     const index = await this.store.get(keys.fingerprint(tenantId, type, fingerprint));
     if (!index) return undefined;
-    const found = await getRecord<TokenRecord>(this.store, keys.token(tenantId, index.value));
+    const found = await getRecord<TokenRecord>(this.store, 'token', keys.token(tenantId, index.value));
     return found && !isExpired(found.value) ? found : undefined;
   }
 
@@ -360,7 +361,7 @@ function isPublicKey(principal: TenantPrincipal): boolean {
 }
 
 function tokenPut(record: TokenRecord): TxnOp {
-  return { type: 'put', key: keys.token(record.tenant_id, record.id), value: JSON.stringify(record) };
+  return { type: 'put', key: keys.token(record.tenant_id, record.id), value: encode('token', record) };
 }
 
 /** The fingerprint and expiry index entries of a token, to write or to delete. */
