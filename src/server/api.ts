@@ -117,7 +117,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     }),
     services: {
       applications,
-      tenants: new TenantService(store, applications, usage),
+      tenants: new TenantService(store, applications, usage, (id) => tenantDirectory.forget(id)),
       sessions: new SessionService(store, applicationDirectory, {
         defaultTtlSeconds: config.limits.sessionTtlSeconds,
         maxSeconds: config.limits.sessionMaxSeconds,

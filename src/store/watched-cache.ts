@@ -154,4 +154,9 @@ export class WatchedCache<T> {
   get(id: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
     return this.cache.get(this.prefix, `${this.prefix}${id}`, load);
   }
+
+  /** Drops one id this process has just changed, before its watch event arrives. */
+  forget(id: string): void {
+    this.cache.forget(`${this.prefix}${id}`);
+  }
 }

@@ -766,6 +766,7 @@ describe('tokenvault controller', () => {
       resyncSeconds: 60,
       workers: 4,
       retryMaxSeconds: 60,
+      workerImages: [],
     });
     const { reconciler, calls } = configMapReconciler('process');
     const controller: RunningController | undefined = await startController(config, logger, {
