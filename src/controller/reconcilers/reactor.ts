@@ -4,8 +4,9 @@
 // the formula, the Application and those Secrets are references, so a change to any of them requeues the Reactor and
 // the vault gets the new values. The vault id is the object's uid (a retried create finds it: 409, no duplicate).
 import type { ObjectKey, Reconciler } from '../manager.js';
-import { VaultRefused, type VaultClient } from '../vault-client.js';
+import type { VaultClient } from '../vault-client.js';
 import {
+  fetchOrCreate,
   ensureFinalizer,
   Kinds,
   managedBy,
@@ -72,19 +73,9 @@ export function reactorReconciler(vault: VaultClient): Reconciler<ReactorObject>
           code: formulaId ? undefined : spec.code,
         };
         const request = { tenantId, managedBy: managedBy(object) };
-        let current = await vault.call<Record<string, unknown>>('GET', `/reactors/${id}`, { tenantId }, true);
-        if (!current) {
-          const body = { ...desired, id, ...(formulaId ? { formula: { id: formulaId } } : {}) };
-          try {
-            current = await vault.call<Record<string, unknown>>('POST', '/reactors', { ...request, body });
-            await ctx.event('Normal', 'Created', `Created reactor ${id}.`);
-          } catch (error) {
-            if (!(error instanceof VaultRefused) || error.status !== 409) throw error;
-            current = await vault.call<Record<string, unknown>>('GET', `/reactors/${id}`, { tenantId }, true); // an earlier attempt made it
-            if (!current) throw error;
-          }
-        }
-        if (differs(desired, current!, FIELDS)) {
+        const body = { ...desired, id, ...(formulaId ? { formula: { id: formulaId } } : {}) };
+        const current = await fetchOrCreate(ctx, vault, { collection: '/reactors', id, noun: 'reactor' }, request, body);
+        if (differs(desired, current, FIELDS)) {
           await vault.call('PUT', `/reactors/${id}`, { ...request, body: { ...desired, application: desired.application ?? null } });
           await ctx.event('Normal', 'Updated', `Updated reactor ${id}.`);
         }
