@@ -19,7 +19,7 @@ import {
   writeStatus,
   type VaultObject,
 } from './common.js';
-import { configurationSecrets, differs, resolveConfiguration, sameValue, type ConfigurationSpec } from './configuration.js';
+import { differs, tenantResourceReferences, resolveConfiguration, sameValue, type ConfigurationSpec } from './configuration.js';
 
 export type ProxySpec = {
   tenantRef: { name: string };
@@ -79,11 +79,8 @@ export function proxyReconciler(vault: VaultClient): Reconciler<ProxyObject> {
       const spec = object.spec;
       const id = object.metadata!.uid!;
       const keyRef = { name: spec.keySecretRef?.name, key: spec.keySecretRef?.key ?? 'key' };
-      const references: ObjectKey[] = [{ kind: 'Tenant', namespace, name: spec.tenantRef?.name ?? '' }];
-      if (spec.applicationRef) references.push({ kind: 'Application', namespace, name: spec.applicationRef.name });
-      if (keyRef.name) references.push({ kind: 'Secret', namespace, name: keyRef.name });
-      references.push(...configurationSecrets(namespace, spec.configuration));
-      ctx.references.set(references);
+      const keySecret: ObjectKey[] = keyRef.name ? [{ kind: 'Secret', namespace, name: keyRef.name }] : [];
+      ctx.references.set(tenantResourceReferences(namespace, spec, ...keySecret));
 
       return reportingFailures(ctx, object, async () => {
         // The key Secret is owned by the object: Kubernetes deletes it.

@@ -18,7 +18,7 @@ import {
   writeStatus,
   type VaultObject,
 } from './common.js';
-import { configurationSecrets, differs, resolveConfiguration, type ConfigurationSpec } from './configuration.js';
+import { differs, tenantResourceReferences, resolveConfiguration, type ConfigurationSpec } from './configuration.js';
 import { declaredTypes, type FormulaObject } from './formula.js';
 
 export type ReactorSpec = {
@@ -47,11 +47,8 @@ export function reactorReconciler(vault: VaultClient): Reconciler<ReactorObject>
       const id = object.metadata!.uid!;
       const formulaKind = spec.formulaRef ? (spec.formulaRef.kind ?? 'ReactorFormula') : undefined;
       const formulaNamespace = formulaKind === 'ReactorFormula' ? namespace : undefined;
-      const references: ObjectKey[] = [{ kind: 'Tenant', namespace, name: spec.tenantRef?.name ?? '' }];
-      if (spec.formulaRef && formulaKind) references.push({ kind: formulaKind, namespace: formulaNamespace, name: spec.formulaRef.name });
-      if (spec.applicationRef) references.push({ kind: 'Application', namespace, name: spec.applicationRef.name });
-      references.push(...configurationSecrets(namespace, spec.configuration));
-      ctx.references.set(references);
+      const formula: ObjectKey[] = spec.formulaRef && formulaKind ? [{ kind: formulaKind, namespace: formulaNamespace, name: spec.formulaRef.name }] : [];
+      ctx.references.set(tenantResourceReferences(namespace, spec, ...formula));
 
       return reportingFailures(ctx, object, async () => {
         if (object.metadata?.deletionTimestamp) return deleteFromTenant(ctx, object, vault, spec.tenantRef, `/reactors/${id}`);
