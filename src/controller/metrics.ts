@@ -1,105 +1,95 @@
-// Prometheus metrics of the controller process, on a registry of their own (as observability/metrics.ts does for the
-// API), so tests can run several controllers in one process.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+// Prometheus metrics of the controller process, declared from one table (observability/metric-table.ts) on a
+// registry of their own, so tests can run several controllers in one process. The queue gauges are read from the
+// work queues at scrape time (the rows' collect functions) rather than kept up to date on every change.
+import type { Gauge } from 'prom-client';
+import { MetricSet, type MetricTable } from '../observability/metric-table.js';
 
-export class ControllerMetrics {
-  readonly registry = new Registry();
+/** The work queues' state, as the manager sums it over its queues (one per kind). */
+export interface QueueState {
+  depthByKind: Map<string, number>;
+  delayed: number;
+  inFlight: number;
+}
 
+const CONTROLLER_METRICS = {
   /** result: success, requeue (success with a requeue asked for) or error. */
-  readonly reconciles = new Counter({
+  reconciles: {
+    type: 'counter',
     name: 'tokenvault_controller_reconciles_total',
     help: 'Reconciles by kind and result (success, requeue, error)',
-    labelNames: ['kind', 'result'] as const,
-    registers: [this.registry],
-  });
-
-  readonly reconcileErrors = new Counter({
+    labels: ['kind', 'result'],
+  },
+  reconcileErrors: {
+    type: 'counter',
     name: 'tokenvault_controller_reconcile_errors_total',
     help: 'Reconciles that failed (and were retried with backoff), by kind',
-    labelNames: ['kind'] as const,
-    registers: [this.registry],
-  });
-
-  readonly reconcileDuration = new Histogram({
+    labels: ['kind'],
+  },
+  reconcileDuration: {
+    type: 'histogram',
     name: 'tokenvault_controller_reconcile_duration_seconds',
     help: 'Time one reconcile took, by kind and result',
-    labelNames: ['kind', 'result'] as const,
+    labels: ['kind', 'result'],
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [this.registry],
-  });
-
-  readonly queueDepth = new Gauge({
+  },
+  queueDepth: {
+    type: 'gauge',
     name: 'tokenvault_controller_queue_depth',
     help: 'Keys waiting in the work queue (ready to run, not in process), by kind',
-    labelNames: ['kind'] as const,
-    registers: [this.registry],
-    collect: () => this.collectQueue(),
-  });
-
-  readonly queueDelayed: Gauge = new Gauge({
+    labels: ['kind'],
+    // Reset first: a kind whose queue is gone must not keep its last depth.
+    collect: (gauge: Gauge, queues: QueueState | undefined): void => {
+      gauge.reset();
+      for (const [kind, depth] of queues?.depthByKind ?? []) gauge.set({ kind }, depth);
+    },
+  },
+  queueDelayed: {
+    type: 'gauge',
     name: 'tokenvault_controller_queue_delayed',
     help: 'Keys scheduled to return to the work queue later (backoff, requeue-after)',
-    registers: [this.registry],
-    collect: (): void => this.queueDelayed.set(this.queueSource?.().delayed ?? 0),
-  });
-
-  readonly queueInFlight: Gauge = new Gauge({
+    collect: (gauge: Gauge, queues: QueueState | undefined): void => gauge.set(queues?.delayed ?? 0),
+  },
+  queueInFlight: {
+    type: 'gauge',
     name: 'tokenvault_controller_queue_in_flight',
     help: 'Reconciles running now',
-    registers: [this.registry],
-    collect: (): void => this.queueInFlight.set(this.queueSource?.().inFlight ?? 0),
-  });
-
-  readonly leader = new Gauge({
+    collect: (gauge: Gauge, queues: QueueState | undefined): void => gauge.set(queues?.inFlight ?? 0),
+  },
+  leader: {
+    type: 'gauge',
     name: 'tokenvault_controller_leader',
     help: '1 while this process holds the leader lease (and runs reconciles), else 0',
-    registers: [this.registry],
-  });
-
-  readonly informerSynced = new Gauge({
+  },
+  informerSynced: {
+    type: 'gauge',
     name: 'tokenvault_controller_informer_synced',
     help: '1 once the informer of a resource has listed it, by resource',
-    labelNames: ['resource'] as const,
-    registers: [this.registry],
-  });
-
-  readonly informerObjects = new Gauge({
+    labels: ['resource'],
+  },
+  informerObjects: {
+    type: 'gauge',
     name: 'tokenvault_controller_informer_objects',
     help: 'Objects in the informer cache, by resource',
-    labelNames: ['resource'] as const,
-    registers: [this.registry],
-  });
-
+    labels: ['resource'],
+  },
   /** reason: closed (server ended it), stalled (watchdog), error, gone (410, relist follows), requested. */
-  readonly watchRestarts = new Counter({
+  watchRestarts: {
+    type: 'counter',
     name: 'tokenvault_controller_watch_restarts_total',
     help: 'Watches restarted, by resource and reason',
-    labelNames: ['resource', 'reason'] as const,
-    registers: [this.registry],
-  });
-
-  readonly lists = new Counter({
+    labels: ['resource', 'reason'],
+  },
+  lists: {
+    type: 'counter',
     name: 'tokenvault_controller_lists_total',
     help: 'Full lists of a resource (start, and relists after 410 Gone), by resource',
-    labelNames: ['resource'] as const,
-    registers: [this.registry],
-  });
+    labels: ['resource'],
+  },
+} as const satisfies MetricTable;
 
-  private queueSource: (() => { depthByKind: Map<string, number>; delayed: number; inFlight: number }) | undefined;
-
-  constructor(options: { defaultMetrics?: boolean } = {}) {
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'tokenvault_' });
-  }
-
-  /** The queue whose depth is reported (read at scrape time). */
-  observeQueue(source: () => { depthByKind: Map<string, number>; delayed: number; inFlight: number }): void {
-    this.queueSource = source;
-  }
-
-  private collectQueue(): void {
-    this.queueDepth.reset();
-    const source = this.queueSource?.();
-    if (!source) return;
-    for (const [kind, depth] of source.depthByKind) this.queueDepth.set({ kind }, depth);
+export class ControllerMetrics extends MetricSet(CONTROLLER_METRICS) {
+  /** The queues whose depth is reported (read at scrape time). */
+  observeQueue(source: () => QueueState): void {
+    this.collectFrom(source);
   }
 }

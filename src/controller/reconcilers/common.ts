@@ -70,6 +70,32 @@ export async function deleteFromTenant<T extends VaultObject>(
 }
 
 /**
+ * The vault resource at `path` (`collection/id`), created with `body` when missing. A 409 on create means an earlier
+ * attempt made it (its answer was lost): the resource is read again rather than the reconcile failing.
+ */
+export async function fetchOrCreate<T extends VaultObject>(
+  ctx: ReconcileContext<T>,
+  vault: VaultClient,
+  target: { collection: string; id: string; noun: string },
+  request: { tenantId: string; managedBy: string },
+  body: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  const path = `${target.collection}/${target.id}`;
+  const current = await vault.call<Record<string, unknown>>('GET', path, { tenantId: request.tenantId }, true);
+  if (current) return current;
+  try {
+    const created = await vault.call<Record<string, unknown>>('POST', target.collection, { ...request, body });
+    await ctx.event('Normal', 'Created', `Created ${target.noun} ${target.id}.`);
+    return created!; // a POST that succeeds answers with the resource
+  } catch (error) {
+    if (!(error instanceof VaultRefused) || error.status !== 409) throw error;
+    const made = await vault.call<Record<string, unknown>>('GET', path, { tenantId: request.tenantId }, true);
+    if (!made) throw error;
+    return made;
+  }
+}
+
+/**
  * Writes status only when it would change: the vault id, this generation, and the Ready condition (and, with
  * `others`, more conditions set or removed, such as a Tenant's RuntimeReady).
  */

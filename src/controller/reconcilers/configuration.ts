@@ -18,6 +18,20 @@ export type ConfigurationValues = Record<string, string | number | boolean>;
 
 const NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$/;
 
+/**
+ * What a tenant's resource (reactor, proxy) references, so that a change to any of them requeues it: its Tenant, its
+ * Application, the Secrets its configuration reads, and `more` of its own.
+ */
+export function tenantResourceReferences(
+  namespace: string,
+  spec: { tenantRef?: { name: string }; applicationRef?: { name: string }; configuration?: ConfigurationSpec },
+  ...more: ObjectKey[]
+): ObjectKey[] {
+  const references: ObjectKey[] = [{ kind: 'Tenant', namespace, name: spec.tenantRef?.name ?? '' }];
+  if (spec.applicationRef) references.push({ kind: 'Application', namespace, name: spec.applicationRef.name });
+  return [...references, ...more, ...configurationSecrets(namespace, spec.configuration)];
+}
+
 /** The Secrets a configuration reads (for ctx.references). */
 export function configurationSecrets(namespace: string, spec: ConfigurationSpec | undefined): ObjectKey[] {
   const names = new Set<string>();

@@ -3,8 +3,9 @@
 // the tenant is, so a Secret that was lost (or holds another proxy's key) is rewritten from a GET. Changes go as one
 // JSON merge patch of the fields that differ (configuration merges name by name: a removed name is sent as null).
 import type { ObjectKey, Reconciler } from '../manager.js';
-import { VaultRefused, type VaultClient } from '../vault-client.js';
+import type { VaultClient } from '../vault-client.js';
 import {
+  fetchOrCreate,
   ensureFinalizer,
   Kinds,
   managedBy,
@@ -18,7 +19,7 @@ import {
   writeStatus,
   type VaultObject,
 } from './common.js';
-import { configurationSecrets, differs, resolveConfiguration, sameValue, type ConfigurationSpec } from './configuration.js';
+import { differs, tenantResourceReferences, resolveConfiguration, sameValue, type ConfigurationSpec } from './configuration.js';
 
 export type ProxySpec = {
   tenantRef: { name: string };
@@ -78,11 +79,8 @@ export function proxyReconciler(vault: VaultClient): Reconciler<ProxyObject> {
       const spec = object.spec;
       const id = object.metadata!.uid!;
       const keyRef = { name: spec.keySecretRef?.name, key: spec.keySecretRef?.key ?? 'key' };
-      const references: ObjectKey[] = [{ kind: 'Tenant', namespace, name: spec.tenantRef?.name ?? '' }];
-      if (spec.applicationRef) references.push({ kind: 'Application', namespace, name: spec.applicationRef.name });
-      if (keyRef.name) references.push({ kind: 'Secret', namespace, name: keyRef.name });
-      references.push(...configurationSecrets(namespace, spec.configuration));
-      ctx.references.set(references);
+      const keySecret: ObjectKey[] = keyRef.name ? [{ kind: 'Secret', namespace, name: keyRef.name }] : [];
+      ctx.references.set(tenantResourceReferences(namespace, spec, ...keySecret));
 
       return reportingFailures(ctx, object, async () => {
         // The key Secret is owned by the object: Kubernetes deletes it.
@@ -101,23 +99,13 @@ export function proxyReconciler(vault: VaultClient): Reconciler<ProxyObject> {
           require_auth: spec.requireAuth ?? true,
         };
         const request = { tenantId, managedBy: managedBy(object) };
-        let current = await vault.call<Record<string, unknown>>('GET', `/proxies/${id}`, { tenantId }, true);
-        if (!current) {
-          try {
-            current = await vault.call<Record<string, unknown>>('POST', '/proxies', { ...request, body: { ...desired, id } });
-            await ctx.event('Normal', 'Created', `Created proxy ${id}.`);
-          } catch (error) {
-            if (!(error instanceof VaultRefused) || error.status !== 409) throw error;
-            current = await vault.call<Record<string, unknown>>('GET', `/proxies/${id}`, { tenantId }, true); // an earlier attempt made it
-            if (!current) throw error;
-          }
-        }
-        if (differs(desired, current!, FIELDS)) {
-          const patch = proxyPatch(desired, current!);
+        const current = await fetchOrCreate(ctx, vault, { collection: '/proxies', id, noun: 'proxy' }, request, { ...desired, id });
+        if (differs(desired, current, FIELDS)) {
+          const patch = proxyPatch(desired, current);
           await vault.call('PATCH', `/proxies/${id}`, { ...request, body: patch, contentType: 'application/merge-patch+json' });
           await ctx.event('Normal', 'Updated', `Updated proxy ${id}.`);
         }
-        const proxyKey = current!.key;
+        const proxyKey = current.key;
         if (typeof proxyKey !== 'string') throw new NotReadyYet('KeyUnavailable', 'The vault did not show the proxy key.', 30_000);
         const secret = await ctx.readSecret(namespace, keyRef.name);
         const stored = secret?.data?.[keyRef.key];

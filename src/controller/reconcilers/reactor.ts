@@ -4,8 +4,9 @@
 // the formula, the Application and those Secrets are references, so a change to any of them requeues the Reactor and
 // the vault gets the new values. The vault id is the object's uid (a retried create finds it: 409, no duplicate).
 import type { ObjectKey, Reconciler } from '../manager.js';
-import { VaultRefused, type VaultClient } from '../vault-client.js';
+import type { VaultClient } from '../vault-client.js';
 import {
+  fetchOrCreate,
   ensureFinalizer,
   Kinds,
   managedBy,
@@ -17,7 +18,7 @@ import {
   writeStatus,
   type VaultObject,
 } from './common.js';
-import { configurationSecrets, differs, resolveConfiguration, type ConfigurationSpec } from './configuration.js';
+import { differs, tenantResourceReferences, resolveConfiguration, type ConfigurationSpec } from './configuration.js';
 import { declaredTypes, type FormulaObject } from './formula.js';
 
 export type ReactorSpec = {
@@ -46,11 +47,8 @@ export function reactorReconciler(vault: VaultClient): Reconciler<ReactorObject>
       const id = object.metadata!.uid!;
       const formulaKind = spec.formulaRef ? (spec.formulaRef.kind ?? 'ReactorFormula') : undefined;
       const formulaNamespace = formulaKind === 'ReactorFormula' ? namespace : undefined;
-      const references: ObjectKey[] = [{ kind: 'Tenant', namespace, name: spec.tenantRef?.name ?? '' }];
-      if (spec.formulaRef && formulaKind) references.push({ kind: formulaKind, namespace: formulaNamespace, name: spec.formulaRef.name });
-      if (spec.applicationRef) references.push({ kind: 'Application', namespace, name: spec.applicationRef.name });
-      references.push(...configurationSecrets(namespace, spec.configuration));
-      ctx.references.set(references);
+      const formula: ObjectKey[] = spec.formulaRef && formulaKind ? [{ kind: formulaKind, namespace: formulaNamespace, name: spec.formulaRef.name }] : [];
+      ctx.references.set(tenantResourceReferences(namespace, spec, ...formula));
 
       return reportingFailures(ctx, object, async () => {
         if (object.metadata?.deletionTimestamp) return deleteFromTenant(ctx, object, vault, spec.tenantRef, `/reactors/${id}`);
@@ -72,19 +70,9 @@ export function reactorReconciler(vault: VaultClient): Reconciler<ReactorObject>
           code: formulaId ? undefined : spec.code,
         };
         const request = { tenantId, managedBy: managedBy(object) };
-        let current = await vault.call<Record<string, unknown>>('GET', `/reactors/${id}`, { tenantId }, true);
-        if (!current) {
-          const body = { ...desired, id, ...(formulaId ? { formula: { id: formulaId } } : {}) };
-          try {
-            current = await vault.call<Record<string, unknown>>('POST', '/reactors', { ...request, body });
-            await ctx.event('Normal', 'Created', `Created reactor ${id}.`);
-          } catch (error) {
-            if (!(error instanceof VaultRefused) || error.status !== 409) throw error;
-            current = await vault.call<Record<string, unknown>>('GET', `/reactors/${id}`, { tenantId }, true); // an earlier attempt made it
-            if (!current) throw error;
-          }
-        }
-        if (differs(desired, current!, FIELDS)) {
+        const body = { ...desired, id, ...(formulaId ? { formula: { id: formulaId } } : {}) };
+        const current = await fetchOrCreate(ctx, vault, { collection: '/reactors', id, noun: 'reactor' }, request, body);
+        if (differs(desired, current, FIELDS)) {
           await vault.call('PUT', `/reactors/${id}`, { ...request, body: { ...desired, application: desired.application ?? null } });
           await ctx.event('Normal', 'Updated', `Updated reactor ${id}.`);
         }

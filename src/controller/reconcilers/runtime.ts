@@ -147,11 +147,25 @@ export function runtimeOverLimits(spec: RuntimeSpec, worker: DedicatedWorkerDefa
   return undefined;
 }
 
+/** The labels that select a tenant's dedicated workers (pods, Service, NetworkPolicy). */
+function workerSelector(owner: VaultObject): Record<string, string> {
+  return { [WORKER_NAME_LABEL]: WORKER_NAME, [TENANT_LABEL]: tenantLabel(owner.metadata!.name!) };
+}
+
+/** The labels of the worker objects: their selector, and what they are and who manages them. */
+function workerLabels(selector: Record<string, string>): Record<string, string> {
+  return { ...selector, 'app.kubernetes.io/component': 'worker', 'app.kubernetes.io/managed-by': 'tokenvault' };
+}
+
+/** Metadata of an object owned by the Tenant: in its namespace, garbage-collected with it. */
+function ownedMetadata(owner: VaultObject, name: string, labels: Record<string, string>) {
+  return { name, namespace: owner.metadata!.namespace, labels, ownerReferences: [ownerReference(owner)] };
+}
+
 /** The worker Deployment: the chart's worker, restricted the same way. */
 export function workerDeployment(owner: VaultObject, name: string, spec: RuntimeSpec, image: string, defaults: RuntimeDefaults): KubeObject {
-  const tenant = owner.metadata!.name!;
-  const selector = { [WORKER_NAME_LABEL]: WORKER_NAME, [TENANT_LABEL]: tenantLabel(tenant) };
-  const labels = { ...selector, 'app.kubernetes.io/component': 'worker', 'app.kubernetes.io/managed-by': 'tokenvault' };
+  const selector = workerSelector(owner);
+  const labels = workerLabels(selector);
   const env: Array<Record<string, unknown>> = [{ name: 'TOKENVAULT_PORT', value: String(WORKER_PORT) }];
   const resources = workerResources(spec, defaults.worker);
   if (defaults.apiUrl) env.unshift({ name: 'TOKENVAULT_API_URL', value: defaults.apiUrl });
@@ -163,7 +177,7 @@ export function workerDeployment(owner: VaultObject, name: string, spec: Runtime
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
-    metadata: { name, namespace: owner.metadata!.namespace, labels, ownerReferences: [ownerReference(owner)] },
+    metadata: ownedMetadata(owner, name, labels),
     spec: {
       replicas: spec.replicas ?? 1,
       selector: { matchLabels: selector },
@@ -211,17 +225,11 @@ export function workerDeployment(owner: VaultObject, name: string, spec: Runtime
 }
 
 export function workerService(owner: VaultObject, name: string): KubeObject {
-  const tenant = owner.metadata!.name!;
-  const selector = { [WORKER_NAME_LABEL]: WORKER_NAME, [TENANT_LABEL]: tenantLabel(tenant) };
+  const selector = workerSelector(owner);
   return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: {
-      name,
-      namespace: owner.metadata!.namespace,
-      labels: { ...selector, 'app.kubernetes.io/component': 'worker', 'app.kubernetes.io/managed-by': 'tokenvault' },
-      ownerReferences: [ownerReference(owner)],
-    },
+    metadata: ownedMetadata(owner, name, workerLabels(selector)),
     spec: {
       type: 'ClusterIP',
       selector,
@@ -232,16 +240,10 @@ export function workerService(owner: VaultObject, name: string): KubeObject {
 
 /** The Secret holding the worker secret for the dedicated workers (env TOKENVAULT_WORKER_SECRET). */
 export function workerSecretObject(owner: VaultObject, name: string, secret: string): KubeObject {
-  const tenant = owner.metadata!.name!;
   return {
     apiVersion: 'v1',
     kind: 'Secret',
-    metadata: {
-      name,
-      namespace: owner.metadata!.namespace,
-      labels: { [WORKER_NAME_LABEL]: WORKER_NAME, [TENANT_LABEL]: tenantLabel(tenant), 'app.kubernetes.io/managed-by': 'tokenvault' },
-      ownerReferences: [ownerReference(owner)],
-    },
+    metadata: ownedMetadata(owner, name, { ...workerSelector(owner), 'app.kubernetes.io/managed-by': 'tokenvault' }),
     type: 'Opaque',
     data: { [WORKER_SECRET_KEY]: Buffer.from(secret).toString('base64') },
   };
@@ -253,8 +255,7 @@ export function workerSecretObject(owner: VaultObject, name: string, secret: str
  * cluster's own pods, Services, nodes or cloud metadata endpoints.
  */
 export function workerNetworkPolicy(owner: VaultObject, name: string, policy: DedicatedNetworkPolicy): KubeObject {
-  const tenant = owner.metadata!.name!;
-  const selector = { [WORKER_NAME_LABEL]: WORKER_NAME, [TENANT_LABEL]: tenantLabel(tenant) };
+  const selector = workerSelector(owner);
   const apiPeer = {
     podSelector: { matchLabels: policy.apiPodLabels },
     ...(policy.apiNamespace ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': policy.apiNamespace } } } : {}),
@@ -266,12 +267,7 @@ export function workerNetworkPolicy(owner: VaultObject, name: string, policy: De
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
-    metadata: {
-      name,
-      namespace: owner.metadata!.namespace,
-      labels: { ...selector, 'app.kubernetes.io/component': 'worker', 'app.kubernetes.io/managed-by': 'tokenvault' },
-      ownerReferences: [ownerReference(owner)],
-    },
+    metadata: ownedMetadata(owner, name, workerLabels(selector)),
     spec: {
       podSelector: { matchLabels: selector },
       policyTypes: ['Ingress', 'Egress'],

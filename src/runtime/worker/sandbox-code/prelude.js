@@ -98,7 +98,7 @@ function describe(error) {
       return envelope({ t: 'sdk', status: error.status, detail: messageOf(error), errors: error.errors });
     }
     return envelope({ t: 'thrown', message: messageOf(error) });
-  } catch (inner) {
+  } catch {
     return envelope({ t: 'thrown', message: 'the reactor threw a value that could not be read' });
   }
 }

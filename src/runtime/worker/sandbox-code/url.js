@@ -1,4 +1,5 @@
 // @ts-check
+/* eslint-disable no-control-regex -- the URL standard's code point sets (C0 controls, forbidden host code points) include U+0000-U+001F */
 // The WHATWG `URL` ('url' and the global) as plain JavaScript: public reactor examples build endpoints with
 // `new URL(path, base)`. The basic URL parser for special (http, https, ws, wss, ftp, file) and other schemes, relative
 // resolution, IPv4/IPv6 hosts, punycode for non-ASCII host names (lower-cased and NFKC-normalized rather than the full
@@ -14,7 +15,7 @@ export const nodeURL = once(function () {
   const paramsOwners = new WeakMapCtor();
   const weakGet = WeakMapCtor.prototype.get;
   const weakSet = WeakMapCtor.prototype.set;
-  const SCHEME = /^[A-Za-z][A-Za-z0-9+.\-]*$/;
+  const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*$/;
   // The percent-encode sets beyond the C0 control set (which every set includes, with everything above '~').
   const FRAGMENT_SET = ' "<>\x60';
   const QUERY_SET = ' "#<>';
@@ -124,7 +125,7 @@ export const nodeURL = once(function () {
   }
   function domainToASCII(domain) {
     if (/^[\x00-\x7f]*$/.test(domain)) return domain.toLowerCase();
-    const mapped = domain.normalize('NFKC').toLowerCase().replace(/[\u3002\uff0e\uff61]/g, '.').replace(/[\u00ad\u200b\u200c\u200d\u2060\ufeff]/g, '');
+    const mapped = domain.normalize('NFKC').toLowerCase().replace(/[\u3002\uff0e\uff61]/g, '.').replace(/\u00ad|\u200b|\u200c|\u200d|\u2060|\ufeff/g, '');
     return mapped.split('.').map(function (label) { return /[^\x00-\x7f]/.test(label) ? 'xn--' + punycode(label) : label; }).join('.');
   }
   function ipv4Number(s) {
@@ -266,7 +267,7 @@ export const nodeURL = once(function () {
   function pathState(url, s, override) {
     const special = isSpecial(url.scheme);
     const end = override ? s.length : firstOf(s, '?#');
-    const segments = s.slice(0, end).split(special ? /[\/\\]/ : '/');
+    const segments = s.slice(0, end).split(special ? /[/\\]/ : '/');
     for (let i = 0; i < segments.length; i++) {
       const segment = segments[i];
       const last = i === segments.length - 1;
@@ -521,7 +522,7 @@ export const nodeURL = once(function () {
       return parse(StringCtor(input), baseRecord) !== null;
     }
     static parse(input, base) {
-      try { return base === undefined ? new URL(input) : new URL(input, base); } catch (error) { return null; }
+      try { return base === undefined ? new URL(input) : new URL(input, base); } catch { return null; }
     }
     get href() { return serialize(recordOf(this)); }
     set href(value) {
