@@ -18,7 +18,16 @@ import { performance } from 'node:perf_hooks';
 import { KubeClient, type KubeObject } from '../src/controller/kube.js';
 import { Kinds } from '../src/controller/reconcilers/common.js';
 import { startControlPlane, type ControlPlane } from '../test/support/control-plane.js';
-import { freePort, repoRoot, spawnApi, spawnWorker, startBenchEtcd, type BenchApi, type BenchEtcd, type BenchWorker } from './support/processes.js';
+import {
+  freePort,
+  repoRoot,
+  spawnApi,
+  spawnWorker,
+  startBenchEtcd,
+  type BenchApi,
+  type BenchEtcd,
+  type BenchWorker,
+} from './support/processes.js';
 import { heading, table } from './support/report.js';
 import type { Benchmark } from './support/settings.js';
 
@@ -37,7 +46,8 @@ interface StatusObject extends KubeObject {
 }
 
 const readyOf = (o: StatusObject) => o.status?.conditions?.find((c) => c.type === 'Ready');
-const isReady = (o: StatusObject) => readyOf(o)?.status === 'True' && o.status?.observedGeneration === o.metadata?.generation;
+const isReady = (o: StatusObject) =>
+  readyOf(o)?.status === 'True' && o.status?.observedGeneration === o.metadata?.generation;
 
 /** A line of /proc/<pid>/status in MiB (VmRSS, VmHWM), or undefined. */
 function procMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number | undefined {
@@ -62,13 +72,25 @@ async function run(): Promise<void> {
   try {
     progress('starting the control plane, etcd, the worker and the API');
     // Compiled into dist-bench/, control-plane.ts would look for crds/ and hack/tools.sh beside itself: name them here.
-    for (const [variable, tool] of [['TOKENVAULT_KUBE_APISERVER_BIN', 'kube-apiserver'], ['TOKENVAULT_KUBECTL_BIN', 'kubectl']] as const) {
-      process.env[variable] ||= execFileSync(path.join(repoRoot, 'hack/tools.sh'), [tool], { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+    for (const [variable, tool] of [
+      ['TOKENVAULT_KUBE_APISERVER_BIN', 'kube-apiserver'],
+      ['TOKENVAULT_KUBECTL_BIN', 'kubectl'],
+    ] as const) {
+      process.env[variable] ||= execFileSync(path.join(repoRoot, 'hack/tools.sh'), [tool], {
+        cwd: repoRoot,
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'inherit'],
+      }).trim();
     }
     [plane, etcd] = await Promise.all([startControlPlane({ crdsDir: path.join(repoRoot, 'crds') }), startBenchEtcd()]);
     const apiPort = await freePort();
     worker = await spawnWorker({ apiUrl: `http://127.0.0.1:${apiPort}`, logLevel: 'warn' });
-    api = await spawnApi({ storeUrl: etcd.storeUrl, logLevel: 'warn', port: apiPort, env: { TOKENVAULT_WORKER_URL: worker.url } });
+    api = await spawnApi({
+      storeUrl: etcd.storeUrl,
+      logLevel: 'warn',
+      port: apiPort,
+      env: { TOKENVAULT_WORKER_URL: worker.url },
+    });
     client = await KubeClient.fromKubeConfig(plane.kubeConfig());
 
     progress('starting the controller');
@@ -121,10 +143,8 @@ async function run(): Promise<void> {
 
     const ns = 'scale';
     await plane.kubectl(['create', 'namespace', ns]);
-    await plane.kubectl(
-      ['apply', '-f', '-'],
-      {
-        input: `
+    await plane.kubectl(['apply', '-f', '-'], {
+      input: `
 apiVersion: tokenvault.dev/v1alpha1
 kind: Tenant
 metadata: {name: acme, namespace: ${ns}}
@@ -149,19 +169,25 @@ spec:
   configuration:
     - {name: index, type: number}
 `,
-      },
-    );
+    });
     const setupDeadline = Date.now() + 120_000;
-    for (const [kind, name] of [['Tenant', 'acme'], ['Application', 'app'], ['ReactorFormula', 'echo']] as const) {
+    for (const [kind, name] of [
+      ['Tenant', 'acme'],
+      ['Application', 'app'],
+      ['ReactorFormula', 'echo'],
+    ] as const) {
       for (;;) {
         const object = await client.find<StatusObject>(Kinds[kind], ns, name);
         if (object && isReady(object)) break;
-        if (Date.now() > setupDeadline) throw new Error(`${kind} ${name} did not become Ready: ${JSON.stringify(object?.status)}\n${tail}`);
+        if (Date.now() > setupDeadline)
+          throw new Error(`${kind} ${name} did not become Ready: ${JSON.stringify(object?.status)}\n${tail}`);
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     }
     const rssBefore = procMiB(child.pid!, 'VmRSS');
-    progress(`setup Ready; controller RSS ${rssBefore?.toFixed(0)} MiB; applying ${total} Reactors in chunks of ${CHUNK}`);
+    progress(
+      `setup Ready; controller RSS ${rssBefore?.toFixed(0)} MiB; applying ${total} Reactors in chunks of ${CHUNK}`,
+    );
 
     const reactor = (i: number) => `apiVersion: tokenvault.dev/v1alpha1
 kind: Reactor
@@ -204,7 +230,9 @@ spec:
       if (rss !== undefined) peakRss = Math.max(peakRss, rss);
       if (ready > 0) firstReadyMs ??= elapsed;
       if (ready >= total / 2) halfReadyMs ??= elapsed;
-      progress(`${(elapsed / 1000).toFixed(0)} s: ${ready}/${total} Ready (${items.length} listed), RSS ${rss?.toFixed(0)} MiB${reasons.size ? `, not ready: ${JSON.stringify(Object.fromEntries(reasons))}` : ''}`);
+      progress(
+        `${(elapsed / 1000).toFixed(0)} s: ${ready}/${total} Ready (${items.length} listed), RSS ${rss?.toFixed(0)} MiB${reasons.size ? `, not ready: ${JSON.stringify(Object.fromEntries(reasons))}` : ''}`,
+      );
       if (ready >= total) {
         allReadyMs = elapsed;
         break;
@@ -216,8 +244,12 @@ spec:
 
     // Every Reactor is one vault reactor (ids = uids), none extra.
     const tenant = await client.find<StatusObject & { status?: { id?: string } }>(Kinds.Tenant, ns, 'acme');
-    const listed = await fetch(`${api.url}/reactors?size=1`, { headers: { 'bt-api-key': api.operatorKey, 'bt-tenant-id': (tenant?.status as { id?: string })?.id ?? '' } });
-    const vaultCount = listed.ok ? ((await listed.json()) as { pagination?: { total_items?: number } }).pagination?.total_items : undefined;
+    const listed = await fetch(`${api.url}/reactors?size=1`, {
+      headers: { 'bt-api-key': api.operatorKey, 'bt-tenant-id': (tenant?.status as { id?: string })?.id ?? '' },
+    });
+    const vaultCount = listed.ok
+      ? ((await listed.json()) as { pagination?: { total_items?: number } }).pagination?.total_items
+      : undefined;
 
     const seconds = (ms: number | undefined) => (ms === undefined ? '-' : `${(ms / 1000).toFixed(1)} s`);
     process.stdout.write(
@@ -230,7 +262,12 @@ spec:
             ['slowest apply chunk', seconds(Math.max(...applyMs))],
             ['first Ready (from first apply)', seconds(firstReadyMs)],
             ['half Ready', seconds(halfReadyMs)],
-            [`all ${total} Ready`, allReadyMs === undefined ? `not reached in ${GIVE_UP_MS / 60_000} min (${ready} Ready)` : seconds(allReadyMs)],
+            [
+              `all ${total} Ready`,
+              allReadyMs === undefined
+                ? `not reached in ${GIVE_UP_MS / 60_000} min (${ready} Ready)`
+                : seconds(allReadyMs),
+            ],
             ['throughput', allReadyMs === undefined ? '-' : `${(total / (allReadyMs / 1000)).toFixed(1)} objects/s`],
             ['controller RSS before the Reactors', `${rssBefore?.toFixed(0) ?? '?'} MiB`],
             ['controller RSS peak (sampled every 2 s)', `${peakRss.toFixed(0)} MiB`],

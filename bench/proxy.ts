@@ -24,11 +24,14 @@ import type { Benchmark, Settings } from './support/settings.js';
 import { testCertificates } from '../test/support/https.js';
 
 const TOKENS = 10;
-const RULES = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:use'] }];
+const RULES = [
+  { description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:use'] },
+];
 
 export const proxyBenchmark: Benchmark = {
   name: 'proxy',
-  description: 'POST /proxy with 10 token expressions vs the same POST straight to the destination (targets 0.5, +1 ms p50)',
+  description:
+    'POST /proxy with 10 token expressions vs the same POST straight to the destination (targets 0.5, +1 ms p50)',
   run,
 };
 
@@ -60,9 +63,18 @@ async function run(settings: Settings): Promise<void> {
     const plain: Record<string, unknown> = { amount: 4200, currency: 'EUR', description: 'benchmark charge' };
     const templated: Record<string, unknown> = { ...plain };
     for (let i = 0; i < TOKENS; i++) {
-      const card = { number: `4242424242424242`, expiration_month: randomInt(1, 13), expiration_year: 2030, cvc: String(randomInt(100, 1000)) };
+      const card = {
+        number: `4242424242424242`,
+        expiration_month: randomInt(1, 13),
+        expiration_year: 2030,
+        cvc: String(randomInt(100, 1000)),
+      };
       const created = JSON.parse(
-        await send(pool, { method: 'POST', path: '/tokens', key: tenant.key, body: JSON.stringify({ type: 'card', data: card }) }, 201),
+        await send(
+          pool,
+          { method: 'POST', path: '/tokens', key: tenant.key, body: JSON.stringify({ type: 'card', data: card }) },
+          201,
+        ),
       ) as { id: string };
       plain[`card_${i}`] = card.number;
       templated[`card_${i}`] = `{{ ${created.id} | json: '$.number' }}`;
@@ -78,7 +90,9 @@ async function run(settings: Settings): Promise<void> {
     });
     const probeText = await probe.body.text();
     if (probe.statusCode !== 200 || probe.headers['x-received-bytes'] !== String(Buffer.byteLength(plainBody))) {
-      throw new Error(`probe /proxy answered ${probe.statusCode} (${String(probe.headers['x-received-bytes'])} bytes forwarded): ${probeText.slice(0, 300)}`);
+      throw new Error(
+        `probe /proxy answered ${probe.statusCode} (${String(probe.headers['x-received-bytes'])} bytes forwarded): ${probeText.slice(0, 300)}`,
+      );
     }
 
     const pairs: Pair[] = [
@@ -88,7 +102,12 @@ async function run(settings: Settings): Promise<void> {
         baseline: {
           label: `direct HTTPS POST (${Buffer.byteLength(plainBody)} B JSON)`,
           operation: async () => {
-            const { statusCode, body } = await direct.request({ method: 'POST', path: '/charges', headers: { 'content-type': 'application/json' }, body: plainBody });
+            const { statusCode, body } = await direct.request({
+              method: 'POST',
+              path: '/charges',
+              headers: { 'content-type': 'application/json' },
+              body: plainBody,
+            });
             await body.text();
             if (statusCode !== 200) throw new Error(`destination answered ${statusCode}`);
           },
@@ -99,7 +118,11 @@ async function run(settings: Settings): Promise<void> {
             const { statusCode, body } = await pool.request({
               method: 'POST',
               path: '/proxy/charges',
-              headers: { 'bt-api-key': tenant.key, 'bt-proxy-url': destination.url, 'content-type': 'application/json' },
+              headers: {
+                'bt-api-key': tenant.key,
+                'bt-proxy-url': destination.url,
+                'content-type': 'application/json',
+              },
               body: templatedBody,
             });
             const text = await body.text();
@@ -125,7 +148,12 @@ async function run(settings: Settings): Promise<void> {
     latency = table(
       ['latency the proxy adds (subject - baseline, per round, median)', 'ms', 'target', ''],
       [
-        [`p50, ${settings.concurrency} clients`, formatMs(addedP50), '<= 1.00', addedP50 <= 1 ? 'meets target' : 'above target'],
+        [
+          `p50, ${settings.concurrency} clients`,
+          formatMs(addedP50),
+          '<= 1.00',
+          addedP50 <= 1 ? 'meets target' : 'above target',
+        ],
         [`p99, ${settings.concurrency} clients`, formatMs(addedP99), '', ''],
         ['p50, 1 client', formatMs(addedAlone((r) => r.p50Ms)), '', ''],
         ['p99, 1 client', formatMs(addedAlone((r) => r.p99Ms)), '', ''],
@@ -136,7 +164,11 @@ async function run(settings: Settings): Promise<void> {
     if (profileFile) {
       const windows = result.subject.map((r) => ({ startUs: r.startUs, endUs: r.endUs }));
       const cpuUsPerRequest = median(result.subject.map((r) => ((r.cores.api ?? NaN) / r.opsPerSecond) * 1e6));
-      report += ['', heading('Where the API spends its time (CPU profile, measured windows only)'), summarizeProfile(profileFile, repoRoot, 'API POST /proxy', windows, { cpuUsPerRequest })].join('\n');
+      report += [
+        '',
+        heading('Where the API spends its time (CPU profile, measured windows only)'),
+        summarizeProfile(profileFile, repoRoot, 'API POST /proxy', windows, { cpuUsPerRequest }),
+      ].join('\n');
     }
   } finally {
     await pool.destroy().catch(() => undefined);
@@ -144,7 +176,8 @@ async function run(settings: Settings): Promise<void> {
     await api.stop();
     await destination.stop();
     await etcd.stop();
-    if (profileDir && process.env.BENCH_KEEP_PROFILE === undefined) await rm(profileDir, { recursive: true, force: true });
+    if (profileDir && process.env.BENCH_KEEP_PROFILE === undefined)
+      await rm(profileDir, { recursive: true, force: true });
     else if (profileFile) progress(`proxy: CPU profile kept at ${profileFile}`);
   }
 

@@ -33,7 +33,9 @@ const COLD_REACTORS = 10;
 const WARM_P50_TARGET_MS = 2;
 const FIRST_CALL_TARGET_MS = 20;
 
-const RULES = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:use'] }];
+const RULES = [
+  { description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:use'] },
+];
 
 const code = (salt: string) => `// ${salt}
 module.exports = async function (req) {
@@ -49,7 +51,8 @@ const REQUEST_PARAMETERS = [
 
 export const reactorsBenchmark: Benchmark = {
   name: 'reactors',
-  description: 'POST /reactors/{id}/react (2 token args) vs GET /applications/key; first call vs warm (targets 0.35, 2 ms, +20 ms)',
+  description:
+    'POST /reactors/{id}/react (2 token args) vs GET /applications/key; first call vs warm (targets 0.35, 2 ms, +20 ms)',
   run,
 };
 
@@ -59,10 +62,12 @@ async function run(settings: Settings): Promise<void> {
   const etcd = await startBenchEtcd();
   const profileDir = settings.profile ? await mkdtemp(path.join(os.tmpdir(), 'tokenvault-bench-prof-')) : undefined;
   const apiPort = await freePort();
-  const worker = await spawnWorker({ apiUrl: `http://127.0.0.1:${apiPort}`, logLevel: settings.apiLogLevel }).catch(async (error: unknown) => {
-    await etcd.stop();
-    throw error;
-  });
+  const worker = await spawnWorker({ apiUrl: `http://127.0.0.1:${apiPort}`, logLevel: settings.apiLogLevel }).catch(
+    async (error: unknown) => {
+      await etcd.stop();
+      throw error;
+    },
+  );
   const api = await spawnApi({
     storeUrl: etcd.storeUrl,
     logLevel: settings.apiLogLevel,
@@ -80,9 +85,18 @@ async function run(settings: Settings): Promise<void> {
   let profileFile: string | undefined;
   try {
     const tenant = await createTenantWithApplication(api.url, api.operatorKey, RULES);
-    const card = (number: string) => JSON.stringify({ type: 'card', data: { number, expiration_month: 12, expiration_year: 2030, cvc: '123' } });
-    const id1 = (JSON.parse(await send(pool, { method: 'POST', path: '/tokens', key: tenant.key, body: card('4242424242424242') }, 201)) as { id: string }).id;
-    const id2 = (JSON.parse(await send(pool, { method: 'POST', path: '/tokens', key: tenant.key, body: card('5555555555554444') }, 201)) as { id: string }).id;
+    const card = (number: string) =>
+      JSON.stringify({ type: 'card', data: { number, expiration_month: 12, expiration_year: 2030, cvc: '123' } });
+    const id1 = (
+      JSON.parse(
+        await send(pool, { method: 'POST', path: '/tokens', key: tenant.key, body: card('4242424242424242') }, 201),
+      ) as { id: string }
+    ).id;
+    const id2 = (
+      JSON.parse(
+        await send(pool, { method: 'POST', path: '/tokens', key: tenant.key, body: card('5555555555554444') }, 201),
+      ) as { id: string }
+    ).id;
     const reactBody = JSON.stringify({ args: { card1: `{{ ${id1} }}`, card2: `{{ ${id2} }}` } });
 
     /** A formula with its own code and a reactor running it (management key); the reactor's id. */
@@ -94,20 +108,39 @@ async function run(settings: Settings): Promise<void> {
             method: 'POST',
             path: '/reactor-formulas',
             key: tenant.managementKey,
-            body: JSON.stringify({ name: `bench ${salt}`, type: 'private', code: code(salt), request_parameters: REQUEST_PARAMETERS }),
+            body: JSON.stringify({
+              name: `bench ${salt}`,
+              type: 'private',
+              code: code(salt),
+              request_parameters: REQUEST_PARAMETERS,
+            }),
           },
           201,
         ),
       ) as { id: string };
       const reactor = JSON.parse(
-        await send(pool, { method: 'POST', path: '/reactors', key: tenant.managementKey, body: JSON.stringify({ name: `bench ${salt}`, formula: { id: formula.id } }) }, 201),
+        await send(
+          pool,
+          {
+            method: 'POST',
+            path: '/reactors',
+            key: tenant.managementKey,
+            body: JSON.stringify({ name: `bench ${salt}`, formula: { id: formula.id } }),
+          },
+          201,
+        ),
       ) as { id: string };
       return reactor.id;
     };
     const react = async (reactorId: string, salt: string) => {
-      const text = await send(pool, { method: 'POST', path: `/reactors/${reactorId}/react`, key: tenant.key, body: reactBody }, 200);
+      const text = await send(
+        pool,
+        { method: 'POST', path: `/reactors/${reactorId}/react`, key: tenant.key, body: reactBody },
+        200,
+      );
       const raw = (JSON.parse(text) as { raw?: { salt?: string; card1_last4?: string; card2_last4?: string } }).raw;
-      if (raw?.salt !== salt || raw.card1_last4 !== '4242' || raw.card2_last4 !== '4444') throw new Error(`react answered ${text.slice(0, 300)}`);
+      if (raw?.salt !== salt || raw.card1_last4 !== '4242' || raw.card2_last4 !== '4444')
+        throw new Error(`react answered ${text.slice(0, 300)}`);
     };
 
     const mainSalt = randomUUID();
@@ -117,7 +150,10 @@ async function run(settings: Settings): Promise<void> {
     const baselineKey = async () => {
       await send(pool, { method: 'GET', path: '/applications/key', key: tenant.key }, 200);
     };
-    const subject = { label: 'API POST /reactors/{id}/react (2 token args)', operation: () => react(mainReactor, mainSalt) };
+    const subject = {
+      label: 'API POST /reactors/{id}/react (2 token args)',
+      operation: () => react(mainReactor, mainSalt),
+    };
     const pairs: Pair[] = [
       {
         name: 'react / GET /applications/key',
@@ -145,7 +181,12 @@ async function run(settings: Settings): Promise<void> {
 
     // Warm p50 with one client: the latency of one invocation on an idle stack.
     progress('reactors: warm latency, 1 client');
-    const single = await runLoad(() => react(mainReactor, mainSalt), { concurrency: 1, seconds: settings.seconds, maxOps: settings.maxOps, processes });
+    const single = await runLoad(() => react(mainReactor, mainSalt), {
+      concurrency: 1,
+      seconds: settings.seconds,
+      maxOps: settings.maxOps,
+      processes,
+    });
     if (single.errors > 0) throw new Error(`warm single-client react failed: ${single.firstError}`);
 
     // First call of a new reactor (new code: the worker compiles it in a new isolate) against its second call.
@@ -178,7 +219,12 @@ async function run(settings: Settings): Promise<void> {
       table(
         ['latency', 'ms', 'target', ''],
         [
-          ['warm p50, 1 client (p99 ' + formatMs(single.p99Ms) + ' ms)', formatMs(warmP50), `<= ${formatMs(WARM_P50_TARGET_MS)}`, warmP50 <= WARM_P50_TARGET_MS ? 'meets target' : 'above target'],
+          [
+            'warm p50, 1 client (p99 ' + formatMs(single.p99Ms) + ' ms)',
+            formatMs(warmP50),
+            `<= ${formatMs(WARM_P50_TARGET_MS)}`,
+            warmP50 <= WARM_P50_TARGET_MS ? 'meets target' : 'above target',
+          ],
           [
             `warm p50, ${settings.concurrency} clients`,
             formatMs(median(results[0].subject.map((r) => r.p50Ms))),
@@ -217,7 +263,8 @@ async function run(settings: Settings): Promise<void> {
     await api.stop();
     await worker.stop();
     await etcd.stop();
-    if (profileDir && process.env.BENCH_KEEP_PROFILE === undefined) await rm(profileDir, { recursive: true, force: true });
+    if (profileDir && process.env.BENCH_KEEP_PROFILE === undefined)
+      await rm(profileDir, { recursive: true, force: true });
     else if (profileFile) progress(`reactors: CPU profile kept at ${profileFile}`);
   }
 

@@ -23,14 +23,17 @@ const READ_SET = 10_000;
 /** Distinct card bodies cycled through by the creates (prepared before the clock starts). */
 const CARD_BODIES = 4_096;
 
-const RULES = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read'] }];
+const RULES = [
+  { description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read'] },
+];
 
 /**
  * etcd3 retries failed calls by default; the API's store sends every call once (src/store/etcd.ts), so the baseline
  * does the same: the two sides differ by what tokenvault does, not by client policy.
  */
 const sendOnce = {
-  execute: async <T>(fn: (context: { signal: AbortSignal }) => T | PromiseLike<T>) => fn({ signal: new AbortController().signal }),
+  execute: async <T>(fn: (context: { signal: AbortSignal }) => T | PromiseLike<T>) =>
+    fn({ signal: new AbortController().signal }),
 } as unknown as NonNullable<IOptions['faultHandling']>['global'];
 
 export const tokensBenchmark: Benchmark = {
@@ -44,7 +47,11 @@ async function run(settings: Settings): Promise<void> {
   progress('tokens: starting etcd and the API');
   const etcd = await startBenchEtcd();
   const profileDir = settings.profile ? await mkdtemp(path.join(os.tmpdir(), 'tokenvault-bench-prof-')) : undefined;
-  const api = await spawnApi({ storeUrl: etcd.storeUrl, logLevel: settings.apiLogLevel, cpuProfileDir: profileDir }).catch(async (error: unknown) => {
+  const api = await spawnApi({
+    storeUrl: etcd.storeUrl,
+    logLevel: settings.apiLogLevel,
+    cpuProfileDir: profileDir,
+  }).catch(async (error: unknown) => {
     await etcd.stop();
     throw error;
   });
@@ -56,7 +63,10 @@ async function run(settings: Settings): Promise<void> {
   try {
     const tenant = await createTenantWithApplication(api.url, api.operatorKey, RULES);
     const cards = Array.from({ length: CARD_BODIES }, () =>
-      JSON.stringify({ type: 'card', data: { number: cardNumber(), expiration_month: randomInt(1, 13), expiration_year: 2030, cvc: '123' } }),
+      JSON.stringify({
+        type: 'card',
+        data: { number: cardNumber(), expiration_month: randomInt(1, 13), expiration_year: 2030, cvc: '123' },
+      }),
     );
     footprint = await measureCreateFootprint(raw, api.url, tenant.key, cards[0]);
 
@@ -85,7 +95,11 @@ async function run(settings: Settings): Promise<void> {
         subject: {
           label: 'API POST /tokens (card)',
           operation: async (_worker, n) => {
-            const text = await send(pool, { method: 'POST', path: '/tokens', key: tenant.key, body: cards[n % cards.length] }, 201);
+            const text = await send(
+              pool,
+              { method: 'POST', path: '/tokens', key: tenant.key, body: cards[n % cards.length] },
+              201,
+            );
             if (tokenIds.length < READ_SET) tokenIds.push((JSON.parse(text) as { id: string }).id);
           },
         },
@@ -117,17 +131,22 @@ async function run(settings: Settings): Promise<void> {
     profileFile = await api.stop();
     if (profileFile) {
       const subject = (label: 'create / put' | 'read / get') => results.find((r) => r.pair.name === label)!.subject;
-      const windows = (label: 'create / put' | 'read / get') => subject(label).map((r) => ({ startUs: r.startUs, endUs: r.endUs }));
+      const windows = (label: 'create / put' | 'read / get') =>
+        subject(label).map((r) => ({ startUs: r.startUs, endUs: r.endUs }));
       const cpuUsPerRequest = (label: 'create / put' | 'read / get') =>
         median(subject(label).map((r) => ((r.cores.api ?? NaN) / r.opsPerSecond) * 1e6));
       report += [
         '',
         heading('Where the API spends its time (CPU profile of the API process, measured windows only)'),
-        summarizeProfile(profileFile, repoRoot, 'API POST /tokens', windows('create / put'), { cpuUsPerRequest: cpuUsPerRequest('create / put') }),
+        summarizeProfile(profileFile, repoRoot, 'API POST /tokens', windows('create / put'), {
+          cpuUsPerRequest: cpuUsPerRequest('create / put'),
+        }),
         '',
-        summarizeProfile(profileFile, repoRoot, 'API GET /tokens/{id}', windows('read / get'), { cpuUsPerRequest: cpuUsPerRequest('read / get') }),
+        summarizeProfile(profileFile, repoRoot, 'API GET /tokens/{id}', windows('read / get'), {
+          cpuUsPerRequest: cpuUsPerRequest('read / get'),
+        }),
         '',
-        'Shares are of the API\'s non-idle wall time: samples taken while its thread waited for a CPU land in the frame it',
+        "Shares are of the API's non-idle wall time: samples taken while its thread waited for a CPU land in the frame it",
         'was in (mostly the response writev that woke a client), which inflates "HTTP server" on a busy machine. The',
         'µs column scales shares to the CPU the API really used per request. Profiling slows the API a little; take',
         'ratios from a run without --profile.',
@@ -138,7 +157,8 @@ async function run(settings: Settings): Promise<void> {
     raw.close();
     await api.stop();
     await etcd.stop();
-    if (profileDir && process.env.BENCH_KEEP_PROFILE === undefined) await rm(profileDir, { recursive: true, force: true });
+    if (profileDir && process.env.BENCH_KEEP_PROFILE === undefined)
+      await rm(profileDir, { recursive: true, force: true });
     else if (profileFile) progress(`tokens: CPU profile kept at ${profileFile}`);
   }
 
@@ -157,8 +177,13 @@ async function run(settings: Settings): Promise<void> {
 /** What one API create writes to etcd: keys and bytes touched by its transaction (read back by mod revision). */
 async function measureCreateFootprint(raw: Etcd3, url: string, key: string, body: string): Promise<string> {
   const before = await raw.kv.range({ key: Buffer.from('/'), count_only: true });
-  const response = await fetch(`${url}/tokens`, { method: 'POST', headers: { 'bt-api-key': key, 'content-type': 'application/json' }, body });
-  if (response.status !== 201) throw new Error(`probe POST /tokens answered ${response.status}: ${await response.text()}`);
+  const response = await fetch(`${url}/tokens`, {
+    method: 'POST',
+    headers: { 'bt-api-key': key, 'content-type': 'application/json' },
+    body,
+  });
+  if (response.status !== 201)
+    throw new Error(`probe POST /tokens answered ${response.status}: ${await response.text()}`);
   const written = await raw.kv.range({
     key: Buffer.from('/tokenvault/'),
     range_end: Buffer.from('/tokenvault0'),

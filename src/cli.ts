@@ -68,9 +68,12 @@ async function main(argv: string[]): Promise<number> {
     case 'controller': {
       const config = loadConfig({ argv: rest, requireStore: false, keepOperatorKey: true });
       const missing: string[] = [];
-      if (!config.apiUrl) missing.push(`--${SETTINGS.apiUrl.flag} / ${SETTINGS.apiUrl.env}: required (the API to reconcile into)`);
+      if (!config.apiUrl)
+        missing.push(`--${SETTINGS.apiUrl.flag} / ${SETTINGS.apiUrl.env}: required (the API to reconcile into)`);
       if (!config.operatorKey) {
-        missing.push(`--${SETTINGS.operatorKeyFile.flag} / ${SETTINGS.operatorKeyFile.env}: required (the controller calls the API with the operator key)`);
+        missing.push(
+          `--${SETTINGS.operatorKeyFile.flag} / ${SETTINGS.operatorKeyFile.env}: required (the controller calls the API with the operator key)`,
+        );
       }
       if (missing.length > 0) throw new ConfigError(missing);
       const logger = createLogger(config.logLevel);

@@ -21,7 +21,8 @@ export async function send(pool: Pool, sent: Sent, expected: number): Promise<st
   if (sent.body !== undefined) headers['content-type'] = 'application/json';
   const { statusCode, body } = await pool.request({ method: sent.method, path: sent.path, headers, body: sent.body });
   const text = await body.text();
-  if (statusCode !== expected) throw new Error(`${sent.method} ${sent.path} answered ${statusCode}: ${text.slice(0, 300)}`);
+  if (statusCode !== expected)
+    throw new Error(`${sent.method} ${sent.path} answered ${statusCode}: ${text.slice(0, 300)}`);
   return text;
 }
 
@@ -44,7 +45,11 @@ export interface BenchTenant {
 }
 
 /** A new tenant (operator key) and a private application in it with these access rules. */
-export async function createTenantWithApplication(url: string, operatorKey: string, rules: unknown[]): Promise<BenchTenant> {
+export async function createTenantWithApplication(
+  url: string,
+  operatorKey: string,
+  rules: unknown[],
+): Promise<BenchTenant> {
   const tenant = await post(url, '/admin/tenants', operatorKey, { name: `bench-${Date.now()}` });
   const managementKey = tenant.application.key as string;
   const application = await post(url, '/applications', managementKey, { name: 'bench', type: 'private', rules });

@@ -38,7 +38,12 @@ export interface RunOptions {
 export async function runPairs(pairs: Pair[], settings: Settings, options: RunOptions): Promise<PairResult[]> {
   const progress = options.progress ?? ((line: string) => process.stderr.write(`${line}\n`));
   const load = (scenario: Scenario, seconds: number) =>
-    runLoad(scenario.operation, { concurrency: settings.concurrency, seconds, maxOps: settings.maxOps, processes: options.processes });
+    runLoad(scenario.operation, {
+      concurrency: settings.concurrency,
+      seconds,
+      maxOps: settings.maxOps,
+      processes: options.processes,
+    });
   const describe = (r: LoadResult) =>
     `${formatCount(r.opsPerSecond)} ops/s, p50 ${formatMs(r.p50Ms)} ms, p99 ${formatMs(r.p99Ms)} ms${r.errors ? `, ${r.errors} errors (${r.firstError})` : ''}`;
 
@@ -75,7 +80,9 @@ export function comparisonReport(results: PairResult[], settings: Settings, proc
     for (const side of ['baseline', 'subject'] as const) {
       const runs = result[side];
       const rates = runs.map((r) => r.opsPerSecond);
-      const perOp = ['bench', ...processNames].map((name) => formatCount(median(runs.map((r) => ((r.cores[name] ?? NaN) / r.opsPerSecond) * 1e6))));
+      const perOp = ['bench', ...processNames].map((name) =>
+        formatCount(median(runs.map((r) => ((r.cores[name] ?? NaN) / r.opsPerSecond) * 1e6))),
+      );
       const machine = ['all', 'other'].map((name) => formatCores(median(runs.map((r) => r.cores[name] ?? NaN))));
       rows.push([
         result.pair[side].label,
@@ -91,7 +98,17 @@ export function comparisonReport(results: PairResult[], settings: Settings, proc
     }
   }
   const throughput = table(
-    ['operation', 'ops/s', 'per round', 'spread', 'p50 ms', 'p99 ms', 'errors', `CPU µs/op: ${['bench', ...processNames].join(' / ')}`, 'cores: all / other'],
+    [
+      'operation',
+      'ops/s',
+      'per round',
+      'spread',
+      'p50 ms',
+      'p99 ms',
+      'errors',
+      `CPU µs/op: ${['bench', ...processNames].join(' / ')}`,
+      'cores: all / other',
+    ],
     rows,
   );
 
@@ -116,7 +133,10 @@ export function comparisonReport(results: PairResult[], settings: Settings, proc
     'named processes ("other": kernel work not charged to them, and anything else running on this machine).',
   ];
   const other = median(results.flatMap((r) => [...r.baseline, ...r.subject]).map((r) => r.cores.other ?? 0));
-  if (other > 0.15) notes.push(`NOTE: other processes used ${formatCores(other)} cores during the windows (median): the numbers are disturbed.`);
+  if (other > 0.15)
+    notes.push(
+      `NOTE: other processes used ${formatCores(other)} cores during the windows (median): the numbers are disturbed.`,
+    );
   const errors = results.flatMap((r) => [...r.baseline, ...r.subject]).find((r) => r.firstError)?.firstError;
   if (errors) notes.push(`first error: ${errors}`);
   return [throughput, '', ratios, '', ...notes].join('\n');

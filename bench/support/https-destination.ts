@@ -13,7 +13,11 @@ const server = https.createServer({ cert, key }, (request, response) => {
   let bytes = 0;
   request.on('data', (chunk: Buffer) => (bytes += chunk.length));
   request.on('end', () => {
-    response.writeHead(200, { 'content-type': 'application/json', 'content-length': String(answer.length), 'x-received-bytes': String(bytes) });
+    response.writeHead(200, {
+      'content-type': 'application/json',
+      'content-length': String(answer.length),
+      'x-received-bytes': String(bytes),
+    });
     response.end(answer);
   });
 });

@@ -117,7 +117,8 @@ function ticksPerSecond(): number {
 function sampleCpu(processes: Record<string, number | undefined>): CpuSample {
   const own = process.cpuUsage();
   const seconds: Record<string, number | undefined> = { bench: (own.user + own.system) / 1e6 };
-  for (const [name, pid] of Object.entries(processes)) seconds[name] = pid === undefined ? undefined : processCpuSeconds(pid);
+  for (const [name, pid] of Object.entries(processes))
+    seconds[name] = pid === undefined ? undefined : processCpuSeconds(pid);
   return { seconds, machine: machineBusySeconds() };
 }
 
@@ -151,7 +152,10 @@ function coresUsed(before: CpuSample, after: CpuSample, seconds: number): Record
     const previous = before.seconds[name];
     cores[name] = value === undefined || previous === undefined ? undefined : (value - previous) / seconds;
   }
-  cores.all = after.machine === undefined || before.machine === undefined ? undefined : (after.machine - before.machine) / seconds;
+  cores.all =
+    after.machine === undefined || before.machine === undefined
+      ? undefined
+      : (after.machine - before.machine) / seconds;
   // Whatever else ran: the kernel's own work (network stack, softirqs) and any other process on the machine.
   const known = Object.values(cores).reduce<number>((sum, value) => sum + (value ?? 0), 0) - (cores.all ?? 0);
   cores.other = cores.all === undefined ? undefined : Math.max(0, cores.all - known);

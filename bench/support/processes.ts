@@ -52,7 +52,11 @@ export interface BenchEtcd extends EtcdProcess {
 export async function startBenchEtcd(): Promise<BenchEtcd> {
   ensureEtcdBinary();
   const etcd = await startEtcd();
-  return { ...etcd, storeUrl: `etcd://${new URL(etcd.endpoint).host}`, pid: findPidByArgument(`--listen-client-urls=${etcd.endpoint}`) };
+  return {
+    ...etcd,
+    storeUrl: `etcd://${new URL(etcd.endpoint).host}`,
+    pid: findPidByArgument(`--listen-client-urls=${etcd.endpoint}`),
+  };
 }
 
 /** The process whose command line has this exact argument (Linux /proc); undefined elsewhere or when not found. */
@@ -127,7 +131,9 @@ export async function spawnApi(options: ApiOptions): Promise<BenchApi> {
   const stop = async (): Promise<string | undefined> => {
     await cli.stop();
     if (!options.cpuProfileDir) return undefined;
-    const profile = (await readdir(options.cpuProfileDir)).find((name) => name.endsWith('.cpuprofile') && name.includes(`.${cli.pid}.`));
+    const profile = (await readdir(options.cpuProfileDir)).find(
+      (name) => name.endsWith('.cpuprofile') && name.includes(`.${cli.pid}.`),
+    );
     return profile && path.join(options.cpuProfileDir, profile);
   };
   return { url: cli.url, pid: cli.pid, operatorKey, logTail: cli.logTail, process: cli.child, stop };
@@ -189,11 +195,20 @@ interface CliProcess {
 async function spawnCli(options: CliOptions): Promise<CliProcess> {
   const port = options.port ?? (await freePort());
   const url = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, ['--no-node-snapshot', ...(options.nodeFlags ?? []), 'dist/cli.js', ...options.args], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH ?? '', TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: String(port), ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--no-node-snapshot', ...(options.nodeFlags ?? []), 'dist/cli.js', ...options.args],
+    {
+      cwd: repoRoot,
+      env: {
+        PATH: process.env.PATH ?? '',
+        TOKENVAULT_HOST: '127.0.0.1',
+        TOKENVAULT_PORT: String(port),
+        ...options.env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   const { log: logTail, exited, stop } = supervise(child, logTailBytes);
   try {
     await waitForListening(url, logTail, exited, options.probe, options.what);
@@ -205,7 +220,13 @@ async function spawnCli(options: CliOptions): Promise<CliProcess> {
 }
 
 /** Polls GET /healthz (or `probe`) until it answers 200 (any log level works: the URL is not read from the log). */
-async function waitForListening(url: string, logTail: () => string, exited: Promise<void>, probe: string, what: string): Promise<void> {
+async function waitForListening(
+  url: string,
+  logTail: () => string,
+  exited: Promise<void>,
+  probe: string,
+  what: string,
+): Promise<void> {
   let dead = false;
   void exited.then(() => (dead = true));
   const deadline = Date.now() + apiStartMs;

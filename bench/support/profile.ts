@@ -37,12 +37,36 @@ export interface Window {
  * that belongs to one (node's own streams, timers and event loop belong to none; the caller decides).
  */
 const COMPONENTS: Array<[name: string, match: (area: string, label: string) => boolean]> = [
-  ['etcd client (etcd3, grpc-js, http2, protobuf)', (area, label) => /^node_modules\/(etcd3|@grpc\/|cockatiel|protobufjs|@protobufjs\/|long)/.test(area) || / node:internal\/http2\//.test(label)],
-  ['HTTP server (node http: parse, write response)', (_area, label) => / node:_http_|node:internal\/http:| HTTPParser|parserOnHeadersComplete|parserOnIncoming/.test(label)],
-  ['express, router, body-parser & co', (area) => /^node_modules\/(express|router|body-parser|raw-body|type-is|content-type|on-finished|finalhandler|parseurl|path-to-regexp|iconv-lite|media-typer|mime-types|mime-db|send|statuses|depd|http-errors|qs|accepts|negotiator|vary|encodeurl|escape-html|cookie|content-disposition|fresh|range-parser|etag|merge-descriptors|safe-buffer|debug|ms|bytes|unpipe|destroy|ee-first)$/.test(area)],
-  ['logging (pino)', (area) => /^node_modules\/(pino|sonic-boom|@pinojs\/|fast-redact|thread-stream|on-exit-leak-free|quick-format-unescaped|atomic-sleep|safe-stable-stringify)/.test(area)],
+  [
+    'etcd client (etcd3, grpc-js, http2, protobuf)',
+    (area, label) =>
+      /^node_modules\/(etcd3|@grpc\/|cockatiel|protobufjs|@protobufjs\/|long)/.test(area) ||
+      / node:internal\/http2\//.test(label),
+  ],
+  [
+    'HTTP server (node http: parse, write response)',
+    (_area, label) =>
+      / node:_http_|node:internal\/http:| HTTPParser|parserOnHeadersComplete|parserOnIncoming/.test(label),
+  ],
+  [
+    'express, router, body-parser & co',
+    (area) =>
+      /^node_modules\/(express|router|body-parser|raw-body|type-is|content-type|on-finished|finalhandler|parseurl|path-to-regexp|iconv-lite|media-typer|mime-types|mime-db|send|statuses|depd|http-errors|qs|accepts|negotiator|vary|encodeurl|escape-html|cookie|content-disposition|fresh|range-parser|etag|merge-descriptors|safe-buffer|debug|ms|bytes|unpipe|destroy|ee-first)$/.test(
+        area,
+      ),
+  ],
+  [
+    'logging (pino)',
+    (area) =>
+      /^node_modules\/(pino|sonic-boom|@pinojs\/|fast-redact|thread-stream|on-exit-leak-free|quick-format-unescaped|atomic-sleep|safe-stable-stringify)/.test(
+        area,
+      ),
+  ],
   ['metrics (prom-client)', (area) => /^node_modules\/(prom-client|tdigest|bintrees)/.test(area)],
-  ['encryption, hashing (src/crypto, node:crypto)', (area, label) => area === 'src/crypto' || / node:internal\/crypto\//.test(label)],
+  [
+    'encryption, hashing (src/crypto, node:crypto)',
+    (area, label) => area === 'src/crypto' || / node:internal\/crypto\//.test(label),
+  ],
   ['JSON validation (ajv)', (area) => /^node_modules\/ajv/.test(area) || area === 'src/validation'],
   ['caches (lru-cache)', (area) => area === 'node_modules/lru-cache'],
   ['tokenvault code (other src/)', (area) => area.startsWith('src')],
@@ -71,7 +95,13 @@ export interface SummaryOptions {
  * response's writev that had just woken a client. So shares are of wall time while not idle; the µs column
  * scales them to the CPU time the API really used per request.
  */
-export function summarizeProfile(file: string, repoRoot: string, title: string, windows: Window[], options: SummaryOptions = {}): string {
+export function summarizeProfile(
+  file: string,
+  repoRoot: string,
+  title: string,
+  windows: Window[],
+  options: SummaryOptions = {},
+): string {
   const top = options.top ?? 15;
   const cpuUs = options.cpuUsPerRequest;
   const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
@@ -117,7 +147,11 @@ export function summarizeProfile(file: string, repoRoot: string, title: string, 
         add(totalByArea, frame.area);
       }
     }
-    if (leaf.area !== '(idle)') add(byComponent, component ?? (leaf.area === '(program)' ? '(program): native code, V8' : 'node event loop, streams, timers'));
+    if (leaf.area !== '(idle)')
+      add(
+        byComponent,
+        component ?? (leaf.area === '(program)' ? '(program): native code, V8' : 'node event loop, streams, timers'),
+      );
   }
   if (samples === 0) return `${title}: no profile samples fall in the measured windows`;
 
@@ -130,13 +164,20 @@ export function summarizeProfile(file: string, repoRoot: string, title: string, 
       .slice(0, limit)
       .map(([name, n]) => [name, share(n, of)]);
   const perRequest = (table: string[][]) =>
-    table.map(([name, shareText]) => [name, shareText, cpuUs === undefined ? '-' : ((Number.parseFloat(shareText) / 100) * cpuUs).toFixed(0)]);
+    table.map(([name, shareText]) => [
+      name,
+      shareText,
+      cpuUs === undefined ? '-' : ((Number.parseFloat(shareText) / 100) * cpuUs).toFixed(0),
+    ]);
   const seconds = windows.reduce((sum, w) => sum + (w.endUs - w.startUs) / 1e6, 0);
   return [
     `${title}: ${windows.length} window(s), ${seconds.toFixed(1)} s, ${formatCount(samples)} samples, API busy ${share(busy, samples)} of the time` +
       (cpuUs === undefined ? '' : `; measured API CPU per request ${formatCount(cpuUs)} µs`),
     '',
-    table(['busy time by component (leaf-most frame that belongs to one)', 'share', '≈ µs/request'], perRequest(rows(byComponent, busy, true, 100))),
+    table(
+      ['busy time by component (leaf-most frame that belongs to one)', 'share', '≈ µs/request'],
+      perRequest(rows(byComponent, busy, true, 100)),
+    ),
     '',
     table(['self time by area (share of busy time)', 'share'], rows(selfByArea, busy)),
     '',
@@ -144,7 +185,10 @@ export function summarizeProfile(file: string, repoRoot: string, title: string, 
     '',
     table(['hottest functions (self time, share of busy time)', 'share'], rows(selfByFunction, busy)),
     '',
-    table(['src/ functions by total time (self + callees, share of busy time)', 'share'], rows(totalBySrcFunction, busy)),
+    table(
+      ['src/ functions by total time (self + callees, share of busy time)', 'share'],
+      rows(totalBySrcFunction, busy),
+    ),
   ].join('\n');
 }
 
@@ -158,18 +202,28 @@ function describe(frame: CallFrame, repoRoot: string, maps: SourceMaps): Frame {
   const name = frame.functionName || '(anonymous)';
   const { url } = frame;
   if (url === '') return { label: name, area: name.startsWith('(') ? name : 'V8 builtins', inSrc: false };
-  if (url.startsWith('node:')) return { label: `${name} ${url}:${frame.lineNumber + 1}`, area: 'node internals', inSrc: false };
+  if (url.startsWith('node:'))
+    return { label: `${name} ${url}:${frame.lineNumber + 1}`, area: 'node internals', inSrc: false };
   const file = url.startsWith('file://') ? fileURLToPath(url) : url;
   const relative = path.relative(repoRoot, file);
   const inModules = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\/(.*)$/.exec(relative);
-  if (inModules) return { label: `${name} ${inModules[1]}/${inModules[2]}:${frame.lineNumber + 1}`, area: `node_modules/${inModules[1]}`, inSrc: false };
+  if (inModules)
+    return {
+      label: `${name} ${inModules[1]}/${inModules[2]}:${frame.lineNumber + 1}`,
+      area: `node_modules/${inModules[1]}`,
+      inSrc: false,
+    };
   if (relative.startsWith('dist/')) {
     const original = maps.original(file, frame.lineNumber, frame.columnNumber);
     const source = original?.source ?? `src/${relative.slice('dist/'.length).replace(/\.js$/, '.ts')}`;
     const line = original ? original.line + 1 : frame.lineNumber + 1;
     return { label: `${name} ${source}:${line}`, area: path.dirname(source), inSrc: true };
   }
-  return { label: `${name} ${relative}:${frame.lineNumber + 1}`, area: relative.startsWith('..') ? 'other' : path.dirname(relative), inSrc: false };
+  return {
+    label: `${name} ${relative}:${frame.lineNumber + 1}`,
+    area: relative.startsWith('..') ? 'other' : path.dirname(relative),
+    inSrc: false,
+  };
 }
 
 // --- source maps (version 3, "mappings" only) --------------------------------------------------------------------
@@ -195,8 +249,14 @@ class SourceMaps {
   private load(file: string) {
     const mapFile = `${file}.map`;
     if (!existsSync(mapFile)) return undefined;
-    const raw = JSON.parse(readFileSync(mapFile, 'utf8')) as { sources: string[]; sourceRoot?: string; mappings: string };
-    const sources = raw.sources.map((source) => path.relative(this.repoRoot, path.resolve(path.dirname(file), raw.sourceRoot ?? '', source)));
+    const raw = JSON.parse(readFileSync(mapFile, 'utf8')) as {
+      sources: string[];
+      sourceRoot?: string;
+      mappings: string;
+    };
+    const sources = raw.sources.map((source) =>
+      path.relative(this.repoRoot, path.resolve(path.dirname(file), raw.sourceRoot ?? '', source)),
+    );
     const lines: Segment[][] = [];
     const state = [0, 0, 0, 0]; // source, line, column persist across lines; generated column resets per line
     for (const text of raw.mappings.split(';')) {

@@ -30,7 +30,8 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     const raw = env[name];
     if (raw === undefined || raw.trim() === '') return fallback;
     const value = Number(raw);
-    if (!Number.isFinite(value) || value < min || value > max) throw new Error(`${name} must be a number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+    if (!Number.isFinite(value) || value < min || value > max)
+      throw new Error(`${name} must be a number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
     return value;
   };
   return {

@@ -68,13 +68,21 @@ export class Authenticator {
     if ((await this.tenants.get(principal.tenantId)) === undefined) throw new Errors.Unauthenticated();
     // Deny by default: an authorized session always records its authorizer and ceiling; one without them (written
     // before ceilings were recorded) would keep whatever it was granted, so it authenticates nobody.
-    if (principal.kind === 'session' && (principal.permissions.size > 0 || principal.rules.length > 0) && (principal.parent === undefined || principal.ceiling === undefined)) {
-      throw new Errors.Unauthenticated("The session was authorized before sessions recorded their authorizer's rights; authorize a new session.");
+    if (
+      principal.kind === 'session' &&
+      (principal.permissions.size > 0 || principal.rules.length > 0) &&
+      (principal.parent === undefined || principal.ceiling === undefined)
+    ) {
+      throw new Errors.Unauthenticated(
+        "The session was authorized before sessions recorded their authorizer's rights; authorize a new session.",
+      );
     }
     if (principal.parent !== undefined) {
       const parent = await this.applications.get(principal.tenantId, principal.parent.applicationId);
       if (parent === undefined || parent.grant !== principal.parent.grant) {
-        throw new Errors.Unauthenticated('The application this key derives from was deleted, or its key or permissions changed.');
+        throw new Errors.Unauthenticated(
+          'The application this key derives from was deleted, or its key or permissions changed.',
+        );
       }
     }
     return principal;

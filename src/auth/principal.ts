@@ -79,6 +79,8 @@ export function principalFromEntry(entry: KeyIndexEntry): Principal {
     rules: entry.rules,
     expiresAt: entry.expires_at === undefined ? undefined : Date.parse(entry.expires_at),
     ...(entry.parent ? { parent: { applicationId: entry.parent.application_id, grant: entry.parent.grant } } : {}),
-    ...(entry.ceiling ? { ceiling: { permissions: new Set(entry.ceiling.permissions), rules: entry.ceiling.rules } } : {}),
+    ...(entry.ceiling
+      ? { ceiling: { permissions: new Set(entry.ceiling.permissions), rules: entry.ceiling.rules } }
+      : {}),
   };
 }

@@ -59,7 +59,9 @@ export function setCondition(
     reason: update.reason,
     message,
     lastTransitionTime:
-      previous && previous.status === update.status && previous.lastTransitionTime ? previous.lastTransitionTime : kubeTime(now),
+      previous && previous.status === update.status && previous.lastTransitionTime
+        ? previous.lastTransitionTime
+        : kubeTime(now),
   };
   const generation = update.observedGeneration ?? previous?.observedGeneration;
   if (generation !== undefined) next.observedGeneration = generation;

@@ -54,7 +54,16 @@ export class EventRecorder {
     const meta = object.metadata ?? {};
     const namespace = meta.namespace || 'default'; // events about cluster-scoped objects go to default, as kubectl looks there
     const text = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 3)}...` : message;
-    const correlation = JSON.stringify([object.apiVersion, object.kind, meta.namespace, meta.name, meta.uid, type, reason, text]);
+    const correlation = JSON.stringify([
+      object.apiVersion,
+      object.kind,
+      meta.namespace,
+      meta.name,
+      meta.uid,
+      type,
+      reason,
+      text,
+    ]);
     const now = new Date();
     try {
       const previous = this.recent.get(correlation);
@@ -99,7 +108,11 @@ export class EventRecorder {
       this.touch(correlation, { namespace, name, count: 1, firstTimestamp: kubeTime(now), lastSeen: now.getTime() });
     } catch (error) {
       this.options.logger?.warn(
-        { object: `${object.kind}/${meta.namespace ? `${meta.namespace}/` : ''}${meta.name}`, reason, err: String(error) },
+        {
+          object: `${object.kind}/${meta.namespace ? `${meta.namespace}/` : ''}${meta.name}`,
+          reason,
+          err: String(error),
+        },
         'could not record an event',
       );
     }

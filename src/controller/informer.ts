@@ -13,7 +13,16 @@
 // Handlers run synchronously, in event order; they are expected to be cheap (enqueue a key).
 import type { Logger } from '../observability/logger.js';
 import type { ControllerMetrics } from './metrics.js';
-import { apiVersionOf, isGone, KubeApiError, resourcePath, type KubeClient, type KubeList, type KubeObject, type ResourceRef } from './kube.js';
+import {
+  apiVersionOf,
+  isGone,
+  KubeApiError,
+  resourcePath,
+  type KubeClient,
+  type KubeList,
+  type KubeObject,
+  type ResourceRef,
+} from './kube.js';
 
 export interface InformerHandlers<T extends KubeObject = KubeObject> {
   onAdd?(object: T): void;
@@ -199,7 +208,10 @@ export class Informer<T extends KubeObject = KubeObject> {
           continue;
         }
         if (end === 'stalled') {
-          this.options.logger?.warn({ resource: this.label, silent_ms: this.options.watchdogMs }, 'watch: silent too long, restarting');
+          this.options.logger?.warn(
+            { resource: this.label, silent_ms: this.options.watchdogMs },
+            'watch: silent too long, restarting',
+          );
         }
         if (end === 'closed' && !delivered && Date.now() - started < MIN_HEALTHY_WATCH_MS) {
           throw new Error('the watch ended at once');
@@ -262,7 +274,8 @@ export class Informer<T extends KubeObject = KubeObject> {
       const old = previous.get(key);
       previous.delete(key);
       if (!old) events.push(() => this.emitAdd(item));
-      else if (old.metadata?.resourceVersion !== item.metadata?.resourceVersion) events.push(() => this.emitUpdate(old, item));
+      else if (old.metadata?.resourceVersion !== item.metadata?.resourceVersion)
+        events.push(() => this.emitUpdate(old, item));
     }
     for (const gone of previous.values()) events.push(() => this.emitDelete(gone));
     this.lastResourceVersion = resourceVersion;
@@ -393,7 +406,13 @@ export class Informer<T extends KubeObject = KubeObject> {
       case 'ERROR': {
         const status = object as { code?: number; reason?: string; message?: string } | undefined;
         if (status?.code === 410 || status?.reason === 'Expired' || status?.reason === 'Gone') return 'gone';
-        this.lastWatchError = new KubeApiError(status?.code ?? 0, status?.reason, status?.message ?? 'watch error', 'WATCH', this.label);
+        this.lastWatchError = new KubeApiError(
+          status?.code ?? 0,
+          status?.reason,
+          status?.message ?? 'watch error',
+          'WATCH',
+          this.label,
+        );
         return 'error';
       }
       default:

@@ -39,7 +39,13 @@ export const Resources = {
   leases: { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true },
   services: { group: '', version: 'v1', plural: 'services', kind: 'Service', namespaced: true },
   deployments: { group: 'apps', version: 'v1', plural: 'deployments', kind: 'Deployment', namespaced: true },
-  networkPolicies: { group: 'networking.k8s.io', version: 'v1', plural: 'networkpolicies', kind: 'NetworkPolicy', namespaced: true },
+  networkPolicies: {
+    group: 'networking.k8s.io',
+    version: 'v1',
+    plural: 'networkpolicies',
+    kind: 'NetworkPolicy',
+    namespaced: true,
+  },
 } satisfies Record<string, ResourceRef>;
 
 export function apiVersionOf(resource: ResourceRef): string {
@@ -145,7 +151,8 @@ export class KubeClient {
     if (cluster.proxyUrl) {
       agent = tls.agent as http.Agent;
     } else if (server.startsWith('http:')) {
-      if (!cluster.skipTLSVerify) throw new Error('a plain-HTTP server needs insecure-skip-tls-verify in the kubeconfig');
+      if (!cluster.skipTLSVerify)
+        throw new Error('a plain-HTTP server needs insecure-skip-tls-verify in the kubeconfig');
       agent = new http.Agent({ keepAlive: true, maxFreeSockets: 16 });
     } else {
       agent = new https.Agent({
@@ -199,12 +206,22 @@ export class KubeClient {
 
   // --- typed conveniences ---------------------------------------------------------------------------------------
 
-  get<T extends KubeObject = KubeObject>(resource: ResourceRef, namespace: string | undefined, name: string, options: RequestOptions = {}): Promise<T> {
+  get<T extends KubeObject = KubeObject>(
+    resource: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    options: RequestOptions = {},
+  ): Promise<T> {
     return this.request<T>('GET', resourcePath(resource, { namespace, name }), options);
   }
 
   /** GET that answers undefined for 404. */
-  async find<T extends KubeObject = KubeObject>(resource: ResourceRef, namespace: string | undefined, name: string, options: RequestOptions = {}): Promise<T | undefined> {
+  async find<T extends KubeObject = KubeObject>(
+    resource: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    options: RequestOptions = {},
+  ): Promise<T | undefined> {
     try {
       return await this.get<T>(resource, namespace, name, options);
     } catch (error) {
@@ -213,11 +230,20 @@ export class KubeClient {
     }
   }
 
-  list<T extends KubeObject = KubeObject>(resource: ResourceRef, namespace?: string, options: RequestOptions = {}): Promise<KubeList<T>> {
+  list<T extends KubeObject = KubeObject>(
+    resource: ResourceRef,
+    namespace?: string,
+    options: RequestOptions = {},
+  ): Promise<KubeList<T>> {
     return this.request<KubeList<T>>('GET', resourcePath(resource, { namespace }), options);
   }
 
-  create<T extends KubeObject = KubeObject>(resource: ResourceRef, namespace: string | undefined, body: KubeObject, options: RequestOptions = {}): Promise<T> {
+  create<T extends KubeObject = KubeObject>(
+    resource: ResourceRef,
+    namespace: string | undefined,
+    body: KubeObject,
+    options: RequestOptions = {},
+  ): Promise<T> {
     return this.request<T>('POST', resourcePath(resource, { namespace }), {
       ...options,
       body: { apiVersion: apiVersionOf(resource), kind: resource.kind, ...body },
@@ -225,7 +251,13 @@ export class KubeClient {
   }
 
   /** PUT (with metadata.resourceVersion in the body, an optimistic-concurrency update: 409 when it changed). */
-  replace<T extends KubeObject = KubeObject>(resource: ResourceRef, namespace: string | undefined, name: string, body: KubeObject, options: RequestOptions & { subresource?: string } = {}): Promise<T> {
+  replace<T extends KubeObject = KubeObject>(
+    resource: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    body: KubeObject,
+    options: RequestOptions & { subresource?: string } = {},
+  ): Promise<T> {
     return this.request<T>('PUT', resourcePath(resource, { namespace, name, subresource: options.subresource }), {
       ...options,
       body: { apiVersion: apiVersionOf(resource), kind: resource.kind, ...body },
@@ -244,14 +276,31 @@ export class KubeClient {
       ...options,
       body: patch,
       contentType: PATCH_CONTENT_TYPES[type],
-      query: { ...options.query, fieldManager: options.fieldManager, force: type === 'apply' ? options.force : undefined },
+      query: {
+        ...options.query,
+        fieldManager: options.fieldManager,
+        force: type === 'apply' ? options.force : undefined,
+      },
     });
   }
 
-  delete<T = unknown>(resource: ResourceRef, namespace: string | undefined, name: string, options: RequestOptions & { propagationPolicy?: 'Foreground' | 'Background' | 'Orphan'; preconditions?: { uid?: string; resourceVersion?: string } } = {}): Promise<T> {
+  delete<T = unknown>(
+    resource: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    options: RequestOptions & {
+      propagationPolicy?: 'Foreground' | 'Background' | 'Orphan';
+      preconditions?: { uid?: string; resourceVersion?: string };
+    } = {},
+  ): Promise<T> {
     const body =
       options.propagationPolicy || options.preconditions
-        ? { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: options.propagationPolicy, preconditions: options.preconditions }
+        ? {
+            apiVersion: 'v1',
+            kind: 'DeleteOptions',
+            propagationPolicy: options.propagationPolicy,
+            preconditions: options.preconditions,
+          }
         : undefined;
     return this.request<T>('DELETE', resourcePath(resource, { namespace, name }), { ...options, body });
   }
@@ -283,7 +332,11 @@ export class KubeClient {
       if (value !== undefined) url.searchParams.set(name, String(value));
     }
     const body =
-      options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+      options.body === undefined
+        ? undefined
+        : typeof options.body === 'string'
+          ? options.body
+          : JSON.stringify(options.body);
     const headers: Record<string, string> = {
       ...(await this.headers()),
       Accept: options.accept ?? 'application/json',

@@ -13,7 +13,15 @@
 //     standby takes over at its next retry instead of after a full leaseDuration.
 import os from 'node:os';
 import type { Logger } from '../observability/logger.js';
-import { isAlreadyExists, isConflict, isNotFound, microTime, Resources, type KubeClient, type KubeObject } from './kube.js';
+import {
+  isAlreadyExists,
+  isConflict,
+  isNotFound,
+  microTime,
+  Resources,
+  type KubeClient,
+  type KubeObject,
+} from './kube.js';
 
 export interface LeaseSpec {
   holderIdentity?: string | null;
@@ -76,8 +84,10 @@ export class LeaderElector {
     this.leaseDurationMs = options.leaseDurationMs ?? 15_000;
     this.renewDeadlineMs = options.renewDeadlineMs ?? Math.min(10_000, Math.round((this.leaseDurationMs * 2) / 3));
     this.retryPeriodMs = options.retryPeriodMs ?? 2_000;
-    if (this.renewDeadlineMs >= this.leaseDurationMs) throw new Error('renewDeadlineMs must be shorter than leaseDurationMs');
-    if (this.retryPeriodMs >= this.renewDeadlineMs) throw new Error('retryPeriodMs must be shorter than renewDeadlineMs');
+    if (this.renewDeadlineMs >= this.leaseDurationMs)
+      throw new Error('renewDeadlineMs must be shorter than leaseDurationMs');
+    if (this.retryPeriodMs >= this.renewDeadlineMs)
+      throw new Error('retryPeriodMs must be shorter than renewDeadlineMs');
   }
 
   get isLeader(): boolean {
@@ -140,10 +150,16 @@ export class LeaderElector {
   private armDeadline(renewedAt: number): void {
     clearTimeout(this.deadline);
     // Measured from when the successful request started: the others may have seen the renewal that early.
-    this.deadline = setTimeout(() => {
-      this.options.logger?.warn({ lease: this.leaseName, identity: this.identity }, 'leader election: could not renew the lease in time, stopping');
-      void this.stepDown('renew deadline passed');
-    }, Math.max(0, renewedAt + this.renewDeadlineMs - Date.now()));
+    this.deadline = setTimeout(
+      () => {
+        this.options.logger?.warn(
+          { lease: this.leaseName, identity: this.identity },
+          'leader election: could not renew the lease in time, stopping',
+        );
+        void this.stepDown('renew deadline passed');
+      },
+      Math.max(0, renewedAt + this.renewDeadlineMs - Date.now()),
+    );
     this.deadline.unref?.();
   }
 
@@ -151,7 +167,10 @@ export class LeaderElector {
     clearTimeout(this.deadline);
     if (!this.leading) return this.stepping ?? Promise.resolve();
     this.leading = false;
-    this.options.logger?.info({ lease: this.leaseName, identity: this.identity, why }, 'leader election: stopped leading');
+    this.options.logger?.info(
+      { lease: this.leaseName, identity: this.identity, why },
+      'leader election: stopped leading',
+    );
     this.stepping = (async () => {
       try {
         await this.callbacks.onStoppedLeading();
@@ -177,7 +196,12 @@ export class LeaderElector {
     try {
       let lease: Lease;
       try {
-        lease = await this.client.get<Lease>(Resources.leases, this.options.namespace, this.options.name, requestOptions);
+        lease = await this.client.get<Lease>(
+          Resources.leases,
+          this.options.namespace,
+          this.options.name,
+          requestOptions,
+        );
       } catch (error) {
         if (!isNotFound(error)) throw error;
         const created = await this.client.create<Lease>(
@@ -217,7 +241,10 @@ export class LeaderElector {
       return true;
     } catch (error) {
       if (!isConflict(error) && !isAlreadyExists(error)) {
-        this.options.logger?.warn({ lease: this.leaseName, err: String(error) }, 'leader election: lease request failed');
+        this.options.logger?.warn(
+          { lease: this.leaseName, err: String(error) },
+          'leader election: lease request failed',
+        );
       }
       return false;
     }
@@ -249,7 +276,10 @@ export class LeaderElector {
       this.options.logger?.info({ lease: this.leaseName, identity: this.identity }, 'leader election: lease released');
     } catch (error) {
       // Someone else wrote it meanwhile, or the API is away: the lease then expires on its own.
-      this.options.logger?.warn({ lease: this.leaseName, err: String(error) }, 'leader election: could not release the lease');
+      this.options.logger?.warn(
+        { lease: this.leaseName, err: String(error) },
+        'leader election: could not release the lease',
+      );
     }
   }
 

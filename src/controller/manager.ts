@@ -197,7 +197,11 @@ export function patchStatus<T extends KubeObject = KubeObject>(
 ): Promise<T> {
   const body: Record<string, unknown> = { status };
   if (options.resourceVersion) body.metadata = { resourceVersion: options.resourceVersion };
-  return client.patch<T>(resource, namespace, name, body, { type: 'merge', subresource: 'status', signal: options.signal });
+  return client.patch<T>(resource, namespace, name, body, {
+    type: 'merge',
+    subresource: 'status',
+    signal: options.signal,
+  });
 }
 
 export class Manager {
@@ -218,7 +222,9 @@ export class Manager {
     const { client, logger, metrics } = options;
     for (const reconciler of options.reconcilers) {
       if (reconciler.kind !== reconciler.resource.kind) {
-        throw new Error(`reconciler kind ${reconciler.kind} does not match its resource's kind ${reconciler.resource.kind}`);
+        throw new Error(
+          `reconciler kind ${reconciler.kind} does not match its resource's kind ${reconciler.resource.kind}`,
+        );
       }
       if (this.reconcilers.has(reconciler.kind)) throw new Error(`two reconcilers for ${reconciler.kind}`);
       this.reconcilers.set(reconciler.kind, reconciler);
@@ -232,18 +238,25 @@ export class Manager {
       metrics,
     });
     for (const reconciler of this.reconcilers.values()) {
-      this.informers.set(reconciler.kind, new Informer(client, reconciler.resource, informerOptions(reconciler.resource)));
+      this.informers.set(
+        reconciler.kind,
+        new Informer(client, reconciler.resource, informerOptions(reconciler.resource)),
+      );
     }
     if ([...this.reconcilers.values()].some((r) => r.watchSecrets) && !this.informers.has('Secret')) {
       this.informers.set('Secret', new Informer(client, Resources.secrets, informerOptions(Resources.secrets, true)));
     }
     for (const { resource, labelSelector } of [...this.reconcilers.values()].flatMap((r) => r.watch ?? [])) {
       if (!this.informers.has(resource.kind)) {
-        this.informers.set(resource.kind, new Informer(client, resource, { ...informerOptions(resource), labelSelector }));
+        this.informers.set(
+          resource.kind,
+          new Informer(client, resource, { ...informerOptions(resource), labelSelector }),
+        );
       }
     }
     for (const resource of options.watch ?? []) {
-      if (!this.informers.has(resource.kind)) this.informers.set(resource.kind, new Informer(client, resource, informerOptions(resource)));
+      if (!this.informers.has(resource.kind))
+        this.informers.set(resource.kind, new Informer(client, resource, informerOptions(resource)));
     }
     for (const [kind, informer] of this.informers) this.wire(kind, informer);
 
@@ -258,7 +271,10 @@ export class Manager {
           process: (key, info) => this.reconcileKey(key, info.attempt, info.signal),
           onError: (key, error, failures, retryInMs) =>
             logger.warn({ key, err: describeError(error), failures, retry_in_ms: retryInMs }, 'reconcile failed'),
-          resync: options.resyncMs === 0 ? undefined : { everyMs: options.resyncMs ?? 600_000, keys: () => this.keysOf(kind) },
+          resync:
+            options.resyncMs === 0
+              ? undefined
+              : { everyMs: options.resyncMs ?? 600_000, keys: () => this.keysOf(kind) },
           logger,
         }),
       );
@@ -278,10 +294,14 @@ export class Manager {
     this.elector =
       options.leaderElection === false
         ? undefined
-        : new LeaderElector(client, { ...options.leaderElection, identity, logger }, {
-            onStartedLeading: () => this.startedLeading(),
-            onStoppedLeading: () => this.stoppedLeading(),
-          });
+        : new LeaderElector(
+            client,
+            { ...options.leaderElection, identity, logger },
+            {
+              onStartedLeading: () => this.startedLeading(),
+              onStoppedLeading: () => this.stoppedLeading(),
+            },
+          );
   }
 
   /** Starts the informers and leader election (or, without it, leads at once). Returns without waiting for sync. */
@@ -319,7 +339,9 @@ export class Manager {
 
   /** Resources whose informer has not listed yet (for /readyz). */
   unsynced(): string[] {
-    return [...this.informers.values()].filter((i) => !i.synced).map((i) => `${i.resource.plural}${i.resource.group ? `.${i.resource.group}` : ''}`);
+    return [...this.informers.values()]
+      .filter((i) => !i.synced)
+      .map((i) => `${i.resource.plural}${i.resource.group ? `.${i.resource.group}` : ''}`);
   }
 
   async waitForSync(timeoutMs?: number): Promise<void> {
@@ -354,7 +376,8 @@ export class Manager {
       },
       onUpdate: (previous, object) => {
         const key = keyFor(object);
-        if (reconciler && (reconciler.shouldReconcileUpdate ?? defaultUpdatePredicate)(previous, object)) this.queueOf(key)?.add(key);
+        if (reconciler && (reconciler.shouldReconcileUpdate ?? defaultUpdatePredicate)(previous, object))
+          this.queueOf(key)?.add(key);
         referrers(key);
       },
       onDelete: (object) => {
@@ -426,8 +449,10 @@ export class Manager {
       client,
       get: <U extends KubeObject>(kind: string, namespace: string | undefined, name: string) =>
         this.informers.get(kind)?.get(namespace, name) as U | undefined,
-      list: <U extends KubeObject>(kind: string, namespace?: string) => (this.informers.get(kind)?.list(namespace) ?? []) as U[],
-      readSecret: (namespace, name) => client.find<V1Secret & KubeObject>(Resources.secrets, namespace, name, { signal }),
+      list: <U extends KubeObject>(kind: string, namespace?: string) =>
+        (this.informers.get(kind)?.list(namespace) ?? []) as U[],
+      readSecret: (namespace, name) =>
+        client.find<V1Secret & KubeObject>(Resources.secrets, namespace, name, { signal }),
       patchStatus: (status, options = {}) =>
         patchStatus(client, reconciler.resource, key.namespace, key.name, status, { ...options, signal }),
       patch: (patch) => client.patch(reconciler.resource, key.namespace, key.name, patch, { type: 'merge', signal }),
@@ -463,5 +488,3 @@ export class Manager {
 function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
-
-

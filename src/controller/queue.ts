@@ -47,7 +47,11 @@ export interface WorkQueueOptions {
 export const DEFAULT_BACKOFF: BackoffOptions = { baseMs: 1_000, maxMs: 300_000, jitter: 0.5 };
 
 /** The delay before the next try after `failures` consecutive failures (failures ≥ 1). */
-export function backoffDelay(failures: number, backoff: BackoffOptions = DEFAULT_BACKOFF, random: () => number = Math.random): number {
+export function backoffDelay(
+  failures: number,
+  backoff: BackoffOptions = DEFAULT_BACKOFF,
+  random: () => number = Math.random,
+): number {
   const exponential = Math.min(backoff.maxMs, backoff.baseMs * 2 ** Math.min(Math.max(failures, 1) - 1, 40));
   return Math.round(exponential * (1 - backoff.jitter * random()));
 }

@@ -48,11 +48,21 @@ export class VaultClient {
     private readonly operatorKey: string,
     private readonly timeoutMs = 15_000,
   ) {
-    this.pool = new Pool(new URL(apiUrl).origin, { connections: 16, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connectTimeout: 5000 });
+    this.pool = new Pool(new URL(apiUrl).origin, {
+      connections: 16,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      connectTimeout: 5000,
+    });
   }
 
   /** The answer's body, or undefined for 404 when `allowMissing`; throws VaultRefused for other 4xx. */
-  async call<T>(method: string, path: string, request: VaultRequest = {}, allowMissing = false): Promise<T | undefined> {
+  async call<T>(
+    method: string,
+    path: string,
+    request: VaultRequest = {},
+    allowMissing = false,
+  ): Promise<T | undefined> {
     const headers: Record<string, string> = { 'bt-api-key': this.operatorKey };
     if (request.tenantId) headers['bt-tenant-id'] = request.tenantId;
     if (request.managedBy) headers['bt-managed-by'] = request.managedBy;
@@ -70,14 +80,21 @@ export class VaultClient {
       status = answer.statusCode;
       text = await answer.body.text();
     } catch (error) {
-      throw new VaultUnavailable(`the vault API at ${this.apiUrl} did not answer (${(error as { code?: string }).code ?? (error as Error).name})`);
+      throw new VaultUnavailable(
+        `the vault API at ${this.apiUrl} did not answer (${(error as { code?: string }).code ?? (error as Error).name})`,
+      );
     }
     if (status >= 500) throw new VaultUnavailable(`the vault API answered ${status}`);
     const body = text === '' ? undefined : (JSON.parse(text) as unknown);
     if (status === 404 && allowMissing) return undefined;
     if (status >= 400) {
       const problem = (body ?? {}) as { detail?: string; errors?: Record<string, string[]>; code?: string };
-      throw new VaultRefused(status, problem.detail ?? `the vault API answered ${status}`, problem.errors, problem.code);
+      throw new VaultRefused(
+        status,
+        problem.detail ?? `the vault API answered ${status}`,
+        problem.errors,
+        problem.code,
+      );
     }
     return body as T;
   }

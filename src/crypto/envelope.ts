@@ -13,7 +13,13 @@ import { keys as storeKeys } from '../store/keys.js';
 import type { Store, Watcher } from '../store/store.js';
 import { open, seal } from './aead.js';
 import { CryptoFailure, type KeyRing } from './keyring.js';
-import { isDataKeyId, TenantKeyStore, type OpenedKey, type TenantKeys, type TenantKeyStoreOptions } from './tenant-keys.js';
+import {
+  isDataKeyId,
+  TenantKeyStore,
+  type OpenedKey,
+  type TenantKeys,
+  type TenantKeyStoreOptions,
+} from './tenant-keys.js';
 
 export const CIPHERTEXT_VERSION = 'tv1';
 

@@ -40,7 +40,8 @@ export async function rotateKeks(store: Store, ring: KeyRing, logger: Logger): P
           if (rewrapped === undefined) return;
           result.tenants++;
           result.rewrapped += rewrapped;
-          if (rewrapped > 0) logger.info({ tenant_id: tenantId, rewrapped, kek_id: ring.primaryId }, 'tenant keys re-wrapped');
+          if (rewrapped > 0)
+            logger.info({ tenant_id: tenantId, rewrapped, kek_id: ring.primaryId }, 'tenant keys re-wrapped');
         } catch (error) {
           if (!(error instanceof CryptoFailure)) throw error;
           result.tenants++;
@@ -71,7 +72,9 @@ async function rotateTenant(store: Store, ring: KeyRing, tenantId: string): Prom
       try {
         raw = ring.unwrap(wrapped, wrapAad(tenantId, slot));
       } catch (error) {
-        throw error instanceof CryptoFailure ? new CryptoFailure(error.reason, { kekId: wrapped.kek_id, dekId }) : error;
+        throw error instanceof CryptoFailure
+          ? new CryptoFailure(error.reason, { kekId: wrapped.kek_id, dekId })
+          : error;
       }
       const next = ring.wrap(raw, wrapAad(tenantId, slot));
       raw.fill(0);
@@ -81,11 +84,15 @@ async function rotateTenant(store: Store, ring: KeyRing, tenantId: string): Prom
     // Spread first, so fields a newer version added to the record survive an older rotation.
     const next: TenantCryptoRecord = {
       ...record,
-      data_keys: Object.fromEntries(Object.entries(record.data_keys).map(([dekId, w]) => [dekId, rewrap(w, dekId, dekId)])),
+      data_keys: Object.fromEntries(
+        Object.entries(record.data_keys).map(([dekId, w]) => [dekId, rewrap(w, dekId, dekId)]),
+      ),
       fingerprint_key: rewrap(record.fingerprint_key, FINGERPRINT_SLOT),
     };
     if (count === 0) return 0;
     if (await store.compareAndSwap(key, found.modRevision, encode('tenant-keys', next))) return count;
   }
-  throw new Error(`the key record of tenant ${tenantId} changed ${CAS_ATTEMPTS} times while it was re-wrapped; run again`);
+  throw new Error(
+    `the key record of tenant ${tenantId} changed ${CAS_ATTEMPTS} times while it was re-wrapped; run again`,
+  );
 }

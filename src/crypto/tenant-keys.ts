@@ -62,7 +62,10 @@ export function parseTenantCryptoRecord(value: string): TenantCryptoRecord {
     throw new CryptoFailure('key record is not JSON');
   }
   const isWrapped = (w: unknown): w is WrappedKey =>
-    typeof w === 'object' && w !== null && typeof (w as WrappedKey).kek_id === 'string' && typeof (w as WrappedKey).wrapped === 'string';
+    typeof w === 'object' &&
+    w !== null &&
+    typeof (w as WrappedKey).kek_id === 'string' &&
+    typeof (w as WrappedKey).wrapped === 'string';
   const valid =
     typeof record === 'object' &&
     record !== null &&
@@ -93,7 +96,8 @@ export function openTenantKeys(tenantId: string, record: TenantCryptoRecord, rin
   const openSlot = (wrapped: WrappedKey, slot: string, dekId?: string): OpenedKey | CryptoFailure => {
     try {
       const raw = ring.unwrap(wrapped, wrapAad(tenantId, slot));
-      if (raw.length !== KEY_BYTES) return new CryptoFailure('wrapped key has the wrong length', { kekId: wrapped.kek_id, dekId });
+      if (raw.length !== KEY_BYTES)
+        return new CryptoFailure('wrapped key has the wrong length', { kekId: wrapped.kek_id, dekId });
       const key = createSecretKey(raw);
       raw.fill(0);
       return { key, kekId: wrapped.kek_id };
@@ -178,7 +182,8 @@ export class TenantKeyStore {
       if (entry) return openTenantKeys(tenantId, parseTenantCryptoRecord(entry.value), this.ring);
       if (!create) return undefined;
       const record = newTenantCryptoRecord(tenantId, this.ring);
-      if (await this.store.create(key, encode('tenant-keys', record))) return openTenantKeys(tenantId, record, this.ring);
+      if (await this.store.create(key, encode('tenant-keys', record)))
+        return openTenantKeys(tenantId, record, this.ring);
       // Another replica made it first: read theirs, so every ciphertext of the tenant is under one key.
     }
     throw new Errors.Conflict("The tenant's key record changed while it was being created; retry.");

@@ -142,7 +142,12 @@ export const Errors = {
     'Bad Gateway',
     'The reactor code copied more data into the host than allowed.',
   ),
-  StoreUnavailable: define('TV_STORE_UNAVAILABLE', 503, 'Service Unavailable', 'The store is unavailable; retry later.'),
+  StoreUnavailable: define(
+    'TV_STORE_UNAVAILABLE',
+    503,
+    'Service Unavailable',
+    'The store is unavailable; retry later.',
+  ),
   CodeRequired: define(
     'TV_CODE_REQUIRED',
     409,

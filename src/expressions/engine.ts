@@ -5,7 +5,13 @@ import { performance } from 'node:perf_hooks';
 import { Context, Liquid, Output, Tag, Value, toValue, toValueSync, type FS, type Template } from 'liquidjs';
 import { LRUCache } from 'lru-cache';
 import { Errors, VaultError } from '../errors/registry.js';
-import { DEFAULT_EXPRESSION_LIMITS, ExpressionLimitExceeded, LIMIT_SETTINGS, type ExpressionBudget, type ExpressionLimitName } from './budget.js';
+import {
+  DEFAULT_EXPRESSION_LIMITS,
+  ExpressionLimitExceeded,
+  LIMIT_SETTINGS,
+  type ExpressionBudget,
+  type ExpressionLimitName,
+} from './budget.js';
 import { platformFilters } from './filters.js';
 import { restoreIds } from './scan.js';
 
@@ -163,7 +169,12 @@ function memoryLimiter(budget: ExpressionBudget): Context['memoryLimit'] {
  * within what is left, and charges the time it took. A source that is one output keeps the value's type (an object
  * stays an object, a number a number); anything else renders to text.
  */
-export async function evaluate(parsed: Parsed, scope: Record<string, unknown>, budget: ExpressionBudget, ids: readonly string[]): Promise<unknown> {
+export async function evaluate(
+  parsed: Parsed,
+  scope: Record<string, unknown>,
+  budget: ExpressionBudget,
+  ids: readonly string[],
+): Promise<unknown> {
   let started: number | undefined;
   try {
     const wait = budget.turn();
@@ -171,11 +182,16 @@ export async function evaluate(parsed: Parsed, scope: Record<string, unknown>, b
     // From here to the end of the render nothing awaits: the turn is this render's.
     const renderLimit = budget.begin();
     started = performance.now();
-    const ctx = new Context(scope, engine.options, { sync: true }, {
-      liquid: engine,
-      memoryLimit: memoryLimiter(budget),
-      renderLimit: renderLimit as unknown as Context['renderLimit'],
-    });
+    const ctx = new Context(
+      scope,
+      engine.options,
+      { sync: true },
+      {
+        liquid: engine,
+        memoryLimit: memoryLimiter(budget),
+        renderLimit: renderLimit as unknown as Context['renderLimit'],
+      },
+    );
     if (parsed.single) return toJsonValue(toValueSync(parsed.single.value(ctx, false)));
     const text = engine.renderSync(parsed.templates, ctx) as string;
     if (text.length > EXPRESSION_LIMITS.maxOutputLength) throw new RangeError('Invalid string length');

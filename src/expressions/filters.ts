@@ -64,7 +64,8 @@ function integerArg(filter: string, name: string, value: unknown, fallback?: num
 
 function charArg(filter: string, name: string, value: unknown, fallback: string): string {
   if (value === undefined || value === null || value === '') return fallback;
-  if (typeof value !== 'string' && typeof value !== 'number') fail(filter, `needs a character as its ${name} argument.`);
+  if (typeof value !== 'string' && typeof value !== 'number')
+    fail(filter, `needs a character as its ${name} argument.`);
   const [first] = String(value);
   return first;
 }
@@ -92,7 +93,8 @@ function binLength(digits: number): number {
 
 function json(this: FilterImplOptions, value: unknown, path: unknown): unknown {
   if (typeof path !== 'string' || path.trim() === '') fail('json', "needs a JSONPath argument, e.g. json: '$.number'.");
-  if (path.length > MAX_JSONPATH_LENGTH) fail('json', `accepts a JSONPath of at most ${MAX_JSONPATH_LENGTH} characters.`);
+  if (path.length > MAX_JSONPATH_LENGTH)
+    fail('json', `accepts a JSONPath of at most ${MAX_JSONPATH_LENGTH} characters.`);
   if (value === null || value === undefined) return null;
   let found: unknown[];
   try {
@@ -296,7 +298,9 @@ function hmac(this: FilterImplOptions, value: unknown, algorithm?: unknown, key?
   const hash = typeof name === 'string' ? HMAC_ALGORITHMS[name.toLowerCase()] : undefined;
   if (!hash) fail('hmac', "supports the algorithms 'sha-1', 'sha-256', 'sha-384' and 'sha-512'.");
   if (typeof key !== 'string' || key === '') fail('hmac', 'needs a key as its second argument.');
-  return createHmac(hash, key).update(bytesOf(this, 'hmac', value)).digest();
+  return createHmac(hash, key)
+    .update(bytesOf(this, 'hmac', value))
+    .digest();
 }
 
 // ---- aliases ----------------------------------------------------------------------------------------------------
@@ -341,7 +345,8 @@ function aliasCard(this: FilterImplOptions, value: unknown, revealBin?: unknown,
   if (!/^[\d -]+$/.test(text)) fail('alias_card', 'needs a card number of digits, spaces and dashes.');
   const count = text.replace(/[ -]/g, '').length;
   const bin = binLength(count);
-  if (count < (showBin ? bin : 0) + (showLast ? 4 : 0)) fail('alias_card', 'needs a card number longer than the part it reveals.');
+  if (count < (showBin ? bin : 0) + (showLast ? 4 : 0))
+    fail('alias_card', 'needs a card number longer than the part it reveals.');
   charge(this, text.length);
   let k = 0;
   return Array.from(text)

@@ -159,7 +159,12 @@ export async function renderTemplate(template: unknown, context: Record<string, 
   return renderValue(template, context, currentBudget(), 0);
 }
 
-async function renderValue(template: unknown, context: Record<string, unknown>, budget: ExpressionBudget, depth: number): Promise<unknown> {
+async function renderValue(
+  template: unknown,
+  context: Record<string, unknown>,
+  budget: ExpressionBudget,
+  depth: number,
+): Promise<unknown> {
   if (template === undefined || template === null) return null;
   if (typeof template === 'string') {
     if (!template.includes('{{') && !template.includes('{%')) return template;
@@ -174,7 +179,8 @@ async function renderValue(template: unknown, context: Record<string, unknown>, 
     return items;
   }
   const result: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(template)) setOwn(result, key, await renderValue(item, context, budget, depth + 1));
+  for (const [key, item] of Object.entries(template))
+    setOwn(result, key, await renderValue(item, context, budget, depth + 1));
   return result;
 }
 

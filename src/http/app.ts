@@ -96,7 +96,10 @@ export function createApp(context: ApiContext): Express {
     maxRequestBytes: config.proxy.requestBytes,
     rateLimit: (res, caller) => takeRateLimit(rateLimits.limiter, rateLimits.tenants, res, 'calls', caller),
   });
-  app.use('/proxy', tagged((req, res, next) => proxy(req, res, next), proxy, '/proxy'));
+  app.use(
+    '/proxy',
+    tagged((req, res, next) => proxy(req, res, next), proxy, '/proxy'),
+  );
 
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
@@ -128,7 +131,9 @@ export function createApp(context: ApiContext): Express {
  * parameter), compared case-insensitively as express routes are.
  */
 function under(router: Router): RequestHandler {
-  const paths = router.stack.flatMap((layer) => [(layer.route as { path?: string | string[] } | undefined)?.path ?? []].flat());
+  const paths = router.stack.flatMap((layer) =>
+    [(layer.route as { path?: string | string[] } | undefined)?.path ?? []].flat(),
+  );
   const prefixes = [...new Set(paths.map((path) => path.split(/\/[:*{]/)[0].toLowerCase()))];
   const handler: RequestHandler = (req, res, next) => {
     const path = req.path.toLowerCase();

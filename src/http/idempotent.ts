@@ -6,13 +6,24 @@ import type { IdempotencyService } from '../domain/idempotency/service.js';
 import { tenantPrincipal } from './middleware/auth.js';
 
 /** Runs `handle` under the request's BT-IDEMPOTENCY-KEY (if any) and sends its answer (no body: just the status). */
-export async function sendOnce(idempotency: IdempotencyService, req: Request, res: Response, status: number, handle: () => Promise<unknown>): Promise<void> {
+export async function sendOnce(
+  idempotency: IdempotencyService,
+  req: Request,
+  res: Response,
+  status: number,
+  handle: () => Promise<unknown>,
+): Promise<void> {
   // The path as sent: token ids are case-sensitive, so /tokens/ABC and /tokens/abc are different resources.
   const route = `${req.method} ${req.path}`;
-  const answer = await idempotency.run(tenantPrincipal(req), req.get('bt-idempotency-key'), { route, body: req.body }, async () => ({
-    status,
-    body: await handle(),
-  }));
+  const answer = await idempotency.run(
+    tenantPrincipal(req),
+    req.get('bt-idempotency-key'),
+    { route, body: req.body },
+    async () => ({
+      status,
+      body: await handle(),
+    }),
+  );
   if (answer.body === undefined) res.status(answer.status).end();
   else res.status(answer.status).json(answer.body);
 }

@@ -11,7 +11,8 @@ export function isUuid(value: string): boolean {
 /** A UUID path parameter; anything else cannot name a resource, so it is a 404 like any unknown id. */
 export function uuidParam(req: Request, name: string): string {
   const value = req.params[name];
-  if (typeof value !== 'string' || !UUID.test(value)) throw new Errors.NotFound(`No resource has the id ${JSON.stringify(String(value).slice(0, 64))}.`);
+  if (typeof value !== 'string' || !UUID.test(value))
+    throw new Errors.NotFound(`No resource has the id ${JSON.stringify(String(value).slice(0, 64))}.`);
   return value.toLowerCase();
 }
 
@@ -36,6 +37,8 @@ export function onlyQuery(req: Request, known: string[]): void {
   if (unknown.length === 0) return;
   throw new Errors.InvalidQuery({
     detail: `This list does not understand ${unknown.join(', ')}.`,
-    errors: Object.fromEntries(unknown.map((name) => [name, [`is not a parameter of this list (known: ${known.join(', ')})`]])),
+    errors: Object.fromEntries(
+      unknown.map((name) => [name, [`is not a parameter of this list (known: ${known.join(', ')})`]]),
+    ),
   });
 }

@@ -22,7 +22,9 @@ function rowsOf(router: Router, mount = ''): RouteRow[] {
     if (!layer.route) return layer.handle[ROUTES] ?? [];
     const paths = [layer.route.path].flat();
     const methods = Object.keys(layer.route.methods).filter((m) => layer.route!.methods[m] && m !== '_all');
-    return paths.flatMap((path) => methods.map((method) => ({ method: method.toUpperCase(), path: `${mount}${path}` })));
+    return paths.flatMap((path) =>
+      methods.map((method) => ({ method: method.toUpperCase(), path: `${mount}${path}` })),
+    );
   });
 }
 

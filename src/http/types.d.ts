@@ -1,7 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 
 declare global {
-   
   namespace Express {
     interface Request {
       traceId: string;

@@ -85,7 +85,10 @@ export function MetricSet<T extends MetricTable>(table: T): new (options?: Metri
     readonly registry = new Registry();
     #source: (() => SourceOf<T>) | undefined;
     constructor(options: MetricsOptions = {}) {
-      Object.assign(this, declareMetrics(this.registry, table, () => this.#source?.()));
+      Object.assign(
+        this,
+        declareMetrics(this.registry, table, () => this.#source?.()),
+      );
       if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'tokenvault_' });
     }
     collectFrom(source: () => SourceOf<T>): void {

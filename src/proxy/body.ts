@@ -78,7 +78,12 @@ interface Literal {
   end: number;
 }
 
-async function detokenizeJson(detokenizer: BodyDetokenizer, principal: TenantPrincipal, text: string, body: Buffer): Promise<Buffer> {
+async function detokenizeJson(
+  detokenizer: BodyDetokenizer,
+  principal: TenantPrincipal,
+  text: string,
+  body: Buffer,
+): Promise<Buffer> {
   try {
     JSON.parse(text);
   } catch {
@@ -91,7 +96,10 @@ async function detokenizeJson(detokenizer: BodyDetokenizer, principal: TenantPri
   const values = literals.map(({ start, end }) => JSON.parse(text.slice(start, end)) as string);
   const candidates = values.map((value, index) => ({ value, index })).filter(({ value }) => value.includes('{{'));
   if (candidates.length === 0) return body;
-  const results = (await detokenizer.value(principal, candidates.map((c) => c.value))) as unknown[];
+  const results = (await detokenizer.value(
+    principal,
+    candidates.map((c) => c.value),
+  )) as unknown[];
   let out = '';
   let position = 0;
   let changed = false;
@@ -141,7 +149,12 @@ interface FormField {
   valueAt: number;
 }
 
-async function detokenizeForm(detokenizer: BodyDetokenizer, principal: TenantPrincipal, text: string, body: Buffer): Promise<Buffer> {
+async function detokenizeForm(
+  detokenizer: BodyDetokenizer,
+  principal: TenantPrincipal,
+  text: string,
+  body: Buffer,
+): Promise<Buffer> {
   const fields: FormField[] = text.split('&').map((raw) => ({ raw, valueAt: raw.indexOf('=') + 1 || -1 }));
   const candidates: Array<{ field: number; value: string }> = [];
   fields.forEach(({ raw, valueAt }, field) => {
@@ -150,7 +163,10 @@ async function detokenizeForm(detokenizer: BodyDetokenizer, principal: TenantPri
     if (value.includes('{{')) candidates.push({ field, value });
   });
   if (candidates.length === 0) return body;
-  const results = (await detokenizer.value(principal, candidates.map((c) => c.value))) as unknown[];
+  const results = (await detokenizer.value(
+    principal,
+    candidates.map((c) => c.value),
+  )) as unknown[];
   let changed = false;
   candidates.forEach(({ field, value }, i) => {
     const result = results[i];

@@ -365,7 +365,9 @@ export async function outboundRequest(
     throw new Errors.UpstreamResponseTooLarge();
   }
 
-  const body = options.stream ? limitStream(response.body, maxBytes, options.onBytes) : await readLimited(response.body, maxBytes);
+  const body = options.stream
+    ? limitStream(response.body, maxBytes, options.onBytes)
+    : await readLimited(response.body, maxBytes);
   return { status: response.statusCode, headers: responseHeaders, body };
 }
 

@@ -56,7 +56,10 @@ export class Forwarder {
   /** Sends the request and reads the whole response body (for a response transform). */
   async buffer(label: string, request: OutgoingRequest): Promise<OutboundResponse<Buffer>> {
     const response = await this.timed(label, request, () =>
-      outboundRequest(this.policy, { ...this.options(request), maxResponseBytes: this.limits.maxTransformedResponseBytes }),
+      outboundRequest(this.policy, {
+        ...this.options(request),
+        maxResponseBytes: this.limits.maxTransformedResponseBytes,
+      }),
     );
     this.metrics.proxyBytes.inc({ proxy: label, direction: 'received' }, response.body.length);
     return response;

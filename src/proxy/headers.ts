@@ -31,7 +31,7 @@ const HOP_BY_HOP = new Set([
 const NEVER_FORWARDED = new Set(['bt-api-key', 'host', 'content-length', 'expect', 'http2-settings']);
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
- 
+
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 export type HeaderMap = Record<string, string | string[]>;
@@ -78,7 +78,8 @@ export function forwardedRequestHeaders(rawHeaders: readonly string[]): HeaderMa
     const lower = name.toLowerCase();
     if (lower === 'bt-proxy-connection') proxyConnection = value;
     if (lower === 'bt-proxy-keep-alive') proxyKeepAlive = value;
-    if (HOP_BY_HOP.has(lower) || NEVER_FORWARDED.has(lower) || listed.has(lower) || lower.startsWith('bt-proxy-')) continue;
+    if (HOP_BY_HOP.has(lower) || NEVER_FORWARDED.has(lower) || listed.has(lower) || lower.startsWith('bt-proxy-'))
+      continue;
     const key = spelled.get(lower) ?? name;
     spelled.set(lower, key);
     const existing = out[key];
@@ -87,7 +88,9 @@ export function forwardedRequestHeaders(rawHeaders: readonly string[]): HeaderMa
   if (proxyConnection !== undefined) {
     const tokens = proxyConnection.split(',').map((t) => t.trim());
     if (tokens.some((t) => !TOKEN.test(t))) {
-      throw new Errors.InvalidHeader({ errors: { 'BT-PROXY-CONNECTION': ['must be a comma-separated list of tokens such as close or keep-alive'] } });
+      throw new Errors.InvalidHeader({
+        errors: { 'BT-PROXY-CONNECTION': ['must be a comma-separated list of tokens such as close or keep-alive'] },
+      });
     }
     out.connection = tokens.join(', ');
   }
@@ -128,7 +131,9 @@ export function transformedHeaders(value: unknown, direction: 'request' | 'respo
 /** The destination's response headers that go back to the caller (hop-by-hop ones and its BT-TRACE-ID dropped). */
 export function returnedResponseHeaders(headers: Readonly<HeaderMap>, options: { keepLength: boolean }): HeaderMap {
   const connection = headers.connection;
-  const listed = connectionTokens(connection === undefined ? [] : Array.isArray(connection) ? connection : [connection]);
+  const listed = connectionTokens(
+    connection === undefined ? [] : Array.isArray(connection) ? connection : [connection],
+  );
   const out: HeaderMap = {};
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();
@@ -163,7 +168,8 @@ export function lowerCased(headers: Readonly<HeaderMap>): HeaderMap {
     const lower = key.toLowerCase();
     const existing = out[lower];
     if (existing === undefined) out[lower] = value;
-    else out[lower] = [...(Array.isArray(existing) ? existing : [existing]), ...(Array.isArray(value) ? value : [value])];
+    else
+      out[lower] = [...(Array.isArray(existing) ? existing : [existing]), ...(Array.isArray(value) ? value : [value])];
   }
   return out;
 }

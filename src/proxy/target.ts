@@ -32,7 +32,8 @@ export function proxySuffix(originalUrl: string): ProxySuffix {
     if (pair === '') continue;
     const equals = pair.indexOf('=');
     const name = decodeComponent(equals === -1 ? pair : pair.slice(0, equals));
-    if (name.toLowerCase() === 'bt-proxy-key') proxyKeys.push(decodeComponent(equals === -1 ? '' : pair.slice(equals + 1)));
+    if (name.toLowerCase() === 'bt-proxy-key')
+      proxyKeys.push(decodeComponent(equals === -1 ? '' : pair.slice(equals + 1)));
     else kept.push(pair);
   }
   return { path, query: kept.join('&'), proxyKeys };

@@ -37,12 +37,40 @@ interface Scope {
 
 const SCOPES: Record<RateLimitClass, [Scope, Scope]> = {
   api: [
-    { scope: 'key', field: 'apiPerKey', tenantField: 'api_per_key', setting: 'TOKENVAULT_RATE_LIMIT_API_PER_KEY', tenantSetting: 'spec.rateLimits.api.perKey', what: "this API key's REST requests" },
-    { scope: 'tenant', field: 'apiPerTenant', tenantField: 'api_per_tenant', setting: 'TOKENVAULT_RATE_LIMIT_API_PER_TENANT', tenantSetting: 'spec.rateLimits.api.perTenant', what: "the tenant's REST requests" },
+    {
+      scope: 'key',
+      field: 'apiPerKey',
+      tenantField: 'api_per_key',
+      setting: 'TOKENVAULT_RATE_LIMIT_API_PER_KEY',
+      tenantSetting: 'spec.rateLimits.api.perKey',
+      what: "this API key's REST requests",
+    },
+    {
+      scope: 'tenant',
+      field: 'apiPerTenant',
+      tenantField: 'api_per_tenant',
+      setting: 'TOKENVAULT_RATE_LIMIT_API_PER_TENANT',
+      tenantSetting: 'spec.rateLimits.api.perTenant',
+      what: "the tenant's REST requests",
+    },
   ],
   calls: [
-    { scope: 'key', field: 'callsPerKey', tenantField: 'calls_per_key', setting: 'TOKENVAULT_RATE_LIMIT_CALLS_PER_KEY', tenantSetting: 'spec.rateLimits.calls.perKey', what: "this key's proxy and reactor calls" },
-    { scope: 'tenant', field: 'callsPerTenant', tenantField: 'calls_per_tenant', setting: 'TOKENVAULT_RATE_LIMIT_CALLS_PER_TENANT', tenantSetting: 'spec.rateLimits.calls.perTenant', what: "the tenant's proxy and reactor calls" },
+    {
+      scope: 'key',
+      field: 'callsPerKey',
+      tenantField: 'calls_per_key',
+      setting: 'TOKENVAULT_RATE_LIMIT_CALLS_PER_KEY',
+      tenantSetting: 'spec.rateLimits.calls.perKey',
+      what: "this key's proxy and reactor calls",
+    },
+    {
+      scope: 'tenant',
+      field: 'callsPerTenant',
+      tenantField: 'calls_per_tenant',
+      setting: 'TOKENVAULT_RATE_LIMIT_CALLS_PER_TENANT',
+      tenantSetting: 'spec.rateLimits.calls.perTenant',
+      what: "the tenant's proxy and reactor calls",
+    },
   ],
 };
 

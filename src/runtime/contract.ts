@@ -63,7 +63,8 @@ export interface InvocationFailure {
   body?: unknown;
 }
 
-export type InvocationResult = { ok: true; result: unknown; durationMs: number } | { ok: false; error: InvocationFailure; durationMs: number };
+export type InvocationResult =
+  { ok: true; result: unknown; durationMs: number } | { ok: false; error: InvocationFailure; durationMs: number };
 
 /** Several invocations in one POST /invoke; the answer is NDJSON, one BatchLine per invocation, in finishing order. */
 export interface InvocationBatch {

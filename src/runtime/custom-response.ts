@@ -38,7 +38,7 @@ const DROPPED_PREFIXES = ['proxy-', 'bt-', 'tokenvault-', 'x-tokenvault-'];
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 // Printable ASCII, tab, and obs-text (bytes 0x80-0xff as Latin-1 characters); nothing that ends or splits a line.
- 
+
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 /** Whether a custom response may answer with this status. */

@@ -61,7 +61,8 @@ export interface StartOptions {
 
 export async function startApi(config: Config, logger: Logger, options: StartOptions = {}): Promise<RunningApi> {
   const ring = options.keyRing ?? (config.keyEncryptionKeys ? new KeyRing(config.keyEncryptionKeys) : undefined);
-  if (!ring) throw new ConfigError([`--${SETTINGS.kekFile.flag} / ${SETTINGS.kekFile.env}: a key-encryption key is required`]);
+  if (!ring)
+    throw new ConfigError([`--${SETTINGS.kekFile.flag} / ${SETTINGS.kekFile.env}: a key-encryption key is required`]);
 
   const metrics = new Metrics();
   const rawStore = options.store ?? openStore(config.store);
@@ -81,18 +82,24 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     createClient: (workerUrl) => RuntimeClient.fromConfig(config, workerUrl),
     // One tenant (or one reactor) cannot hold every connection to the workers (docs/security.md, "Resource limits
     // and fairness on the workers").
-    fairShare: new FairShare({
-      tenantConcurrency: config.runtime.tenantConcurrency,
-      reactorConcurrency: config.runtime.reactorConcurrency,
-      queueLength: config.runtime.queueLength,
-      queueTimeoutMs: config.runtime.queueTimeoutMs,
-    }, (limit) => metrics.runtimeBusy.inc({ limit })),
+    fairShare: new FairShare(
+      {
+        tenantConcurrency: config.runtime.tenantConcurrency,
+        reactorConcurrency: config.runtime.reactorConcurrency,
+        queueLength: config.runtime.queueLength,
+        queueTimeoutMs: config.runtime.queueTimeoutMs,
+      },
+      (limit) => metrics.runtimeBusy.inc({ limit }),
+    ),
     defaultTimeoutMs: config.runtime.timeoutMs,
   });
   if (!sharedRuntime) logger.warn('no reactor workers configured (TOKENVAULT_WORKER_URL): invocations will answer 503');
   const formulas = new FormulaService(store, { cacheSeconds: config.limits.keyCacheSeconds });
   // One destination policy (and so one keep-alive pool per origin) for every proxied request of this process.
-  const destinations = new DestinationPolicy({ allowedHosts: config.destinations.allowedHosts, caFile: config.destinations.caFile });
+  const destinations = new DestinationPolicy({
+    allowedHosts: config.destinations.allowedHosts,
+    caFile: config.destinations.caFile,
+  });
   const proxies = new ProxyService(store, cipher, tenantDirectory, {
     checkUrl: (url) => destinations.checkUrl(url),
     cacheSeconds: config.limits.keyCacheSeconds,
@@ -110,7 +117,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     store,
     logger,
     metrics,
-    rateLimits: { limiter: new RateLimiter(config.rateLimits, () => replicas?.count ?? (fixedReplicas as number)), tenants: tenantDirectory },
+    rateLimits: {
+      limiter: new RateLimiter(config.rateLimits, () => replicas?.count ?? (fixedReplicas as number)),
+      tenants: tenantDirectory,
+    },
     authenticator: new Authenticator(store, tenantDirectory, applicationDirectory, {
       operatorKeyHash: config.operatorKeyHash,
       cacheSeconds: config.limits.keyCacheSeconds,
@@ -126,7 +136,9 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       detokenizer,
       idempotency: new IdempotencyService(store, cipher),
       formulas,
-      reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, { cacheSeconds: config.limits.keyCacheSeconds }),
+      reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, {
+        cacheSeconds: config.limits.keyCacheSeconds,
+      }),
       proxies,
       proxy: new ProxyHandler(
         detokenizer,
@@ -137,7 +149,13 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       ),
     },
   };
-  await Promise.all([tenantDirectory.start(), cipher.start(), context.authenticator.start(), proxies.start(), replicas?.start()]);
+  await Promise.all([
+    tenantDirectory.start(),
+    cipher.start(),
+    context.authenticator.start(),
+    proxies.start(),
+    replicas?.start(),
+  ]);
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
 
@@ -151,7 +169,8 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const base = (p: number) => `http://${host.includes(':') ? `[${host}]` : host}:${p}`;
   const url = base(port);
   logger.info({ url, store: config.store.kind }, 'api listening');
-  const metricsServer = config.metricsPort === undefined ? undefined : await listenMetrics(metrics, config.host, config.metricsPort);
+  const metricsServer =
+    config.metricsPort === undefined ? undefined : await listenMetrics(metrics, config.host, config.metricsPort);
   const metricsUrl = metricsServer ? base((metricsServer.address() as AddressInfo).port) : undefined;
   if (metricsUrl) logger.info({ url: metricsUrl }, 'metrics listening');
 

@@ -51,7 +51,11 @@ export function leaseNamespace(config: Config): string {
   return config.controller.namespace ?? 'default';
 }
 
-export async function startController(config: Config, logger: Logger, options: StartControllerOptions): Promise<RunningController> {
+export async function startController(
+  config: Config,
+  logger: Logger,
+  options: StartControllerOptions,
+): Promise<RunningController> {
   let kubeConfig = options.kubeConfig;
   if (!kubeConfig) {
     kubeConfig = new KubeConfig();
@@ -94,7 +98,9 @@ export async function startController(config: Config, logger: Logger, options: S
     switch (path) {
       case '/healthz':
       case '/livez':
-        response.writeHead(closing ? 503 : 200, { 'Content-Type': 'text/plain' }).end(closing ? 'shutting down\n' : 'ok\n');
+        response
+          .writeHead(closing ? 503 : 200, { 'Content-Type': 'text/plain' })
+          .end(closing ? 'shutting down\n' : 'ok\n');
         return;
       case '/readyz': {
         const unsynced = manager.unsynced();
@@ -102,7 +108,9 @@ export async function startController(config: Config, logger: Logger, options: S
           const why = closing ? 'shutting down' : `not synced: ${unsynced.join(', ')}`;
           response.writeHead(503, { 'Content-Type': 'text/plain' }).end(`${why}\n`);
         } else {
-          response.writeHead(200, { 'Content-Type': 'text/plain' }).end(manager.isLeader ? 'ok (leader)\n' : 'ok (standby)\n');
+          response
+            .writeHead(200, { 'Content-Type': 'text/plain' })
+            .end(manager.isLeader ? 'ok (leader)\n' : 'ok (standby)\n');
         }
         return;
       }

@@ -27,7 +27,9 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
   // Without a configured KEK, dev wraps its data keys under one made for this run: fine for the memory store, which
   // forgets everything anyway; on etcd that would leave the data unreadable after a restart, so a KEK is required.
   if (!config.keyEncryptionKeys && config.store.kind !== 'memory') {
-    throw new ConfigError([`--${SETTINGS.kekFile.flag} / ${SETTINGS.kekFile.env}: dev on etcd needs a key-encryption key`]);
+    throw new ConfigError([
+      `--${SETTINGS.kekFile.flag} / ${SETTINGS.kekFile.env}: dev on etcd needs a key-encryption key`,
+    ]);
   }
   const keyRing = config.keyEncryptionKeys ? undefined : KeyRing.generate();
   // The worker's bt client calls back into this API, so the API's port is fixed before either starts.
@@ -36,8 +38,13 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
   const workerSecret = config.workerSecret ?? (config.workerUrl ? undefined : randomBytes(32).toString('base64url'));
   const worker = config.workerUrl
     ? undefined
-    : await spawnWorkerProcess({ ...config, workerSecret }, { apiUrl: `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`, logger });
-  const api = await startApi({ ...effective, port, workerSecret, workerUrl: config.workerUrl ?? worker!.url }, logger, { keyRing }).catch(async (error: unknown) => {
+    : await spawnWorkerProcess(
+        { ...config, workerSecret },
+        { apiUrl: `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`, logger },
+      );
+  const api = await startApi({ ...effective, port, workerSecret, workerUrl: config.workerUrl ?? worker!.url }, logger, {
+    keyRing,
+  }).catch(async (error: unknown) => {
     await worker?.stop();
     throw error;
   });
@@ -46,7 +53,10 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
 
   if ((await store.get(keys.apiKey(hashKey(managementKey)))) === undefined) {
     if ((await store.get(keys.tenant(DEV_TENANT_ID))) === undefined) {
-      await services.tenants.create({ id: DEV_TENANT_ID, name: 'Development', management_application_name: 'Development management' }, managementKey);
+      await services.tenants.create(
+        { id: DEV_TENANT_ID, name: 'Development', management_application_name: 'Development management' },
+        managementKey,
+      );
     } else {
       const { record } = services.applications.prepare(
         DEV_TENANT_ID,

@@ -11,7 +11,9 @@ import { openStore } from '../store/open.js';
 export async function keysCommand(argv: string[]): Promise<number> {
   const [subcommand, ...rest] = argv;
   if (subcommand !== 'rotate') {
-    process.stderr.write('usage: tokenvault keys rotate --store etcd://host:port (with TOKENVAULT_KEK_FILE or TOKENVAULT_KEK: new key first, then the old ones)\n');
+    process.stderr.write(
+      'usage: tokenvault keys rotate --store etcd://host:port (with TOKENVAULT_KEK_FILE or TOKENVAULT_KEK: new key first, then the old ones)\n',
+    );
     return 2;
   }
   const config = loadConfig({ argv: rest });

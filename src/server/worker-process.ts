@@ -112,4 +112,3 @@ async function isReady(url: string): Promise<boolean> {
     return false;
   }
 }
-

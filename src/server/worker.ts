@@ -30,17 +30,26 @@ export interface StartWorkerOptions {
 /** Addresses only this machine reaches. */
 const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
 
-export async function startWorker(config: Config, logger: Logger, options: StartWorkerOptions = {}): Promise<RunningWorker> {
+export async function startWorker(
+  config: Config,
+  logger: Logger,
+  options: StartWorkerOptions = {},
+): Promise<RunningWorker> {
   // Deny by default: a worker that others can reach runs code only for the holder of the worker secret.
   if (!config.workerSecret && !isLoopback(config.host)) {
     throw new ConfigError([
       `--${SETTINGS.workerSecretFile.flag} / ${SETTINGS.workerSecretFile.env}: required when the worker listens beyond loopback (${config.host}), so that only the API can run code on it`,
     ]);
   }
-  const limits = { cpuMs: config.runtime.cpuMs, timeoutMs: config.runtime.timeoutMs, memoryMb: config.runtime.memoryMb };
+  const limits = {
+    cpuMs: config.runtime.cpuMs,
+    timeoutMs: config.runtime.timeoutMs,
+    memoryMb: config.runtime.memoryMb,
+  };
   const metrics = new RuntimeMetrics();
   const bt = new BtBridge(config.apiUrl, { timeoutMs: limits.timeoutMs });
-  if (!config.apiUrl) logger.warn('no API URL configured (TOKENVAULT_API_URL): reactor code that uses bt will get errors');
+  if (!config.apiUrl)
+    logger.warn('no API URL configured (TOKENVAULT_API_URL): reactor code that uses bt will get errors');
   const outbound = options.outbound ?? policyOutbound(config, limits.timeoutMs);
   const pool = new SandboxPool({
     cacheSize: config.runtime.cacheSize,
@@ -54,7 +63,8 @@ export async function startWorker(config: Config, logger: Logger, options: Start
     maxHostBytes: config.decoded.sandboxHostBytes,
   });
   const handler = createWorkerHandler({ pool, metrics, logger, secret: config.workerSecret, maxLimits: limits });
-  if (!config.workerSecret) logger.warn('no worker secret configured (TOKENVAULT_WORKER_SECRET): POST /invoke is open to any local process');
+  if (!config.workerSecret)
+    logger.warn('no worker secret configured (TOKENVAULT_WORKER_SECRET): POST /invoke is open to any local process');
 
   const server: Server = createServer(handler.listener);
   // Longer than the API's pool keeps idle connections, so the API side always closes first.
@@ -89,7 +99,10 @@ export async function startWorker(config: Config, logger: Logger, options: Start
 
 /** `fetch` in reactors goes through the same destination policy as the proxy. */
 function policyOutbound(config: Config, timeoutMs: number): Outbound {
-  const policy = new DestinationPolicy({ allowedHosts: config.destinations.allowedHosts, caFile: config.destinations.caFile });
+  const policy = new DestinationPolicy({
+    allowedHosts: config.destinations.allowedHosts,
+    caFile: config.destinations.caFile,
+  });
   return (request) =>
     outboundRequest(policy, {
       url: request.url,

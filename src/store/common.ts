@@ -37,7 +37,10 @@ export function assertDeletablePrefix(prefix: string): void {
 
 /** compareAndSwap as one transaction: the put happens only while the key's modRevision is `expected` (0: absent). */
 export function swapTxn(key: string, expected: number, value: string, options: PutOptions = {}): Txn {
-  return { compare: [{ key, modRevision: expected }], success: [{ type: 'put', key, value, ttlSeconds: options.ttlSeconds }] };
+  return {
+    compare: [{ key, modRevision: expected }],
+    success: [{ type: 'put', key, value, ttlSeconds: options.ttlSeconds }],
+  };
 }
 
 /**

@@ -132,7 +132,9 @@ export class EtcdStore implements Store {
 
   async put(key: string, value: string, options: PutOptions = {}): Promise<number> {
     const lease = options.ttlSeconds === undefined ? undefined : await this.grant(options.ttlSeconds);
-    const response = await this.call(ONCE, () => this.client.kv.put({ key: Buffer.from(key), value: Buffer.from(value), lease }));
+    const response = await this.call(ONCE, () =>
+      this.client.kv.put({ key: Buffer.from(key), value: Buffer.from(value), lease }),
+    );
     return Number(response.header.revision);
   }
 
@@ -191,7 +193,11 @@ export class EtcdStore implements Store {
     return batchable(txn) ? this.batchedTxn(txn) : this.sendTxn(txn);
   }
 
-  async watch(prefix: string, handler: (event: WatchEvent) => void, onReset?: (phase: WatchPhase) => void): Promise<Watcher> {
+  async watch(
+    prefix: string,
+    handler: (event: WatchEvent) => void,
+    onReset?: (phase: WatchPhase) => void,
+  ): Promise<Watcher> {
     if (this.closed) throw new Errors.StoreUnavailable();
     const watch = new EtcdWatch(this.client, prefix, handler, onReset, () => this.watches.delete(watch));
     this.watches.add(watch);
@@ -455,7 +461,8 @@ function batchable(txn: Txn): boolean {
 function txnBytes(txn: Txn): number {
   let bytes = 0;
   for (const c of txn.compare ?? []) bytes += c.key.length;
-  for (const op of txn.success) bytes += op.type === 'put' ? op.key.length + op.value.length : op.type === 'delete' ? op.key.length : 0;
+  for (const op of txn.success)
+    bytes += op.type === 'put' ? op.key.length + op.value.length : op.type === 'delete' ? op.key.length : 0;
   return bytes;
 }
 
@@ -502,7 +509,9 @@ function toEntry(kv: IKeyValue): Entry {
 function toWatchEvent(type: string, kv: IKeyValue): WatchEvent {
   const key = kv.key.toString();
   const modRevision = Number(kv.mod_revision);
-  return type === 'Put' ? { type: 'put', key, value: kv.value.toString(), modRevision } : { type: 'delete', key, modRevision };
+  return type === 'Put'
+    ? { type: 'put', key, value: kv.value.toString(), modRevision }
+    : { type: 'delete', key, modRevision };
 }
 
 /** etcd compares an absent key's mod_revision as 0, which is exactly the interface's "0 means absent". */

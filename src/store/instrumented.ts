@@ -3,7 +3,18 @@ import type { Metrics } from '../observability/metrics.js';
 import type { Store } from './store.js';
 
 const TIMED = [
-  'get', 'getMany', 'put', 'create', 'compareAndSwap', 'delete', 'compareAndDelete', 'range', 'count', 'deletePrefix', 'txn', 'ping',
+  'get',
+  'getMany',
+  'put',
+  'create',
+  'compareAndSwap',
+  'delete',
+  'compareAndDelete',
+  'range',
+  'count',
+  'deletePrefix',
+  'txn',
+  'ping',
 ] as const;
 
 export function instrumentStore(store: Store, metrics: Metrics): Store {

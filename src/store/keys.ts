@@ -57,7 +57,8 @@ export const keys = {
    * formulas are used across tenants; entries of deleted tenants are recognised as stale and dropped when read.
    */
   formulaRefs: (formulaId: string) => `${ROOT}formula-refs/${formulaId}/`,
-  formulaRef: (formulaId: string, tenantId: string, reactorId: string) => `${ROOT}formula-refs/${formulaId}/${tenantId}/${reactorId}`,
+  formulaRef: (formulaId: string, tenantId: string, reactorId: string) =>
+    `${ROOT}formula-refs/${formulaId}/${tenantId}/${reactorId}`,
 
   reactors: (tenantId: string) => `${ROOT}t/${tenantId}/reactors/`,
   reactor: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/reactors/${id}`,

@@ -77,7 +77,9 @@ export class MemoryStore implements Store {
   async range(prefix: string, options: RangeOptions = {}): Promise<Entry[]> {
     this.begin();
     const { startAfter, limit } = options;
-    const keys = this.keysWithPrefix(prefix).filter((key) => startAfter === undefined || compareKeys(key, startAfter) > 0);
+    const keys = this.keysWithPrefix(prefix).filter(
+      (key) => startAfter === undefined || compareKeys(key, startAfter) > 0,
+    );
     // etcd treats a limit of 0 as "no limit".
     const page = limit ? keys.slice(0, limit) : keys;
     return page.map((key) => this.entry(key)!);
@@ -162,7 +164,8 @@ export class MemoryStore implements Store {
    */
   private apply(changes: Change[]): number {
     // Reject a bad TTL before anything changes: a transaction applies all of its operations or none.
-    for (const change of changes) if (change.type === 'put' && change.ttlSeconds !== undefined) leaseSeconds(change.ttlSeconds);
+    for (const change of changes)
+      if (change.type === 'put' && change.ttlSeconds !== undefined) leaseSeconds(change.ttlSeconds);
     const effective = changes.filter((change) => change.type === 'put' || this.data.has(change.key));
     if (effective.length === 0) return 0;
     const revision = ++this.revision;

@@ -50,9 +50,14 @@ export class PrefixWatchedCache<T> {
     this.entries = new LRUCache({
       max: options.max,
       ttl: options.ttlSeconds * 1000,
-      ...(options.maxSize !== undefined && sizeOf ? { maxSize: options.maxSize, sizeCalculation: (entry) => Math.max(1, sizeOf(entry.value)) } : {}),
+      ...(options.maxSize !== undefined && sizeOf
+        ? { maxSize: options.maxSize, sizeCalculation: (entry) => Math.max(1, sizeOf(entry.value)) }
+        : {}),
     });
-    this.watches = new LRUCache({ max: options.maxPrefixes ?? 1000, dispose: (watch, prefix) => this.unwatch(prefix, watch) });
+    this.watches = new LRUCache({
+      max: options.maxPrefixes ?? 1000,
+      dispose: (watch, prefix) => this.unwatch(prefix, watch),
+    });
   }
 
   /** Watches `prefix` until `stop`; resolves once the watch is up. */
@@ -78,7 +83,8 @@ export class PrefixWatchedCache<T> {
     }
     const generation = this.generation;
     const value = await load();
-    if (watch?.watcher && !watch.broken && generation === this.generation && this.current(prefix) === watch) this.entries.set(key, { value });
+    if (watch?.watcher && !watch.broken && generation === this.generation && this.current(prefix) === watch)
+      this.entries.set(key, { value });
     return value;
   }
 

@@ -56,7 +56,8 @@ function toFieldErrors(errors: ErrorObject[]): FieldErrors {
   // A name refused for its characters says so, rather than "is not a known name".
   const badCharacters = new Set<string>();
   for (const error of errors) {
-    if (error.schemaPath.includes('/propertyNames/') && error.keyword === 'format' && error.propertyName) badCharacters.add(error.propertyName);
+    if (error.schemaPath.includes('/propertyNames/') && error.keyword === 'format' && error.propertyName)
+      badCharacters.add(error.propertyName);
   }
   for (const error of errors) {
     // A bad property name is reported once, by the propertyNames error, not again by the name's own schema.
@@ -73,7 +74,10 @@ function toFieldErrors(errors: ErrorObject[]): FieldErrors {
 }
 
 function fieldPath(error: ErrorObject): string {
-  const segments = error.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const segments = error.instancePath
+    .split('/')
+    .slice(1)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
   if (error.keyword === 'required') segments.push(String(error.params.missingProperty));
   if (error.keyword === 'additionalProperties') segments.push(String(error.params.additionalProperty));
   if (error.keyword === 'propertyNames' && error.params.propertyName) segments.push(String(error.params.propertyName));
@@ -100,8 +104,10 @@ function describe(error: ErrorObject): string {
     case 'enum':
       return `must be one of: ${(p.allowedValues ?? []).join(', ')}`;
     case 'format':
-      if (p.format === 'display-name') return 'must not contain control characters or bidirectional formatting characters';
-      if (p.format === 'display-text') return 'must not contain control characters (other than tabs and line breaks) or bidirectional formatting characters';
+      if (p.format === 'display-name')
+        return 'must not contain control characters or bidirectional formatting characters';
+      if (p.format === 'display-text')
+        return 'must not contain control characters (other than tabs and line breaks) or bidirectional formatting characters';
       return `must be a valid ${p.format}`;
     case 'additionalProperties':
       return 'is not allowed';

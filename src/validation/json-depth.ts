@@ -63,6 +63,8 @@ function textNestsDeeper(json: string, maxDepth: number): boolean {
 /** Throws 400 TV_JSON_TOO_DEEP when `json` nests deeper than `maxDepth`. */
 export function assertJsonDepth(json: string | Uint8Array, maxDepth: number): void {
   if (nestsDeeperThan(json, maxDepth)) {
-    throw new Errors.JsonTooDeep(`JSON may nest arrays and objects at most ${maxDepth} levels deep (TOKENVAULT_JSON_MAX_DEPTH).`);
+    throw new Errors.JsonTooDeep(
+      `JSON may nest arrays and objects at most ${maxDepth} levels deep (TOKENVAULT_JSON_MAX_DEPTH).`,
+    );
   }
 }

@@ -42,7 +42,12 @@ describe('wrong data, through the SDKs', () => {
     const before = (await bt.tokens.list({ page: 1, size: 1 })).pagination.totalItems!;
     for (let i = 0; i < 3; i++) await bt.tokens.create({ type: 'token', data: `paged-${i}` });
     const first = await bt.tokens.list({ page: 1, size: 2 });
-    expect(first.pagination).toMatchObject({ totalItems: before + 3, pageNumber: 1, pageSize: 2, totalPages: Math.ceil((before + 3) / 2) });
+    expect(first.pagination).toMatchObject({
+      totalItems: before + 3,
+      pageNumber: 1,
+      pageSize: 2,
+      totalPages: Math.ceil((before + 3) / 2),
+    });
     expect(first.data).toHaveLength(2);
     const last = await bt.tokens.list({ page: first.pagination.totalPages!, size: 2 });
     expect(last.data.length).toBeGreaterThan(0);
@@ -58,7 +63,11 @@ describe('wrong data, through the SDKs', () => {
   });
 
   test('basis-theory-js: a token created with the legacy privacy block lands in its container', async () => {
-    const token = await bt.tokens.create({ type: 'token', data: 'private', privacy: { classification: 'pii', impactLevel: 'moderate' } } as never);
+    const token = await bt.tokens.create({
+      type: 'token',
+      data: 'private',
+      privacy: { classification: 'pii', impactLevel: 'moderate' },
+    } as never);
     expect(token.containers).toEqual(['/pii/moderate/']);
   });
 
@@ -88,14 +97,22 @@ describe('wrong data, through the SDKs', () => {
     const first = await node.reactors.update(reactor.id!, { name: 'idem-2', code }, { idempotencyKey });
     const again = await node.reactors.update(reactor.id!, { name: 'idem-2', code }, { idempotencyKey });
     expect(again).toEqual(first);
-    const conflict = await rejection<NodeSdkError>(node.reactors.update(reactor.id!, { name: 'idem-3', code }, { idempotencyKey }));
+    const conflict = await rejection<NodeSdkError>(
+      node.reactors.update(reactor.id!, { name: 'idem-3', code }, { idempotencyKey }),
+    );
     expect(conflict.statusCode).toBe(409);
 
     const tokens = nodeSdk(privateKey);
     const token = await tokens.tokens.create({ type: 'token', data: 'x' });
     const key = `tok-${Date.now()}`;
     await tokens.tokens.update(token.id!, { metadata: { n: '1' } }, { idempotencyKey: key });
-    expect((await rejection<NodeSdkError>(tokens.tokens.update(token.id!, { metadata: { n: '2' } }, { idempotencyKey: key }))).statusCode).toBe(409);
+    expect(
+      (
+        await rejection<NodeSdkError>(
+          tokens.tokens.update(token.id!, { metadata: { n: '2' } }, { idempotencyKey: key }),
+        )
+      ).statusCode,
+    ).toBe(409);
     expect((await tokens.tokens.get(token.id!)).metadata).toEqual({ n: '1' });
   });
 });
@@ -136,7 +153,9 @@ describe('not supported here, through the SDKs', () => {
 
   test('basis-theory-js tenant members and a JWE-encrypted token → 501, not 404 or 400', async () => {
     expect(await rejection(root.tenants.listMembers())).toMatchObject({ status: 501 });
-    const encrypted = await rejection<{ status: number; data: any }>(bt.tokens.create({ type: 'token', encrypted: 'a.b.c.d.e' } as never));
+    const encrypted = await rejection<{ status: number; data: any }>(
+      bt.tokens.create({ type: 'token', encrypted: 'a.b.c.d.e' } as never),
+    );
     expect(encrypted.status).toBe(501);
   });
 });

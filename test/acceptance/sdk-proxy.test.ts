@@ -41,7 +41,15 @@ beforeAll(async () => {
   const app = await bt.applications.create({
     name: 'Checkout',
     type: 'private',
-    rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:use'] }],
+    rules: [
+      {
+        description: 'all',
+        priority: 1,
+        container: '/',
+        transform: 'reveal',
+        permissions: ['token:create', 'token:read', 'token:use'],
+      },
+    ],
   });
   userKey = app.key!;
   user = await sdk(userKey);
@@ -58,7 +66,10 @@ function last() {
 
 describe('bt.proxy with BT-PROXY-URL', () => {
   test('get, post, put, patch and delete reach the destination with expressions detokenized', async () => {
-    const card = await user.tokens.create({ type: 'card', data: { number: '4242424242424242', expiration_month: 12, expiration_year: 2030, cvc: '123' } });
+    const card = await user.tokens.create({
+      type: 'card',
+      data: { number: '4242424242424242', expiration_month: 12, expiration_year: 2030, cvc: '123' },
+    });
     const headers = { 'BT-PROXY-URL': `${destination.url}/base` };
     const body = { number: `{{ ${card.id} | json: '$.number' }}`, cvc: `{{ ${card.id} | json: '$.cvc' }}` };
 
@@ -67,7 +78,11 @@ describe('bt.proxy with BT-PROXY-URL', () => {
 
     for (const method of ['post', 'put', 'patch'] as const) {
       const answer = await user.proxy[method]({ path: 'charges', headers, body });
-      expect(answer).toEqual({ method: method.toUpperCase(), url: '/base/charges', received: { number: '4242424242424242', cvc: '123' } });
+      expect(answer).toEqual({
+        method: method.toUpperCase(),
+        url: '/base/charges',
+        received: { number: '4242424242424242', cvc: '123' },
+      });
       expect(last().headers['bt-api-key']).toBeUndefined();
     }
 
@@ -76,7 +91,11 @@ describe('bt.proxy with BT-PROXY-URL', () => {
   });
 
   test('includeResponseHeaders on post returns the destination headers and BT-PROXY-DESTINATION-STATUS', async () => {
-    const answer = (await user.proxy.post({ headers: { 'BT-PROXY-URL': destination.url }, body: { a: 1 }, includeResponseHeaders: true })) as {
+    const answer = (await user.proxy.post({
+      headers: { 'BT-PROXY-URL': destination.url },
+      body: { a: 1 },
+      includeResponseHeaders: true,
+    })) as {
       data: unknown;
       headers: Record<string, string>;
     };
@@ -86,10 +105,14 @@ describe('bt.proxy with BT-PROXY-URL', () => {
   });
 
   test('destination errors pass through; errors inside the proxy are proxy_error', async () => {
-    const declined = await rejection(user.proxy.post({ path: 'fail', headers: { 'BT-PROXY-URL': `${destination.url}/base` }, body: {} }));
+    const declined = await rejection(
+      user.proxy.post({ path: 'fail', headers: { 'BT-PROXY-URL': `${destination.url}/base` }, body: {} }),
+    );
     expect(declined).toMatchObject({ name: 'BasisTheoryApiError', status: 402 });
 
-    const refused = await rejection<{ status: number; data: any }>(user.proxy.post({ headers: { 'BT-PROXY-URL': 'http://localhost/' }, body: {} }));
+    const refused = await rejection<{ status: number; data: any }>(
+      user.proxy.post({ headers: { 'BT-PROXY-URL': 'http://localhost/' }, body: {} }),
+    );
     expect(refused.status).toBe(400);
     expect(refused.data.proxyError ?? refused.data.proxy_error).toMatchObject({ status: 400 });
 
@@ -106,7 +129,12 @@ describe('bt.proxies', () => {
       requireAuth: true,
       configuration: { SOME_SETTING: 'value' },
     });
-    expect(created).toMatchObject({ name: 'Issuer', destinationUrl: `${destination.url}/base`, requireAuth: true, configuration: { SOME_SETTING: 'value' } });
+    expect(created).toMatchObject({
+      name: 'Issuer',
+      destinationUrl: `${destination.url}/base`,
+      requireAuth: true,
+      configuration: { SOME_SETTING: 'value' },
+    });
     expect(created.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(created.key).toMatch(/^key_/);
     expect(created.tenantId).toEqual(expect.any(String));
@@ -121,13 +149,27 @@ describe('bt.proxies', () => {
     const viaQuery = await user.proxy.get({ path: 'q', query: { 'bt-proxy-key': created.key, keep: '1' } });
     expect(viaQuery).toMatchObject({ method: 'GET', url: '/base/q?keep=1' });
 
-    const updated = await bt.proxies.update(created.id, { name: 'Issuer v2', destinationUrl: `${destination.url}/v2`, requireAuth: false });
-    expect(updated).toMatchObject({ id: created.id, name: 'Issuer v2', destinationUrl: `${destination.url}/v2`, requireAuth: false });
+    const updated = await bt.proxies.update(created.id, {
+      name: 'Issuer v2',
+      destinationUrl: `${destination.url}/v2`,
+      requireAuth: false,
+    });
+    expect(updated).toMatchObject({
+      id: created.id,
+      name: 'Issuer v2',
+      destinationUrl: `${destination.url}/v2`,
+      requireAuth: false,
+    });
 
     const patched = await bt.proxies.patch(created.id, {
-      responseTransform: { code: 'module.exports = async (req) => ({ body: { transformed: req.args.body }, headers: req.args.headers });' },
+      responseTransform: {
+        code: 'module.exports = async (req) => ({ body: { transformed: req.args.body }, headers: req.args.headers });',
+      },
     });
-    expect(patched).toMatchObject({ name: 'Issuer v2', responseTransform: { code: expect.stringContaining('transformed') } });
+    expect(patched).toMatchObject({
+      name: 'Issuer v2',
+      responseTransform: { code: expect.stringContaining('transformed') },
+    });
 
     // require_auth false: no BT-API-KEY needed (the SDK always sends one, so this call is made with fetch).
     const anonymous = await fetch(`${dev.baseUrl}/proxy/open?bt-proxy-key=${created.key}`);
@@ -136,6 +178,8 @@ describe('bt.proxies', () => {
 
     await bt.proxies.delete(created.id);
     expect(await rejection(bt.proxies.retrieve(created.id))).toMatchObject({ status: 404 });
-    expect(await rejection(user.proxy.get({ headers: { 'BT-PROXY-KEY': created.key } }))).toMatchObject({ status: 404 });
+    expect(await rejection(user.proxy.get({ headers: { 'BT-PROXY-KEY': created.key } }))).toMatchObject({
+      status: 404,
+    });
   });
 });

@@ -50,7 +50,12 @@ afterAll(async () => {
 describe('tokens through basis-theory-js', () => {
   test('create a card and a generic token with a chosen id, retrieve, merge-patch, delete', async () => {
     const card = await bt.tokens.create({ type: 'card', data: CARD, metadata: { order_ref: 'A-1' } });
-    expect(card).toMatchObject({ type: 'card', containers: ['/pci/high/'], metadata: { order_ref: 'A-1' }, data: CARD });
+    expect(card).toMatchObject({
+      type: 'card',
+      containers: ['/pci/high/'],
+      metadata: { order_ref: 'A-1' },
+      data: CARD,
+    });
     expect(card.id).toMatch(/^[0-9a-f-]{36}$/);
     // Token fields are camelCased, but `data` and `metadata` are left alone: card keys stay snake_case.
     expect(card).toHaveProperty('tenantId');
@@ -65,14 +70,21 @@ describe('tokens through basis-theory-js', () => {
     });
     expect(generic).toMatchObject({ id: 'customer-42-profile', type: 'token', containers: ['/general/high/'] });
 
-    expect(await bt.tokens.retrieve(card.id)).toMatchObject({ id: card.id, data: CARD, metadata: { order_ref: 'A-1' } });
+    expect(await bt.tokens.retrieve(card.id)).toMatchObject({
+      id: card.id,
+      data: CARD,
+      metadata: { order_ref: 'A-1' },
+    });
     expect(await bt.tokens.retrieve('customer-42-profile')).toMatchObject({
       data: { email_address: 'ada@example.com', address: { postal_code: '10115' } },
       metadata: { customer_id: '42', tier: 'gold' },
     });
 
     // The SDK sends PATCH with Content-Type application/merge-patch+json; nested objects merge.
-    const patched = await bt.tokens.update('customer-42-profile', { data: { address: { city: 'Berlin' } }, metadata: { customer_id: '43' } });
+    const patched = await bt.tokens.update('customer-42-profile', {
+      data: { address: { city: 'Berlin' } },
+      metadata: { customer_id: '43' },
+    });
     const expected = {
       data: { email_address: 'ada@example.com', address: { postal_code: '10115', city: 'Berlin' } },
       metadata: { customer_id: '43', tier: 'gold' },
@@ -88,7 +100,8 @@ describe('tokens through basis-theory-js', () => {
 
   test('list: cursor paging with size and start, metadata and type filters', async () => {
     const ids: string[] = [];
-    for (const n of [1, 2, 3]) ids.push((await bt.tokens.create({ type: 'token', data: `listed-${n}`, metadata: { batch: 'list' } })).id);
+    for (const n of [1, 2, 3])
+      ids.push((await bt.tokens.create({ type: 'token', data: `listed-${n}`, metadata: { batch: 'list' } })).id);
     await bt.tokens.create({ type: 'card', data: CARD, metadata: { batch: 'other' } });
 
     // The SDK sends GET /tokens/?size=2&metadata.batch=list; the answer is {pagination: {page_size, next}, data}.
@@ -144,18 +157,27 @@ describe('tokens through basis-theory-js', () => {
 describe('errors through basis-theory-js', () => {
   test('an invalid card number is a 400 naming the field', async () => {
     const invalid = await rejection(bt.tokens.create({ type: 'card', data: { ...CARD, number: '4242424242424241' } }));
-    expect(invalid).toMatchObject({ name: 'BasisTheoryApiError', status: 400, data: { status: 400, title: 'Bad Request' } });
+    expect(invalid).toMatchObject({
+      name: 'BasisTheoryApiError',
+      status: 400,
+      data: { status: 400, title: 'Bad Request' },
+    });
     // The wire says `data.number`; basis-theory-js camelCases error bodies of token calls too, so it reads `dataNumber`.
     expect(invalid.data.errors).toEqual({ dataNumber: [expect.stringContaining('Luhn')] });
 
-    const wire = await rejection<NodeSdkError>(nodeSdk(privateKey).tokens.create({ type: 'card', data: { ...CARD, number: '4242424242424241' } }));
+    const wire = await rejection<NodeSdkError>(
+      nodeSdk(privateKey).tokens.create({ type: 'card', data: { ...CARD, number: '4242424242424241' } }),
+    );
     expect(wire).toBeInstanceOf(NodeSdk.BadRequestError);
     expect(wire.statusCode).toBe(400);
     expect(wire.body.errors).toEqual({ 'data.number': [expect.stringContaining('Luhn')] });
   });
 
   test('an unknown token id is a 404', async () => {
-    expect(await rejection(bt.tokens.retrieve('no-such-token'))).toMatchObject({ status: 404, data: { code: 'TV_NOT_FOUND' } });
+    expect(await rejection(bt.tokens.retrieve('no-such-token'))).toMatchObject({
+      status: 404,
+      data: { code: 'TV_NOT_FOUND' },
+    });
     expect(await rejection(bt.tokens.retrieve('8d4c3c4e-6f0e-4d7a-9a43-4b1f3d1e2a10'))).toMatchObject({ status: 404 });
     expect(await rejection(bt.tokens.update('no-such-token', { metadata: { a: 'b' } }))).toMatchObject({ status: 404 });
   });
@@ -165,7 +187,10 @@ describe('errors through basis-theory-js', () => {
     const pub = await sdk(browser.key!);
     const created = await pub.tokens.create({ type: 'token', data: 'from the browser' });
     expect(created.data).toBeUndefined();
-    expect(await rejection(pub.tokens.retrieve(created.id))).toMatchObject({ status: 403, data: { status: 403, title: 'Forbidden' } });
+    expect(await rejection(pub.tokens.retrieve(created.id))).toMatchObject({
+      status: 403,
+      data: { status: 403, title: 'Forbidden' },
+    });
     expect(await rejection(pub.tokens.list())).toMatchObject({ status: 403 });
     expect(await bt.tokens.retrieve(created.id)).toMatchObject({ data: 'from the browser' });
   });
@@ -175,7 +200,12 @@ describe('@basis-theory/node-sdk', () => {
   test('create and get', async () => {
     const client = nodeSdk(privateKey);
     const token = await client.tokens.create({ type: 'card', data: CARD, metadata: { source: 'node-sdk' } });
-    expect(token).toMatchObject({ type: 'card', data: CARD, metadata: { source: 'node-sdk' }, containers: ['/pci/high/'] });
+    expect(token).toMatchObject({
+      type: 'card',
+      data: CARD,
+      metadata: { source: 'node-sdk' },
+      containers: ['/pci/high/'],
+    });
     expect(token.tenantId).toEqual(expect.any(String));
     expect(await client.tokens.get(token.id!)).toMatchObject({ id: token.id, data: CARD });
     const missing = await rejection<NodeSdkError>(client.tokens.get('no-such-token'));
@@ -197,8 +227,14 @@ describe('@basis-theory/node-sdk', () => {
     const unknown = await rejection<NodeSdkError>(client.tokens.detokenize({ n: '{{ no-such-token }}' }));
     expect(unknown).toBeInstanceOf(NodeSdk.BadRequestError);
     expect(unknown.body.errors).toEqual({ token: [expect.stringContaining('no-such-token')] });
-    const browser = await root.applications.create({ name: 'Browser 2', type: 'public', permissions: ['token:create'] });
-    const forbidden = await rejection<NodeSdkError>(nodeSdk(browser.key!).tokens.detokenize({ n: `{{ ${token.id} }}` }));
+    const browser = await root.applications.create({
+      name: 'Browser 2',
+      type: 'public',
+      permissions: ['token:create'],
+    });
+    const forbidden = await rejection<NodeSdkError>(
+      nodeSdk(browser.key!).tokens.detokenize({ n: `{{ ${token.id} }}` }),
+    );
     expect(forbidden).toBeInstanceOf(NodeSdk.ForbiddenError);
     expect(forbidden.statusCode).toBe(403);
   });

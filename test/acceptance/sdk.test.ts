@@ -26,22 +26,40 @@ afterAll(async () => {
 
 describe('applications through the SDK', () => {
   test('create, retrieve, list, update, regenerate the key, retrieve by key, delete', async () => {
-    const created = await bt.applications.create({ name: 'Checkout server', type: 'private', permissions: ['token:read', 'token:use'] });
-    expect(created).toMatchObject({ name: 'Checkout server', type: 'private', permissions: ['token:read', 'token:use'] });
+    const created = await bt.applications.create({
+      name: 'Checkout server',
+      type: 'private',
+      permissions: ['token:read', 'token:use'],
+    });
+    expect(created).toMatchObject({
+      name: 'Checkout server',
+      type: 'private',
+      permissions: ['token:read', 'token:use'],
+    });
     expect(created.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(created.key).toMatch(/^key_/);
     expect(created.keys?.[0]?.key).toBe(created.key);
 
-    expect(await bt.applications.retrieve(created.id)).toMatchObject({ id: created.id, name: 'Checkout server', type: 'private' });
+    expect(await bt.applications.retrieve(created.id)).toMatchObject({
+      id: created.id,
+      name: 'Checkout server',
+      type: 'private',
+    });
     expect((await bt.applications.retrieve(created.id)).key).toBeUndefined();
 
     const page = await bt.applications.list();
     expect(page.pagination).toMatchObject({ totalItems: 2, pageNumber: 1, pageSize: 20, totalPages: 1 });
     expect(page.data.map((a) => a.id)).toContain(created.id);
 
-    const updated = await bt.applications.update(created.id, { name: 'Checkout server v2', permissions: ['token:use'] });
+    const updated = await bt.applications.update(created.id, {
+      name: 'Checkout server v2',
+      permissions: ['token:use'],
+    });
     expect(updated).toMatchObject({ id: created.id, name: 'Checkout server v2', permissions: ['token:use'] });
-    expect(await bt.applications.retrieve(created.id)).toMatchObject({ name: 'Checkout server v2', permissions: ['token:use'] });
+    expect(await bt.applications.retrieve(created.id)).toMatchObject({
+      name: 'Checkout server v2',
+      permissions: ['token:use'],
+    });
 
     const regenerated = await bt.applications.regenerateKey(created.id);
     expect(regenerated.id).toBe(created.id);
@@ -53,7 +71,11 @@ describe('applications through the SDK', () => {
     expect(stale).toMatchObject({ name: 'BasisTheoryApiError', status: 401 });
 
     const withNewKey = await sdk(regenerated.key!);
-    expect(await withNewKey.applications.retrieveByKey()).toMatchObject({ id: created.id, name: 'Checkout server v2', type: 'private' });
+    expect(await withNewKey.applications.retrieveByKey()).toMatchObject({
+      id: created.id,
+      name: 'Checkout server v2',
+      type: 'private',
+    });
 
     await bt.applications.delete(created.id);
     expect(await rejection(bt.applications.retrieve(created.id))).toMatchObject({ status: 404 });
@@ -61,11 +83,15 @@ describe('applications through the SDK', () => {
   });
 
   test('validation errors reach the caller as 400 with the offending field', async () => {
-    const tooLong = await rejection(bt.applications.create({ name: 'n'.repeat(201), type: 'private', permissions: ['token:read'] }));
+    const tooLong = await rejection(
+      bt.applications.create({ name: 'n'.repeat(201), type: 'private', permissions: ['token:read'] }),
+    );
     expect(tooLong).toMatchObject({ status: 400, data: { status: 400, title: 'Bad Request' } });
     expect(tooLong.data.errors).toEqual({ name: [expect.stringContaining('200')] });
 
-    const publicReader = await rejection(bt.applications.create({ name: 'Browser', type: 'public', permissions: ['token:read'] }));
+    const publicReader = await rejection(
+      bt.applications.create({ name: 'Browser', type: 'public', permissions: ['token:read'] }),
+    );
     expect(publicReader.status).toBe(400);
     expect(Object.keys(publicReader.data.errors).join()).toMatch(/^permissions/);
     expect(JSON.stringify(publicReader.data.errors)).toContain('token:read');
@@ -81,7 +107,11 @@ describe('the tenant through the SDK', () => {
     expect(tenant.settings).toEqual({ deduplicateTokens: 'false', fingerprintTokens: 'true' });
 
     const renamed = await bt.tenants.update({ name: 'Renamed', settings: { deduplicate_tokens: 'true' } });
-    expect(renamed).toMatchObject({ id: tenant.id, name: 'Renamed', settings: { deduplicateTokens: 'true', fingerprintTokens: 'true' } });
+    expect(renamed).toMatchObject({
+      id: tenant.id,
+      name: 'Renamed',
+      settings: { deduplicateTokens: 'true', fingerprintTokens: 'true' },
+    });
     expect(await bt.tenants.retrieve()).toMatchObject({ name: 'Renamed', settings: { deduplicateTokens: 'true' } });
 
     // A camelCased key, as the SDK hands settings back, is snake_cased again on the way out.
@@ -128,7 +158,11 @@ describe('sessions through the SDK', () => {
     expect(again.data.errors).toHaveProperty('nonce');
 
     const asSession = await sdk(session.sessionKey);
-    expect(await asSession.applications.retrieveByKey()).toMatchObject({ id: publicApp.id, type: 'public', name: 'Browser' });
+    expect(await asSession.applications.retrieveByKey()).toMatchObject({
+      id: publicApp.id,
+      type: 'public',
+      name: 'Browser',
+    });
   });
 
   test('a session that was never authorized has no access', async () => {

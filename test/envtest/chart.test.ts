@@ -67,7 +67,10 @@ afterAll(async () => {
 }, 30_000);
 
 test('helm lint --strict passes with the default values and with values-ha.yaml', async () => {
-  const [defaults, ha] = await Promise.all([helm(['lint', '--strict', chartDir]), helm(['lint', '--strict', chartDir, '-f', haValues])]);
+  const [defaults, ha] = await Promise.all([
+    helm(['lint', '--strict', chartDir]),
+    helm(['lint', '--strict', chartDir, '-f', haValues]),
+  ]);
   for (const { stdout } of [defaults, ha]) {
     expect(stdout).toContain('1 chart(s) linted, 0 chart(s) failed');
     expect(stdout).not.toMatch(/\[(WARNING|ERROR)\]/);
@@ -140,7 +143,11 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
   });
 
   test('every pod and container: non-root, read-only root filesystem, no privilege escalation, no capabilities, seccomp', () => {
-    expect(podTemplates(objects()).map((p) => describeObject(p.owner)).sort()).toEqual(
+    expect(
+      podTemplates(objects())
+        .map((p) => describeObject(p.owner))
+        .sort(),
+    ).toEqual(
       [
         `Deployment ${NAMESPACE}/${FULLNAME}-api`,
         `Deployment ${NAMESPACE}/${FULLNAME}-controller`,
@@ -171,7 +178,10 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     const etcd = find(objects(), 'NetworkPolicy', `${FULLNAME}-etcd`);
     expect(etcd.spec.podSelector.matchLabels).toEqual(selector('etcd'));
     expect(etcd.spec.ingress).toEqual([
-      { from: [{ podSelector: { matchLabels: selector('api') } }, { podSelector: { matchLabels: selector('etcd') } }], ports: [{ port: 'client', protocol: 'TCP' }] },
+      {
+        from: [{ podSelector: { matchLabels: selector('api') } }, { podSelector: { matchLabels: selector('etcd') } }],
+        ports: [{ port: 'client', protocol: 'TCP' }],
+      },
       { from: [{ podSelector: { matchLabels: selector('etcd') } }], ports: [{ port: 'peer', protocol: 'TCP' }] },
       // etcd's own metrics (issue 14): the release namespace's pods by default (etcd.networkPolicy.metricsFrom).
       { from: [{ podSelector: {} }], ports: [{ port: 'metrics', protocol: 'TCP' }] },
@@ -194,14 +204,23 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     ]);
     expect(find(objects(), 'Service', `${FULLNAME}-api`).spec.ports.map((p: any) => p.targetPort)).toEqual(['http']);
     const metrics = find(objects(), 'Service', `${FULLNAME}-api-metrics`);
-    expect(metrics.spec).toMatchObject({ type: 'ClusterIP', ports: [{ name: 'metrics', port: 9090, targetPort: 'metrics' }] });
+    expect(metrics.spec).toMatchObject({
+      type: 'ClusterIP',
+      ports: [{ name: 'metrics', port: 9090, targetPort: 'metrics' }],
+    });
   });
 
   test('etcd: TLS with client-certificate authentication, certificates made by the chart under one CA', () => {
     const etcd = find(objects(), 'StatefulSet', `${FULLNAME}-etcd`);
     const pod = etcd.spec.template.spec;
     const args: string[] = pod.containers[0].args;
-    expect(args).toEqual(expect.arrayContaining(['--listen-client-urls=https://0.0.0.0:2379', '--client-cert-auth', '--trusted-ca-file=/etc/etcd/tls/ca.crt']));
+    expect(args).toEqual(
+      expect.arrayContaining([
+        '--listen-client-urls=https://0.0.0.0:2379',
+        '--client-cert-auth',
+        '--trusted-ca-file=/etc/etcd/tls/ca.crt',
+      ]),
+    );
     expect(args.find((a) => a.startsWith('--advertise-client-urls='))).toMatch(/^--advertise-client-urls=https:/);
     expect(pod.volumes.find((v: any) => v.name === 'tls').secret.secretName).toBe(`${FULLNAME}-etcd-server-tls`);
 
@@ -237,7 +256,11 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
       expect.arrayContaining([
         { apiGroups: ['apps'], resources: ['deployments'], verbs: crud },
         { apiGroups: [''], resources: ['services'], verbs: crud },
-        { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['get', 'create', 'update', 'patch', 'delete'] },
+        {
+          apiGroups: ['networking.k8s.io'],
+          resources: ['networkpolicies'],
+          verbs: ['get', 'create', 'update', 'patch', 'delete'],
+        },
       ]),
     );
 
@@ -260,18 +283,27 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     expect(leases.metadata.namespace).toBe(NAMESPACE);
     expect(leases.rules).toEqual([
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [`${FULLNAME}-controller`], verbs: ['get', 'update', 'patch'] },
+      {
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        resourceNames: [`${FULLNAME}-controller`],
+        verbs: ['get', 'update', 'patch'],
+      },
     ]);
   });
 
   test('each process gets its environment: store, keys from mounted Secrets, worker and API URLs, leader election', () => {
-    const container = (name: string) => find(objects(), 'Deployment', `${FULLNAME}-${name}`).spec.template.spec.containers[0];
+    const container = (name: string) =>
+      find(objects(), 'Deployment', `${FULLNAME}-${name}`).spec.template.spec.containers[0];
     const spec = (name: string) => find(objects(), 'Deployment', `${FULLNAME}-${name}`).spec.template.spec;
 
     const api = container('api');
     expect(api.args).toEqual(['api']);
     const members = variant === 'ha' ? 3 : 1;
-    const endpoints = Array.from({ length: members }, (_, i) => `${FULLNAME}-etcd-${i}.${FULLNAME}-etcd-headless.${NAMESPACE}.svc:2379`);
+    const endpoints = Array.from(
+      { length: members },
+      (_, i) => `${FULLNAME}-etcd-${i}.${FULLNAME}-etcd-headless.${NAMESPACE}.svc:2379`,
+    );
     // etcd over TLS with the API's client certificate (issue 12 point 12), on by default.
     expect(envOf(api, 'TOKENVAULT_STORE')).toBe(`etcds://${endpoints.join(',')}`);
     for (const variable of ['TOKENVAULT_ETCD_CA_FILE', 'TOKENVAULT_ETCD_CERT_FILE', 'TOKENVAULT_ETCD_KEY_FILE']) {
@@ -279,11 +311,15 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     }
     // The worker secret (issue 12 point 10): the API sends it, the workers require it, the controller hands it on.
     for (const name of ['api', 'worker', 'controller']) {
-      expect(secretBehind(spec(name), container(name), envOf(container(name), 'TOKENVAULT_WORKER_SECRET_FILE')!)).toBe(`${FULLNAME}-worker-secret`);
+      expect(secretBehind(spec(name), container(name), envOf(container(name), 'TOKENVAULT_WORKER_SECRET_FILE')!)).toBe(
+        `${FULLNAME}-worker-secret`,
+      );
     }
     expect(envOf(api, 'TOKENVAULT_METRICS_PORT')).toBe('9090');
     expect(secretBehind(spec('api'), api, envOf(api, 'TOKENVAULT_KEK_FILE')!)).toBe(`${FULLNAME}-kek`);
-    expect(secretBehind(spec('api'), api, envOf(api, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe(`${FULLNAME}-operator-key`);
+    expect(secretBehind(spec('api'), api, envOf(api, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe(
+      `${FULLNAME}-operator-key`,
+    );
     expect(envOf(api, 'TOKENVAULT_WORKER_URL')).toBe(`http://${FULLNAME}-worker:8080`);
     expect(envOf(api, 'TOKENVAULT_BODY_LIMIT_BYTES')).toBe('1048576');
 
@@ -298,7 +334,9 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     const controller = container('controller');
     expect(controller.args).toEqual(['controller']);
     expect(envOf(controller, 'TOKENVAULT_API_URL')).toBe(`http://${FULLNAME}-api:8080`);
-    expect(secretBehind(spec('controller'), controller, envOf(controller, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe(`${FULLNAME}-operator-key`);
+    expect(secretBehind(spec('controller'), controller, envOf(controller, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe(
+      `${FULLNAME}-operator-key`,
+    );
     expect(envOf(controller, 'TOKENVAULT_LEADER_ELECTION')).toBe('true');
     expect(envOf(controller, 'TOKENVAULT_LEASE_NAME')).toBe(`${FULLNAME}-controller`);
     expect(envOf(controller, 'TOKENVAULT_LEASE_NAMESPACE')).toBe(NAMESPACE);
@@ -315,10 +353,18 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     });
 
     // Every TOKENVAULT_* variable set is one docs/configuration.md documents.
-    const documented = new Set(readFileSync(path.join(repoRoot, 'docs/configuration.md'), 'utf8').match(/TOKENVAULT_[A-Z_]+/g));
+    const documented = new Set(
+      readFileSync(path.join(repoRoot, 'docs/configuration.md'), 'utf8').match(/TOKENVAULT_[A-Z_]+/g),
+    );
     for (const name of ['api', 'worker', 'controller']) {
-      for (const variable of container(name).env.map((e: any) => e.name).filter((n: string) => n.startsWith('TOKENVAULT_'))) {
-        expect({ process: name, variable, documented: documented.has(variable) }).toEqual({ process: name, variable, documented: true });
+      for (const variable of container(name)
+        .env.map((e: any) => e.name)
+        .filter((n: string) => n.startsWith('TOKENVAULT_'))) {
+        expect({ process: name, variable, documented: documented.has(variable) }).toEqual({
+          process: name,
+          variable,
+          documented: true,
+        });
       }
     }
   });
@@ -337,7 +383,9 @@ describe.each(['default', 'ha'] as const)('%s values', (variant) => {
     await plane.kubectl(['create', 'namespace', NAMESPACE]).catch((error: Error) => {
       if (!/AlreadyExists/.test(error.message)) throw error;
     });
-    const { stdout } = await plane.kubectl(['apply', '--dry-run=server', '-o', 'name', '-f', '-'], { input: rendered[variant].text });
+    const { stdout } = await plane.kubectl(['apply', '--dry-run=server', '-o', 'name', '-f', '-'], {
+      input: rendered[variant].text,
+    });
     const applied = stdout.trim().split('\n');
     expect(applied).toHaveLength(objects().length);
   }, 30_000);
@@ -349,10 +397,16 @@ test('HA values: three etcd members with a PDB and volumes, at least three API r
   expect(etcd.spec.replicas).toBe(3);
   expect(etcd.spec.podManagementPolicy).toBe('Parallel');
   expect(etcd.spec.volumeClaimTemplates[0].spec.resources.requests.storage).toBe('16Gi');
-  expect(etcd.spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution).toHaveLength(1);
-  const initialCluster = etcd.spec.template.spec.containers[0].args.find((a: string) => a.startsWith('--initial-cluster='));
+  expect(etcd.spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution).toHaveLength(
+    1,
+  );
+  const initialCluster = etcd.spec.template.spec.containers[0].args.find((a: string) =>
+    a.startsWith('--initial-cluster='),
+  );
   expect(initialCluster.split(',')).toHaveLength(3);
-  expect(etcd.spec.template.spec.containers[0].image).toMatch(/^(gcr\.io\/etcd-development\/etcd|quay\.io\/coreos\/etcd):v3\.6\.\d+$/);
+  expect(etcd.spec.template.spec.containers[0].image).toMatch(
+    /^(gcr\.io\/etcd-development\/etcd|quay\.io\/coreos\/etcd):v3\.6\.\d+$/,
+  );
   expect(find(objects, 'PodDisruptionBudget', `${FULLNAME}-etcd`).spec.maxUnavailable).toBe(1);
   expect(find(objects, 'HorizontalPodAutoscaler', `${FULLNAME}-api`).spec.minReplicas).toBe(3);
   expect(find(objects, 'Deployment', `${FULLNAME}-controller`).spec.replicas).toBe(2);
@@ -366,33 +420,59 @@ test('HA values: three etcd members with a PDB and volumes, at least three API r
 test('cluster CIDRs given as values are excepted from the workers’ egress', async () => {
   const { objects } = await template(['--set', 'worker.networkPolicy.clusterCIDRs={203.0.113.0/24,198.51.100.0/24}']);
   const policy = find(objects, 'NetworkPolicy', `${FULLNAME}-worker`);
-  expect(workerNetworkPolicyProblems(policy, { worker: selector('worker'), api: selector('api') }, ['203.0.113.0/24', '198.51.100.0/24'])).toEqual([]);
+  expect(
+    workerNetworkPolicyProblems(policy, { worker: selector('worker'), api: selector('api') }, [
+      '203.0.113.0/24',
+      '198.51.100.0/24',
+    ]),
+  ).toEqual([]);
 });
 
 test('worker egress ports, the API metrics peers and the controller’s dedicated-worker policy follow the values', async () => {
   const { objects } = await template([
-    '--set', 'worker.networkPolicy.egressPorts={443,8443}',
-    '--set-json', 'api.networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]',
+    '--set',
+    'worker.networkPolicy.egressPorts={443,8443}',
+    '--set-json',
+    'api.networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]',
   ]);
   const policy = find(objects, 'NetworkPolicy', `${FULLNAME}-worker`);
-  expect(workerNetworkPolicyProblems(policy, { worker: selector('worker'), api: selector('api') }, [], [443, 8443])).toEqual([]);
-  expect(find(objects, 'NetworkPolicy', `${FULLNAME}-api`).spec.ingress[1].from).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }]);
+  expect(
+    workerNetworkPolicyProblems(policy, { worker: selector('worker'), api: selector('api') }, [], [443, 8443]),
+  ).toEqual([]);
+  expect(find(objects, 'NetworkPolicy', `${FULLNAME}-api`).spec.ingress[1].from).toEqual([
+    { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
+  ]);
   const controller = find(objects, 'Deployment', `${FULLNAME}-controller`).spec.template.spec.containers[0];
   expect(JSON.parse(envOf(controller, 'TOKENVAULT_DEDICATED_NETWORK_POLICY')!).egressPorts).toEqual([443, 8443]);
   const off = await template(['--set', 'worker.networkPolicy.enabled=false']);
-  expect(envOf(find(off.objects, 'Deployment', `${FULLNAME}-controller`).spec.template.spec.containers[0], 'TOKENVAULT_DEDICATED_NETWORK_POLICY')).toBe('none');
+  expect(
+    envOf(
+      find(off.objects, 'Deployment', `${FULLNAME}-controller`).spec.template.spec.containers[0],
+      'TOKENVAULT_DEDICATED_NETWORK_POLICY',
+    ),
+  ).toBe('none');
 });
 
-test('the certificates the chart makes work with a real etcd: the API\'s client certificate gets in, nothing else', async () => {
+test("the certificates the chart makes work with a real etcd: the API's client certificate gets in, nothing else", async () => {
   const objects = rendered.default.objects;
   const dir = mkdtempSync(path.join(tmpdir(), 'tokenvault-chart-tls-'));
   const write = (secret: string, key: string) => {
     const file = path.join(dir, `${secret}-${key}`);
-    writeFileSync(file, Buffer.from(find(objects, 'Secret', `${FULLNAME}-etcd-${secret}-tls`).data[key], 'base64'), { mode: 0o600 });
+    writeFileSync(file, Buffer.from(find(objects, 'Secret', `${FULLNAME}-etcd-${secret}-tls`).data[key], 'base64'), {
+      mode: 0o600,
+    });
     return file;
   };
-  const server = { caFile: write('server', 'ca.crt'), certFile: write('server', 'tls.crt'), keyFile: write('server', 'tls.key') };
-  const client = { caFile: write('client', 'ca.crt'), certFile: write('client', 'tls.crt'), keyFile: write('client', 'tls.key') };
+  const server = {
+    caFile: write('server', 'ca.crt'),
+    certFile: write('server', 'tls.crt'),
+    keyFile: write('server', 'tls.key'),
+  };
+  const client = {
+    caFile: write('client', 'ca.crt'),
+    certFile: write('client', 'tls.crt'),
+    keyFile: write('client', 'tls.key'),
+  };
   const reaches = async (endpoint: string, tls: { caFile?: string; certFile?: string; keyFile?: string }) => {
     const store = openStore({ kind: 'etcd', endpoints: [`https://${endpoint}`], tls });
     try {
@@ -417,26 +497,52 @@ test('the certificates the chart makes work with a real etcd: the API\'s client 
 
 test('etcd certificates from cert-manager when asked: a self-signed CA Issuer, or the Issuer given', async () => {
   const own = await template(['--set', 'etcd.tls.certManager.enabled=true']);
-  expect(own.objects.filter((o) => o.kind === 'Secret' && /etcd-(server|client)-tls/.test(o.metadata.name))).toEqual([]);
+  expect(own.objects.filter((o) => o.kind === 'Secret' && /etcd-(server|client)-tls/.test(o.metadata.name))).toEqual(
+    [],
+  );
   const certificates = own.objects.filter((o) => o.kind === 'Certificate');
-  expect(certificates.map((c) => c.metadata.name).sort()).toEqual([`${FULLNAME}-etcd-ca`, `${FULLNAME}-etcd-client-tls`, `${FULLNAME}-etcd-server-tls`]);
+  expect(certificates.map((c) => c.metadata.name).sort()).toEqual([
+    `${FULLNAME}-etcd-ca`,
+    `${FULLNAME}-etcd-client-tls`,
+    `${FULLNAME}-etcd-server-tls`,
+  ]);
   const client = find(own.objects, 'Certificate', `${FULLNAME}-etcd-client-tls`);
-  expect(client.spec).toMatchObject({ secretName: `${FULLNAME}-etcd-client-tls`, usages: ['client auth'], issuerRef: { name: `${FULLNAME}-etcd-ca`, kind: 'Issuer' } });
-  const given = await template(['--set', 'etcd.tls.certManager.enabled=true', '--set', 'etcd.tls.certManager.issuerRef.name=corp-ca', '--set', 'etcd.tls.certManager.issuerRef.kind=ClusterIssuer']);
+  expect(client.spec).toMatchObject({
+    secretName: `${FULLNAME}-etcd-client-tls`,
+    usages: ['client auth'],
+    issuerRef: { name: `${FULLNAME}-etcd-ca`, kind: 'Issuer' },
+  });
+  const given = await template([
+    '--set',
+    'etcd.tls.certManager.enabled=true',
+    '--set',
+    'etcd.tls.certManager.issuerRef.name=corp-ca',
+    '--set',
+    'etcd.tls.certManager.issuerRef.kind=ClusterIssuer',
+  ]);
   expect(given.objects.filter((o) => o.kind === 'Issuer')).toEqual([]);
-  expect(find(given.objects, 'Certificate', `${FULLNAME}-etcd-server-tls`).spec.issuerRef).toEqual({ name: 'corp-ca', kind: 'ClusterIssuer' });
+  expect(find(given.objects, 'Certificate', `${FULLNAME}-etcd-server-tls`).spec.issuerRef).toEqual({
+    name: 'corp-ca',
+    kind: 'ClusterIssuer',
+  });
   // TLS off: plain etcd:// and no certificates.
   const plain = await template(['--set', 'etcd.tls.enabled=false']);
-  expect(envOf(find(plain.objects, 'Deployment', `${FULLNAME}-api`).spec.template.spec.containers[0], 'TOKENVAULT_STORE')).toMatch(/^etcd:\/\//);
+  expect(
+    envOf(find(plain.objects, 'Deployment', `${FULLNAME}-api`).spec.template.spec.containers[0], 'TOKENVAULT_STORE'),
+  ).toMatch(/^etcd:\/\//);
   expect(plain.objects.some((o) => /etcd-(server|client)-tls/.test(o.metadata.name))).toBe(false);
 });
 
 test('an external etcd with TLS: etcds:// endpoints and the CA and client certificate from a Secret; no StatefulSet', async () => {
   const { objects } = await template([
-    '--set', 'etcd.enabled=false',
-    '--set', 'etcd.external.endpoints={etcd-a.example:2379,etcd-b.example:2379}',
-    '--set', 'etcd.external.tls.enabled=true',
-    '--set', 'etcd.external.tls.secretName=etcd-client',
+    '--set',
+    'etcd.enabled=false',
+    '--set',
+    'etcd.external.endpoints={etcd-a.example:2379,etcd-b.example:2379}',
+    '--set',
+    'etcd.external.tls.enabled=true',
+    '--set',
+    'etcd.external.tls.secretName=etcd-client',
   ]);
   expect(objects.some((o) => o.kind === 'StatefulSet')).toBe(false);
   const deployment = find(objects, 'Deployment', `${FULLNAME}-api`);
@@ -449,16 +555,22 @@ test('an external etcd with TLS: etcds:// endpoints and the CA and client certif
 
 test('existing key Secrets replace the generated ones', async () => {
   const { objects } = await template([
-    '--set', 'kek.existingSecret=my-kek',
-    '--set', 'operatorKey.existingSecret=my-operator-key',
-    '--set', 'workerSecret.existingSecret=my-worker-secret',
-    '--set', 'etcd.tls.enabled=false',
+    '--set',
+    'kek.existingSecret=my-kek',
+    '--set',
+    'operatorKey.existingSecret=my-operator-key',
+    '--set',
+    'workerSecret.existingSecret=my-worker-secret',
+    '--set',
+    'etcd.tls.enabled=false',
   ]);
   expect(objects.filter((o) => o.kind === 'Secret')).toEqual([]);
   const deployment = find(objects, 'Deployment', `${FULLNAME}-api`);
   const api = deployment.spec.template.spec.containers[0];
   expect(secretBehind(deployment.spec.template.spec, api, envOf(api, 'TOKENVAULT_KEK_FILE')!)).toBe('my-kek');
-  expect(secretBehind(deployment.spec.template.spec, api, envOf(api, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe('my-operator-key');
+  expect(secretBehind(deployment.spec.template.spec, api, envOf(api, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe(
+    'my-operator-key',
+  );
 });
 
 test('a ServiceMonitor only when enabled, for the api, worker, controller and etcd metrics Services', async () => {
@@ -466,18 +578,32 @@ test('a ServiceMonitor only when enabled, for the api, worker, controller and et
   const monitor = find(objects, 'ServiceMonitor', FULLNAME);
   expect(monitor.spec.endpoints[0]).toMatchObject({ port: 'metrics', path: '/metrics' });
   const selected = objects.filter(
-    (o) => o.kind === 'Service' && Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => o.metadata.labels?.[k] === v),
+    (o) =>
+      o.kind === 'Service' &&
+      Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => o.metadata.labels?.[k] === v),
   );
   // The API's /metrics through its own Service and port, never the API Service.
-  expect(selected.map((s) => s.metadata.name).sort()).toEqual([`${FULLNAME}-api-metrics`, `${FULLNAME}-controller-metrics`, `${FULLNAME}-etcd-metrics`, `${FULLNAME}-worker`]);
+  expect(selected.map((s) => s.metadata.name).sort()).toEqual([
+    `${FULLNAME}-api-metrics`,
+    `${FULLNAME}-controller-metrics`,
+    `${FULLNAME}-etcd-metrics`,
+    `${FULLNAME}-worker`,
+  ]);
   expect(selected.every((s) => s.spec.ports.some((p: any) => p.name === 'metrics'))).toBe(true);
 });
 
 test('watchAllNamespaces is the one setting that grants Secrets cluster-wide', async () => {
   const { objects } = await template(['--set', 'controller.watchAllNamespaces=true']);
   expect(rbacWildcardProblems(objects)).toEqual([]);
-  expect(secretAccessProblems(objects, NAMESPACE).problems).toEqual([`ClusterRole ${FULLNAME}-controller-secrets: a ClusterRole grants Secrets`]);
-  expect(envOf(find(objects, 'Deployment', `${FULLNAME}-controller`).spec.template.spec.containers[0], 'TOKENVAULT_CONTROLLER_NAMESPACE')).toBeUndefined();
+  expect(secretAccessProblems(objects, NAMESPACE).problems).toEqual([
+    `ClusterRole ${FULLNAME}-controller-secrets: a ClusterRole grants Secrets`,
+  ]);
+  expect(
+    envOf(
+      find(objects, 'Deployment', `${FULLNAME}-controller`).spec.template.spec.containers[0],
+      'TOKENVAULT_CONTROLLER_NAMESPACE',
+    ),
+  ).toBeUndefined();
   expect(objects.some((o) => o.metadata.name === `${FULLNAME}-controller-events`)).toBe(false);
 });
 
@@ -485,9 +611,21 @@ test('helm install generates the keys; helm upgrade keeps them, and keeps edits;
   // A real release in the test control plane (objects are stored, pods never run). The CRDs are already installed
   // by the control plane, outside Helm, so this release leaves them out.
   const namespace = 'tokenvault-release';
-  const release = ['rel', chartDir, '--namespace', namespace, '--set', 'crds.enabled=false', '--set', 'controller.rbac.clusterScopedEvents=false'];
+  const release = [
+    'rel',
+    chartDir,
+    '--namespace',
+    namespace,
+    '--set',
+    'crds.enabled=false',
+    '--set',
+    'controller.rbac.clusterScopedEvents=false',
+  ];
   const secretData = async (name: string) =>
-    JSON.parse((await plane.kubectl(['get', 'secret', name, '-n', namespace, '-o', 'json'])).stdout).data as Record<string, string>;
+    JSON.parse((await plane.kubectl(['get', 'secret', name, '-n', namespace, '-o', 'json'])).stdout).data as Record<
+      string,
+      string
+    >;
 
   await helm(['install', ...release, '--create-namespace']);
   const kek = await secretData('rel-tokenvault-kek');
@@ -500,8 +638,20 @@ test('helm install generates the keys; helm upgrade keeps them, and keeps edits;
   expect(Buffer.from(Buffer.from(kek.kek, 'base64').toString('utf8').trim(), 'base64')).toHaveLength(32);
 
   // A rotation in progress: a second key added to the Secret by hand.
-  const rotated = Buffer.from(`${Buffer.alloc(32, 7).toString('base64')}\n${Buffer.from(kek.kek, 'base64').toString('utf8')}`).toString('base64');
-  await plane.kubectl(['patch', 'secret', 'rel-tokenvault-kek', '-n', namespace, '--type', 'merge', '-p', JSON.stringify({ data: { kek: rotated } })]);
+  const rotated = Buffer.from(
+    `${Buffer.alloc(32, 7).toString('base64')}\n${Buffer.from(kek.kek, 'base64').toString('utf8')}`,
+  ).toString('base64');
+  await plane.kubectl([
+    'patch',
+    'secret',
+    'rel-tokenvault-kek',
+    '-n',
+    namespace,
+    '--type',
+    'merge',
+    '-p',
+    JSON.stringify({ data: { kek: rotated } }),
+  ]);
 
   await helm(['upgrade', ...release, '--set', 'config.logLevel=debug']);
   expect(await secretData('rel-tokenvault-kek')).toEqual({ kek: rotated });
@@ -522,12 +672,39 @@ test('with the custom resources in a namespace of their own, neither Reactor edi
   const resources = 'tokenvault-resources';
   await plane.kubectl(['create', 'namespace', resources]);
   await helm([
-    'install', 'sep', chartDir, '--namespace', keys, '--create-namespace',
-    '--set', 'crds.enabled=false', '--set', 'controller.rbac.clusterScopedEvents=false', '--set', `controller.watchNamespace=${resources}`,
+    'install',
+    'sep',
+    chartDir,
+    '--namespace',
+    keys,
+    '--create-namespace',
+    '--set',
+    'crds.enabled=false',
+    '--set',
+    'controller.rbac.clusterScopedEvents=false',
+    '--set',
+    `controller.watchNamespace=${resources}`,
   ]);
   // Whoever edits Reactors gets the chart's edit role (tokenvault.dev kinds only) where the resources are.
-  await plane.kubectl(['create', 'rolebinding', 'reactor-editor', '-n', resources, '--clusterrole', 'sep-tokenvault-edit', '--serviceaccount', `${resources}:editor`]);
-  const allowed = async (serviceAccount: string, verb: string, group: string, resource: string, namespace: string, name?: string) => {
+  await plane.kubectl([
+    'create',
+    'rolebinding',
+    'reactor-editor',
+    '-n',
+    resources,
+    '--clusterrole',
+    'sep-tokenvault-edit',
+    '--serviceaccount',
+    `${resources}:editor`,
+  ]);
+  const allowed = async (
+    serviceAccount: string,
+    verb: string,
+    group: string,
+    resource: string,
+    namespace: string,
+    name?: string,
+  ) => {
     const [saNamespace] = serviceAccount.split(':');
     const review = {
       apiVersion: 'authorization.k8s.io/v1',
@@ -569,7 +746,9 @@ test('the Dockerfile fits the chart: slim runtime, the chart’s numeric user, -
   const args = Object.fromEntries(
     instructions.filter((l) => l.startsWith('ARG ')).map((l) => l.slice(4).split('=') as [string, string]),
   );
-  const stages = instructions.filter((l) => l.startsWith('FROM ')).map((l) => l.replace(/\$\{(\w+)\}/g, (_, name) => args[name]));
+  const stages = instructions
+    .filter((l) => l.startsWith('FROM '))
+    .map((l) => l.replace(/\$\{(\w+)\}/g, (_, name) => args[name]));
   expect(stages).toEqual(['FROM node:22-bookworm AS build', 'FROM node:22-bookworm-slim AS runtime']);
   const runtime = instructions.slice(instructions.findIndex((l) => l.startsWith('FROM ') && l.includes('AS runtime')));
   // Only build output comes into the runtime stage: no sources, no compiler, no install.
@@ -578,11 +757,21 @@ test('the Dockerfile fits the chart: slim runtime, the chart’s numeric user, -
   expect(instructions.find((l) => l.startsWith('RUN npm install'))).toMatch(/--no-save/);
   expect(instructions.some((l) => l.includes('npm prune --omit=dev'))).toBe(true);
 
-  const user = runtime.filter((l) => l.startsWith('USER ')).pop()!.slice(5).trim();
+  const user = runtime
+    .filter((l) => l.startsWith('USER '))
+    .pop()!
+    .slice(5)
+    .trim();
   const values = parseManifests(readFileSync(path.join(chartDir, 'values.yaml'), 'utf8'))[0] as any;
   expect(user).toBe(`${values.podSecurityContext.runAsUser}:${values.podSecurityContext.runAsGroup}`);
-  expect(runtime.find((l) => l.startsWith('ENTRYPOINT'))).toBe('ENTRYPOINT ["node", "--no-node-snapshot", "dist/cli.js"]');
+  expect(runtime.find((l) => l.startsWith('ENTRYPOINT'))).toBe(
+    'ENTRYPOINT ["node", "--no-node-snapshot", "dist/cli.js"]',
+  );
   const deployments = rendered.default.objects.filter((o) => o.kind === 'Deployment');
-  expect(deployments.map((d) => d.spec.template.spec.containers[0].args[0]).sort()).toEqual(['api', 'controller', 'worker']);
+  expect(deployments.map((d) => d.spec.template.spec.containers[0].args[0]).sort()).toEqual([
+    'api',
+    'controller',
+    'worker',
+  ]);
   expect(deployments.every((d) => d.spec.template.spec.containers[0].command === undefined)).toBe(true);
 });

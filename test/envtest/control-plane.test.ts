@@ -36,7 +36,10 @@ test('kubectl talks to the pinned kube-apiserver as the admin in system:masters'
   expect((await controlPlane.kubectl(['auth', 'can-i', '*', '*'])).stdout.trim()).toBe('yes');
 
   const { stdout } = await controlPlane.kubectl(['version', '-o', 'json']);
-  const versions = JSON.parse(stdout) as { clientVersion: { gitVersion: string }; serverVersion: { gitVersion: string } };
+  const versions = JSON.parse(stdout) as {
+    clientVersion: { gitVersion: string };
+    serverVersion: { gitVersion: string };
+  };
   expect(versions.serverVersion.gitVersion).toMatch(/^v1\.\d+\.\d+/);
   expect(versions.clientVersion.gitVersion).toMatch(/^v1\.\d+\.\d+/);
 });
@@ -49,7 +52,13 @@ test('a ConfigMap created through @kubernetes/client-node can be read back', asy
   });
   const read = await core.readNamespacedConfigMap({ namespace: 'default', name: 'harness-check' });
   expect(read.data).toEqual({ greeting: 'hello' });
-  const { stdout } = await controlPlane.kubectl(['get', 'configmap', 'harness-check', '-o', 'jsonpath={.data.greeting}']);
+  const { stdout } = await controlPlane.kubectl([
+    'get',
+    'configmap',
+    'harness-check',
+    '-o',
+    'jsonpath={.data.greeting}',
+  ]);
   expect(stdout).toBe('hello');
 });
 
@@ -97,7 +106,8 @@ describe('startControlPlane with a folder of CRDs', () => {
     expect(other.crds.sort()).toEqual(['gadgets.example.tokenvault.dev', 'widgets.example.tokenvault.dev']);
     // No waiting here: startControlPlane returned only once both kinds were discoverable.
     await other.kubectl(['apply', '-f', '-'], {
-      input: 'apiVersion: example.tokenvault.dev/v1\nkind: Widget\nmetadata: {name: w1, namespace: default}\nspec: {size: 3}\n',
+      input:
+        'apiVersion: example.tokenvault.dev/v1\nkind: Widget\nmetadata: {name: w1, namespace: default}\nspec: {size: 3}\n',
     });
     const { stdout } = await other.kubectl(['get', 'widgets', 'w1', '-o', 'jsonpath={.spec.size}']);
     expect(stdout).toBe('3');

@@ -20,7 +20,13 @@ import { setCondition, notReady, findCondition, type Condition } from '../../src
 import { EventRecorder } from '../../src/controller/events.js';
 import { Informer } from '../../src/controller/informer.js';
 import { KubeClient, Resources, type KubeObject, type ResourceRef } from '../../src/controller/kube.js';
-import { Manager, patchStatus, type ObjectKey, type Reconciler, type ReconcileContext } from '../../src/controller/manager.js';
+import {
+  Manager,
+  patchStatus,
+  type ObjectKey,
+  type Reconciler,
+  type ReconcileContext,
+} from '../../src/controller/manager.js';
 import { ControllerMetrics } from '../../src/controller/metrics.js';
 import { startController, type RunningController } from '../../src/server/controller.js';
 import { startControlPlane, type ControlPlane } from '../support/control-plane.js';
@@ -99,8 +105,17 @@ function recorder(informer: Informer) {
   return seen;
 }
 
-function startInformer(kube: KubeClient, namespace: string, options: ConstructorParameters<typeof Informer>[2] = {}): Informer {
-  const informer = new Informer(kube, Resources.configMaps, { namespace, logger, backoff: { initialMs: 100, maxMs: 1000 }, ...options });
+function startInformer(
+  kube: KubeClient,
+  namespace: string,
+  options: ConstructorParameters<typeof Informer>[2] = {},
+): Informer {
+  const informer = new Informer(kube, Resources.configMaps, {
+    namespace,
+    logger,
+    backoff: { initialMs: 100, maxMs: 1000 },
+    ...options,
+  });
   cleanups.push(() => informer.stop());
   return informer;
 }
@@ -115,9 +130,15 @@ async function compactEtcd(): Promise<void> {
   let endpoint: string | undefined;
   for (const pid of await readdir('/proc')) {
     if (!/^\d+$/.test(pid)) continue;
-    const args = await readFile(`/proc/${pid}/cmdline`, 'utf8').then((text) => text.split('\0'), () => [] as string[]);
+    const args = await readFile(`/proc/${pid}/cmdline`, 'utf8').then(
+      (text) => text.split('\0'),
+      () => [] as string[],
+    );
     if (!args[0]?.endsWith('kube-apiserver') || !args.includes(`--secure-port=${port}`)) continue;
-    endpoint = args.find((arg) => arg.startsWith('--etcd-servers='))?.slice('--etcd-servers='.length).split(',')[0];
+    endpoint = args
+      .find((arg) => arg.startsWith('--etcd-servers='))
+      ?.slice('--etcd-servers='.length)
+      .split(',')[0];
   }
   if (!endpoint) throw new Error(`no kube-apiserver with --secure-port=${port} in /proc`);
   const etcd = new Etcd3({ hosts: endpoint });
@@ -220,14 +241,21 @@ function configMapReconciler(
     resource: Resources.configMaps,
     ...extra,
     async reconcile(key, ctx) {
-      calls.push({ key: `${key.namespace}/${key.name}`, attempt: ctx.attempt, exists: ctx.object !== undefined, by: name });
+      calls.push({
+        key: `${key.namespace}/${key.name}`,
+        attempt: ctx.attempt,
+        exists: ctx.object !== undefined,
+        by: name,
+      });
       return body(key, ctx);
     },
   };
   return { reconciler, calls };
 }
 
-function startManager(options: Omit<ConstructorParameters<typeof Manager>[0], 'logger'> & { logger?: typeof logger }): Manager {
+function startManager(
+  options: Omit<ConstructorParameters<typeof Manager>[0], 'logger'> & { logger?: typeof logger },
+): Manager {
   const manager = new Manager({ logger, informerBackoff: { initialMs: 100, maxMs: 1000 }, ...options });
   manager.start();
   cleanups.push(() => manager.stop());
@@ -247,7 +275,12 @@ describe('informer', () => {
     informer.start();
     await informer.waitForSync(10_000);
     expect(informer.synced).toBe(true);
-    expect(informer.list().map((o) => o.metadata?.name).sort()).toEqual([...Array(7).keys()].map((i) => `pre-${i}`));
+    expect(
+      informer
+        .list()
+        .map((o) => o.metadata?.name)
+        .sort(),
+    ).toEqual([...Array(7).keys()].map((i) => `pre-${i}`));
     expect(seen.filter((s) => s.startsWith('add pre-'))).toHaveLength(7);
     expect(informer.get(other, 'elsewhere')).toBeUndefined(); // one namespace only
     expect(informer.get(namespace, 'pre-3')?.kind).toBe('ConfigMap'); // list items get kind and apiVersion
@@ -349,7 +382,12 @@ describe('informer', () => {
     await eventually(async () => expect([...seen].sort()).toEqual(['add new', 'delete goes', 'update stays']), 10_000);
     expect(informer.stats.ends.gone).toBe(1);
     expect(informer.stats.lists).toBe(2);
-    expect(informer.list().map((o) => o.metadata?.name).sort()).toEqual(['new', 'stays']);
+    expect(
+      informer
+        .list()
+        .map((o) => o.metadata?.name)
+        .sort(),
+    ).toEqual(['new', 'stays']);
     expect((informer.get(namespace, 'stays') as { message?: string }).message).toBe('two');
 
     // And it watches on from the new list.
@@ -422,16 +460,24 @@ describe('manager', () => {
     }, 5000);
 
     await createConfigMap(namespace, 'poll');
-    await eventually(async () => expect(calls.filter((c) => c.key === `${namespace}/poll`).length).toBeGreaterThanOrEqual(3), 5000);
+    await eventually(
+      async () => expect(calls.filter((c) => c.key === `${namespace}/poll`).length).toBeGreaterThanOrEqual(3),
+      5000,
+    );
 
     await deleteConfigMap(namespace, 'ok');
-    await eventually(async () => expect(calls.filter((c) => c.key === `${namespace}/ok`).map((c) => c.exists)).toEqual([true, false]), 5000);
+    await eventually(
+      async () => expect(calls.filter((c) => c.key === `${namespace}/ok`).map((c) => c.exists)).toEqual([true, false]),
+      5000,
+    );
 
     const text = await metrics.registry.metrics();
     expect(text).toMatch(/tokenvault_controller_reconciles_total\{kind="ConfigMap",result="error"\} 2/);
     expect(text).toMatch(/tokenvault_controller_reconcile_errors_total\{kind="ConfigMap"\} 2/);
     expect(text).toMatch(/tokenvault_controller_reconciles_total\{kind="ConfigMap",result="requeue"\} \d+/);
-    expect(text).toMatch(/tokenvault_controller_reconcile_duration_seconds_count\{kind="ConfigMap",result="success"\} \d+/);
+    expect(text).toMatch(
+      /tokenvault_controller_reconcile_duration_seconds_count\{kind="ConfigMap",result="success"\} \d+/,
+    );
     expect(text).toMatch(/tokenvault_controller_queue_depth\{kind="ConfigMap"\} \d+/);
     expect(text).toMatch(/tokenvault_controller_leader 1/);
     expect(text).toMatch(/tokenvault_controller_informer_synced\{resource="configmaps"\} 1/);
@@ -451,7 +497,13 @@ describe('manager', () => {
         secretCalls.push(key.name);
       },
     };
-    const manager = startManager({ client: await client(), reconcilers: [stuck, secrets], namespace, leaderElection: false, concurrency: 1 });
+    const manager = startManager({
+      client: await client(),
+      reconcilers: [stuck, secrets],
+      namespace,
+      leaderElection: false,
+      concurrency: 1,
+    });
     cleanups.push(async () => release());
     await manager.waitForSync(10_000);
     await createConfigMap(namespace, 'slow-1');
@@ -483,7 +535,12 @@ describe('manager', () => {
       },
       { watchSecrets: true },
     );
-    const manager = startManager({ client: await client(), reconcilers: [reconciler], namespace, leaderElection: false });
+    const manager = startManager({
+      client: await client(),
+      reconcilers: [reconciler],
+      namespace,
+      leaderElection: false,
+    });
     await manager.waitForSync(10_000);
     await eventually(async () => expect(values).toEqual(['one']), 5000);
     const before = calls.filter((c) => c.key === `${namespace}/uses-nothing`).length;
@@ -501,7 +558,12 @@ describe('manager', () => {
   test('objects without a generation (ConfigMaps) are requeued by every change', async () => {
     const namespace = await freshNamespace();
     const { reconciler, calls } = configMapReconciler('m');
-    const manager = startManager({ client: await client(), reconcilers: [reconciler], namespace, leaderElection: false });
+    const manager = startManager({
+      client: await client(),
+      reconcilers: [reconciler],
+      namespace,
+      leaderElection: false,
+    });
     await manager.waitForSync(10_000);
     // ConfigMaps have no generation: every change counts.
     await createConfigMap(namespace, 'a');
@@ -513,12 +575,24 @@ describe('manager', () => {
 
 // --- status subresource and events ---------------------------------------------------------------------------------
 
-const widgets: ResourceRef = { group: 'machinery.test.tokenvault.dev', version: 'v1', plural: 'widgets', kind: 'Widget', namespaced: true };
+const widgets: ResourceRef = {
+  group: 'machinery.test.tokenvault.dev',
+  version: 'v1',
+  plural: 'widgets',
+  kind: 'Widget',
+  namespaced: true,
+};
 
 describe('status and events', () => {
   beforeAll(async () => {
     await admin.create(
-      { group: 'apiextensions.k8s.io', version: 'v1', plural: 'customresourcedefinitions', kind: 'CustomResourceDefinition', namespaced: false },
+      {
+        group: 'apiextensions.k8s.io',
+        version: 'v1',
+        plural: 'customresourcedefinitions',
+        kind: 'CustomResourceDefinition',
+        namespaced: false,
+      },
       undefined,
       {
         metadata: { name: `${widgets.plural}.${widgets.group}` },
@@ -558,9 +632,18 @@ describe('status and events', () => {
     const patched = await patchStatus(admin, widgets, namespace, 'w', { observedGeneration: 1, conditions, id: 'abc' });
     expect(patched.status).toEqual({ observedGeneration: 1, conditions, id: 'abc' });
     // A second patch merges: id stays, conditions (an array) are replaced.
-    const later = setCondition(conditions, { type: 'Ready', status: 'True', reason: 'Reconciled', observedGeneration: 1 });
+    const later = setCondition(conditions, {
+      type: 'Ready',
+      status: 'True',
+      reason: 'Reconciled',
+      observedGeneration: 1,
+    });
     await patchStatus(admin, widgets, namespace, 'w', { conditions: later });
-    const read = await admin.get<KubeObject & { spec: unknown; status: { id: string; conditions: Condition[] } }>(widgets, namespace, 'w');
+    const read = await admin.get<KubeObject & { spec: unknown; status: { id: string; conditions: Condition[] } }>(
+      widgets,
+      namespace,
+      'w',
+    );
     expect(read.spec).toEqual({ size: 3 });
     expect(read.metadata?.generation).toBe(created.metadata?.generation);
     expect(read.status.id).toBe('abc');
@@ -573,12 +656,27 @@ describe('status and events', () => {
 
   test('on the real Tenant CRD (crds/), the status written with the condition helpers is accepted and shown by kubectl', async () => {
     expect(controlPlane.crds).toContain('tenants.tokenvault.dev');
-    const tenants: ResourceRef = { group: 'tokenvault.dev', version: 'v1alpha1', plural: 'tenants', kind: 'Tenant', namespaced: true };
+    const tenants: ResourceRef = {
+      group: 'tokenvault.dev',
+      version: 'v1alpha1',
+      plural: 'tenants',
+      kind: 'Tenant',
+      namespaced: true,
+    };
     const namespace = await freshNamespace();
-    await admin.create(tenants, namespace, { metadata: { name: 'acme' }, spec: { managementKeySecretRef: { name: 'acme-key' } } });
+    await admin.create(tenants, namespace, {
+      metadata: { name: 'acme' },
+      spec: { managementKeySecretRef: { name: 'acme-key' } },
+    });
     let conditions = setCondition([], notReady('ApiUnavailable', 'the vault API does not answer', 1));
     await patchStatus(admin, tenants, namespace, 'acme', { observedGeneration: 1, conditions });
-    conditions = setCondition(conditions, { type: 'Ready', status: 'True', reason: 'Reconciled', message: '', observedGeneration: 1 });
+    conditions = setCondition(conditions, {
+      type: 'Ready',
+      status: 'True',
+      reason: 'Reconciled',
+      message: '',
+      observedGeneration: 1,
+    });
     await patchStatus(admin, tenants, namespace, 'acme', { id: '5b8c8f2e-8a1c-4d7e-9a53-0c1f3b6f2a10', conditions });
     const { stdout } = await controlPlane.kubectl(['get', 'tenants', '-n', namespace, '--no-headers']);
     expect(stdout).toMatch(/^acme\s+True\s+Reconciled\s+5b8c8f2e-8a1c-4d7e-9a53-0c1f3b6f2a10\s/);
@@ -607,7 +705,12 @@ describe('status and events', () => {
         await ctx.patchStatus({ observedGeneration: object.metadata!.generation, conditions });
       },
     };
-    const manager = startManager({ client: await client(), reconcilers: [reconciler], namespace, leaderElection: false });
+    const manager = startManager({
+      client: await client(),
+      reconcilers: [reconciler],
+      namespace,
+      leaderElection: false,
+    });
     await manager.waitForSync(10_000);
     await admin.create(widgets, namespace, { metadata: { name: 'w' }, spec: { size: 1 } });
     await eventually(async () => {
@@ -627,10 +730,14 @@ describe('status and events', () => {
     await events.record(object, 'Warning', 'TenantNotFound', 'tenant "t" does not exist');
     await events.record(object, 'Warning', 'TenantNotFound', 'tenant "t" does not exist');
     await events.record(object, 'Normal', 'Reconciled', 'ok');
-    const list = await admin.list<KubeObject & { reason: string; count: number; involvedObject: { uid: string; kind: string }; source: { component: string } }>(
-      Resources.events,
-      namespace,
-    );
+    const list = await admin.list<
+      KubeObject & {
+        reason: string;
+        count: number;
+        involvedObject: { uid: string; kind: string };
+        source: { component: string };
+      }
+    >(Resources.events, namespace);
     const byReason = Object.fromEntries(list.items.map((e) => [e.reason, e]));
     expect(list.items).toHaveLength(2);
     expect(byReason.TenantNotFound.count).toBe(2);
@@ -663,8 +770,18 @@ describe('leader election', () => {
     const lease = { namespace, name: 'tokenvault-controller', ...timings };
     const a = configMapReconciler('a');
     const b = configMapReconciler('b');
-    const first = startManager({ client: await client(), reconcilers: [a.reconciler], namespace, leaderElection: { ...lease, identity: 'first' } });
-    const second = startManager({ client: await client(), reconcilers: [b.reconciler], namespace, leaderElection: { ...lease, identity: 'second' } });
+    const first = startManager({
+      client: await client(),
+      reconcilers: [a.reconciler],
+      namespace,
+      leaderElection: { ...lease, identity: 'first' },
+    });
+    const second = startManager({
+      client: await client(),
+      reconcilers: [b.reconciler],
+      namespace,
+      leaderElection: { ...lease, identity: 'second' },
+    });
     const leaders = watchLeaders([first, second]);
     await Promise.all([first.waitForSync(10_000), second.waitForSync(10_000)]);
     await eventually(async () => expect([first.isLeader, second.isLeader].filter(Boolean)).toHaveLength(1), 5000);
@@ -691,7 +808,11 @@ describe('leader election', () => {
     // Graceful stop releases the Lease: the standby takes over at its next retry, well within the lease duration.
     const stoppedAt = Date.now();
     await leader.stop();
-    const released = await admin.get<KubeObject & { spec: { holderIdentity: string } }>(Resources.leases, namespace, 'tokenvault-controller');
+    const released = await admin.get<KubeObject & { spec: { holderIdentity: string } }>(
+      Resources.leases,
+      namespace,
+      'tokenvault-controller',
+    );
     expect(released.spec.holderIdentity).toBe('');
     await eventually(async () => expect(standby.isLeader).toBe(true), 3000);
     expect(Date.now() - stoppedAt).toBeLessThan(timings.leaseDurationMs);
@@ -785,16 +906,26 @@ describe('tokenvault controller', () => {
       const text = await (await fetch(`${controller.url}/metrics`)).text();
       expect(text).toMatch(/tokenvault_controller_leader 1/);
       expect(text).toMatch(/tokenvault_controller_reconciles_total\{kind="ConfigMap",result="success"\} [1-9]/);
-      expect(text).toMatch(/tokenvault_controller_reconcile_duration_seconds_bucket\{le="[^"]+",kind="ConfigMap",result="success"\}/);
+      expect(text).toMatch(
+        /tokenvault_controller_reconcile_duration_seconds_bucket\{le="[^"]+",kind="ConfigMap",result="success"\}/,
+      );
       expect(text).toMatch(/tokenvault_controller_queue_depth\{kind="ConfigMap"\} 0/);
       expect(text).toMatch(/tokenvault_process_cpu_seconds_total/);
     }, 5000);
     expect((await fetch(`${controller.url}/nope`)).status).toBe(404);
-    const lease = await admin.get<KubeObject & { spec: { holderIdentity: string } }>(Resources.leases, namespace, 'tokenvault-controller');
+    const lease = await admin.get<KubeObject & { spec: { holderIdentity: string } }>(
+      Resources.leases,
+      namespace,
+      'tokenvault-controller',
+    );
     expect(lease.spec.holderIdentity).toBe('process-test');
 
     await controller.close();
-    const released = await admin.get<KubeObject & { spec: { holderIdentity: string } }>(Resources.leases, namespace, 'tokenvault-controller');
+    const released = await admin.get<KubeObject & { spec: { holderIdentity: string } }>(
+      Resources.leases,
+      namespace,
+      'tokenvault-controller',
+    );
     expect(released.spec.holderIdentity).toBe('');
   }, 30_000);
 });
@@ -808,8 +939,11 @@ describe('tokenvault controller (the built CLI)', () => {
 
   test('refuses to start without the API URL and the operator key, naming the settings', async () => {
     const result = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      execFile(process.execPath, ['--no-node-snapshot', cli, 'controller'], { env: { PATH: process.env.PATH ?? '' } }, (error, _stdout, stderr) =>
-        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stderr }),
+      execFile(
+        process.execPath,
+        ['--no-node-snapshot', cli, 'controller'],
+        { env: { PATH: process.env.PATH ?? '' } },
+        (error, _stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stderr }),
       );
     });
     expect(result.code).toBe(1);
@@ -844,14 +978,22 @@ describe('tokenvault controller (the built CLI)', () => {
 
     await eventually(async () => expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200), 15_000);
     await eventually(async () => {
-      const lease = await admin.get<KubeObject & { spec: { holderIdentity: string } }>(Resources.leases, namespace, 'tokenvault-controller');
+      const lease = await admin.get<KubeObject & { spec: { holderIdentity: string } }>(
+        Resources.leases,
+        namespace,
+        'tokenvault-controller',
+      );
       expect(lease.spec.holderIdentity).toBe(`cli-test_${child.pid}`);
     }, 5000);
     expect(output).not.toContain('operator-key-for-the-controller-test');
 
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
-    const lease = await admin.get<KubeObject & { spec: { holderIdentity: string } }>(Resources.leases, namespace, 'tokenvault-controller');
+    const lease = await admin.get<KubeObject & { spec: { holderIdentity: string } }>(
+      Resources.leases,
+      namespace,
+      'tokenvault-controller',
+    );
     expect(lease.spec.holderIdentity).toBe('');
     expect(output).toContain('lease released');
   }, 30_000);

@@ -116,7 +116,12 @@ async function leaseHolder(): Promise<string | undefined> {
 }
 
 /** Polls `check` until it returns a value other than undefined; rejects with `what` after `timeoutMs`. */
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000, everyMs = 250): Promise<T> {
+async function until<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs = 60_000,
+  everyMs = 250,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check().catch(() => undefined);
@@ -129,7 +134,11 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, timeo
 const isReady = (object: KubeObject & { status?: any }) =>
   readyCondition(object)?.status === 'True' && object.status?.observedGeneration === object.metadata?.generation;
 
-async function readyCount(kind: keyof typeof Kinds, namespace: string, prefix: string): Promise<{ ready: number; total: number }> {
+async function readyCount(
+  kind: keyof typeof Kinds,
+  namespace: string,
+  prefix: string,
+): Promise<{ ready: number; total: number }> {
   const { items } = await env.client.list<KubeObject & { status?: any }>(Kinds[kind], namespace);
   const ours = items.filter((o) => o.metadata?.name?.startsWith(prefix));
   return { ready: ours.filter(isReady).length, total: ours.length };
@@ -191,7 +200,13 @@ describe('the controller under failure', () => {
         // A new object cannot be made, and an existing one (re-checked on resync) reports the outage too: as
         // ApiUnavailable, or as TenantNotReady when its Tenant was re-checked first and is ApiUnavailable itself.
         await env.apply(applicationYaml(ns, 'during'));
-        const during = await env.waitNotReady('Application', ns, 'during', ['ApiUnavailable', 'TenantNotReady'], 90_000);
+        const during = await env.waitNotReady(
+          'Application',
+          ns,
+          'during',
+          ['ApiUnavailable', 'TenantNotReady'],
+          90_000,
+        );
         expect(readyCondition(during)?.message).toMatch(/vault API|Tenant .* is not Ready/);
         await env.waitNotReady('Application', ns, 'before', ['ApiUnavailable', 'TenantNotReady'], 90_000);
         await env.waitNotReady('Tenant', ns, 'acme', 'ApiUnavailable', 90_000);
@@ -207,8 +222,14 @@ describe('the controller under failure', () => {
       const after = await env.waitReady('Application', ns, 'during', 120_000);
       for (const object of [before, after]) {
         expect(object.status.id).toBe(object.metadata.uid);
-        const application = await env.vault.call<any>('GET', `/applications/${object.status.id}`, { tenantId: tenant.status.id });
-        expect(application.managed_by).toMatchObject({ kind: 'Application', namespace: ns, name: object.metadata.name });
+        const application = await env.vault.call<any>('GET', `/applications/${object.status.id}`, {
+          tenantId: tenant.status.id,
+        });
+        expect(application.managed_by).toMatchObject({
+          kind: 'Application',
+          namespace: ns,
+          name: object.metadata.name,
+        });
       }
     } finally {
       await stopControllers();
@@ -241,13 +262,19 @@ describe('the controller under failure', () => {
     await first.kill('SIGKILL');
     const atKill = await readyCount('Application', ns, 'app-');
     // Logged, not asserted: on a fast machine everything may have finished before the kill landed.
-    process.stderr.write(`controller-resilience: killed the controller with ${atKill.ready}/${count} Applications Ready (${progress.ready} when seen)\n`);
+    process.stderr.write(
+      `controller-resilience: killed the controller with ${atKill.ready}/${count} Applications Ready (${progress.ready} when seen)\n`,
+    );
 
     await startController('crash-3');
     const objects = [];
     for (const name of names) objects.push(await env.waitReady('Application', ns, name, 180_000));
 
-    const listed = await env.vault.call<{ pagination: { total_items: number }; data: any[] }>('GET', '/applications?size=100', { tenantId: tenant.status.id });
+    const listed = await env.vault.call<{ pagination: { total_items: number }; data: any[] }>(
+      'GET',
+      '/applications?size=100',
+      { tenantId: tenant.status.id },
+    );
     const managed = listed!.data.filter((a) => a.managed_by?.kind === 'Application');
     const others = listed!.data.filter((a) => a.managed_by?.kind !== 'Application');
     // Exactly one vault application per object, with the object's uid as its id, and nothing else of ours.

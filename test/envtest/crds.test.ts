@@ -131,9 +131,13 @@ describe('the YAML in crds/', () => {
         'x-kubernetes-list-type': 'map',
         'x-kubernetes-list-map-keys': ['type'],
       });
-      expect(status.properties!.conditions.items!.required!.sort()).toEqual(
-        ['lastTransitionTime', 'message', 'reason', 'status', 'type'],
-      );
+      expect(status.properties!.conditions.items!.required!.sort()).toEqual([
+        'lastTransitionTime',
+        'message',
+        'reason',
+        'status',
+        'type',
+      ]);
       const shown = version.additionalPrinterColumns.filter((c) => !c.priority);
       expect(shown.map((c) => [c.name, c.jsonPath])).toEqual([
         ['Ready', '.status.conditions[?(@.type=="Ready")].status'],
@@ -203,7 +207,13 @@ const privateApplication = object('Application', 'backend', {
   type: 'private',
   permissions: ['token:create', 'token:read', 'token:use'],
   rules: [
-    { description: 'PCI data, masked', priority: 1, container: '/pci/high/', transform: 'mask', permissions: ['token:read'] },
+    {
+      description: 'PCI data, masked',
+      priority: 1,
+      container: '/pci/high/',
+      transform: 'mask',
+      permissions: ['token:read'],
+    },
     {
       priority: 2,
       conditions: [
@@ -332,7 +342,11 @@ const invalid: Array<[string, Manifest, RegExp]> = [
     edited(tenant, (spec) => (spec.deletionPolicy = 'Orphan')),
     /spec\.deletionPolicy: Unsupported value: "Orphan": supported values: "Retain", "Delete"/,
   ],
-  ['more than 20 dedicated workers', edited(tenant, (spec) => (spec.runtime.replicas = 21)), /spec\.runtime\.replicas: Invalid value: 21: spec\.runtime\.replicas in body should be less than or equal to 20/],
+  [
+    'more than 20 dedicated workers',
+    edited(tenant, (spec) => (spec.runtime.replicas = 21)),
+    /spec\.runtime\.replicas: Invalid value: 21: spec\.runtime\.replicas in body should be less than or equal to 20/,
+  ],
   [
     'a tenant without a management key Secret',
     edited(minimalTenant, (spec) => delete spec.managementKeySecretRef),
@@ -365,7 +379,10 @@ const invalid: Array<[string, Manifest, RegExp]> = [
   ],
   [
     'an access rule granting a permission the type may not hold',
-    edited(publicApplication, (spec) => (spec.rules = [{ priority: 1, container: '/', transform: 'reveal', permissions: ['token:use'] }])),
+    edited(
+      publicApplication,
+      (spec) => (spec.rules = [{ priority: 1, container: '/', transform: 'reveal', permissions: ['token:use'] }]),
+    ),
     /an access rule grants a permission the application type may not hold/,
   ],
   [
@@ -566,9 +583,7 @@ describe('against kube-apiserver', () => {
     test('every CRD is stored as written: schema, printer columns, names and scope', async () => {
       // Guards against a client on the way dropping fields it does not model (enum, default, x-kubernetes-*).
       const { stdout } = await cp.kubectl(['get', 'customresourcedefinitions', '-o', 'json']);
-      const stored = new Map(
-        (JSON.parse(stdout).items as Crd[]).map((item) => [item.spec.names.kind, item] as const),
-      );
+      const stored = new Map((JSON.parse(stdout).items as Crd[]).map((item) => [item.spec.names.kind, item] as const));
       for (const [kind, { crd }] of loadCrds()) {
         const installed = stored.get(kind)!;
         expect({ kind, lost: lostOnTheWay(crd.spec, installed.spec, 'spec') }).toEqual({ kind, lost: [] });
@@ -610,8 +625,14 @@ describe('against kube-apiserver', () => {
         settings: { deduplicateTokens: false, fingerprintTokens: true },
         runtime: { dedicated: false },
       });
-      expect((await getJson('tenant', 'acme')).spec.settings).toEqual({ deduplicateTokens: true, fingerprintTokens: true });
-      expect((await getJson('application', 'backend')).spec.keySecretRef).toEqual({ name: 'backend-key', key: 'api-key' });
+      expect((await getJson('tenant', 'acme')).spec.settings).toEqual({
+        deduplicateTokens: true,
+        fingerprintTokens: true,
+      });
+      expect((await getJson('application', 'backend')).spec.keySecretRef).toEqual({
+        name: 'backend-key',
+        key: 'api-key',
+      });
       expect((await getJson('reactor', 'charge')).spec.formulaRef).toEqual({ kind: 'ReactorFormula', name: 'charge' });
       expect((await getJson('proxy', 'plain')).spec.requireAuth).toBe(true);
       const clusterSpec = (await getJson('clusterreactorformula', 'official-charge', false)).spec;
@@ -651,7 +672,15 @@ describe('against kube-apiserver', () => {
       expect((await getJson('tenant', 'acme')).status).toBeUndefined();
       // ...and written through the status subresource.
       await cp.kubectl([
-        'patch', 'tenant', 'acme', '-n', NS, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status }),
+        'patch',
+        'tenant',
+        'acme',
+        '-n',
+        NS,
+        '--subresource=status',
+        '--type=merge',
+        '-p',
+        JSON.stringify({ status }),
       ]);
       const { stdout } = await cp.kubectl(['get', 'tenants', '-n', NS]);
       const row = stdout.split('\n').find((line) => line.startsWith('acme '))!;
@@ -662,8 +691,15 @@ describe('against kube-apiserver', () => {
       // The status schema is enforced too.
       await expect(
         cp.kubectl([
-          'patch', 'tenant', 'acme', '-n', NS, '--subresource=status', '--type=merge',
-          '-p', JSON.stringify({ status: { conditions: [{ ...status.conditions[0], status: 'Maybe' }] } }),
+          'patch',
+          'tenant',
+          'acme',
+          '-n',
+          NS,
+          '--subresource=status',
+          '--type=merge',
+          '-p',
+          JSON.stringify({ status: { conditions: [{ ...status.conditions[0], status: 'Maybe' }] } }),
         ]),
       ).rejects.toThrow(/status\.conditions\[0\]\.status: Unsupported value: "Maybe"/);
     });

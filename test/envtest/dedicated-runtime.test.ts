@@ -9,7 +9,10 @@ import { startOperatorEnv, type OperatorEnv } from '../support/operator.js';
 
 const WORKER_SECRET = 'dedicated-worker-secret-0123456789abcdef';
 const WORKER_DEFAULTS = {
-  resources: { requests: { cpu: '500m', memory: '512Mi', 'ephemeral-storage': '64Mi' }, limits: { memory: '1Gi', 'ephemeral-storage': '256Mi' } },
+  resources: {
+    requests: { cpu: '500m', memory: '512Mi', 'ephemeral-storage': '64Mi' },
+    limits: { memory: '1Gi', 'ephemeral-storage': '256Mi' },
+  },
   maxResources: { cpu: '2', memory: '2Gi', 'ephemeral-storage': '1Gi' },
   maxReplicas: 3,
   imagePullSecrets: ['registry-credentials'],
@@ -23,7 +26,10 @@ beforeAll(async () => {
   // The chart's worker defaults (TOKENVAULT_DEDICATED_WORKER_DEFAULTS): resources, caps, pull secrets.
   env = await startOperatorEnv({
     workerSecret: WORKER_SECRET,
-    runtime: { allowedImages: ['example.com/tokenvault:1.2.3', 'example.com/tokenvault:1.2.4'], worker: WORKER_DEFAULTS },
+    runtime: {
+      allowedImages: ['example.com/tokenvault:1.2.3', 'example.com/tokenvault:1.2.4'],
+      worker: WORKER_DEFAULTS,
+    },
   });
   ns = await env.namespace('runtime');
 }, 90_000);
@@ -32,7 +38,8 @@ afterAll(async () => {
   await env?.stop();
 }, 30_000);
 
-const operator = (method: string, path: string, body?: unknown) => call(env.api.url, method, path, { key: env.api.operatorKey, body });
+const operator = (method: string, path: string, body?: unknown) =>
+  call(env.api.url, method, path, { key: env.api.operatorKey, body });
 
 function tenantYaml(name: string, runtime: Record<string, unknown>): string {
   return JSON.stringify({
@@ -47,17 +54,31 @@ const condition = (object: any, type: string) => object?.status?.conditions?.fin
 
 test('dedicated: a Deployment and Service owned by the Tenant, and the vault tenant sends invocations to the Service', async () => {
   const resources = { limits: { cpu: '500m', memory: '256Mi' }, requests: { cpu: '100m', memory: '128Mi' } };
-  await env.apply(tenantYaml('acme', { dedicated: true, image: 'example.com/tokenvault:1.2.3', replicas: 2, resources }));
-  const tenant = await env.waitFor('Tenant', ns, 'acme', (t) =>
-    condition(t, 'Ready')?.status === 'True' && condition(t, 'RuntimeReady')?.reason === 'WorkersUnavailable',
+  await env.apply(
+    tenantYaml('acme', { dedicated: true, image: 'example.com/tokenvault:1.2.3', replicas: 2, resources }),
+  );
+  const tenant = await env.waitFor(
+    'Tenant',
+    ns,
+    'acme',
+    (t) => condition(t, 'Ready')?.status === 'True' && condition(t, 'RuntimeReady')?.reason === 'WorkersUnavailable',
   );
   expect(condition(tenant, 'RuntimeReady').status).toBe('False');
   const name = 'tokenvault-worker-acme';
 
   const deployment = await env.client.get<any>(Resources.deployments, ns, name);
-  const owner = { apiVersion: 'tokenvault.dev/v1alpha1', kind: 'Tenant', name: 'acme', uid: tenant.metadata.uid, controller: true };
+  const owner = {
+    apiVersion: 'tokenvault.dev/v1alpha1',
+    kind: 'Tenant',
+    name: 'acme',
+    uid: tenant.metadata.uid,
+    controller: true,
+  };
   expect(deployment.metadata.ownerReferences).toEqual([expect.objectContaining(owner)]);
-  expect(deployment.metadata.labels).toMatchObject({ 'app.kubernetes.io/name': 'tokenvault-worker', 'tokenvault.dev/tenant': 'acme' });
+  expect(deployment.metadata.labels).toMatchObject({
+    'app.kubernetes.io/name': 'tokenvault-worker',
+    'tokenvault.dev/tenant': 'acme',
+  });
   expect(deployment.spec.replicas).toBe(2);
   const pod = deployment.spec.template.spec;
   expect(pod.automountServiceAccountToken).toBe(false);
@@ -100,10 +121,18 @@ test('dedicated: a Deployment and Service owned by the Tenant, and the vault ten
   const apiPeer = { podSelector: { matchLabels: { 'app.kubernetes.io/component': 'api' } } };
   expect(policy.spec.ingress).toEqual([{ from: [apiPeer], ports: [{ port: 8080, protocol: 'TCP' }] }]);
   expect(policy.spec.egress).toHaveLength(3);
-  expect(policy.spec.egress[0]).toEqual({ ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] });
+  expect(policy.spec.egress[0]).toEqual({
+    ports: [
+      { port: 53, protocol: 'UDP' },
+      { port: 53, protocol: 'TCP' },
+    ],
+  });
   expect(policy.spec.egress[1]).toEqual({ to: [apiPeer], ports: [{ port: 8080, protocol: 'TCP' }] });
   expect(policy.spec.egress[2].ports).toEqual([{ port: 443, protocol: 'TCP' }]);
-  expect(policy.spec.egress[2].to[0].ipBlock).toMatchObject({ cidr: '0.0.0.0/0', except: expect.arrayContaining(['10.0.0.0/8', '169.254.0.0/16']) });
+  expect(policy.spec.egress[2].to[0].ipBlock).toMatchObject({
+    cidr: '0.0.0.0/0',
+    except: expect.arrayContaining(['10.0.0.0/8', '169.254.0.0/16']),
+  });
 
   const service = await env.client.get<any>(Resources.services, ns, name);
   expect(service.metadata.ownerReferences).toEqual([expect.objectContaining(owner)]);
@@ -116,7 +145,12 @@ test('dedicated: a Deployment and Service owned by the Tenant, and the vault ten
 
   // A spec change reaches the Deployment.
   await env.apply(tenantYaml('acme', { dedicated: true, image: 'example.com/tokenvault:1.2.4', replicas: 1 }));
-  await env.waitFor('Deployment', ns, name, (d) => d?.spec.template.spec.containers[0].image === 'example.com/tokenvault:1.2.4' && d.spec.replicas === 1);
+  await env.waitFor(
+    'Deployment',
+    ns,
+    name,
+    (d) => d?.spec.template.spec.containers[0].image === 'example.com/tokenvault:1.2.4' && d.spec.replicas === 1,
+  );
 
   // Off: worker_url cleared, the Deployment and Service removed, RuntimeReady gone.
   await env.apply(tenantYaml('acme', { dedicated: false }));
@@ -124,7 +158,12 @@ test('dedicated: a Deployment and Service owned by the Tenant, and the vault ten
   await env.waitFor('Service', ns, name, (s) => s === undefined);
   await env.waitFor('NetworkPolicy', ns, name, (p) => p === undefined);
   await env.waitFor('Secret', ns, name, (p) => p === undefined);
-  const shared = await env.waitFor('Tenant', ns, 'acme', (t) => condition(t, 'Ready')?.status === 'True' && !condition(t, 'RuntimeReady'));
+  const shared = await env.waitFor(
+    'Tenant',
+    ns,
+    'acme',
+    (t) => condition(t, 'Ready')?.status === 'True' && !condition(t, 'RuntimeReady'),
+  );
   expect(shared.status.observedGeneration).toBe(shared.metadata.generation);
   expect((await operator('GET', `/admin/tenants/${tenant.status.id}`)).body.runtime).toBeUndefined();
 }, 60_000);
@@ -159,7 +198,12 @@ test('an image the cluster admin did not allow is refused: Ready=False WorkerIma
   expect(await env.client.find(Resources.deployments, ns, 'tokenvault-worker-miner')).toBeUndefined();
   // An allowed image recovers.
   await env.apply(tenantYaml('miner', { dedicated: true, image: 'example.com/tokenvault:1.2.4' }));
-  await env.waitFor('Deployment', ns, 'tokenvault-worker-miner', (d) => d?.spec.template.spec.containers[0].image === 'example.com/tokenvault:1.2.4');
+  await env.waitFor(
+    'Deployment',
+    ns,
+    'tokenvault-worker-miner',
+    (d) => d?.spec.template.spec.containers[0].image === 'example.com/tokenvault:1.2.4',
+  );
 }, 60_000);
 
 test("dedicated workers are first-class pods: the chart's worker resources, a startupProbe and pull secrets; caps refuse more", async () => {
@@ -172,14 +216,28 @@ test("dedicated workers are first-class pods: the chart's worker resources, a st
   expect(container.startupProbe).toMatchObject({ httpGet: { path: '/healthz', port: 'http' }, failureThreshold: 60 });
 
   // A limit below a default request lowers the request (kube-apiserver refuses requests above limits).
-  await env.apply(tenantYaml('small', { dedicated: true, image: 'example.com/tokenvault:1.2.3', resources: { limits: { memory: '256Mi' } } }));
+  await env.apply(
+    tenantYaml('small', {
+      dedicated: true,
+      image: 'example.com/tokenvault:1.2.3',
+      resources: { limits: { memory: '256Mi' } },
+    }),
+  );
   const small = await env.waitFor('Deployment', ns, 'tokenvault-worker-small', (d) => d !== undefined);
   expect(small.spec.template.spec.containers[0].resources.requests.memory).toBe('256Mi');
 
   // More than the caps: refused with the cap named, and the running workers are left as they were.
-  await env.apply(tenantYaml('plain', { dedicated: true, image: 'example.com/tokenvault:1.2.3', resources: { limits: { memory: '64Gi' } } }));
+  await env.apply(
+    tenantYaml('plain', {
+      dedicated: true,
+      image: 'example.com/tokenvault:1.2.3',
+      resources: { limits: { memory: '64Gi' } },
+    }),
+  );
   const big = await env.waitNotReady('Tenant', ns, 'plain', 'WorkerResourcesTooLarge');
-  expect(condition(big, 'Ready').message).toContain('spec.runtime.resources.limits.memory 64Gi is above the most the controller allows, 2Gi');
+  expect(condition(big, 'Ready').message).toContain(
+    'spec.runtime.resources.limits.memory 64Gi is above the most the controller allows, 2Gi',
+  );
   await env.apply(tenantYaml('plain', { dedicated: true, image: 'example.com/tokenvault:1.2.3', replicas: 5 }));
   await env.waitNotReady('Tenant', ns, 'plain', 'WorkerReplicasTooMany');
   const unchanged = await env.client.get<any>(Resources.deployments, ns, 'tokenvault-worker-plain');

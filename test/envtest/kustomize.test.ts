@@ -28,7 +28,10 @@ import {
 
 const NAMESPACE = 'tokenvault-system';
 const SAMPLES_NAMESPACE = 'tokenvault-samples';
-const selector = (component: string) => ({ 'app.kubernetes.io/name': 'tokenvault', 'app.kubernetes.io/component': component });
+const selector = (component: string) => ({
+  'app.kubernetes.io/name': 'tokenvault',
+  'app.kubernetes.io/component': component,
+});
 
 let plane: ControlPlane;
 let kubectlBinary: string;
@@ -71,11 +74,16 @@ test('config/default builds: namespace, CRDs, RBAC, etcd, api, worker and contro
   // Every namespaced object is in the one namespace.
   for (const object of built.default.objects) {
     if (['Namespace', 'CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding'].includes(object.kind)) continue;
-    expect({ object: describeObject(object), namespace: object.metadata.namespace }).toEqual({ object: describeObject(object), namespace: NAMESPACE });
+    expect({ object: describeObject(object), namespace: object.metadata.namespace }).toEqual({
+      object: describeObject(object),
+      namespace: NAMESPACE,
+    });
   }
   // The image is set once, in config/default.
   const images = podTemplates(built.default.objects).flatMap((pod) => pod.spec.containers.map((c: any) => c.image));
-  expect(images.filter((image) => !image.startsWith('gcr.io/etcd-development/etcd:'))).toEqual(Array(3).fill('ghcr.io/tokenvault/tokenvault:0.1.0'));
+  expect(images.filter((image) => !image.startsWith('gcr.io/etcd-development/etcd:'))).toEqual(
+    Array(3).fill('ghcr.io/tokenvault/tokenvault:0.1.0'),
+  );
 });
 
 test('config/crd is crds/, byte for byte, and config/default carries every CRD unchanged', () => {
@@ -129,17 +137,25 @@ test('the processes are wired: store, keys from Secrets, worker and API URLs, th
   const api = deployment('api').containers[0];
   expect(envOf(api, 'TOKENVAULT_STORE')).toBe('etcd://tokenvault-etcd-0.tokenvault-etcd-headless:2379');
   expect(secretBehind(deployment('api'), api, envOf(api, 'TOKENVAULT_KEK_FILE')!)).toBe('tokenvault-kek');
-  expect(secretBehind(deployment('api'), api, envOf(api, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe('tokenvault-operator-key');
+  expect(secretBehind(deployment('api'), api, envOf(api, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe(
+    'tokenvault-operator-key',
+  );
   expect(envOf(api, 'TOKENVAULT_WORKER_URL')).toBe('http://tokenvault-worker:8080');
   expect(envOf(deployment('worker').containers[0], 'TOKENVAULT_API_URL')).toBe('http://tokenvault-api:8080');
   const controller = deployment('controller').containers[0];
   expect(envOf(controller, 'TOKENVAULT_API_URL')).toBe('http://tokenvault-api:8080');
-  expect(secretBehind(deployment('controller'), controller, envOf(controller, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe('tokenvault-operator-key');
-  expect(controller.env.find((e: any) => e.name === 'TOKENVAULT_CONTROLLER_NAMESPACE').valueFrom.fieldRef.fieldPath).toBe('metadata.namespace');
+  expect(secretBehind(deployment('controller'), controller, envOf(controller, 'TOKENVAULT_OPERATOR_KEY_FILE')!)).toBe(
+    'tokenvault-operator-key',
+  );
+  expect(
+    controller.env.find((e: any) => e.name === 'TOKENVAULT_CONTROLLER_NAMESPACE').valueFrom.fieldRef.fieldPath,
+  ).toBe('metadata.namespace');
   // The worker secret: the API sends it, the workers require it, the controller hands it to dedicated workers.
   for (const name of ['api', 'worker', 'controller']) {
     const container = deployment(name).containers[0];
-    expect(secretBehind(deployment(name), container, envOf(container, 'TOKENVAULT_WORKER_SECRET_FILE')!)).toBe('tokenvault-worker-secret');
+    expect(secretBehind(deployment(name), container, envOf(container, 'TOKENVAULT_WORKER_SECRET_FILE')!)).toBe(
+      'tokenvault-worker-secret',
+    );
   }
   expect(envOf(api, 'TOKENVAULT_METRICS_PORT')).toBe('9090');
   const leases = find(objects, 'Role', 'tokenvault-controller-leader-election');
@@ -149,7 +165,9 @@ test('the processes are wired: store, keys from Secrets, worker and API URLs, th
 test('kube-apiserver accepts every object of config/default (server-side dry run)', async () => {
   // A dry run creates nothing, so the namespace the objects go into must exist already.
   await plane.kubectl(['create', 'namespace', NAMESPACE]);
-  const { stdout } = await plane.kubectl(['apply', '--dry-run=server', '-o', 'name', '-f', '-'], { input: built.default.text });
+  const { stdout } = await plane.kubectl(['apply', '--dry-run=server', '-o', 'name', '-f', '-'], {
+    input: built.default.text,
+  });
   expect(stdout.trim().split('\n')).toHaveLength(built.default.objects.length);
 }, 30_000);
 
@@ -169,7 +187,9 @@ test('config/samples: every kind with the Secrets it refers to, accepted by kube
   // No namespace of their own: they go where `kubectl apply -n` says.
   expect(objects.filter((o) => o.metadata.namespace)).toEqual([]);
   // Every secretKeyRef names a Secret and a key of the samples.
-  const secrets = new Map(objects.filter((o) => o.kind === 'Secret').map((s) => [s.metadata.name, Object.keys(s.stringData ?? s.data)]));
+  const secrets = new Map(
+    objects.filter((o) => o.kind === 'Secret').map((s) => [s.metadata.name, Object.keys(s.stringData ?? s.data)]),
+  );
   const refs = JSON.stringify(objects).match(/"secretKeyRef":\{[^}]*\}/g) ?? [];
   expect(refs.length).toBeGreaterThan(1);
   for (const ref of refs) {
@@ -177,9 +197,12 @@ test('config/samples: every kind with the Secrets it refers to, accepted by kube
     expect({ name, key, found: secrets.get(name)?.includes(key) ?? false }).toEqual({ name, key, found: true });
   }
   await plane.kubectl(['create', 'namespace', SAMPLES_NAMESPACE]);
-  const { stdout } = await plane.kubectl(['apply', '--dry-run=server', '-n', SAMPLES_NAMESPACE, '-o', 'name', '-f', '-'], {
-    input: built.samples.text,
-  });
+  const { stdout } = await plane.kubectl(
+    ['apply', '--dry-run=server', '-n', SAMPLES_NAMESPACE, '-o', 'name', '-f', '-'],
+    {
+      input: built.samples.text,
+    },
+  );
   expect(stdout.trim().split('\n')).toHaveLength(objects.length);
 }, 30_000);
 
@@ -193,19 +216,37 @@ test('config/default (with config/cluster-events) and the chart render the same 
   // The chart with what config/default does: release "tokenvault" in tokenvault-system, the three key Secrets
   // created by the operator, etcd without TLS, no helm test pod.
   const helmBinary = await toolBinary('helm');
-  const { stdout } = await run(helmBinary, [
-    'template', 'tokenvault', path.join(repoRoot, 'charts/tokenvault'), '--namespace', NAMESPACE,
-    '--set', 'kek.existingSecret=tokenvault-kek',
-    '--set', 'operatorKey.existingSecret=tokenvault-operator-key',
-    '--set', 'workerSecret.existingSecret=tokenvault-worker-secret',
-    '--set', 'etcd.tls.enabled=false',
-    '--set', 'tests.enabled=false',
-  ], { env: plane.env });
+  const { stdout } = await run(
+    helmBinary,
+    [
+      'template',
+      'tokenvault',
+      path.join(repoRoot, 'charts/tokenvault'),
+      '--namespace',
+      NAMESPACE,
+      '--set',
+      'kek.existingSecret=tokenvault-kek',
+      '--set',
+      'operatorKey.existingSecret=tokenvault-operator-key',
+      '--set',
+      'workerSecret.existingSecret=tokenvault-worker-secret',
+      '--set',
+      'etcd.tls.enabled=false',
+      '--set',
+      'tests.enabled=false',
+    ],
+    { env: plane.env },
+  );
   const events = await kustomize('config/cluster-events');
   // kustomize puts every object into its namespace, cluster-scoped kinds it does not know included (kube-apiserver
   // ignores it there): compare cluster-scoped objects by name only.
   const { stdout: clusterScoped } = await plane.kubectl(['api-resources', '--namespaced=false', '--no-headers']);
-  const clusterKinds = new Set(clusterScoped.split('\n').filter(Boolean).map((line) => line.trim().split(/\s+/).at(-1)!));
+  const clusterKinds = new Set(
+    clusterScoped
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => line.trim().split(/\s+/).at(-1)!),
+  );
   clusterKinds.add('CustomResourceDefinition');
   const names = (objects: Manifest[]) =>
     objects
@@ -213,7 +254,10 @@ test('config/default (with config/cluster-events) and the chart render the same 
       .map((o) => `${o.kind} ${clusterKinds.has(o.kind) ? '' : `${o.metadata.namespace}/`}${o.metadata.name}`)
       .sort();
   expect(names([...built.default.objects, ...events.objects])).toEqual(names(parseManifests(stdout)));
-  expect(events.objects.map(describeObject).sort()).toEqual(['Role default/tokenvault-controller-events', 'RoleBinding default/tokenvault-controller-events']);
+  expect(events.objects.map(describeObject).sort()).toEqual([
+    'Role default/tokenvault-controller-events',
+    'RoleBinding default/tokenvault-controller-events',
+  ]);
 }, 60_000);
 
 test('config/cluster-events: kube-apiserver takes Events about a cluster-scoped object only in default, so the Role is there', async () => {
@@ -229,7 +273,9 @@ test('config/cluster-events: kube-apiserver takes Events about a cluster-scoped 
       source: { component: 'tokenvault-test' },
     });
   await plane.kubectl(['create', 'namespace', 'tokenvault-events']);
-  await expect(plane.kubectl(['create', '--dry-run=server', '-f', '-'], { input: event('tokenvault-events') })).rejects.toThrow(/involvedObject.namespace.*does not match event.namespace/);
+  await expect(
+    plane.kubectl(['create', '--dry-run=server', '-f', '-'], { input: event('tokenvault-events') }),
+  ).rejects.toThrow(/involvedObject.namespace.*does not match event.namespace/);
   await plane.kubectl(['create', '--dry-run=server', '-f', '-'], { input: event('default') });
   const events = await kustomize('config/cluster-events');
   const role = find(events.objects, 'Role', 'tokenvault-controller-events');

@@ -72,7 +72,8 @@ const reactUntil = (name: string, expected: Record<string, unknown>) =>
     },
   );
 
-const gone = (kind: string, name: string, namespace: string | undefined = ns) => env.waitFor(kind, namespace, name, (o) => o === undefined);
+const gone = (kind: string, name: string, namespace: string | undefined = ns) =>
+  env.waitFor(kind, namespace, name, (o) => o === undefined);
 
 beforeAll(async () => {
   env = await startOperatorEnv({ resyncMs: 120_000 }); // changes must arrive through references, not a resync
@@ -158,11 +159,20 @@ describe('formulas, reactors and proxies from Kubernetes objects', () => {
     expect(vaultFormula).toMatchObject({ name: 'echo', type: 'private', description: 'Echoes its configuration.' });
     expect(vaultFormula.managed_by).toEqual({ kind: 'ReactorFormula', namespace: ns, name: 'echo' });
     const vaultOfficial = await env.vault.call<any>('GET', `/reactor-formulas/${cluster.status.id}`, inTenant);
-    expect(vaultOfficial).toMatchObject({ name: official, type: 'official', managed_by: { kind: 'ClusterReactorFormula', name: official } });
+    expect(vaultOfficial).toMatchObject({
+      name: official,
+      type: 'official',
+      managed_by: { kind: 'ClusterReactorFormula', name: official },
+    });
     const vaultReactor = await env.vault.call<any>('GET', `/reactors/${reactor.status.id}`, inTenant);
     expect(vaultReactor.configuration).toEqual({ greeting: 'hello', limit: 5, secret: 's3cret-1' });
     const vaultProxy = await env.vault.call<any>('GET', `/proxies/${proxy.status.id}`, inTenant);
-    expect(vaultProxy).toMatchObject({ name: 'issuer', destination_url: 'https://localhost:9/base', configuration: { PLAIN: 'plain', SECRET: 's3cret-1' }, require_auth: true });
+    expect(vaultProxy).toMatchObject({
+      name: 'issuer',
+      destination_url: 'https://localhost:9/base',
+      configuration: { PLAIN: 'plain', SECRET: 's3cret-1' },
+      require_auth: true,
+    });
     expect(await env.readSecret(ns, 'issuer-proxy-key')).toBe(vaultProxy.key);
   });
 
@@ -172,7 +182,16 @@ describe('formulas, reactors and proxies from Kubernetes objects', () => {
   });
 
   test('a Secret change updates the reactor and the proxy; a formula edit changes behaviour', async () => {
-    await env.kubectl(['-n', ns, 'patch', 'secret', 'reactor-config', '--type=merge', '-p', JSON.stringify({ stringData: { apiSecret: 's3cret-2' } })]);
+    await env.kubectl([
+      '-n',
+      ns,
+      'patch',
+      'secret',
+      'reactor-config',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ stringData: { apiSecret: 's3cret-2' } }),
+    ]);
     await reactUntil('echo-reactor', { secret: 's3cret-2' });
     const proxy = await env.waitReady('Proxy', ns, 'issuer');
     await until(
@@ -188,7 +207,10 @@ describe('formulas, reactors and proxies from Kubernetes objects', () => {
   test('a REST change to a managed reactor with a tenant key is refused with 409 naming the object', async () => {
     const reactor = await env.waitReady('Reactor', ns, 'echo-reactor');
     const managementKey = (await env.readSecret(ns, 'acme-management'))!;
-    const answer = await call(env.api.url, 'PUT', `/reactors/${reactor.status.id}`, { key: managementKey, body: { name: 'hijacked' } });
+    const answer = await call(env.api.url, 'PUT', `/reactors/${reactor.status.id}`, {
+      key: managementKey,
+      body: { name: 'hijacked' },
+    });
     expect(answer.status).toBe(409);
     expect(answer.body.detail).toContain(`Reactor ${ns}/echo-reactor`);
     const deleted = await call(env.api.url, 'DELETE', `/reactors/${reactor.status.id}`, { key: managementKey });
@@ -232,10 +254,18 @@ describe('formulas, reactors and proxies from Kubernetes objects', () => {
   test('the proxy key from its Secret is accepted by /proxy; a lost key Secret is rewritten', async () => {
     const proxyKey = (await env.readSecret(ns, 'issuer-proxy-key'))!;
     // The key names the proxy; its destination (localhost, not allow-listed) is then refused by the policy.
-    const answer = await call(env.api.url, 'POST', '/proxy/path', { key: appKey, headers: { 'BT-PROXY-KEY': proxyKey }, body: { a: 1 } });
+    const answer = await call(env.api.url, 'POST', '/proxy/path', {
+      key: appKey,
+      headers: { 'BT-PROXY-KEY': proxyKey },
+      body: { a: 1 },
+    });
     expect(answer.status).toBe(400);
     expect(answer.body.proxy_error.code).toBe('TV_DESTINATION_REFUSED');
-    const unknown = await call(env.api.url, 'POST', '/proxy/path', { key: appKey, headers: { 'BT-PROXY-KEY': `${proxyKey}x` }, body: {} });
+    const unknown = await call(env.api.url, 'POST', '/proxy/path', {
+      key: appKey,
+      headers: { 'BT-PROXY-KEY': `${proxyKey}x` },
+      body: {},
+    });
     expect(unknown.status).toBe(404);
 
     await env.kubectl(['-n', ns, 'delete', 'secret', 'issuer-proxy-key']);

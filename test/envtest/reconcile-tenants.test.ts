@@ -45,7 +45,9 @@ async function eventReasons(name: string): Promise<string[]> {
 }
 
 test('a Tenant becomes a vault tenant whose management key is in its Secret; edits update it; the key survives resyncs', async () => {
-  await env.apply(tenantYaml('acme', { displayName: 'Acme', deletionPolicy: 'Delete', settings: { deduplicateTokens: true } }));
+  await env.apply(
+    tenantYaml('acme', { displayName: 'Acme', deletionPolicy: 'Delete', settings: { deduplicateTokens: true } }),
+  );
   const tenant = await env.waitReady('Tenant', ns, 'acme');
   expect(tenant.status.id).toBe(tenant.metadata.uid);
   expect(readyCondition(tenant)?.reason).toBe('Reconciled');
@@ -55,7 +57,11 @@ test('a Tenant becomes a vault tenant whose management key is in its Secret; edi
   expect(key).toMatch(/^key_/);
   const self = await api('GET', '/tenants/self', key);
   expect(self.status).toBe(200);
-  expect(self.body).toMatchObject({ id: tenant.status.id, name: 'Acme', settings: { deduplicate_tokens: 'true', fingerprint_tokens: 'true' } });
+  expect(self.body).toMatchObject({
+    id: tenant.status.id,
+    name: 'Acme',
+    settings: { deduplicate_tokens: 'true', fingerprint_tokens: 'true' },
+  });
   expect(self.body.managed_by).toEqual({ kind: 'Tenant', namespace: ns, name: 'acme' });
   const secret = await env.client.get<any>(Resources.secrets, ns, 'acme-management');
   expect(secret.metadata.ownerReferences[0]).toMatchObject({ kind: 'Tenant', name: 'acme', uid: tenant.metadata.uid });
@@ -68,8 +74,15 @@ test('a Tenant becomes a vault tenant whose management key is in its Secret; edi
   expect(refused.status).toBe(409);
   expect(refused.body.detail).toContain(`Tenant ${ns}/acme`);
 
-  await env.apply(tenantYaml('acme', { displayName: 'Acme Corp', deletionPolicy: 'Delete', settings: { deduplicateTokens: false } }));
-  const edited = await env.waitFor<any>('Tenant', ns, 'acme', (t) => t?.status?.observedGeneration === 2 && readyCondition(t)?.status === 'True');
+  await env.apply(
+    tenantYaml('acme', { displayName: 'Acme Corp', deletionPolicy: 'Delete', settings: { deduplicateTokens: false } }),
+  );
+  const edited = await env.waitFor<any>(
+    'Tenant',
+    ns,
+    'acme',
+    (t) => t?.status?.observedGeneration === 2 && readyCondition(t)?.status === 'True',
+  );
   expect(edited.metadata.generation).toBe(2);
   const updated = await api('GET', '/tenants/self', key);
   expect(updated.body).toMatchObject({ name: 'Acme Corp', settings: { deduplicate_tokens: 'false' } });
@@ -77,14 +90,21 @@ test('a Tenant becomes a vault tenant whose management key is in its Secret; edi
   // Resyncs (every 3 s here) do not rotate the key.
   await new Promise((resolve) => setTimeout(resolve, 3_500));
   expect(await env.readSecret(ns, 'acme-management')).toBe(key);
-  expect((await operator('GET', '/admin/tenants?size=100')).body.data.filter((t: any) => t.id === tenant.status.id)).toHaveLength(1);
+  expect(
+    (await operator('GET', '/admin/tenants?size=100')).body.data.filter((t: any) => t.id === tenant.status.id),
+  ).toHaveLength(1);
 }, 60_000);
 
 test("a Tenant's spec.rateLimits become the vault tenant's own limits: a burst past them is 429 naming the spec; removing them restores the global ones", async () => {
-  await env.apply(tenantYaml('limited', { deletionPolicy: 'Delete', rateLimits: { api: { perKey: 3 }, calls: { perTenant: 0 } } }));
+  await env.apply(
+    tenantYaml('limited', { deletionPolicy: 'Delete', rateLimits: { api: { perKey: 3 }, calls: { perTenant: 0 } } }),
+  );
   const tenant = await env.waitReady('Tenant', ns, 'limited');
   const key = (await env.readSecret(ns, 'limited-management'))!;
-  expect((await operator('GET', `/admin/tenants/${tenant.status.id}`)).body.rate_limits).toEqual({ api_per_key: 3, calls_per_tenant: 0 });
+  expect((await operator('GET', `/admin/tenants/${tenant.status.id}`)).body.rate_limits).toEqual({
+    api_per_key: 3,
+    calls_per_tenant: 0,
+  });
   // The API's tenant directory learns of it by watch; then a burst of 8 gets at most 3 through in its window.
   await new Promise((resolve) => setTimeout(resolve, 1_100));
   const answers = await Promise.all(Array.from({ length: 8 }, () => api('GET', '/tenants/self', key)));
@@ -95,7 +115,12 @@ test("a Tenant's spec.rateLimits become the vault tenant's own limits: a burst p
   expect(refused[0].headers.get('retry-after')).toMatch(/^\d+$/);
 
   await env.apply(tenantYaml('limited', { deletionPolicy: 'Delete' }));
-  await env.waitFor<any>('Tenant', ns, 'limited', (t) => t?.status?.observedGeneration === 2 && readyCondition(t)?.status === 'True');
+  await env.waitFor<any>(
+    'Tenant',
+    ns,
+    'limited',
+    (t) => t?.status?.observedGeneration === 2 && readyCondition(t)?.status === 'True',
+  );
   expect((await operator('GET', `/admin/tenants/${tenant.status.id}`)).body.rate_limits).toBeUndefined();
 }, 60_000);
 
@@ -115,7 +140,13 @@ test('a lost management key is regenerated: the new one works, the old one is re
 
 test('an Application in a Ready tenant: its key authenticates, REST changes get 409, spec edits apply, deletion removes it', async () => {
   const managementKey = (await env.readSecret(ns, 'acme-management'))!;
-  await env.apply(applicationYaml('backend', { tenantRef: { name: 'acme' }, type: 'private', permissions: ['token:create', 'token:read'] }));
+  await env.apply(
+    applicationYaml('backend', {
+      tenantRef: { name: 'acme' },
+      type: 'private',
+      permissions: ['token:create', 'token:read'],
+    }),
+  );
   const application = await env.waitReady('Application', ns, 'backend');
   const id = application.status.id;
   expect(id).toBe(application.metadata.uid);
@@ -123,7 +154,12 @@ test('an Application in a Ready tenant: its key authenticates, REST changes get 
   const key = (await env.readSecret(ns, 'backend-key'))!;
   const self = await api('GET', '/applications/key', key);
   expect(self.status).toBe(200);
-  expect(self.body).toMatchObject({ id, name: 'backend', type: 'private', managed_by: { kind: 'Application', namespace: ns, name: 'backend' } });
+  expect(self.body).toMatchObject({
+    id,
+    name: 'backend',
+    type: 'private',
+    managed_by: { kind: 'Application', namespace: ns, name: 'backend' },
+  });
   expect((await api('POST', '/tokens', key, { type: 'token', data: 'x' })).status).toBe(201);
 
   const refused = await api('PUT', `/applications/${id}`, managementKey, { name: 'hijacked', permissions: [] });
@@ -131,12 +167,26 @@ test('an Application in a Ready tenant: its key authenticates, REST changes get 
   expect(refused.body.detail).toContain(`Application ${ns}/backend`);
   expect((await api('DELETE', `/applications/${id}`, managementKey)).status).toBe(409);
 
-  const rules = [{ description: 'cards', priority: 1, container: '/pci/', transform: 'mask', permissions: ['token:read'] }];
+  const rules = [
+    { description: 'cards', priority: 1, container: '/pci/', transform: 'mask', permissions: ['token:read'] },
+  ];
   const expiresAt = new Date(Date.now() + 86_400_000).toISOString().replace(/\.\d+Z$/, 'Z');
   await env.apply(
-    applicationYaml('backend', { tenantRef: { name: 'acme' }, type: 'private', displayName: 'Backend', permissions: ['token:use'], rules, expiresAt }),
+    applicationYaml('backend', {
+      tenantRef: { name: 'acme' },
+      type: 'private',
+      displayName: 'Backend',
+      permissions: ['token:use'],
+      rules,
+      expiresAt,
+    }),
   );
-  await env.waitFor('Application', ns, 'backend', (a) => a?.status?.observedGeneration === 2 && readyCondition(a)?.status === 'True');
+  await env.waitFor(
+    'Application',
+    ns,
+    'backend',
+    (a) => a?.status?.observedGeneration === 2 && readyCondition(a)?.status === 'True',
+  );
   const changed = await api('GET', `/applications/${id}`, managementKey);
   expect(changed.body).toMatchObject({ name: 'Backend', permissions: ['token:use'], rules });
   expect(Date.parse(changed.body.expires_at)).toBe(Date.parse(expiresAt));
@@ -156,7 +206,9 @@ test('an Application in a Ready tenant: its key authenticates, REST changes get 
 }, 60_000);
 
 test('an Application waits for its Tenant (TenantNotFound) and becomes Ready once the Tenant is applied', async () => {
-  await env.apply(applicationYaml('early', { tenantRef: { name: 'late' }, type: 'public', permissions: ['token:create'] }));
+  await env.apply(
+    applicationYaml('early', { tenantRef: { name: 'late' }, type: 'public', permissions: ['token:create'] }),
+  );
   const waiting = await env.waitNotReady('Application', ns, 'early', 'TenantNotFound');
   expect(readyCondition(waiting)?.message).toContain(`Tenant ${ns}/late does not exist`);
   expect(await env.readSecret(ns, 'early-key')).toBeUndefined();
@@ -172,14 +224,23 @@ test('an Application waits for its Tenant (TenantNotFound) and becomes Ready onc
 
 test('an invalid spec the API refuses is Ready=False VaultRefused with its message; one the CRD catches is refused by kubectl', async () => {
   const past = '2020-01-01T00:00:00Z';
-  await env.apply(applicationYaml('expired', { tenantRef: { name: 'acme' }, type: 'private', permissions: ['token:read'], expiresAt: past }));
+  await env.apply(
+    applicationYaml('expired', {
+      tenantRef: { name: 'acme' },
+      type: 'private',
+      permissions: ['token:read'],
+      expiresAt: past,
+    }),
+  );
   const refused = await env.waitNotReady('Application', ns, 'expired', 'VaultRefused');
   expect(readyCondition(refused)?.message).toContain('expires_at must be in the future');
   expect(refused.status.id).toBeUndefined();
   expect(await eventReasons('expired')).toContain('VaultRefused');
 
   // Fixing the spec recovers it.
-  await env.apply(applicationYaml('expired', { tenantRef: { name: 'acme' }, type: 'private', permissions: ['token:read'] }));
+  await env.apply(
+    applicationYaml('expired', { tenantRef: { name: 'acme' }, type: 'private', permissions: ['token:read'] }),
+  );
   await env.waitReady('Application', ns, 'expired', 20_000);
 
   await expect(

@@ -18,7 +18,10 @@ let samples: string;
 
 beforeAll(async () => {
   const kubectl = await toolBinary('kubectl');
-  [env, { stdout: samples }] = await Promise.all([startOperatorEnv(), run(kubectl, ['kustomize', path.join(repoRoot, 'config/samples')])]);
+  [env, { stdout: samples }] = await Promise.all([
+    startOperatorEnv(),
+    run(kubectl, ['kustomize', path.join(repoRoot, 'config/samples')]),
+  ]);
   namespace = await env.namespace('samples');
   await env.kubectl(['apply', '-n', namespace, '-f', '-'], samples);
 }, 60_000);
@@ -38,7 +41,10 @@ test('every sample object becomes Ready, and the keys land in the Secrets the sa
     ['backend-key', 'key'],
     ['echo-proxy-key', 'key'],
   ]) {
-    expect({ secret, value: await env.readSecret(namespace, secret, key) }).toEqual({ secret, value: expect.stringMatching(/^key_/) });
+    expect({ secret, value: await env.readSecret(namespace, secret, key) }).toEqual({
+      secret,
+      value: expect.stringMatching(/^key_/),
+    });
   }
 }, 60_000);
 
@@ -57,7 +63,9 @@ test('the walkthrough: the application key from its Secret tokenizes a card and 
     body: { args: { card: `{{ ${token.body.id} }}` } },
   });
   expect(answer.status).toBe(200);
-  const hmacKey = parseManifests(samples).find((o) => o.metadata.name === 'card-summary-config')!.stringData['hmac-key'];
+  const hmacKey = parseManifests(samples).find((o) => o.metadata.name === 'card-summary-config')!.stringData[
+    'hmac-key'
+  ];
   expect(answer.body.raw).toEqual({
     last4: '4242',
     reference: createHmac('sha256', hmacKey).update('4242424242424242').digest('hex'),

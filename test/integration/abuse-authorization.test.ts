@@ -4,12 +4,23 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { ApplicationDirectory } from '../../src/domain/applications/directory.js';
 import { BtKeys } from '../../src/domain/reactors/bt-keys.js';
 import { EtcdStore } from '../../src/store/etcd.js';
-import { createApplication, createTenant, spawnApi, startTestApi, testEtcdEndpoints, testEtcdStoreUrl, type ChildApi, type TestApi } from '../support/api.js';
+import {
+  createApplication,
+  createTenant,
+  spawnApi,
+  startTestApi,
+  testEtcdEndpoints,
+  testEtcdStoreUrl,
+  type ChildApi,
+  type TestApi,
+} from '../support/api.js';
 import { call, client } from '../support/http.js';
 
 const MERGE = { 'Content-Type': 'application/merge-patch+json' };
 const SSN = '123-45-6789';
-const everything = (transform: string, permissions: string[]) => [{ description: 'all', priority: 1, container: '/', transform, permissions }];
+const everything = (transform: string, permissions: string[]) => [
+  { description: 'all', priority: 1, container: '/', transform, permissions },
+];
 
 let api: TestApi;
 let tenantId: string;
@@ -29,35 +40,72 @@ const app = (body: Record<string, unknown>) => createApplication(api.url, manage
 test('1. token writes cannot widen who sees plaintext; a public key writes only its own tokens', async () => {
   const writer = client(api.url, (await app({ type: 'private', permissions: ['token:create'] })).key);
   // A reader that sees /pci/ masked and /general/ in plaintext, and an updater that may update but only reads masked.
-  const reader = client(api.url, (await app({
-    type: 'private',
-    rules: [
-      { description: 'pci masked', priority: 1, container: '/pci/', transform: 'mask', permissions: ['token:read'] },
-      { description: 'general revealed', priority: 2, container: '/general/', transform: 'reveal', permissions: ['token:read'] },
-    ],
-  })).key);
-  const updater = client(api.url, (await app({ type: 'private', rules: everything('mask', ['token:read', 'token:update']) })).key);
-  const owner = client(api.url, (await app({ type: 'private', rules: everything('reveal', ['token:read', 'token:update']) })).key);
+  const reader = client(
+    api.url,
+    (
+      await app({
+        type: 'private',
+        rules: [
+          {
+            description: 'pci masked',
+            priority: 1,
+            container: '/pci/',
+            transform: 'mask',
+            permissions: ['token:read'],
+          },
+          {
+            description: 'general revealed',
+            priority: 2,
+            container: '/general/',
+            transform: 'reveal',
+            permissions: ['token:read'],
+          },
+        ],
+      })
+    ).key,
+  );
+  const updater = client(
+    api.url,
+    (await app({ type: 'private', rules: everything('mask', ['token:read', 'token:update']) })).key,
+  );
+  const owner = client(
+    api.url,
+    (await app({ type: 'private', rules: everything('reveal', ['token:read', 'token:update']) })).key,
+  );
   const browser = client(api.url, (await app({ type: 'public', permissions: ['token:create', 'token:update'] })).key);
 
-  const token = (await writer.post('/tokens', { body: { type: 'social_security_number', data: SSN, containers: ['/pci/'] } })).body;
+  const token = (
+    await writer.post('/tokens', { body: { type: 'social_security_number', data: SSN, containers: ['/pci/'] } })
+  ).body;
   expect((await reader.get(`/tokens/${token.id}`)).body.data).toBe('XXX-XX-6789');
 
-  for (const patch of [{ mask: '{{ data }}' }, { containers: ['/general/'] }, { fingerprint_expression: '{{ data }}' }, { search_indexes: ['{{ data }}'] }]) {
+  for (const patch of [
+    { mask: '{{ data }}' },
+    { containers: ['/general/'] },
+    { fingerprint_expression: '{{ data }}' },
+    { search_indexes: ['{{ data }}'] },
+  ]) {
     const answer = await updater.patch(`/tokens/${token.id}`, { body: patch, headers: MERGE });
     expect([Object.keys(patch)[0], answer.status]).toEqual([Object.keys(patch)[0], 403]);
   }
   expect((await reader.get(`/tokens/${token.id}`)).body.data).toBe('XXX-XX-6789');
 
   // A public key may not overwrite a token it did not create, nor change a visibility field of its own.
-  expect((await browser.patch(`/tokens/${token.id}`, { body: { data: '000-00-0000' }, headers: MERGE })).status).toBe(403);
+  expect((await browser.patch(`/tokens/${token.id}`, { body: { data: '000-00-0000' }, headers: MERGE })).status).toBe(
+    403,
+  );
   expect((await owner.get(`/tokens/${token.id}`)).body.data).toBe(SSN);
   const own = (await browser.post('/tokens', { body: { type: 'token', data: 'mine', containers: ['/pci/'] } })).body;
-  expect((await browser.patch(`/tokens/${own.id}`, { body: { data: 'still mine', metadata: { a: 'b' } }, headers: MERGE })).status).toBe(200);
+  expect(
+    (await browser.patch(`/tokens/${own.id}`, { body: { data: 'still mine', metadata: { a: 'b' } }, headers: MERGE }))
+      .status,
+  ).toBe(200);
   expect((await browser.patch(`/tokens/${own.id}`, { body: { mask: '{{ data }}' }, headers: MERGE })).status).toBe(403);
 
   // A key that reads the plaintext where the token is and where it goes may change what others see.
-  expect((await owner.patch(`/tokens/${token.id}`, { body: { containers: ['/general/'] }, headers: MERGE })).status).toBe(200);
+  expect(
+    (await owner.patch(`/tokens/${token.id}`, { body: { containers: ['/general/'] }, headers: MERGE })).status,
+  ).toBe(200);
   expect((await reader.get(`/tokens/${token.id}`)).body.data).toBe(SSN);
 });
 
@@ -79,13 +127,27 @@ test('2. a session gets a subset of its authorizer’s rights', async () => {
   // A key that reads masked data can authorize reads, but the session sees no more than the key: masked.
   const masked = client(api.url, (await app({ type: 'private', permissions: ['token:read'] })).key);
   const session = (await browser.post('/sessions')).body;
-  expect((await masked.post('/sessions/authorize', { body: { nonce: session.nonce, rules: everything('reveal', ['token:read']) } })).status).toBe(204);
+  expect(
+    (
+      await masked.post('/sessions/authorize', {
+        body: { nonce: session.nonce, rules: everything('reveal', ['token:read']) },
+      })
+    ).status,
+  ).toBe(204);
   expect((await client(api.url, session.session_key).get(`/tokens/${token.id}`)).body.data).toBe('XXX-XX-6789');
-  expect((await client(api.url, session.session_key).post('/detokenize', { body: { x: `{{ ${token.id} }}` } })).status).toBe(403);
+  expect(
+    (await client(api.url, session.session_key).post('/detokenize', { body: { x: `{{ ${token.id} }}` } })).status,
+  ).toBe(403);
 
   // Expiry is capped at the documented maximum (24 hours from the session's creation by default).
   const late = (await browser.post('/sessions')).body;
-  const tooLong = await masked.post('/sessions/authorize', { body: { nonce: late.nonce, permissions: ['token:read'], expires_at: new Date(Date.now() + 25 * 3600_000).toISOString() } });
+  const tooLong = await masked.post('/sessions/authorize', {
+    body: {
+      nonce: late.nonce,
+      permissions: ['token:read'],
+      expires_at: new Date(Date.now() + 25 * 3600_000).toISOString(),
+    },
+  });
   expect(tooLong.status).toBe(400);
   expect(tooLong.body.errors.expires_at).toBeTruthy();
 });
@@ -93,16 +155,27 @@ test('2. a session gets a subset of its authorizer’s rights', async () => {
 test('3. deduplication answers a key that cannot read the existing token with its id and type only', async () => {
   const writer = client(api.url, (await app({ type: 'private', permissions: ['token:create', 'token:read'] })).key);
   const browser = client(api.url, (await app({ type: 'public', permissions: ['token:create'] })).key);
-  const existing = (await writer.post('/tokens', {
-    body: { type: 'social_security_number', data: '987-65-4321', metadata: { customer: 'c-42', email: 'ada@example.com' }, deduplicate_token: true },
-  })).body;
-  const answer = await browser.post('/tokens', { body: { type: 'social_security_number', data: '987-65-4321', deduplicate_token: true } });
+  const existing = (
+    await writer.post('/tokens', {
+      body: {
+        type: 'social_security_number',
+        data: '987-65-4321',
+        metadata: { customer: 'c-42', email: 'ada@example.com' },
+        deduplicate_token: true,
+      },
+    })
+  ).body;
+  const answer = await browser.post('/tokens', {
+    body: { type: 'social_security_number', data: '987-65-4321', deduplicate_token: true },
+  });
   expect(answer.status).toBe(201);
   expect(answer.body).toEqual({ id: existing.id, type: 'social_security_number' });
   // What its own read shows of that token: nothing.
   expect((await browser.get(`/tokens/${existing.id}`)).status).toBe(403);
   // A key that may read it sees it as its read would.
-  const again = await writer.post('/tokens', { body: { type: 'social_security_number', data: '987-65-4321', deduplicate_token: true } });
+  const again = await writer.post('/tokens', {
+    body: { type: 'social_security_number', data: '987-65-4321', deduplicate_token: true },
+  });
   expect(again.body).toMatchObject({ id: existing.id, metadata: { customer: 'c-42' }, data: 'XXX-XX-4321' });
 });
 
@@ -119,7 +192,10 @@ test('4. the operator key with BT-TENANT-ID administers but does not touch token
   expect((await operator('POST', `/reactors/${token.id}/react`, { args: {} })).status).toBe(403);
   expect((await operator('POST', '/sessions/authorize', { nonce: 'n', permissions: ['token:read'] })).status).toBe(403);
   // It still administers the tenant.
-  expect((await operator('POST', '/applications', { name: 'by operator', type: 'private', permissions: ['token:read'] })).status).toBe(201);
+  expect(
+    (await operator('POST', '/applications', { name: 'by operator', type: 'private', permissions: ['token:read'] }))
+      .status,
+  ).toBe(201);
   expect((await operator('GET', '/tenants/self')).status).toBe(200);
 });
 
@@ -136,7 +212,11 @@ describe('5. revocation reaches every replica within 5 s', () => {
     const env = { TOKENVAULT_STORE: testEtcdStoreUrl(), TOKENVAULT_OPERATOR_KEY: api.operatorKey };
     [one, two] = await Promise.all([spawnApi(['api'], env), spawnApi(['api'], env)]);
     ({ managementKey: mgmt, tenantId: tenant } = await createTenant(one.url, api.operatorKey));
-    const writer = await createApplication(one.url, mgmt, { name: 'writer', type: 'private', permissions: ['token:create'] });
+    const writer = await createApplication(one.url, mgmt, {
+      name: 'writer',
+      type: 'private',
+      permissions: ['token:create'],
+    });
     tokenId = (await client(one.url, writer.key).post('/tokens', { body: { type: 'token', data: 'secret' } })).body.id;
     store = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
     directory = new ApplicationDirectory(store, 300);
@@ -159,25 +239,47 @@ describe('5. revocation reaches every replica within 5 s', () => {
   }
 
   async function authorizedSession(authorizerKey: string): Promise<string> {
-    const browser = await createApplication(one.url, mgmt, { name: 'web', type: 'public', permissions: ['token:create'] });
+    const browser = await createApplication(one.url, mgmt, {
+      name: 'web',
+      type: 'public',
+      permissions: ['token:create'],
+    });
     const session = (await client(one.url, browser.key).post('/sessions')).body;
-    expect((await client(one.url, authorizerKey).post('/sessions/authorize', { body: { nonce: session.nonce, permissions: ['token:read'] } })).status).toBe(204);
+    expect(
+      (
+        await client(one.url, authorizerKey).post('/sessions/authorize', {
+          body: { nonce: session.nonce, permissions: ['token:read'] },
+        })
+      ).status,
+    ).toBe(204);
     // Warm replica two: the refusal must come from a watch, not from a cold read.
     expect((await client(two.url, session.session_key).get(`/tokens/${tokenId}`)).status).toBe(200);
     return session.session_key;
   }
 
   const changes: Array<[string, (id: string) => Promise<unknown>]> = [
-    ['its permissions changed', (id) => client(one.url, mgmt).put(`/applications/${id}`, { body: { name: 'changed', permissions: ['token:read', 'token:create'] } })],
+    [
+      'its permissions changed',
+      (id) =>
+        client(one.url, mgmt).put(`/applications/${id}`, {
+          body: { name: 'changed', permissions: ['token:read', 'token:create'] },
+        }),
+    ],
     ['its key regenerated', (id) => client(one.url, mgmt).post(`/applications/${id}/regenerate`)],
     ['it is deleted', (id) => client(one.url, mgmt).delete(`/applications/${id}`)],
   ];
 
   test("an application's narrowed permissions apply on the other replica", async () => {
-    const reader = await createApplication(one.url, mgmt, { name: 'reader', type: 'private', permissions: ['token:read'] });
+    const reader = await createApplication(one.url, mgmt, {
+      name: 'reader',
+      type: 'private',
+      permissions: ['token:read'],
+    });
     expect((await client(two.url, reader.key).get(`/tokens/${tokenId}`)).status).toBe(200);
     const since = Date.now();
-    await client(one.url, mgmt).put(`/applications/${reader.id}`, { body: { name: 'reader', permissions: ['token:create'] } });
+    await client(one.url, mgmt).put(`/applications/${reader.id}`, {
+      body: { name: 'reader', permissions: ['token:create'] },
+    });
     let status = 200;
     while (status !== 403 && Date.now() - since < 10_000) {
       status = (await client(two.url, reader.key).get(`/tokens/${tokenId}`)).status;
@@ -188,7 +290,11 @@ describe('5. revocation reaches every replica within 5 s', () => {
   });
 
   test.each(changes)('a session ends when its authorizer has %s', async (_name, change) => {
-    const authorizer = await createApplication(one.url, mgmt, { name: 'server', type: 'private', permissions: ['token:read'] });
+    const authorizer = await createApplication(one.url, mgmt, {
+      name: 'server',
+      type: 'private',
+      permissions: ['token:read'],
+    });
     const session = await authorizedSession(authorizer.key);
     const since = Date.now();
     await change(authorizer.id);
@@ -196,7 +302,11 @@ describe('5. revocation reaches every replica within 5 s', () => {
   });
 
   test.each(changes)('a minted reactor key ends when its application has %s', async (name, change) => {
-    const reactorApp = await createApplication(one.url, mgmt, { name: 'reactor app', type: 'private', permissions: ['token:read'] });
+    const reactorApp = await createApplication(one.url, mgmt, {
+      name: 'reactor app',
+      type: 'private',
+      permissions: ['token:read'],
+    });
     const minted = new BtKeys(store, directory);
     const key = await minted.keyFor(tenant, reactorApp.id);
     expect((await client(two.url, key).get(`/tokens/${tokenId}`)).status).toBe(200);
@@ -206,7 +316,7 @@ describe('5. revocation reaches every replica within 5 s', () => {
     // The next invocation gets a key with the application's current rights, if it still exists.
     if (name !== 'it is deleted') {
       let fresh = key;
-      for (const deadline = Date.now() + 5000; fresh === key && Date.now() < deadline; ) {
+      for (const deadline = Date.now() + 5000; fresh === key && Date.now() < deadline;) {
         fresh = await minted.keyFor(tenant, reactorApp.id);
         if (fresh === key) await new Promise((resolve) => setTimeout(resolve, 50));
       }

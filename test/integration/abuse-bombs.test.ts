@@ -11,7 +11,14 @@ import { createInterface } from 'node:readline';
 import zlib from 'node:zlib';
 import { generateApiKey } from '../../src/auth/api-keys.js';
 import { RuntimeClient } from '../../src/runtime/client/client.js';
-import { TEST_KEK, createApplication, createTenant, spawnApi, testEtcdStoreUrl, type ChildApi } from '../support/api.js';
+import {
+  TEST_KEK,
+  createApplication,
+  createTenant,
+  spawnApi,
+  testEtcdStoreUrl,
+  type ChildApi,
+} from '../support/api.js';
 import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { send } from '../support/proxy.js';
@@ -45,14 +52,24 @@ function rss(pid: number): { peak: number; now: number } {
  */
 function gzipOf(size: number, byte = 0, prefix = '', suffix = ''): Buffer {
   const member = zlib.gzipSync(Buffer.alloc(16 * MiB, byte), { level: 9 });
-  const parts = [zlib.gzipSync(prefix), ...Array.from({ length: Math.ceil(size / (16 * MiB)) }, () => member), zlib.gzipSync(suffix)];
+  const parts = [
+    zlib.gzipSync(prefix),
+    ...Array.from({ length: Math.ceil(size / (16 * MiB)) }, () => member),
+    zlib.gzipSync(suffix),
+  ];
   return Buffer.concat(parts);
 }
 
 /** The built CLI's worker as a process of its own. */
 async function spawnWorker(env: Record<string, string>) {
   const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', 'worker'], {
-    env: { PATH: process.env.PATH ?? '', TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'info', ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      TOKENVAULT_HOST: '127.0.0.1',
+      TOKENVAULT_PORT: '0',
+      TOKENVAULT_LOG_LEVEL: 'info',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const url = await new Promise<string>((resolve, reject) => {
@@ -90,7 +107,11 @@ beforeAll(async () => {
   const { caFile } = await testCertificates();
   destination = await startHttpsServer((req, res) => {
     if (req.url?.startsWith('/gzip-bomb')) {
-      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': String(bomb.length) });
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        'content-encoding': 'gzip',
+        'content-length': String(bomb.length),
+      });
       res.end(bomb);
       return;
     }
@@ -113,7 +134,15 @@ beforeAll(async () => {
     await createApplication(api.url, tenant.managementKey, {
       name: 'backend',
       type: 'private',
-      rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:use'] }],
+      rules: [
+        {
+          description: 'all',
+          priority: 1,
+          container: '/',
+          transform: 'reveal',
+          permissions: ['token:create', 'token:read', 'token:use'],
+        },
+      ],
     })
   ).key;
   user = client(api.url, userKey);
@@ -140,16 +169,27 @@ test('7a. a response transform reads a gzip bomb from the destination: 502 namin
     body: {
       name: 'bomb',
       destination_url: destination.url,
-      response_transform: { code: 'module.exports = async (req) => ({ body: { length: String(req.args.body).length } });' },
+      response_transform: {
+        code: 'module.exports = async (req) => ({ body: { length: String(req.args.body).length } });',
+      },
     },
   });
   expect(proxy.status).toBe(201);
   for (let i = 0; i < 3; i++) {
-    const answer = await send(api.url, 'GET', '/proxy/gzip-bomb', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.body.key } });
+    const answer = await send(api.url, 'GET', '/proxy/gzip-bomb', {
+      headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.body.key },
+    });
     expect(answer.status).toBe(502);
-    expectProblem(answer.json().proxy_error, 502, 'TV_DECODED_RESPONSE_TOO_LARGE', 'TOKENVAULT_PROXY_DECODED_RESPONSE_LIMIT_BYTES');
+    expectProblem(
+      answer.json().proxy_error,
+      502,
+      'TV_DECODED_RESPONSE_TOO_LARGE',
+      'TOKENVAULT_PROXY_DECODED_RESPONSE_LIMIT_BYTES',
+    );
   }
-  expect(report('API after three 1 GiB gzip responses to a response transform', api.process.pid!)).toBeLessThan(API_RSS_BOUND_MB);
+  expect(report('API after three 1 GiB gzip responses to a response transform', api.process.pid!)).toBeLessThan(
+    API_RSS_BOUND_MB,
+  );
 }, 60_000);
 
 test('7b. a request body with Content-Encoding that inflates past the body limit: 413 naming it, API RSS bounded', async () => {
@@ -165,7 +205,9 @@ test('7b. a request body with Content-Encoding that inflates past the body limit
     expectProblem(await answer.json(), 413, 'TV_PAYLOAD_TOO_LARGE', 'TOKENVAULT_BODY_LIMIT_BYTES');
   }
   // Brotli too: 64 MiB in a few hundred bytes.
-  const brotli = zlib.brotliCompressSync(Buffer.concat([Buffer.from('{"type":"token","data":"'), Buffer.alloc(64 * MiB, 0x41), Buffer.from('"}')]));
+  const brotli = zlib.brotliCompressSync(
+    Buffer.concat([Buffer.from('{"type":"token","data":"'), Buffer.alloc(64 * MiB, 0x41), Buffer.from('"}')]),
+  );
   const answer = await fetch(`${api.url}/tokens`, {
     method: 'POST',
     headers: { 'BT-API-KEY': userKey, 'Content-Type': 'application/json', 'Content-Encoding': 'br' },
@@ -178,11 +220,17 @@ test('7b. a request body with Content-Encoding that inflates past the body limit
 
 test('7c. a reactor returning 16 MiB results six at a time: 502 naming the result limit, API RSS bounded', async () => {
   const reactor = await mgmt.post('/reactors', {
-    body: { name: 'big', configuration: {}, code: "module.exports = async () => ({ raw: 'x'.repeat(16 * 1024 * 1024) });" },
+    body: {
+      name: 'big',
+      configuration: {},
+      code: "module.exports = async () => ({ raw: 'x'.repeat(16 * 1024 * 1024) });",
+    },
   });
   expect(reactor.status).toBe(201);
   for (let round = 0; round < 2; round++) {
-    const answers = await Promise.all(Array.from({ length: 6 }, () => user.post(`/reactors/${reactor.body.id}/react`, { body: { args: {} } })));
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () => user.post(`/reactors/${reactor.body.id}/react`, { body: { args: {} } })),
+    );
     for (const answer of answers) {
       expect(answer.status).toBe(502);
       expectProblem(answer.body, 502, 'TV_REACTOR_RESULT_TOO_LARGE', 'TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES');
@@ -217,11 +265,17 @@ test('7c. the API does not buffer a worker answer past the result limit (a worke
   });
   try {
     const before = process.memoryUsage().rss;
-    const error = await runtime.invoke({ tenantId: 't', codeHash: 'h', code: 'x', args: {}, configuration: {}, bt: null, kind: 'reactor' }).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(error).toMatchObject({ status: 502, code: 'TV_REACTOR_RESULT_TOO_LARGE', detail: expect.stringContaining('TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES') });
+    const error = await runtime
+      .invoke({ tenantId: 't', codeHash: 'h', code: 'x', args: {}, configuration: {}, bt: null, kind: 'reactor' })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(error).toMatchObject({
+      status: 502,
+      code: 'TV_REACTOR_RESULT_TOO_LARGE',
+      detail: expect.stringContaining('TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES'),
+    });
     expect(streamed).toBeLessThan(256 * MiB);
     expect((process.memoryUsage().rss - before) / MiB).toBeLessThan(64);
   } finally {
@@ -242,14 +296,20 @@ test('7d. reactor code copying into the host in a loop (hash updates): 502 namin
   };`;
   const reactor = await mgmt.post('/reactors', { body: { name: 'hasher', configuration: {}, code } });
   expect(reactor.status).toBe(201);
-  const answers = await Promise.all(Array.from({ length: 3 }, () => user.post(`/reactors/${reactor.body.id}/react`, { body: { args: {} } })));
+  const answers = await Promise.all(
+    Array.from({ length: 3 }, () => user.post(`/reactors/${reactor.body.id}/react`, { body: { args: {} } })),
+  );
   for (const answer of answers) {
     expect(answer.status).toBe(502);
     expectProblem(answer.body, 502, 'TV_SANDBOX_HOST_LIMIT', 'TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES');
   }
   // A hash of ordinary size still works.
   const small = await mgmt.post('/reactors', {
-    body: { name: 'small hash', configuration: {}, code: "module.exports = async () => ({ raw: require('crypto').createHash('sha256').update('abc').digest('hex') });" },
+    body: {
+      name: 'small hash',
+      configuration: {},
+      code: "module.exports = async () => ({ raw: require('crypto').createHash('sha256').update('abc').digest('hex') });",
+    },
   });
   const ok = await user.post(`/reactors/${small.body.id}/react`, { body: { args: {} } });
   expect(ok.status).toBe(200);

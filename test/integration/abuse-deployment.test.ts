@@ -19,8 +19,11 @@ let counterUrl: string;
 const hits = () => counter.requests.length;
 
 beforeAll(async () => {
-  if (!existsSync('dist/server/worker-process.js') || !existsSync('dist/cli.js')) throw new Error('dist/ is not built: run npx tsc -p tsconfig.build.json');
-  const { spawnWorkerProcess } = (await import(`${process.cwd()}/dist/server/worker-process.js`)) as typeof import('../../src/server/worker-process.js');
+  if (!existsSync('dist/server/worker-process.js') || !existsSync('dist/cli.js'))
+    throw new Error('dist/ is not built: run npx tsc -p tsconfig.build.json');
+  const { spawnWorkerProcess } = (await import(
+    `${process.cwd()}/dist/server/worker-process.js`
+  )) as typeof import('../../src/server/worker-process.js');
   counter = await startHttpsServer((_req, res) => res.end('{}'));
   counterUrl = `${counter.url}/hit`;
   const config = loadConfig({
@@ -71,7 +74,10 @@ describe('10. the worker runs code for the API only', () => {
   test('a worker that listens beyond loopback does not start without a worker secret', async () => {
     const { startWorker } = await import('../../src/server/worker.js');
     const { createLogger } = await import('../../src/observability/logger.js');
-    const open = loadConfig({ requireStore: false, env: { TOKENVAULT_HOST: '0.0.0.0', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'silent' } });
+    const open = loadConfig({
+      requireStore: false,
+      env: { TOKENVAULT_HOST: '0.0.0.0', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'silent' },
+    });
     await expect(startWorker(open, createLogger('silent'))).rejects.toMatchObject({
       name: 'ConfigError',
       message: expect.stringContaining('TOKENVAULT_WORKER_SECRET_FILE'),
@@ -87,7 +93,11 @@ describe('10. the worker runs code for the API only', () => {
     const before = hits();
     const answer = await post(invocation(), headers);
     expect(answer.status).toBe(401);
-    expect(answer.body).toMatchObject({ status: 401, code: 'TV_UNAUTHENTICATED', detail: expect.stringContaining('X-TokenVault-Worker-Secret') });
+    expect(answer.body).toMatchObject({
+      status: 401,
+      code: 'TV_UNAUTHENTICATED',
+      detail: expect.stringContaining('X-TokenVault-Worker-Secret'),
+    });
     const batch = await post({ batch: [invocation()] }, headers);
     expect(batch.status).toBe(401);
     expect(hits()).toBe(before);
@@ -101,7 +111,11 @@ describe('10. the worker runs code for the API only', () => {
       expect(await api.invoke(invocation())).toMatchObject({ ok: true, result: { raw: { ran: true } } });
       expect(hits()).toBe(before + 1);
       // Without the secret, the API's answer is a 503 naming the setting to fix (not a 500).
-      await expect(stranger.invoke(invocation())).rejects.toMatchObject({ status: 503, code: 'TV_RUNTIME_UNAVAILABLE', detail: expect.stringContaining('TOKENVAULT_WORKER_SECRET') });
+      await expect(stranger.invoke(invocation())).rejects.toMatchObject({
+        status: 503,
+        code: 'TV_RUNTIME_UNAVAILABLE',
+        detail: expect.stringContaining('TOKENVAULT_WORKER_SECRET'),
+      });
       expect(hits()).toBe(before + 1);
     } finally {
       await Promise.all([api.close(), stranger.close()]);
@@ -112,17 +126,24 @@ describe('10. the worker runs code for the API only', () => {
     ['memoryMb', 4096, 'TOKENVAULT_REACTOR_MEMORY_MB'],
     ['cpuMs', 600_000, 'TOKENVAULT_REACTOR_CPU_MS'],
     ['timeoutMs', 600_000, 'TOKENVAULT_REACTOR_TIMEOUT_MS'],
-  ])('limits.%s above the worker\'s own maximum is a 400 naming the setting, and nothing runs', async (name, value, setting) => {
-    const before = hits();
-    const answer = await post(invocation({ limits: { [name]: value } }), { 'x-tokenvault-worker-secret': SECRET });
-    expect(answer.status).toBe(400);
-    expect(JSON.stringify(answer.body)).toContain(setting);
-    expect(answer.body).toMatchObject({ errors: { [`limits.${name}`]: [expect.stringContaining('must be at most')] } });
-    expect(hits()).toBe(before);
-    // At the maximum it runs.
-    const atMax = await post(invocation({ limits: { memoryMb: 64, cpuMs: 500, timeoutMs: 3000 } }), { 'x-tokenvault-worker-secret': SECRET });
-    expect(atMax).toMatchObject({ status: 200, body: { ok: true } });
+  ])(
+    "limits.%s above the worker's own maximum is a 400 naming the setting, and nothing runs",
+    async (name, value, setting) => {
+      const before = hits();
+      const answer = await post(invocation({ limits: { [name]: value } }), { 'x-tokenvault-worker-secret': SECRET });
+      expect(answer.status).toBe(400);
+      expect(JSON.stringify(answer.body)).toContain(setting);
+      expect(answer.body).toMatchObject({
+        errors: { [`limits.${name}`]: [expect.stringContaining('must be at most')] },
+      });
+      expect(hits()).toBe(before);
+      // At the maximum it runs.
+      const atMax = await post(invocation({ limits: { memoryMb: 64, cpuMs: 500, timeoutMs: 3000 } }), {
+        'x-tokenvault-worker-secret': SECRET,
+      });
+      expect(atMax).toMatchObject({ status: 200, body: { ok: true } });
 
-    expect(hits()).toBe(before + 1);
-  });
+      expect(hits()).toBe(before + 1);
+    },
+  );
 });

@@ -31,7 +31,9 @@ test('a session authorized before sessions recorded their authorizer is refused 
   const browser = client(api.url, (await app({ type: 'public', permissions: ['token:create'] })).key);
   const reader = client(api.url, (await app({ type: 'private', permissions: ['token:read'] })).key);
   const session = (await browser.post('/sessions')).body;
-  expect((await reader.post('/sessions/authorize', { body: { nonce: session.nonce, permissions: ['token:read'] } })).status).toBe(204);
+  expect(
+    (await reader.post('/sessions/authorize', { body: { nonce: session.nonce, permissions: ['token:read'] } })).status,
+  ).toBe(204);
 
   // Rewrite the session's key entry as the previous version stored it: grants, but no authorizer and no ceiling.
   const store = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
@@ -52,14 +54,28 @@ test('a session authorized before sessions recorded their authorizer is refused 
 
 describe('a management key grants no management permission it lacks', () => {
   test('application:create cannot mint a management key with more than the creator holds', async () => {
-    const creator = client(api.url, (await app({ type: 'management', permissions: ['application:create', 'report:read'] })).key);
-    const bigger = await creator.post('/applications', { body: { name: 'root', type: 'management', permissions: ['tenant:delete', 'application:update'] } });
+    const creator = client(
+      api.url,
+      (await app({ type: 'management', permissions: ['application:create', 'report:read'] })).key,
+    );
+    const bigger = await creator.post('/applications', {
+      body: { name: 'root', type: 'management', permissions: ['tenant:delete', 'application:update'] },
+    });
     expect(bigger.status).toBe(403);
     expect(bigger.body.detail).toMatch(/tenant:delete/);
     expect(bigger.body.key).toBeUndefined();
     // A subset of its own is fine, and so is a private key (issuing token access is what application:create is for).
-    expect((await creator.post('/applications', { body: { name: 'reports', type: 'management', permissions: ['report:read'] } })).status).toBe(201);
-    expect((await creator.post('/applications', { body: { name: 'server', type: 'private', permissions: ['token:read'] } })).status).toBe(201);
+    expect(
+      (
+        await creator.post('/applications', {
+          body: { name: 'reports', type: 'management', permissions: ['report:read'] },
+        })
+      ).status,
+    ).toBe(201);
+    expect(
+      (await creator.post('/applications', { body: { name: 'server', type: 'private', permissions: ['token:read'] } }))
+        .status,
+    ).toBe(201);
   });
 
   test('application:update cannot widen its own application nor take over a stronger key', async () => {
@@ -71,15 +87,27 @@ describe('a management key grants no management permission it lacks', () => {
     expect(widened.status).toBe(403);
     expect((await updater.get('/applications/key')).body.permissions).not.toContain('tenant:delete');
 
-    const root = await app({ type: 'management', permissions: ['tenant:delete', 'application:update', 'application:read'] });
+    const root = await app({
+      type: 'management',
+      permissions: ['tenant:delete', 'application:update', 'application:read'],
+    });
     const taken = await updater.post(`/applications/${root.id}/regenerate`);
     expect(taken.status).toBe(403);
     expect(taken.body.key).toBeUndefined();
     expect((await client(api.url, root.key).get('/tenants/self')).status).not.toBe(401);
     // Nor narrow-then-own: rewriting a stronger application needs what it holds now.
-    expect((await updater.put(`/applications/${root.id}`, { body: { name: 'root', permissions: ['application:read'] } })).status).toBe(403);
+    expect(
+      (await updater.put(`/applications/${root.id}`, { body: { name: 'root', permissions: ['application:read'] } }))
+        .status,
+    ).toBe(403);
     // Its own rights, and private applications, stay in reach.
-    expect((await updater.put(`/applications/${self.id}`, { body: { name: 'me', permissions: ['application:read', 'application:update'] } })).status).toBe(200);
+    expect(
+      (
+        await updater.put(`/applications/${self.id}`, {
+          body: { name: 'me', permissions: ['application:read', 'application:update'] },
+        })
+      ).status,
+    ).toBe(200);
     const server = await app({ type: 'private', permissions: ['token:read'] });
     expect((await updater.post(`/applications/${server.id}/regenerate`)).status).toBe(200);
   });
@@ -88,11 +116,26 @@ describe('a management key grants no management permission it lacks', () => {
 test('a key that expires cannot make, extend or take over an application that outlives it', async () => {
   const soon = new Date(Date.now() + 3600_000).toISOString();
   const later = new Date(Date.now() + 7200_000).toISOString();
-  const temp = await app({ type: 'management', permissions: ['application:create', 'application:update', 'application:read'], expires_at: soon });
+  const temp = await app({
+    type: 'management',
+    permissions: ['application:create', 'application:update', 'application:read'],
+    expires_at: soon,
+  });
   const admin = client(api.url, temp.key);
-  expect((await admin.post('/applications', { body: { name: 'forever', type: 'private', permissions: ['token:read'] } })).status).toBe(403);
-  expect((await admin.post('/applications', { body: { name: 'later', type: 'private', permissions: ['token:read'], expires_at: later } })).status).toBe(403);
-  const lifted = await admin.put(`/applications/${temp.id}`, { body: { name: 'me', permissions: ['application:create', 'application:update', 'application:read'] } });
+  expect(
+    (await admin.post('/applications', { body: { name: 'forever', type: 'private', permissions: ['token:read'] } }))
+      .status,
+  ).toBe(403);
+  expect(
+    (
+      await admin.post('/applications', {
+        body: { name: 'later', type: 'private', permissions: ['token:read'], expires_at: later },
+      })
+    ).status,
+  ).toBe(403);
+  const lifted = await admin.put(`/applications/${temp.id}`, {
+    body: { name: 'me', permissions: ['application:create', 'application:update', 'application:read'] },
+  });
   expect(lifted.status).toBe(403);
   expect((await admin.get('/applications/key')).body.expires_at).toBe(soon);
   const lasting = await app({ type: 'private', permissions: ['token:read'] });
@@ -100,7 +143,13 @@ test('a key that expires cannot make, extend or take over an application that ou
   expect(taken.status).toBe(403);
   expect(taken.body.key).toBeUndefined();
   // Within its own lifetime it works as before.
-  expect((await admin.post('/applications', { body: { name: 'brief', type: 'private', permissions: ['token:read'], expires_at: soon } })).status).toBe(201);
+  expect(
+    (
+      await admin.post('/applications', {
+        body: { name: 'brief', type: 'private', permissions: ['token:read'], expires_at: soon },
+      })
+    ).status,
+  ).toBe(201);
 });
 
 test("idempotency replays a key's own answer only: another key with the same BT-IDEMPOTENCY-KEY and body gets its own", async () => {
@@ -117,46 +166,85 @@ test("idempotency replays a key's own answer only: another key with the same BT-
   expect(theirs.body.data).toBeUndefined();
   // The same holds for application keys in a create answer: another management key never receives them.
   const other = client(api.url, (await app({ type: 'management', permissions: ['application:create'] })).key);
-  const created = await client(api.url, managementKey).post('/applications', { body: { name: 'x', type: 'private', permissions: ['token:use'] }, headers });
-  const replayed = await other.post('/applications', { body: { name: 'x', type: 'private', permissions: ['token:use'] }, headers });
+  const created = await client(api.url, managementKey).post('/applications', {
+    body: { name: 'x', type: 'private', permissions: ['token:use'] },
+    headers,
+  });
+  const replayed = await other.post('/applications', {
+    body: { name: 'x', type: 'private', permissions: ['token:use'] },
+    headers,
+  });
   expect(replayed.body.id).not.toBe(created.body.id);
   expect(replayed.body.key).not.toBe(created.body.key);
 });
 
 describe('a reactor or proxy runs with its application’s rights only when written with application:update', () => {
-  const READ_TOKEN = 'module.exports = async function (req) { return { raw: await req.bt.tokens.retrieve(req.args.id) }; };';
+  const READ_TOKEN =
+    'module.exports = async function (req) { return { raw: await req.bt.tokens.retrieve(req.args.id) }; };';
 
   test('reactor:create cannot attach an application whose rights the creator lacks', async () => {
-    const reader = await app({ type: 'private', rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:read'] }] });
-    const builder = client(api.url, (await app({ type: 'management', permissions: ['reactor:create', 'reactor:read', 'reactor:update'] })).key);
-    const created = await builder.post('/reactors', { body: { name: 'exfiltrate', code: READ_TOKEN, application: { id: reader.id } } });
+    const reader = await app({
+      type: 'private',
+      rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:read'] }],
+    });
+    const builder = client(
+      api.url,
+      (await app({ type: 'management', permissions: ['reactor:create', 'reactor:read', 'reactor:update'] })).key,
+    );
+    const created = await builder.post('/reactors', {
+      body: { name: 'exfiltrate', code: READ_TOKEN, application: { id: reader.id } },
+    });
     expect(created.status).toBe(403);
     expect(created.body.detail).toMatch(/application:update/);
 
     // Without an application the same key builds reactors; it cannot add one later, nor rewrite one that has one.
     const plain = await builder.post('/reactors', { body: { name: 'plain', code: READ_TOKEN } });
     expect(plain.status).toBe(201);
-    expect((await builder.patch(`/reactors/${plain.body.id}`, { body: { application: { id: reader.id } }, headers: MERGE })).status).toBe(403);
+    expect(
+      (await builder.patch(`/reactors/${plain.body.id}`, { body: { application: { id: reader.id } }, headers: MERGE }))
+        .status,
+    ).toBe(403);
     const admin = client(api.url, managementKey);
-    const attached = await admin.post('/reactors', { body: { name: 'reader', code: READ_TOKEN, application: { id: reader.id } } });
+    const attached = await admin.post('/reactors', {
+      body: { name: 'reader', code: READ_TOKEN, application: { id: reader.id } },
+    });
     expect(attached.status).toBe(201);
-    expect((await builder.put(`/reactors/${attached.body.id}`, { body: { name: 'reader', code: READ_TOKEN, application: { id: reader.id } } })).status).toBe(403);
+    expect(
+      (
+        await builder.put(`/reactors/${attached.body.id}`, {
+          body: { name: 'reader', code: READ_TOKEN, application: { id: reader.id } },
+        })
+      ).status,
+    ).toBe(403);
     expect((await admin.get(`/reactors/${attached.body.id}`)).body.name).toBe('reader');
 
     // Nor rewrite the code of a formula that a reactor with an application runs.
     const formulaBody = { name: 'f', type: 'private', code: READ_TOKEN, configuration: [], request_parameters: [] };
     const shared = (await admin.post('/reactor-formulas', { body: formulaBody })).body;
-    expect((await admin.post('/reactors', { body: { name: 'by formula', formula: { id: shared.id }, configuration: {}, application: { id: reader.id } } })).status).toBe(201);
-    const rewritten = await builder.put(`/reactor-formulas/${shared.id}`, { body: { ...formulaBody, code: 'module.exports = async () => ({ raw: 1 });' } });
+    expect(
+      (
+        await admin.post('/reactors', {
+          body: { name: 'by formula', formula: { id: shared.id }, configuration: {}, application: { id: reader.id } },
+        })
+      ).status,
+    ).toBe(201);
+    const rewritten = await builder.put(`/reactor-formulas/${shared.id}`, {
+      body: { ...formulaBody, code: 'module.exports = async () => ({ raw: 1 });' },
+    });
     expect(rewritten.status).toBe(403);
     expect((await admin.get(`/reactor-formulas/${shared.id}`)).body.code).toBe(READ_TOKEN);
     const own = (await builder.post('/reactor-formulas', { body: formulaBody })).body;
-    expect((await builder.put(`/reactor-formulas/${own.id}`, { body: { ...formulaBody, name: 'g' } })).status).toBe(200);
+    expect((await builder.put(`/reactor-formulas/${own.id}`, { body: { ...formulaBody, name: 'g' } })).status).toBe(
+      200,
+    );
   });
 
   test('proxy:create cannot attach an application, so no keyless proxy carries its rights to a chosen destination', async () => {
     const user = await app({ type: 'private', permissions: ['token:use', 'token:read'] });
-    const builder = client(api.url, (await app({ type: 'management', permissions: ['proxy:create', 'proxy:read', 'proxy:update'] })).key);
+    const builder = client(
+      api.url,
+      (await app({ type: 'management', permissions: ['proxy:create', 'proxy:read', 'proxy:update'] })).key,
+    );
     const body = {
       name: 'exfiltrate',
       destination_url: 'https://example.com/collect',
@@ -170,14 +258,20 @@ describe('a reactor or proxy runs with its application’s rights only when writ
 
     // An administrator's proxy with an application cannot be re-pointed by a key that may only edit proxies.
     const admin = client(api.url, managementKey);
-    const proxy = (await admin.post('/proxies', { body: { ...body, name: 'issuer', request_transform: undefined } })).body;
+    const proxy = (await admin.post('/proxies', { body: { ...body, name: 'issuer', request_transform: undefined } }))
+      .body;
     expect(proxy.id).toBeDefined();
-    const repointed = await builder.patch(`/proxies/${proxy.id}`, { body: { destination_url: 'https://example.org/collect' }, headers: MERGE });
+    const repointed = await builder.patch(`/proxies/${proxy.id}`, {
+      body: { destination_url: 'https://example.org/collect' },
+      headers: MERGE,
+    });
     expect(repointed.status).toBe(403);
     expect((await admin.get(`/proxies/${proxy.id}`)).body.destination_url).toBe('https://example.com/collect');
     // Proxies without an application stay the builder's to edit.
     const plain = await builder.post('/proxies', { body: { name: 'plain', destination_url: 'https://example.com/x' } });
     expect(plain.status).toBe(201);
-    expect((await builder.patch(`/proxies/${plain.body.id}`, { body: { name: 'renamed' }, headers: MERGE })).status).toBe(200);
+    expect(
+      (await builder.patch(`/proxies/${plain.body.id}`, { body: { name: 'renamed' }, headers: MERGE })).status,
+    ).toBe(200);
   });
 });

@@ -15,9 +15,15 @@ let publicKey: string;
 
 beforeAll(async () => {
   const operatorKey = generateApiKey();
-  api = await spawnApi(['api'], { TOKENVAULT_STORE: testEtcdStoreUrl(), TOKENVAULT_OPERATOR_KEY: operatorKey, TOKENVAULT_METRICS_PORT: '0' });
+  api = await spawnApi(['api'], {
+    TOKENVAULT_STORE: testEtcdStoreUrl(),
+    TOKENVAULT_OPERATOR_KEY: operatorKey,
+    TOKENVAULT_METRICS_PORT: '0',
+  });
   const { managementKey } = await createTenant(api.url, operatorKey);
-  publicKey = (await createApplication(api.url, managementKey, { name: 'browser', type: 'public', permissions: ['token:create'] })).key;
+  publicKey = (
+    await createApplication(api.url, managementKey, { name: 'browser', type: 'public', permissions: ['token:create'] })
+  ).key;
 }, 30_000);
 
 afterAll(async () => {
@@ -32,7 +38,12 @@ const MODERATE = '{% for i in (1..4000) %}{% assign k = i | plus: 1 %}{% endfor 
 function hostileBody(n: number): unknown {
   if (n % 2 === 0) {
     // A few tokens, each with a mask and a fingerprint expression that loop for seconds.
-    return Array.from({ length: 5 }, () => ({ type: 'token', data: 'secret', mask: NESTED, fingerprint_expression: NESTED }));
+    return Array.from({ length: 5 }, () => ({
+      type: 'token',
+      data: 'secret',
+      mask: NESTED,
+      fingerprint_expression: NESTED,
+    }));
   }
   // Many tokens in one bulk call, each with a mask that takes a few milliseconds.
   return Array.from({ length: 100 }, () => ({ type: 'token', data: 'secret', mask: MODERATE }));
@@ -47,8 +58,12 @@ test('6. while ten hostile expression requests run, /healthz p99 stays under 50 
   // Warm up both paths (connections, compiled code, parsed templates) so the samples measure the event loop as a
   // running service has it, not the first compilation of each code path.
   for (let i = 0; i < 5; i++) await call(api.url, 'GET', '/healthz');
-  await call(api.url, 'POST', '/tokenize', { key: publicKey, body: [{ type: 'token', data: 'warm', mask: '{{ data | slice: 0, 2 }}' }] });
-  for (let n = 0; n < 4; n++) expect((await call(api.url, 'POST', '/tokenize', { key: publicKey, body: hostileBody(n) })).status).toBe(400);
+  await call(api.url, 'POST', '/tokenize', {
+    key: publicKey,
+    body: [{ type: 'token', data: 'warm', mask: '{{ data | slice: 0, 2 }}' }],
+  });
+  for (let n = 0; n < 4; n++)
+    expect((await call(api.url, 'POST', '/tokenize', { key: publicKey, body: hostileBody(n) })).status).toBe(400);
 
   await call(api.metricsUrl!, 'GET', '/metrics');
   let running = true;
@@ -102,7 +117,10 @@ test('6. while ten hostile expression requests run, /healthz p99 stays under 50 
   expect(worst).toBeLessThan(50);
 
   // The service is still itself: an ordinary mask renders.
-  const ordinary = await call(api.url, 'POST', '/tokenize', { key: publicKey, body: [{ type: 'token', data: 'secret', mask: '{{ data | slice: 0, 2 }}' }] });
+  const ordinary = await call(api.url, 'POST', '/tokenize', {
+    key: publicKey,
+    body: [{ type: 'token', data: 'secret', mask: '{{ data | slice: 0, 2 }}' }],
+  });
   expect(ordinary.status).toBe(201);
   expect(ordinary.body[0].id).toEqual(expect.any(String));
 }, 90_000);

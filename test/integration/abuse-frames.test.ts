@@ -26,7 +26,8 @@ const FORGED = {
   'Content-Encoding': 'gzip',
   'X-Custom': 'kept',
 };
-const throwing = (options: Record<string, unknown>) => `${SDK} module.exports = async () => { throw new CustomHttpResponseError(${JSON.stringify(options)}); };`;
+const throwing = (options: Record<string, unknown>) =>
+  `${SDK} module.exports = async () => { throw new CustomHttpResponseError(${JSON.stringify(options)}); };`;
 
 let api: TestApi;
 let destination: HttpsTestServer;
@@ -42,7 +43,13 @@ beforeAll(async () => {
   api = await startTestApi({ TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost', TOKENVAULT_PROXY_CA_FILE: caFile });
   const tenant = await createTenant(api.url, api.operatorKey);
   management = client(api.url, tenant.managementKey);
-  callerKey = (await createApplication(api.url, tenant.managementKey, { name: 'caller', type: 'private', permissions: ['token:use'] })).key;
+  callerKey = (
+    await createApplication(api.url, tenant.managementKey, {
+      name: 'caller',
+      type: 'private',
+      permissions: ['token:use'],
+    })
+  ).key;
 }, 60_000);
 
 afterAll(async () => {
@@ -73,7 +80,11 @@ function expectVaultFrame(answer: Sent, trace: string) {
 
 describe('9. custom responses cannot forge the response frame', () => {
   test('reactor: framing, hop-by-hop, cookie and platform headers are dropped', async () => {
-    const reactor = (await management.post('/reactors', { body: { name: 'forger', code: throwing({ status: 418, headers: FORGED, body: { forged: true } }) } })).body;
+    const reactor = (
+      await management.post('/reactors', {
+        body: { name: 'forger', code: throwing({ status: 418, headers: FORGED, body: { forged: true } }) },
+      })
+    ).body;
     const answer = await send(api.url, 'POST', `/reactors/${reactor.id}/react`, {
       headers: { 'BT-API-KEY': callerKey, 'BT-TRACE-ID': 'caller-trace-1' },
       json: { args: {} },
@@ -88,8 +99,15 @@ describe('9. custom responses cannot forge the response frame', () => {
       [302, { Location: 'https://attacker.example/' }],
       [101, { Upgrade: 'websocket', Connection: 'upgrade' }],
     ] as const) {
-      const reactor = (await management.post('/reactors', { body: { name: `status-${status}`, code: throwing({ status, headers, body: { ok: true } }) } })).body;
-      const answer = await send(api.url, 'POST', `/reactors/${reactor.id}/react`, { headers: { 'BT-API-KEY': callerKey }, json: { args: {} } });
+      const reactor = (
+        await management.post('/reactors', {
+          body: { name: `status-${status}`, code: throwing({ status, headers, body: { ok: true } }) },
+        })
+      ).body;
+      const answer = await send(api.url, 'POST', `/reactors/${reactor.id}/react`, {
+        headers: { 'BT-API-KEY': callerKey },
+        json: { args: {} },
+      });
       expect([status, answer.status]).toEqual([status, 500]);
       expect(answer.headers['location']).toBeUndefined();
       expect(answer.headers['content-type']).toContain('application/problem+json');
@@ -100,9 +118,15 @@ describe('9. custom responses cannot forge the response frame', () => {
   });
 
   test('proxy request transform: the same headers are dropped, and no destination status is claimed', async () => {
-    const proxy = (await management.post('/proxies', {
-      body: { name: 'forger', destination_url: destination.url, request_transform: { code: throwing({ status: 418, headers: FORGED, body: { forged: true } }) } },
-    })).body;
+    const proxy = (
+      await management.post('/proxies', {
+        body: {
+          name: 'forger',
+          destination_url: destination.url,
+          request_transform: { code: throwing({ status: 418, headers: FORGED, body: { forged: true } }) },
+        },
+      })
+    ).body;
     const before = destination.requests.length;
     const answer = await send(api.url, 'POST', '/proxy', {
       headers: { 'BT-API-KEY': callerKey, 'BT-PROXY-KEY': proxy.key, 'BT-TRACE-ID': 'caller-trace-2' },
@@ -114,9 +138,15 @@ describe('9. custom responses cannot forge the response frame', () => {
   });
 
   test('proxy response transform: the destination status header stays the real one', async () => {
-    const proxy = (await management.post('/proxies', {
-      body: { name: 'forger', destination_url: destination.url, response_transform: { code: throwing({ status: 418, headers: FORGED, body: { forged: true } }) } },
-    })).body;
+    const proxy = (
+      await management.post('/proxies', {
+        body: {
+          name: 'forger',
+          destination_url: destination.url,
+          response_transform: { code: throwing({ status: 418, headers: FORGED, body: { forged: true } }) },
+        },
+      })
+    ).body;
     const answer = await send(api.url, 'POST', '/proxy', {
       headers: { 'BT-API-KEY': callerKey, 'BT-PROXY-KEY': proxy.key, 'BT-TRACE-ID': 'caller-trace-3' },
       json: {},
@@ -126,10 +156,21 @@ describe('9. custom responses cannot forge the response frame', () => {
   });
 
   test('proxy transform: a status outside 400-599 is refused', async () => {
-    const proxy = (await management.post('/proxies', {
-      body: { name: 'redirector', destination_url: destination.url, request_transform: { code: throwing({ status: 302, headers: { Location: 'https://attacker.example/' }, body: {} }) } },
-    })).body;
-    const answer = await send(api.url, 'POST', '/proxy', { headers: { 'BT-API-KEY': callerKey, 'BT-PROXY-KEY': proxy.key }, json: {} });
+    const proxy = (
+      await management.post('/proxies', {
+        body: {
+          name: 'redirector',
+          destination_url: destination.url,
+          request_transform: {
+            code: throwing({ status: 302, headers: { Location: 'https://attacker.example/' }, body: {} }),
+          },
+        },
+      })
+    ).body;
+    const answer = await send(api.url, 'POST', '/proxy', {
+      headers: { 'BT-API-KEY': callerKey, 'BT-PROXY-KEY': proxy.key },
+      json: {},
+    });
     expect(answer.status).toBe(500);
     expect(answer.headers['location']).toBeUndefined();
     expect(answer.json().proxy_error).toMatchObject({ code: 'TV_REACTOR_FAILED' });

@@ -27,7 +27,8 @@ function echoHeaders(req: IncomingMessage, res: ServerResponse) {
   req.on('end', () => {
     // Each header's bytes as received (rawHeaders are Latin-1 strings: one character per byte).
     const received: Record<string, string> = {};
-    for (let i = 0; i < req.rawHeaders.length; i += 2) received[req.rawHeaders[i].toLowerCase()] = headerBytes(req.rawHeaders[i + 1]);
+    for (let i = 0; i < req.rawHeaders.length; i += 2)
+      received[req.rawHeaders[i].toLowerCase()] = headerBytes(req.rawHeaders[i + 1]);
     res.setHeader('X-Back', bytesAsHeader('naïve ✓ Ωmega'));
     res.setHeader('content-type', 'application/json');
     // A Buffer, not a string: Node writes the headers of a string body in the body's encoding (UTF-8), not Latin-1.
@@ -41,11 +42,21 @@ beforeAll(async () => {
   api = await startTestApi({ TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost', TOKENVAULT_PROXY_CA_FILE: caFile });
   ({ managementKey } = await createTenant(api.url, api.operatorKey));
   management = client(api.url, managementKey);
-  writerKey = (await createApplication(api.url, managementKey, {
-    name: 'writer',
-    type: 'private',
-    rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:use'] }],
-  })).key;
+  writerKey = (
+    await createApplication(api.url, managementKey, {
+      name: 'writer',
+      type: 'private',
+      rules: [
+        {
+          description: 'all',
+          priority: 1,
+          container: '/',
+          transform: 'reveal',
+          permissions: ['token:create', 'token:read', 'token:use'],
+        },
+      ],
+    })
+  ).key;
   writer = client(api.url, writerKey);
 }, 60_000);
 
@@ -67,22 +78,60 @@ describe('14. names and descriptions', () => {
   };
 
   test.each(Object.entries(HOSTILE))('a name with %s is a 400 everywhere', async (_what, hostile) => {
-    const rule = (description: string) => [{ description, priority: 1, container: '/', transform: 'mask', permissions: ['token:read'] }];
+    const rule = (description: string) => [
+      { description, priority: 1, container: '/', transform: 'mask', permissions: ['token:read'] },
+    ];
     const attempts: Array<[string, Promise<{ status: number; body: any }>, string]> = [
       ['application name', management.post('/applications', { body: { name: hostile, type: 'private' } }), 'name'],
       ['reactor name', management.post('/reactors', { body: { name: hostile, code: CODE } }), 'name'],
-      ['formula name', management.post('/reactor-formulas', { body: { name: hostile, type: 'private', code: CODE } }), 'name'],
-      ['proxy name', management.post('/proxies', { body: { name: hostile, destination_url: destination.url } }), 'name'],
-      ['tenant name', call(api.url, 'POST', '/admin/tenants', { key: api.operatorKey, body: { name: hostile } }), 'name'],
+      [
+        'formula name',
+        management.post('/reactor-formulas', { body: { name: hostile, type: 'private', code: CODE } }),
+        'name',
+      ],
+      [
+        'proxy name',
+        management.post('/proxies', { body: { name: hostile, destination_url: destination.url } }),
+        'name',
+      ],
+      [
+        'tenant name',
+        call(api.url, 'POST', '/admin/tenants', { key: api.operatorKey, body: { name: hostile } }),
+        'name',
+      ],
       ['own tenant name', management.put('/tenants/self', { body: { name: hostile } }), 'name'],
-      ['token metadata key', writer.post('/tokens', { body: { type: 'token', data: 'x', metadata: { [`key${hostile}`]: 'v' } } }), `metadata.key${hostile}`],
-      ['reactor configuration name', management.post('/reactors', { body: { name: 'r', code: CODE, configuration: { [`KEY${hostile}`]: 'v' } } }), `configuration.KEY${hostile}`],
-      ['proxy configuration name', management.post('/proxies', { body: { name: 'p', destination_url: destination.url, configuration: { [`KEY${hostile}`]: 'v' } } }), `configuration.KEY${hostile}`],
+      [
+        'token metadata key',
+        writer.post('/tokens', { body: { type: 'token', data: 'x', metadata: { [`key${hostile}`]: 'v' } } }),
+        `metadata.key${hostile}`,
+      ],
+      [
+        'reactor configuration name',
+        management.post('/reactors', { body: { name: 'r', code: CODE, configuration: { [`KEY${hostile}`]: 'v' } } }),
+        `configuration.KEY${hostile}`,
+      ],
+      [
+        'proxy configuration name',
+        management.post('/proxies', {
+          body: { name: 'p', destination_url: destination.url, configuration: { [`KEY${hostile}`]: 'v' } },
+        }),
+        `configuration.KEY${hostile}`,
+      ],
     ];
     if (!hostile.includes('\n')) {
       // Descriptions may hold line breaks (and tabs), but nothing else of the kind.
-      attempts.push(['formula description', management.post('/reactor-formulas', { body: { name: 'f', type: 'private', code: CODE, description: hostile } }), 'description']);
-      attempts.push(['rule description', management.post('/applications', { body: { name: 'ok', type: 'private', rules: rule(hostile) } }), 'rules[0].description']);
+      attempts.push([
+        'formula description',
+        management.post('/reactor-formulas', {
+          body: { name: 'f', type: 'private', code: CODE, description: hostile },
+        }),
+        'description',
+      ]);
+      attempts.push([
+        'rule description',
+        management.post('/applications', { body: { name: 'ok', type: 'private', rules: rule(hostile) } }),
+        'rules[0].description',
+      ]);
     }
     for (const [what, pending, field] of attempts) {
       const answer = await pending;
@@ -96,10 +145,14 @@ describe('14. names and descriptions', () => {
     const name = 'Café – 日本語 ☕ ÆØÅ';
     expect((await management.post('/applications', { body: { name, type: 'private' } })).status).toBe(201);
     expect((await management.post('/reactors', { body: { name, code: CODE } })).status).toBe(201);
-    const formula = await management.post('/reactor-formulas', { body: { name, type: 'private', code: CODE, description: 'Line one\n\tline two\r\n' } });
+    const formula = await management.post('/reactor-formulas', {
+      body: { name, type: 'private', code: CODE, description: 'Line one\n\tline two\r\n' },
+    });
     expect(formula.status).toBe(201);
     expect(formula.body.description).toBe('Line one\n\tline two\r\n');
-    expect((await writer.post('/tokens', { body: { type: 'token', data: 'x', metadata: { 'clé': 'valeur ✓' } } })).status).toBe(201);
+    expect(
+      (await writer.post('/tokens', { body: { type: 'token', data: 'x', metadata: { clé: 'valeur ✓' } } })).status,
+    ).toBe(201);
   });
 });
 
@@ -132,11 +185,17 @@ describe('14. JSON nested deeper than TOKENVAULT_JSON_MAX_DEPTH is a 400 on ever
     });
     expectTooDeep({ status: zipped.status, body: zipped.json() });
     // Another JSON media type, another route.
-    expectTooDeep(await management.post('/applications', { raw: `{"name":"deep","type":"private","rules":${nested(400_000, '{}')}}`, headers: { 'Content-Type': 'application/merge-patch+json' } }));
+    expectTooDeep(
+      await management.post('/applications', {
+        raw: `{"name":"deep","type":"private","rules":${nested(400_000, '{}')}}`,
+        headers: { 'Content-Type': 'application/merge-patch+json' },
+      }),
+    );
   });
 
   test('the limit is exact: 64 levels pass the depth check, 65 do not; brackets inside strings do not count', async () => {
-    const at = (depth: number) => `{"type":"token","data":"x","metadata":{"k":"v"},"search_indexes":[],"containers":["/"],"mask":${nested(depth - 1)}}`;
+    const at = (depth: number) =>
+      `{"type":"token","data":"x","metadata":{"k":"v"},"search_indexes":[],"containers":["/"],"mask":${nested(depth - 1)}}`;
     const ok = await writer.post('/tokens', { raw: at(64) });
     expect(ok.body.code).not.toBe('TV_JSON_TOO_DEEP');
     expectTooDeep(await writer.post('/tokens', { raw: at(65) }));
@@ -152,9 +211,15 @@ describe('14. JSON nested deeper than TOKENVAULT_JSON_MAX_DEPTH is a 400 on ever
       body: deep,
     });
     expectTooDeep({ status: direct.status, body: direct.json() });
-    const proxy = (await management.post('/proxies', {
-      body: { name: 'transforming', destination_url: destination.url, request_transform: { code: 'module.exports = async (req) => req.args;' } },
-    })).body;
+    const proxy = (
+      await management.post('/proxies', {
+        body: {
+          name: 'transforming',
+          destination_url: destination.url,
+          request_transform: { code: 'module.exports = async (req) => req.args;' },
+        },
+      })
+    ).body;
     const transformed = await send(api.url, 'POST', '/proxy', {
       headers: { 'BT-API-KEY': writerKey, 'BT-PROXY-KEY': proxy.key, 'Content-Type': 'application/json' },
       body: nested(400_000),
@@ -177,9 +242,15 @@ describe('14. non-ASCII header values pass through the proxy byte for byte', () 
   });
 
   test('through a request transform too', async () => {
-    const proxy = (await management.post('/proxies', {
-      body: { name: 'identity', destination_url: destination.url, request_transform: { code: 'module.exports = async (req) => req.args;' } },
-    })).body;
+    const proxy = (
+      await management.post('/proxies', {
+        body: {
+          name: 'identity',
+          destination_url: destination.url,
+          request_transform: { code: 'module.exports = async (req) => req.args;' },
+        },
+      })
+    ).body;
     const answer = await send(api.url, 'GET', '/proxy', {
       headers: { 'BT-API-KEY': writerKey, 'BT-PROXY-KEY': proxy.key, 'X-Name': bytesAsHeader('Zoë ✓') },
     });

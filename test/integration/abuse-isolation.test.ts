@@ -12,7 +12,14 @@ import { generateApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startApi } from '../../src/server/api.js';
-import { TEST_KEK, createApplication, createTenant, startTestApi, testEtcdStoreUrl, type TestApi } from '../support/api.js';
+import {
+  TEST_KEK,
+  createApplication,
+  createTenant,
+  startTestApi,
+  testEtcdStoreUrl,
+  type TestApi,
+} from '../support/api.js';
 import { client, type Answer } from '../support/http.js';
 
 const HUNG = 'module.exports = () => new Promise(() => {});';
@@ -45,7 +52,11 @@ async function tenantWith(codes: Record<string, string>) {
     expect(created.status).toBe(201);
     ids[name] = created.body.id;
   }
-  const caller = client(api.url, (await createApplication(api.url, managementKey, { name: 'caller', type: 'private', permissions: ['token:use'] })).key);
+  const caller = client(
+    api.url,
+    (await createApplication(api.url, managementKey, { name: 'caller', type: 'private', permissions: ['token:use'] }))
+      .key,
+  );
   return { caller, ids };
 }
 
@@ -58,7 +69,8 @@ async function timed(call: () => Promise<Answer>): Promise<{ answer: Answer; ms:
 test('8. tenant A’s hung reactor calls leave tenant B’s trivial reactor fast, and A is told which limit it hit', async () => {
   const a = await tenantWith({ hung1: HUNG, hung2: HUNG, trivial: TRIVIAL });
   const b = await tenantWith({ trivial: TRIVIAL });
-  const react = (tenant: typeof a, name: string) => () => tenant.caller.post(`/reactors/${tenant.ids[name]}/react`, { body: { args: {} } });
+  const react = (tenant: typeof a, name: string) => () =>
+    tenant.caller.post(`/reactors/${tenant.ids[name]}/react`, { body: { args: {} } });
   // Compiled once, so that the measured calls are warm.
   expect((await react(b, 'trivial')()).status).toBe(200);
   expect((await react(a, 'trivial')()).status).toBe(200);
@@ -145,8 +157,21 @@ test('8. the API enforces the invocation time limit itself: a worker that never 
   const stalled = await startApi(config, createLogger('silent'));
   try {
     const { managementKey } = await createTenant(stalled.url, operatorKey);
-    const reactor = (await client(stalled.url, managementKey).post('/reactors', { body: { name: 'r', code: TRIVIAL, configuration: {} } })).body;
-    const caller = client(stalled.url, (await createApplication(stalled.url, managementKey, { name: 'caller', type: 'private', permissions: ['token:use'] })).key);
+    const reactor = (
+      await client(stalled.url, managementKey).post('/reactors', {
+        body: { name: 'r', code: TRIVIAL, configuration: {} },
+      })
+    ).body;
+    const caller = client(
+      stalled.url,
+      (
+        await createApplication(stalled.url, managementKey, {
+          name: 'caller',
+          type: 'private',
+          permissions: ['token:use'],
+        })
+      ).key,
+    );
     const { answer, ms } = await timed(() => caller.post(`/reactors/${reactor.id}/react`, { body: { args: {} } }));
     expect(answer.status).toBe(408);
     expect(answer.body.code).toBe('TV_RUNTIME_TIMEOUT');

@@ -19,12 +19,20 @@ const keysByKind: Record<string, string> = {};
 beforeAll(async () => {
   api = await startTestApi();
   const { managementKey } = await createTenant(api.url, api.operatorKey);
-  const writer = await createApplication(api.url, managementKey, { name: 'writer', type: 'private', permissions: ['token:create'] });
+  const writer = await createApplication(api.url, managementKey, {
+    name: 'writer',
+    type: 'private',
+    permissions: ['token:create'],
+  });
   const w = client(api.url, writer.key);
   ids = {
     card: (await w.post('/tokens', { body: { type: 'card', data: CARD } })).body.id,
     general: (await w.post('/tokens', { body: { type: 'token', data: GENERAL } })).body.id,
-    ssn: (await w.post('/tokens', { body: { type: 'social_security_number', data: SSN, containers: ['/users/employees/'] } })).body.id,
+    ssn: (
+      await w.post('/tokens', {
+        body: { type: 'social_security_number', data: SSN, containers: ['/users/employees/'] },
+      })
+    ).body.id,
   };
 
   keysByKind.rules = (
@@ -32,30 +40,82 @@ beforeAll(async () => {
       name: 'rules',
       type: 'private',
       rules: [
-        { description: 'cards masked', priority: 1, container: '/pci/', transform: 'mask', permissions: ['token:read', 'token:use'] },
-        { description: 'general revealed', priority: 2, container: '/general/', transform: 'reveal', permissions: ['token:read', 'token:use'] },
-        { description: 'people redacted', priority: 3, container: '/users/', transform: 'redact', permissions: ['token:read'] },
-        { description: 'never reached for cards', priority: 4, container: '/', transform: 'reveal', permissions: ['token:read'] },
+        {
+          description: 'cards masked',
+          priority: 1,
+          container: '/pci/',
+          transform: 'mask',
+          permissions: ['token:read', 'token:use'],
+        },
+        {
+          description: 'general revealed',
+          priority: 2,
+          container: '/general/',
+          transform: 'reveal',
+          permissions: ['token:read', 'token:use'],
+        },
+        {
+          description: 'people redacted',
+          priority: 3,
+          container: '/users/',
+          transform: 'redact',
+          permissions: ['token:read'],
+        },
+        {
+          description: 'never reached for cards',
+          priority: 4,
+          container: '/',
+          transform: 'reveal',
+          permissions: ['token:read'],
+        },
       ],
     })
   ).key;
-  keysByKind.read = (await createApplication(api.url, managementKey, { name: 'read', type: 'private', permissions: ['token:read'] })).key;
-  keysByKind.use = (await createApplication(api.url, managementKey, { name: 'use', type: 'private', permissions: ['token:use'] })).key;
+  keysByKind.read = (
+    await createApplication(api.url, managementKey, { name: 'read', type: 'private', permissions: ['token:read'] })
+  ).key;
+  keysByKind.use = (
+    await createApplication(api.url, managementKey, { name: 'use', type: 'private', permissions: ['token:use'] })
+  ).key;
 
-  const pub = await createApplication(api.url, managementKey, { name: 'web', type: 'public', permissions: ['token:create'] });
+  const pub = await createApplication(api.url, managementKey, {
+    name: 'web',
+    type: 'public',
+    permissions: ['token:create'],
+  });
   const session = await client(api.url, pub.key).post('/sessions');
   // A session gets at most its authorizer's rights: this server key may reveal and use every token.
   const authorizer = await createApplication(api.url, managementKey, {
     name: 'authorizer',
     type: 'private',
-    rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:read', 'token:use'] }],
+    rules: [
+      {
+        description: 'all',
+        priority: 1,
+        container: '/',
+        transform: 'reveal',
+        permissions: ['token:read', 'token:use'],
+      },
+    ],
   });
   await client(api.url, authorizer.key).post('/sessions/authorize', {
     body: {
       nonce: session.body.nonce,
       rules: [
-        { description: 'cards', priority: 1, conditions: [{ attribute: 'container', operator: 'starts_with', value: '/pci/' }], transform: 'reveal', permissions: ['token:read'] },
-        { description: 'generic', priority: 2, conditions: [{ attribute: 'type', operator: 'equals', value: 'token' }], transform: 'mask', permissions: ['token:read', 'token:use'] },
+        {
+          description: 'cards',
+          priority: 1,
+          conditions: [{ attribute: 'container', operator: 'starts_with', value: '/pci/' }],
+          transform: 'reveal',
+          permissions: ['token:read'],
+        },
+        {
+          description: 'generic',
+          priority: 2,
+          conditions: [{ attribute: 'type', operator: 'equals', value: 'token' }],
+          transform: 'mask',
+          permissions: ['token:read', 'token:use'],
+        },
       ],
     },
   });
@@ -96,7 +156,9 @@ describe.each(Object.keys(READS))('%s key', (kind) => {
   });
 
   test.each(['card', 'general', 'ssn'] as const)('uses %s as documented', async (token) => {
-    const answer = await client(api.url, keysByKind[kind]).post('/detokenize', { body: { value: `{{ ${ids[token]} }}` } });
+    const answer = await client(api.url, keysByKind[kind]).post('/detokenize', {
+      body: { value: `{{ ${ids[token]} }}` },
+    });
     const expected = USES[kind][token];
     if (expected === 403 || expected === 'redacted') {
       expect(answer.status).toBe(403);

@@ -22,7 +22,9 @@ test('create returns the key once; get and list never show it', async () => {
       name: 'checkout',
       type: 'private',
       permissions: ['token:read', 'token:use'],
-      rules: [{ description: 'cards', priority: 1, container: '/pci/', transform: 'mask', permissions: ['token:read'] }],
+      rules: [
+        { description: 'cards', priority: 1, container: '/pci/', transform: 'mask', permissions: ['token:read'] },
+      ],
     },
   });
   expect(created.status).toBe(201);
@@ -45,7 +47,11 @@ test('create returns the key once; get and list never show it', async () => {
 });
 
 test('the key authenticates as its application', async () => {
-  const app = await createApplication(api.url, admin.key(), { name: 'who', type: 'private', permissions: ['token:use'] });
+  const app = await createApplication(api.url, admin.key(), {
+    name: 'who',
+    type: 'private',
+    permissions: ['token:use'],
+  });
   const self = await client(api.url, app.key).get('/applications/key');
   expect(self.status).toBe(200);
   expect(self.body.id).toBe(app.id);
@@ -54,7 +60,12 @@ test('the key authenticates as its application', async () => {
 test('list pages through every application in creation order', async () => {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
   const mgmt = client(api.url, managementKey);
-  for (let i = 0; i < 5; i++) await createApplication(api.url, managementKey, { name: `app ${i}`, type: 'public', permissions: ['token:create'] });
+  for (let i = 0; i < 5; i++)
+    await createApplication(api.url, managementKey, {
+      name: `app ${i}`,
+      type: 'public',
+      permissions: ['token:create'],
+    });
   const first = await mgmt.get('/applications?page=1&size=4');
   const second = await mgmt.get('/applications?page=2&size=4');
   expect(first.body.pagination).toEqual({ total_items: 6, page_number: 1, page_size: 4, total_pages: 2 });
@@ -64,12 +75,18 @@ test('list pages through every application in creation order', async () => {
 });
 
 test('update replaces permissions and takes effect on the key at once', async () => {
-  const app = await createApplication(api.url, admin.key(), { name: 'ops', type: 'management', permissions: ['tenant:read'] });
+  const app = await createApplication(api.url, admin.key(), {
+    name: 'ops',
+    type: 'management',
+    permissions: ['tenant:read'],
+  });
   const ops = client(api.url, app.key);
   expect((await ops.get('/tenants/self')).status).toBe(200);
   expect((await ops.get('/applications')).status).toBe(403);
 
-  const updated = await admin.put(`/applications/${app.id}`, { body: { name: 'ops', permissions: ['application:read'] } });
+  const updated = await admin.put(`/applications/${app.id}`, {
+    body: { name: 'ops', permissions: ['application:read'] },
+  });
   expect(updated.status).toBe(200);
   expect(updated.body.permissions).toEqual(['application:read']);
   expect(updated.body.modified_at).toBeTruthy();
@@ -78,7 +95,11 @@ test('update replaces permissions and takes effect on the key at once', async ()
 });
 
 test('regenerate: the new key works, the old one is refused', async () => {
-  const app = await createApplication(api.url, admin.key(), { name: 'rotating', type: 'private', permissions: ['token:use'] });
+  const app = await createApplication(api.url, admin.key(), {
+    name: 'rotating',
+    type: 'private',
+    permissions: ['token:use'],
+  });
   expect((await client(api.url, app.key).get('/applications/key')).status).toBe(200);
   const regenerated = await admin.post(`/applications/${app.id}/regenerate`);
   expect(regenerated.status).toBe(200);
@@ -88,7 +109,11 @@ test('regenerate: the new key works, the old one is refused', async () => {
 });
 
 test('delete removes the application and its key', async () => {
-  const app = await createApplication(api.url, admin.key(), { name: 'doomed', type: 'private', permissions: ['token:use'] });
+  const app = await createApplication(api.url, admin.key(), {
+    name: 'doomed',
+    type: 'private',
+    permissions: ['token:use'],
+  });
   expect((await admin.delete(`/applications/${app.id}`)).status).toBe(204);
   expect((await admin.get(`/applications/${app.id}`)).status).toBe(404);
   expect((await admin.delete(`/applications/${app.id}`)).status).toBe(404);
@@ -97,7 +122,12 @@ test('delete removes the application and its key', async () => {
 
 test('an application past expires_at is refused', async () => {
   const expiresAt = new Date(Date.now() + 1500).toISOString();
-  const app = await createApplication(api.url, admin.key(), { name: 'brief', type: 'private', permissions: ['token:use'], expires_at: expiresAt });
+  const app = await createApplication(api.url, admin.key(), {
+    name: 'brief',
+    type: 'private',
+    permissions: ['token:use'],
+    expires_at: expiresAt,
+  });
   expect((await client(api.url, app.key).get('/applications/key')).status).toBe(200);
   await new Promise((resolve) => setTimeout(resolve, 1700));
   const refused = await client(api.url, app.key).get('/applications/key');
@@ -106,7 +136,9 @@ test('an application past expires_at is refused', async () => {
 });
 
 test('create_key: false makes an application without a key; regenerate gives it one', async () => {
-  const created = await admin.post('/applications', { body: { name: 'keyless', type: 'private', permissions: ['token:use'], create_key: false } });
+  const created = await admin.post('/applications', {
+    body: { name: 'keyless', type: 'private', permissions: ['token:use'], create_key: false },
+  });
   expect(created.status).toBe(201);
   expect(created.body.key).toBeUndefined();
   expect(created.body.keys).toEqual([]);
@@ -116,7 +148,9 @@ test('create_key: false makes an application without a key; regenerate gives it 
 
 test('GET /permissions lists permissions, filtered by application type', async () => {
   const all = await admin.get('/permissions');
-  expect(all.body.map((p: { type: string }) => p.type)).toEqual(expect.arrayContaining(['token:use', 'reactor:create', 'tenant:read']));
+  expect(all.body.map((p: { type: string }) => p.type)).toEqual(
+    expect.arrayContaining(['token:use', 'reactor:create', 'tenant:read']),
+  );
   const pub = await admin.get('/permissions?application_type=public');
   expect(pub.body.map((p: { type: string }) => p.type).sort()).toEqual(['token:create', 'token:update']);
   expect((await admin.get('/permissions?application_type=root')).status).toBe(400);

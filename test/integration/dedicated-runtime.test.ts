@@ -28,12 +28,25 @@ async function tenantWithReactor(): Promise<TenantFixture> {
   const backend = await createApplication(api.url, managementKey, {
     name: 'backend',
     type: 'private',
-    rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:use'] }],
+    rules: [
+      {
+        description: 'all',
+        priority: 1,
+        container: '/',
+        transform: 'reveal',
+        permissions: ['token:create', 'token:read', 'token:use'],
+      },
+    ],
   });
   const reactor = await mgmt.post('/reactors', { body: { name: 'r', configuration: {}, code: ECHO } });
   expect(reactor.status).toBe(201);
   const user = client(api.url, backend.key);
-  return { tenantId, name, managementKey, react: () => user.post(`/reactors/${reactor.body.id}/react`, { body: { args: { n: 1 } } }) };
+  return {
+    tenantId,
+    name,
+    managementKey,
+    react: () => user.post(`/reactors/${reactor.body.id}/react`, { body: { args: { n: 1 } } }),
+  };
 }
 
 async function invocationsOn(worker: RunningWorker): Promise<number> {
@@ -42,7 +55,10 @@ async function invocationsOn(worker: RunningWorker): Promise<number> {
 }
 
 const setRuntime = (tenant: TenantFixture, runtime: unknown) =>
-  call(api.url, 'PUT', `/admin/tenants/${tenant.tenantId}`, { key: api.operatorKey, body: { name: tenant.name, runtime } });
+  call(api.url, 'PUT', `/admin/tenants/${tenant.tenantId}`, {
+    key: api.operatorKey,
+    body: { name: tenant.name, runtime },
+  });
 
 let a: TenantFixture;
 let b: TenantFixture;
@@ -50,7 +66,10 @@ let b: TenantFixture;
 beforeAll(async () => {
   api = await startTestApi();
   dedicated = await startWorker(
-    loadConfig({ requireStore: false, env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_API_URL: api.url } }),
+    loadConfig({
+      requireStore: false,
+      env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_API_URL: api.url },
+    }),
     createLogger('silent'),
   );
   a = await tenantWithReactor();
@@ -86,7 +105,10 @@ describe('dedicated runtime', () => {
     expect(await invocationsOn(dedicated)).toBe(before + 1);
 
     // A PUT without runtime (the controller's name/settings updates) keeps it.
-    const renamed = await call(api.url, 'PUT', `/admin/tenants/${a.tenantId}`, { key: api.operatorKey, body: { name: a.name } });
+    const renamed = await call(api.url, 'PUT', `/admin/tenants/${a.tenantId}`, {
+      key: api.operatorKey,
+      body: { name: a.name },
+    });
     expect(renamed.body.runtime).toEqual({ worker_url: dedicated.url });
     expect((await a.react()).status).toBe(200);
     expect(await invocationsOn(dedicated)).toBe(before + 2);

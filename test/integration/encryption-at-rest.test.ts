@@ -21,17 +21,40 @@ test('no plaintext of token data, masks or fingerprint input in etcd', async () 
   const app = await createApplication(api.url, managementKey, {
     name: 'writer',
     type: 'private',
-    rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:update'] }],
+    rules: [
+      {
+        description: 'all',
+        priority: 1,
+        container: '/',
+        transform: 'reveal',
+        permissions: ['token:create', 'token:read', 'token:update'],
+      },
+    ],
   });
   const w = client(api.url, app.key);
   const secrets = ['4916338506082832', 'Zanzibar-Quokka', '987-65-4321', '876543210123', 'quokka@example.com'];
-  const card = await w.post('/tokens', { body: { type: 'card', data: { number: '4916338506082832', cvc: '731', expiration_month: 3, expiration_year: 2031 } } });
-  await w.post('/tokens', { body: { type: 'token', data: { pet: 'Zanzibar-Quokka' }, mask: '{{ data.pet | reveal_last: 3 }}' } });
+  const card = await w.post('/tokens', {
+    body: {
+      type: 'card',
+      data: { number: '4916338506082832', cvc: '731', expiration_month: 3, expiration_year: 2031 },
+    },
+  });
+  await w.post('/tokens', {
+    body: { type: 'token', data: { pet: 'Zanzibar-Quokka' }, mask: '{{ data.pet | reveal_last: 3 }}' },
+  });
   await w.post('/tokens', { body: { type: 'social_security_number', data: '987-65-4321' } });
   await w.post('/tokens', { body: { type: 'us_bank_account_number', data: '876543210123', deduplicate_token: true } });
-  await w.post('/tokens', { body: { type: 'token', data: 'quokka@example.com', fingerprint_expression: '{{ data | downcase }}' } });
-  await w.patch(`/tokens/${card.body.id}`, { body: { data: { cvc: '732' } }, headers: { 'Content-Type': 'application/merge-patch+json' } });
-  await w.post('/tokens', { body: { type: 'token', data: 'idempotent-Zanzibar-Quokka' }, headers: { 'BT-IDEMPOTENCY-KEY': 'k1' } });
+  await w.post('/tokens', {
+    body: { type: 'token', data: 'quokka@example.com', fingerprint_expression: '{{ data | downcase }}' },
+  });
+  await w.patch(`/tokens/${card.body.id}`, {
+    body: { data: { cvc: '732' } },
+    headers: { 'Content-Type': 'application/merge-patch+json' },
+  });
+  await w.post('/tokens', {
+    body: { type: 'token', data: 'idempotent-Zanzibar-Quokka' },
+    headers: { 'BT-IDEMPOTENCY-KEY': 'k1' },
+  });
 
   const raw = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
   try {

@@ -21,10 +21,21 @@ const file = (name: string, content: string) => {
 };
 let etcd: { endpoint: string; stop(): Promise<void> };
 let endpoint: string;
-let files: { ca: string; serverCert: string; serverKey: string; clientCert: string; clientKey: string; strangerCert: string; strangerKey: string };
+let files: {
+  ca: string;
+  serverCert: string;
+  serverKey: string;
+  clientCert: string;
+  clientKey: string;
+  strangerCert: string;
+  strangerKey: string;
+};
 
 /** Whether the store reaches etcd at `endpoint` with these files. */
-async function canConnect(endpoint: string, tls: { caFile?: string; certFile?: string; keyFile?: string }): Promise<boolean> {
+async function canConnect(
+  endpoint: string,
+  tls: { caFile?: string; certFile?: string; keyFile?: string },
+): Promise<boolean> {
   const store = openStore({ kind: 'etcd', endpoints: [`https://${endpoint}`], tls });
   try {
     await store.ping();
@@ -60,7 +71,13 @@ async function authority(name: string) {
         { name: 'basicConstraints', cA: false },
         { name: 'keyUsage', digitalSignature: true, critical: true },
         { name: 'extKeyUsage', ...usage },
-        { name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }] },
+        {
+          name: 'subjectAltName',
+          altNames: [
+            { type: 2, value: 'localhost' },
+            { type: 7, ip: '127.0.0.1' },
+          ],
+        },
       ],
     });
   return { ca, leaf };
@@ -115,16 +132,38 @@ test('the API runs on etcd over TLS with its client certificate', async () => {
 
 test.each([
   ['without a client certificate', { TOKENVAULT_STORE: 'etcds://ENDPOINT', TOKENVAULT_ETCD_CA_FILE: 'CA' }],
-  ['with a client certificate of another CA', { TOKENVAULT_STORE: 'etcds://ENDPOINT', TOKENVAULT_ETCD_CA_FILE: 'CA', TOKENVAULT_ETCD_CERT_FILE: 'STRANGER_CERT', TOKENVAULT_ETCD_KEY_FILE: 'STRANGER_KEY' }],
+  [
+    'with a client certificate of another CA',
+    {
+      TOKENVAULT_STORE: 'etcds://ENDPOINT',
+      TOKENVAULT_ETCD_CA_FILE: 'CA',
+      TOKENVAULT_ETCD_CERT_FILE: 'STRANGER_CERT',
+      TOKENVAULT_ETCD_KEY_FILE: 'STRANGER_KEY',
+    },
+  ],
   ['in plaintext', { TOKENVAULT_STORE: 'etcd://ENDPOINT' }],
-])('etcd refuses the store %s', async (_name, template) => {
-  const substitute: Record<string, string> = { ENDPOINT: endpoint, CA: files.ca, STRANGER_CERT: files.strangerCert, STRANGER_KEY: files.strangerKey };
-  const env = Object.fromEntries(Object.entries(template).map(([name, value]) => [name, value.replace(/ENDPOINT|STRANGER_CERT|STRANGER_KEY|CA/, (m) => substitute[m])]));
-  const store = storeFrom(env);
-  try {
-    await expect(store.ping()).rejects.toBeDefined();
-    await expect(store.get('anything')).rejects.toBeDefined();
-  } finally {
-    await store.close();
-  }
-}, 30_000);
+])(
+  'etcd refuses the store %s',
+  async (_name, template) => {
+    const substitute: Record<string, string> = {
+      ENDPOINT: endpoint,
+      CA: files.ca,
+      STRANGER_CERT: files.strangerCert,
+      STRANGER_KEY: files.strangerKey,
+    };
+    const env = Object.fromEntries(
+      Object.entries(template).map(([name, value]) => [
+        name,
+        value.replace(/ENDPOINT|STRANGER_CERT|STRANGER_KEY|CA/, (m) => substitute[m]),
+      ]),
+    );
+    const store = storeFrom(env);
+    try {
+      await expect(store.ping()).rejects.toBeDefined();
+      await expect(store.get('anything')).rejects.toBeDefined();
+    } finally {
+      await store.close();
+    }
+  },
+  30_000,
+);

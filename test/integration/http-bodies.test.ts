@@ -17,11 +17,21 @@ let key: string;
 beforeAll(async () => {
   api = await startTestApi();
   const tenant = await createTenant(api.url, api.operatorKey);
-  key = (await createApplication(api.url, tenant.managementKey, {
+  key = (
+    await createApplication(api.url, tenant.managementKey, {
       name: 'bodies',
       type: 'private',
-      rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read'] }],
-    })).key;
+      rules: [
+        {
+          description: 'all',
+          priority: 1,
+          container: '/',
+          transform: 'reveal',
+          permissions: ['token:create', 'token:read'],
+        },
+      ],
+    })
+  ).key;
 });
 
 afterAll(async () => {
@@ -31,14 +41,24 @@ afterAll(async () => {
 const card = { type: 'card', data: { number: '4242424242424242', expiration_month: 12, expiration_year: 2030 } };
 
 /** A raw HTTP request with exactly these headers and body bytes; the answer's status and parsed body. */
-function rawPost(path: string, headers: Record<string, string>, body: Buffer, chunked = false): Promise<{ status: number; body: any }> {
+function rawPost(
+  path: string,
+  headers: Record<string, string>,
+  body: Buffer,
+  chunked = false,
+): Promise<{ status: number; body: any }> {
   return new Promise((resolve, reject) => {
     const url = new URL(api.url);
-    const req = httpRequest({ host: url.hostname, port: url.port, path, method: 'POST', headers: { 'BT-API-KEY': key, ...headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(Buffer.concat(chunks).toString('utf8') || 'null') }));
-    });
+    const req = httpRequest(
+      { host: url.hostname, port: url.port, path, method: 'POST', headers: { 'BT-API-KEY': key, ...headers } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({ status: res.statusCode!, body: JSON.parse(Buffer.concat(chunks).toString('utf8') || 'null') }),
+        );
+      },
+    );
     req.on('error', reject);
     if (chunked) {
       // Two writes without a Content-Length: node sends Transfer-Encoding: chunked.
@@ -65,34 +85,62 @@ describe('JSON request bodies', () => {
     expect(chunked.status).toBe(201);
     expect(chunked.body.data.number).toBe('4242424242424242');
     const gzip = gzipSync(json);
-    const zipped = await rawPost('/tokens', { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip', 'Content-Length': String(gzip.length) }, gzip);
+    const zipped = await rawPost(
+      '/tokens',
+      { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip', 'Content-Length': String(gzip.length) },
+      gzip,
+    );
     expect(zipped.status).toBe(201);
     expect(zipped.body.data.number).toBe('4242424242424242');
   });
 
   test('a leading byte order mark is ignored; non-ASCII text survives', async () => {
-    const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify({ type: 'token', data: 'naïve ✓ 名前' }))]);
-    const answer = await rawPost('/tokens', { 'Content-Type': 'application/json', 'Content-Length': String(body.length) }, body);
+    const body = Buffer.concat([
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from(JSON.stringify({ type: 'token', data: 'naïve ✓ 名前' })),
+    ]);
+    const answer = await rawPost(
+      '/tokens',
+      { 'Content-Type': 'application/json', 'Content-Length': String(body.length) },
+      body,
+    );
     expect(answer.status).toBe(201);
     expect(answer.body.data).toBe('naïve ✓ 名前');
   });
 
   test('an empty body is an empty object: a 400 naming the missing field, not a parse error', async () => {
-    const answer = await rawPost('/tokens', { 'Content-Type': 'application/json', 'Content-Length': '0' }, Buffer.alloc(0));
+    const answer = await rawPost(
+      '/tokens',
+      { 'Content-Type': 'application/json', 'Content-Length': '0' },
+      Buffer.alloc(0),
+    );
     expect(answer.status).toBe(400);
     expect(answer.body.code).toBe('TV_INVALID_BODY');
   });
 
   test('malformed JSON is TV_MALFORMED_JSON on both paths', async () => {
     const broken = Buffer.from('{"type": "card", ');
-    const direct = await rawPost('/tokens', { 'Content-Type': 'application/json', 'Content-Length': String(broken.length) }, broken);
+    const direct = await rawPost(
+      '/tokens',
+      { 'Content-Type': 'application/json', 'Content-Length': String(broken.length) },
+      broken,
+    );
     expect([direct.status, direct.body.code]).toEqual([400, 'TV_MALFORMED_JSON']);
-    const chunked = await rawPost('/tokens', { 'Content-Type': 'application/json' }, Buffer.concat([broken, Buffer.from('          ')]), true);
+    const chunked = await rawPost(
+      '/tokens',
+      { 'Content-Type': 'application/json' },
+      Buffer.concat([broken, Buffer.from('          ')]),
+      true,
+    );
     expect([chunked.status, chunked.body.code]).toEqual([400, 'TV_MALFORMED_JSON']);
   });
 
   test('a charset other than UTF-8 is 415', async () => {
-    const answer = await call(api.url, 'POST', '/tokens', { key, body: card, headers: { 'Content-Type': 'application/json; charset=koi8-r' } });
+    const answer = await call(api.url, 'POST', '/tokens', {
+      key,
+      body: card,
+      headers: { 'Content-Type': 'application/json; charset=koi8-r' },
+    });
     expect(answer.status).toBe(415);
   });
 
@@ -100,7 +148,9 @@ describe('JSON request bodies', () => {
     const url = new URL(api.url);
     const socket = connect(Number(url.port), url.hostname);
     await new Promise((resolve) => socket.once('connect', resolve));
-    socket.write(`POST /tokens HTTP/1.1\r\nHost: x\r\nBT-API-KEY: ${key}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"type":`);
+    socket.write(
+      `POST /tokens HTTP/1.1\r\nHost: x\r\nBT-API-KEY: ${key}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"type":`,
+    );
     await new Promise((resolve) => setTimeout(resolve, 50));
     socket.destroy();
     const after = await call(api.url, 'POST', '/tokens', { key, body: card });

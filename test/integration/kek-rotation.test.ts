@@ -47,7 +47,10 @@ async function newTenant(): Promise<string> {
   // A whole tenant record: the registry is shared with the other test files, which list it.
   const now = new Date().toISOString();
   const settings = { deduplicate_tokens: 'false', fingerprint_tokens: 'true' };
-  await store.put(keys.tenant(id), JSON.stringify({ id, owner_id: id, name: 'kek rotation', settings, created_at: now, created_by: id }));
+  await store.put(
+    keys.tenant(id),
+    JSON.stringify({ id, owner_id: id, name: 'kek rotation', settings, created_at: now, created_by: id }),
+  );
   return id;
 }
 
@@ -76,7 +79,10 @@ function spellings(key: Buffer): string[] {
   return [key.toString('base64'), key.toString('base64url'), key.toString('hex')].map((s) => s.replace(/=+$/, ''));
 }
 
-function runCli(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+function runCli(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
@@ -96,10 +102,14 @@ test('tokens written before and after a KEK rotation all decrypt under the new K
 
   // Before the rotation the new key alone opens nothing.
   const failuresBefore = lines.length;
-  await expect(new TenantCrypto(store, new KeyRing([b]), logger).decrypt(tenant, before[0].id, before[0].sealed)).rejects.toBeInstanceOf(
-    Errors.DecryptionFailed,
-  );
-  expect(JSON.parse(lines[failuresBefore])).toMatchObject({ tenant_id: tenant, kek_id: kekId(a), reason: 'key-encryption key not configured' });
+  await expect(
+    new TenantCrypto(store, new KeyRing([b]), logger).decrypt(tenant, before[0].id, before[0].sealed),
+  ).rejects.toBeInstanceOf(Errors.DecryptionFailed);
+  expect(JSON.parse(lines[failuresBefore])).toMatchObject({
+    tenant_id: tenant,
+    kek_id: kekId(a),
+    reason: 'key-encryption key not configured',
+  });
 
   // Replicas roll to [B, A]: old data reads, and a tenant that appears now is wrapped by B from the start.
   const rolled = new TenantCrypto(store, new KeyRing([b, a]), logger);
@@ -147,10 +157,13 @@ test('`tokenvault keys rotate` re-wraps under the primary and prints a summary l
   const tenant = await newTenant();
   const token = await write(new TenantCrypto(store, new KeyRing([b]), logger), tenant, 'cli');
 
-  const run = await runCli(['keys', 'rotate', '--store', storeUrl], { TOKENVAULT_KEK: `${c.toString('base64')},${b.toString('base64')}` });
-  const match = /^keys rotate: primary KEK ([0-9a-f]{16}); (\d+) tenants checked, (\d+) keys re-wrapped, (\d+) tenants failed$/.exec(
-    run.stdout.trim(),
-  );
+  const run = await runCli(['keys', 'rotate', '--store', storeUrl], {
+    TOKENVAULT_KEK: `${c.toString('base64')},${b.toString('base64')}`,
+  });
+  const match =
+    /^keys rotate: primary KEK ([0-9a-f]{16}); (\d+) tenants checked, (\d+) keys re-wrapped, (\d+) tenants failed$/.exec(
+      run.stdout.trim(),
+    );
   expect(match).not.toBeNull();
   const [, primary, tenants, rewrapped, failed] = match!;
   expect(primary).toBe(kekId(c));
@@ -164,7 +177,9 @@ test('`tokenvault keys rotate` re-wraps under the primary and prints a summary l
   expect(await readBack(new TenantCrypto(store, new KeyRing([c]), logger), tenant, token)).toBe(token.plaintext);
 
   // Run again: nothing left to do for this tenant.
-  const again = await runCli(['keys', 'rotate', '--store', storeUrl], { TOKENVAULT_KEK: `${c.toString('base64')},${b.toString('base64')}` });
+  const again = await runCli(['keys', 'rotate', '--store', storeUrl], {
+    TOKENVAULT_KEK: `${c.toString('base64')},${b.toString('base64')}`,
+  });
   expect(again.stdout).toMatch(/^keys rotate: primary KEK [0-9a-f]{16}; \d+ tenants checked, \d+ keys re-wrapped/);
   expect(await kekIdsOf(tenant)).toEqual([kekId(c), kekId(c)]);
 }, 60_000);

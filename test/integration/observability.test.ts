@@ -19,7 +19,10 @@ let api: TestApi;
 
 beforeAll(async () => {
   etcd = await startEtcd();
-  api = await startTestApi({ TOKENVAULT_STORE: `etcd://${new URL(etcd.endpoint).host}`, TOKENVAULT_LOG_LEVEL: 'info' }, logSink);
+  api = await startTestApi(
+    { TOKENVAULT_STORE: `etcd://${new URL(etcd.endpoint).host}`, TOKENVAULT_LOG_LEVEL: 'info' },
+    logSink,
+  );
 }, 30_000);
 
 afterAll(async () => {
@@ -29,7 +32,11 @@ afterAll(async () => {
 
 test('metrics count requests by route pattern, never by raw path', async () => {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
-  const app = await createApplication(api.url, managementKey, { name: 'm', type: 'private', permissions: ['token:use'] });
+  const app = await createApplication(api.url, managementKey, {
+    name: 'm',
+    type: 'private',
+    permissions: ['token:use'],
+  });
   await client(api.url, managementKey).get(`/applications/${app.id}`);
   const metrics = await call(api.metricsUrl!, 'GET', '/metrics');
   expect(metrics.status).toBe(200);
@@ -59,18 +66,40 @@ test('/metrics is served on the metrics port only, not on the API port the world
 
 test('logs never contain keys, nonces or request bodies', async () => {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
-  const pub = await createApplication(api.url, managementKey, { name: 'secret-name-xyz', type: 'public', permissions: ['token:create'] });
-  const server = await createApplication(api.url, managementKey, { name: 'server', type: 'private', permissions: ['token:read', 'token:create'] });
-  const token = (await client(api.url, server.key).post('/tokens', { body: { type: 'token', data: 'opaque-value-xyz' } })).body;
+  const pub = await createApplication(api.url, managementKey, {
+    name: 'secret-name-xyz',
+    type: 'public',
+    permissions: ['token:create'],
+  });
+  const server = await createApplication(api.url, managementKey, {
+    name: 'server',
+    type: 'private',
+    permissions: ['token:read', 'token:create'],
+  });
+  const token = (
+    await client(api.url, server.key).post('/tokens', { body: { type: 'token', data: 'opaque-value-xyz' } })
+  ).body;
   const session = await client(api.url, pub.key).post('/sessions');
   // An authorizer that holds what it grants: the session is authorized and used, so its key passes through the logs.
-  const authorized = await client(api.url, server.key).post('/sessions/authorize', { body: { nonce: session.body.nonce, permissions: ['token:read'] } });
+  const authorized = await client(api.url, server.key).post('/sessions/authorize', {
+    body: { nonce: session.body.nonce, permissions: ['token:read'] },
+  });
   expect(authorized.status).toBe(204);
   expect((await client(api.url, session.body.session_key).get(`/tokens/${token.id}`)).status).toBe(200);
   await client(api.url, managementKey).post('/applications', { raw: '{"name": "4242424242424242"' });
   const text = logLines.join('');
   expect(text).toContain('"msg":"request"');
-  for (const secret of [managementKey, pub.key, server.key, session.body.session_key, session.body.nonce, api.operatorKey, 'secret-name-xyz', 'opaque-value-xyz', '4242424242424242']) {
+  for (const secret of [
+    managementKey,
+    pub.key,
+    server.key,
+    session.body.session_key,
+    session.body.nonce,
+    api.operatorKey,
+    'secret-name-xyz',
+    'opaque-value-xyz',
+    '4242424242424242',
+  ]) {
     expect(text).not.toContain(secret);
   }
 });

@@ -16,7 +16,21 @@ beforeAll(async () => {
   api = await startTestApi();
   ({ tenantId } = await createTenant(api.url, api.operatorKey));
   // An unmanaged management key of the same tenant, made through the operator, for the refusals below.
-  const app = await asOperator('POST', '/applications', { name: 'admin', type: 'management', permissions: ['application:create', 'application:update', 'application:delete', 'reactor:update', 'reactor:delete', 'proxy:update', 'proxy:delete', 'tenant:update', 'tenant:delete'] });
+  const app = await asOperator('POST', '/applications', {
+    name: 'admin',
+    type: 'management',
+    permissions: [
+      'application:create',
+      'application:update',
+      'application:delete',
+      'reactor:update',
+      'reactor:delete',
+      'proxy:update',
+      'proxy:delete',
+      'tenant:update',
+      'tenant:delete',
+    ],
+  });
   mgmt = client(api.url, app.body.key);
 });
 
@@ -24,7 +38,13 @@ afterAll(async () => {
   await api?.close();
 });
 
-function asOperator(method: string, path: string, body?: unknown, owner?: string, headers: Record<string, string> = {}) {
+function asOperator(
+  method: string,
+  path: string,
+  body?: unknown,
+  owner?: string,
+  headers: Record<string, string> = {},
+) {
   return call(api.url, method, path, {
     key: api.operatorKey,
     body,
@@ -35,26 +55,57 @@ function asOperator(method: string, path: string, body?: unknown, owner?: string
 describe('the operator in a tenant', () => {
   test('creates with a chosen id; the same id again → 409', async () => {
     const id = randomUUID();
-    const created = await asOperator('POST', '/applications', { id, name: 'checkout', type: 'private', permissions: ['token:use'] }, 'Application/shop/checkout');
+    const created = await asOperator(
+      'POST',
+      '/applications',
+      { id, name: 'checkout', type: 'private', permissions: ['token:use'] },
+      'Application/shop/checkout',
+    );
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ id, managed_by: { kind: 'Application', namespace: 'shop', name: 'checkout' } });
-    expect((await asOperator('POST', '/applications', { id, name: 'checkout', type: 'private', permissions: ['token:use'] })).status).toBe(409);
+    expect(created.body).toMatchObject({
+      id,
+      managed_by: { kind: 'Application', namespace: 'shop', name: 'checkout' },
+    });
+    expect(
+      (await asOperator('POST', '/applications', { id, name: 'checkout', type: 'private', permissions: ['token:use'] }))
+        .status,
+    ).toBe(409);
   });
 
   test('BT-TENANT-ID of no tenant → 404; malformed → 400; with a tenant key → 403', async () => {
-    expect((await call(api.url, 'GET', '/tenants/self', { key: api.operatorKey, headers: { 'BT-TENANT-ID': randomUUID() } })).status).toBe(404);
-    expect((await call(api.url, 'GET', '/tenants/self', { key: api.operatorKey, headers: { 'BT-TENANT-ID': 'nope' } })).status).toBe(400);
+    expect(
+      (await call(api.url, 'GET', '/tenants/self', { key: api.operatorKey, headers: { 'BT-TENANT-ID': randomUUID() } }))
+        .status,
+    ).toBe(404);
+    expect(
+      (await call(api.url, 'GET', '/tenants/self', { key: api.operatorKey, headers: { 'BT-TENANT-ID': 'nope' } }))
+        .status,
+    ).toBe(400);
     expect((await mgmt.get('/tenants/self', { headers: { 'BT-TENANT-ID': tenantId } })).status).toBe(403);
   });
 
   test('BT-MANAGED-BY is the operator’s alone, and must name an object', async () => {
-    const refused = await mgmt.post('/applications', { body: { name: 'x', type: 'private', permissions: ['token:use'] }, headers: { 'BT-MANAGED-BY': 'Application/shop/x' } });
+    const refused = await mgmt.post('/applications', {
+      body: { name: 'x', type: 'private', permissions: ['token:use'] },
+      headers: { 'BT-MANAGED-BY': 'Application/shop/x' },
+    });
     expect(refused.status).toBe(403);
-    expect((await asOperator('POST', '/applications', { name: 'x', type: 'private', permissions: ['token:use'] }, 'not an object')).status).toBe(400);
+    expect(
+      (
+        await asOperator(
+          'POST',
+          '/applications',
+          { name: 'x', type: 'private', permissions: ['token:use'] },
+          'not an object',
+        )
+      ).status,
+    ).toBe(400);
   });
 
   test('only the operator chooses ids', async () => {
-    const answer = await mgmt.post('/applications', { body: { id: randomUUID(), name: 'x', type: 'private', permissions: ['token:use'] } });
+    const answer = await mgmt.post('/applications', {
+      body: { id: randomUUID(), name: 'x', type: 'private', permissions: ['token:use'] },
+    });
     expect(answer.status).toBe(400);
     expect(answer.body.errors.id).toBeTruthy();
   });
@@ -62,7 +113,12 @@ describe('the operator in a tenant', () => {
 
 describe('managed resources refuse changes from other keys', () => {
   test('applications', async () => {
-    const app = await asOperator('POST', '/applications', { name: 'managed', type: 'private', permissions: ['token:use'] }, 'Application/shop/managed');
+    const app = await asOperator(
+      'POST',
+      '/applications',
+      { name: 'managed', type: 'private', permissions: ['token:use'] },
+      'Application/shop/managed',
+    );
     const id = app.body.id;
     for (const answer of [
       await mgmt.put(`/applications/${id}`, { body: { name: 'hijacked', permissions: ['token:use'] } }),
@@ -72,27 +128,52 @@ describe('managed resources refuse changes from other keys', () => {
       expect(answer.status).toBe(409);
       expect(answer.body.detail).toContain('Application shop/managed');
     }
-    expect((await asOperator('PUT', `/applications/${id}`, { name: 'renamed', permissions: ['token:use'] })).body.name).toBe('renamed');
+    expect(
+      (await asOperator('PUT', `/applications/${id}`, { name: 'renamed', permissions: ['token:use'] })).body.name,
+    ).toBe('renamed');
     expect((await asOperator('DELETE', `/applications/${id}`)).status).toBe(204);
   });
 
   test('formulas and reactors', async () => {
-    const formula = await asOperator('POST', '/reactor-formulas', { name: 'f', type: 'private', code: ECHO, configuration: [], request_parameters: [] }, 'ReactorFormula/shop/f');
+    const formula = await asOperator(
+      'POST',
+      '/reactor-formulas',
+      { name: 'f', type: 'private', code: ECHO, configuration: [], request_parameters: [] },
+      'ReactorFormula/shop/f',
+    );
     expect(formula.status).toBe(201);
-    const reactor = await asOperator('POST', '/reactors', { name: 'r', formula: { id: formula.body.id }, configuration: {} }, 'Reactor/shop/r');
+    const reactor = await asOperator(
+      'POST',
+      '/reactors',
+      { name: 'r', formula: { id: formula.body.id }, configuration: {} },
+      'Reactor/shop/r',
+    );
     expect(reactor.status).toBe(201);
     const put = await mgmt.put(`/reactors/${reactor.body.id}`, { body: { name: 'x', configuration: {} } });
     expect(put.status).toBe(409);
     expect(put.body.detail).toContain('Reactor shop/r');
-    expect((await mgmt.patch(`/reactors/${reactor.body.id}`, { body: { name: 'x' }, headers: MERGE })).status).toBe(409);
+    expect((await mgmt.patch(`/reactors/${reactor.body.id}`, { body: { name: 'x' }, headers: MERGE })).status).toBe(
+      409,
+    );
     expect((await mgmt.delete(`/reactors/${reactor.body.id}`)).status).toBe(409);
-    expect((await mgmt.put(`/reactor-formulas/${formula.body.id}`, { body: { name: 'x', type: 'private', code: ECHO, configuration: [], request_parameters: [] } })).status).toBe(409);
+    expect(
+      (
+        await mgmt.put(`/reactor-formulas/${formula.body.id}`, {
+          body: { name: 'x', type: 'private', code: ECHO, configuration: [], request_parameters: [] },
+        })
+      ).status,
+    ).toBe(409);
     expect((await asOperator('DELETE', `/reactors/${reactor.body.id}`)).status).toBe(204);
     expect((await asOperator('DELETE', `/reactor-formulas/${formula.body.id}`)).status).toBe(204);
   });
 
   test('proxies', async () => {
-    const proxy = await asOperator('POST', '/proxies', { name: 'p', destination_url: 'https://example.com/' }, 'Proxy/shop/p');
+    const proxy = await asOperator(
+      'POST',
+      '/proxies',
+      { name: 'p', destination_url: 'https://example.com/' },
+      'Proxy/shop/p',
+    );
     expect(proxy.status).toBe(201);
     const patched = await mgmt.patch(`/proxies/${proxy.body.id}`, { body: { name: 'x' }, headers: MERGE });
     expect(patched.status).toBe(409);
@@ -102,13 +183,19 @@ describe('managed resources refuse changes from other keys', () => {
   });
 
   test('a managed tenant cannot be renamed or deleted with its own keys', async () => {
-    const created = await call(api.url, 'POST', '/admin/tenants', { key: api.operatorKey, body: { name: 'Managed' }, headers: { 'BT-MANAGED-BY': 'Tenant/shop/acme' } });
+    const created = await call(api.url, 'POST', '/admin/tenants', {
+      key: api.operatorKey,
+      body: { name: 'Managed' },
+      headers: { 'BT-MANAGED-BY': 'Tenant/shop/acme' },
+    });
     expect(created.status).toBe(201);
     const own = client(api.url, created.body.application.key);
     const renamed = await own.put('/tenants/self', { body: { name: 'x' } });
     expect(renamed.status).toBe(409);
     expect(renamed.body.detail).toContain('Tenant shop/acme');
     expect((await own.delete('/tenants/self')).status).toBe(409);
-    expect((await call(api.url, 'DELETE', `/admin/tenants/${created.body.tenant.id}`, { key: api.operatorKey })).status).toBe(204);
+    expect(
+      (await call(api.url, 'DELETE', `/admin/tenants/${created.body.tenant.id}`, { key: api.operatorKey })).status,
+    ).toBe(204);
   });
 });

@@ -11,7 +11,15 @@ import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { echo, send, type Sent } from '../support/proxy.js';
 
-const REVEAL_ALL = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:use'] }];
+const REVEAL_ALL = [
+  {
+    description: 'all',
+    priority: 1,
+    container: '/',
+    transform: 'reveal',
+    permissions: ['token:create', 'token:read', 'token:use'],
+  },
+];
 
 let api: TestApi;
 let destination: HttpsTestServer;
@@ -51,14 +59,20 @@ beforeAll(async () => {
   const tenant = await createTenant(api.url, api.operatorKey);
   tenantId = tenant.tenantId;
   mgmt = client(api.url, tenant.managementKey);
-  const backend = await createApplication(api.url, tenant.managementKey, { name: 'backend', type: 'private', rules: REVEAL_ALL });
+  const backend = await createApplication(api.url, tenant.managementKey, {
+    name: 'backend',
+    type: 'private',
+    rules: REVEAL_ALL,
+  });
   backendAppId = backend.id;
   userKey = backend.key;
   user = client(api.url, userKey);
   secret = (await user.post('/tokens', { body: { type: 'token', data: 'top-secret' } })).body.id;
   const other = await createTenant(api.url, api.operatorKey);
   otherMgmt = client(api.url, other.managementKey);
-  otherUserKey = (await createApplication(api.url, other.managementKey, { name: 'theirs', type: 'private', rules: REVEAL_ALL })).key;
+  otherUserKey = (
+    await createApplication(api.url, other.managementKey, { name: 'theirs', type: 'private', rules: REVEAL_ALL })
+  ).key;
 }, 60_000);
 
 afterAll(async () => {
@@ -71,7 +85,9 @@ function last() {
 }
 
 async function createProxy(body: Record<string, unknown>, key = mgmt) {
-  const answer = await key.post('/proxies', { body: { name: 'proxy', destination_url: `${destination.url}/base`, ...body } });
+  const answer = await key.post('/proxies', {
+    body: { name: 'proxy', destination_url: `${destination.url}/base`, ...body },
+  });
   expect(answer.status).toBe(201);
   return answer.body as { id: string; key: string };
 }
@@ -123,25 +139,56 @@ describe('/proxies CRUD', () => {
     expect(listed.body.data[0].key).toBe(key);
     expect((await mgmt.get(`/proxies?id=${id}`)).body.data).toHaveLength(1);
     const paged = await mgmt.get('/proxies?size=1&page=2');
-    expect(paged.body.pagination).toMatchObject({ page_number: 2, page_size: 1, total_pages: paged.body.pagination.total_items });
+    expect(paged.body.pagination).toMatchObject({
+      page_number: 2,
+      page_size: 1,
+      total_pages: paged.body.pagination.total_items,
+    });
 
-    const updated = await mgmt.put(`/proxies/${id}`, { body: { name: 'Card issuer v2', destination_url: `${destination.url}/v2`, require_auth: false } });
+    const updated = await mgmt.put(`/proxies/${id}`, {
+      body: { name: 'Card issuer v2', destination_url: `${destination.url}/v2`, require_auth: false },
+    });
     expect(updated.status).toBe(200);
-    expect(updated.body).toMatchObject({ id, key, name: 'Card issuer v2', destination_url: `${destination.url}/v2`, require_auth: false, configuration: {}, modified_at: expect.any(String) });
+    expect(updated.body).toMatchObject({
+      id,
+      key,
+      name: 'Card issuer v2',
+      destination_url: `${destination.url}/v2`,
+      require_auth: false,
+      configuration: {},
+      modified_at: expect.any(String),
+    });
     expect(updated.body.request_transform).toBeUndefined();
     expect(updated.body.application).toBeUndefined();
 
     const patched = await mgmt.patch(`/proxies/${id}`, {
       headers: { 'Content-Type': 'application/merge-patch+json' },
-      body: { configuration: { A: '1', B: '2' }, response_transform: { code: 'module.exports = async (req) => req.args;' } },
+      body: {
+        configuration: { A: '1', B: '2' },
+        response_transform: { code: 'module.exports = async (req) => req.args;' },
+      },
     });
     expect(patched.status).toBe(200);
-    expect(patched.body).toMatchObject({ name: 'Card issuer v2', require_auth: false, configuration: { A: '1', B: '2' }, response_transform: { code: expect.any(String) } });
+    expect(patched.body).toMatchObject({
+      name: 'Card issuer v2',
+      require_auth: false,
+      configuration: { A: '1', B: '2' },
+      response_transform: { code: expect.any(String) },
+    });
     const patchedAgain = await mgmt.patch(`/proxies/${id}`, {
       headers: { 'Content-Type': 'application/merge-patch+json' },
-      body: { configuration: { A: null, C: '3' }, response_transform: null, require_auth: true, application: { id: backendAppId } },
+      body: {
+        configuration: { A: null, C: '3' },
+        response_transform: null,
+        require_auth: true,
+        application: { id: backendAppId },
+      },
     });
-    expect(patchedAgain.body).toMatchObject({ configuration: { B: '2', C: '3' }, require_auth: true, application: { id: backendAppId } });
+    expect(patchedAgain.body).toMatchObject({
+      configuration: { B: '2', C: '3' },
+      require_auth: true,
+      application: { id: backendAppId },
+    });
     expect(patchedAgain.body.response_transform).toBeUndefined();
     expect(patchedAgain.body.key).toBe(key);
 
@@ -150,12 +197,18 @@ describe('/proxies CRUD', () => {
 
     expect((await mgmt.delete(`/proxies/${id}`)).status).toBe(204);
     expect((await mgmt.get(`/proxies/${id}`)).status).toBe(404);
-    proxyError(await send(api.url, 'GET', '/proxy', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': key } }), 404, 'TV_NOT_FOUND');
+    proxyError(
+      await send(api.url, 'GET', '/proxy', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': key } }),
+      404,
+      'TV_NOT_FOUND',
+    );
   });
 
   test('validation: URL by the destination policy, application type, transform code that compiles', async () => {
     const bad = async (body: Record<string, unknown>, status: number, field: string) => {
-      const answer = await mgmt.post('/proxies', { body: { name: 'p', destination_url: `${destination.url}/x`, ...body } });
+      const answer = await mgmt.post('/proxies', {
+        body: { name: 'p', destination_url: `${destination.url}/x`, ...body },
+      });
       expect(answer.status).toBe(status);
       expect(Object.keys(answer.body.errors ?? {})).toContain(field);
     };
@@ -169,15 +222,25 @@ describe('/proxies CRUD', () => {
     await bad({ request_transform: { code: '' } }, 400, 'request_transform.code');
     await bad({ request_transform: { code: 'module.exports = async (req) => {' } }, 422, 'request_transform.code');
     await bad({ response_transform: { code: 'return }' } }, 422, 'response_transform.code');
-    const management = await createApplication(api.url, mgmt.key(), { name: 'm', type: 'management', permissions: ['proxy:read'] });
+    const management = await createApplication(api.url, mgmt.key(), {
+      name: 'm',
+      type: 'management',
+      permissions: ['proxy:read'],
+    });
     await bad({ application: { id: management.id } }, 400, 'application.id');
     await bad({ application: { id: '00000000-0000-4000-8000-000000000000' } }, 400, 'application.id');
   });
 
   test('the key is shown to proxy:read holders only; permissions are enforced', async () => {
     const proxy = await createProxy({});
-    const writer = await createApplication(api.url, mgmt.key(), { name: 'w', type: 'management', permissions: ['proxy:update'] });
-    const updated = await client(api.url, writer.key).put(`/proxies/${proxy.id}`, { body: { name: 'renamed', destination_url: `${destination.url}/base` } });
+    const writer = await createApplication(api.url, mgmt.key(), {
+      name: 'w',
+      type: 'management',
+      permissions: ['proxy:update'],
+    });
+    const updated = await client(api.url, writer.key).put(`/proxies/${proxy.id}`, {
+      body: { name: 'renamed', destination_url: `${destination.url}/base` },
+    });
     expect(updated.status).toBe(200);
     expect(updated.body.key).toBeUndefined();
     expect((await client(api.url, writer.key).get(`/proxies/${proxy.id}`)).status).toBe(403);
@@ -188,8 +251,13 @@ describe('/proxies CRUD', () => {
     const theirs = await createProxy({}, otherMgmt);
     expect((await mgmt.get(`/proxies/${theirs.id}`)).status).toBe(404);
     expect((await mgmt.delete(`/proxies/${theirs.id}`)).status).toBe(404);
-    proxyError(await send(api.url, 'GET', '/proxy', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': theirs.key } }), 404);
-    const own = await send(api.url, 'GET', '/proxy', { headers: { 'BT-API-KEY': otherUserKey, 'BT-PROXY-KEY': theirs.key } });
+    proxyError(
+      await send(api.url, 'GET', '/proxy', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': theirs.key } }),
+      404,
+    );
+    const own = await send(api.url, 'GET', '/proxy', {
+      headers: { 'BT-API-KEY': otherUserKey, 'BT-PROXY-KEY': theirs.key },
+    });
     expect(own.status).toBe(200);
   });
 
@@ -223,13 +291,19 @@ describe('/proxies CRUD', () => {
 describe('using a pre-configured proxy', () => {
   test('BT-PROXY-KEY header or bt-proxy-key query (removed from the forwarded query); path appended; body detokenized', async () => {
     const proxy = await createProxy({});
-    const viaHeader = await send(api.url, 'POST', '/proxy/charges?x=1', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key }, json: { s: `{{ ${secret} }}` } });
+    const viaHeader = await send(api.url, 'POST', '/proxy/charges?x=1', {
+      headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key },
+      json: { s: `{{ ${secret} }}` },
+    });
     expect(viaHeader.status).toBe(200);
     expect(last().url).toBe('/base/charges?x=1');
     expect(JSON.parse(last().body.toString()).s).toBe('top-secret');
     expect(last().headers['bt-proxy-key']).toBeUndefined();
 
-    const viaQuery = await send(api.url, 'PUT', `/proxy/charges?x=1&bt-proxy-key=${proxy.key}&y=2`, { headers: { 'BT-API-KEY': userKey }, json: { s: 1 } });
+    const viaQuery = await send(api.url, 'PUT', `/proxy/charges?x=1&bt-proxy-key=${proxy.key}&y=2`, {
+      headers: { 'BT-API-KEY': userKey },
+      json: { s: 1 },
+    });
     expect(viaQuery.status).toBe(200);
     expect(last().url).toBe('/base/charges?x=1&y=2');
     expect(last().method).toBe('PUT');
@@ -242,28 +316,46 @@ describe('using a pre-configured proxy', () => {
     expect(noKey.headers['content-type']).toMatch(/^application\/problem\+json/);
 
     const open = await createProxy({ require_auth: false });
-    const anonymous = await send(api.url, 'POST', `/proxy/hook?bt-proxy-key=${open.key}`, { json: { s: `{{ ${secret} }}` } });
+    const anonymous = await send(api.url, 'POST', `/proxy/hook?bt-proxy-key=${open.key}`, {
+      json: { s: `{{ ${secret} }}` },
+    });
     expect(anonymous.status).toBe(200);
     expect(last().url).toBe('/base/hook');
     expect(JSON.parse(last().body.toString()).s).toBe(`{{ ${secret} }}`);
   });
 
   test('an unknown proxy key → 404 proxy_error; both a key and BT-PROXY-URL → 400', async () => {
-    proxyError(await send(api.url, 'GET', '/proxy', { headers: { 'BT-PROXY-KEY': 'key_11111111111111111111111111' } }), 404, 'TV_NOT_FOUND');
+    proxyError(
+      await send(api.url, 'GET', '/proxy', { headers: { 'BT-PROXY-KEY': 'key_11111111111111111111111111' } }),
+      404,
+      'TV_NOT_FOUND',
+    );
     proxyError(await send(api.url, 'GET', '/proxy', { headers: { 'BT-PROXY-KEY': 'not a key' } }), 404, 'TV_NOT_FOUND');
     const proxy = await createProxy({});
-    proxyError(await send(api.url, 'GET', '/proxy', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key, 'BT-PROXY-URL': destination.url } }), 400, 'TV_INVALID_HEADER');
+    proxyError(
+      await send(api.url, 'GET', '/proxy', {
+        headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key, 'BT-PROXY-URL': destination.url },
+      }),
+      400,
+      'TV_INVALID_HEADER',
+    );
   });
 
   test('a change to the proxy applies to the next request (cached resolutions are evicted)', async () => {
     const proxy = await createProxy({});
     await send(api.url, 'GET', '/proxy/a', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key } });
     expect(last().url).toBe('/base/a');
-    await mgmt.patch(`/proxies/${proxy.id}`, { headers: { 'Content-Type': 'application/merge-patch+json' }, body: { destination_url: `${destination.url}/moved` } });
+    await mgmt.patch(`/proxies/${proxy.id}`, {
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+      body: { destination_url: `${destination.url}/moved` },
+    });
     await send(api.url, 'GET', '/proxy/a', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key } });
     expect(last().url).toBe('/moved/a');
     await mgmt.delete(`/proxies/${proxy.id}`);
-    proxyError(await send(api.url, 'GET', '/proxy/a', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key } }), 404);
+    proxyError(
+      await send(api.url, 'GET', '/proxy/a', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key } }),
+      404,
+    );
   });
 
   test('metrics are labelled with the proxy id', async () => {
@@ -289,9 +381,17 @@ describe('transforms (on the workers)', () => {
         };`,
       },
     });
-    const answer = await send(api.url, 'POST', '/proxy/t', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key, 'X-In': 'hello' }, json: { s: `{{ ${secret} }}` } });
+    const answer = await send(api.url, 'POST', '/proxy/t', {
+      headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key, 'X-In': 'hello' },
+      json: { s: `{{ ${secret} }}` },
+    });
     expect(answer.status).toBe(200);
-    expect(JSON.parse(last().body.toString())).toEqual({ wrapped: { s: 'top-secret' }, prefix: 'cfg', sawHeader: 'hello', hasBt: false });
+    expect(JSON.parse(last().body.toString())).toEqual({
+      wrapped: { s: 'top-secret' },
+      prefix: 'cfg',
+      sawHeader: 'hello',
+      hasBt: false,
+    });
     expect(last().headers['x-added']).toBe('by-transform');
     expect(last().headers['x-in']).toBe('hello');
     expect(last().headers['content-type']).toBe('application/json');
@@ -300,8 +400,15 @@ describe('transforms (on the workers)', () => {
   });
 
   test('a text body reaches the transform as text and a string result is sent as is', async () => {
-    const proxy = await createProxy({ request_transform: { code: "module.exports = async (req) => ({ body: req.args.body.toUpperCase(), headers: req.args.headers });" } });
-    await send(api.url, 'POST', '/proxy', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key, 'Content-Type': 'text/plain' }, body: `x={{ ${secret} }}` });
+    const proxy = await createProxy({
+      request_transform: {
+        code: 'module.exports = async (req) => ({ body: req.args.body.toUpperCase(), headers: req.args.headers });',
+      },
+    });
+    await send(api.url, 'POST', '/proxy', {
+      headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key, 'Content-Type': 'text/plain' },
+      body: `x={{ ${secret} }}`,
+    });
     expect(last().body.toString()).toBe('X=TOP-SECRET');
     expect(last().headers['content-type']).toBe('text/plain');
   });
@@ -321,7 +428,10 @@ describe('transforms (on the workers)', () => {
         };`,
       },
     });
-    const answer = await send(api.url, 'POST', '/proxy/card-issued', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key }, json: { holder: 'Ada' } });
+    const answer = await send(api.url, 'POST', '/proxy/card-issued', {
+      headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key },
+      json: { holder: 'Ada' },
+    });
     expect(answer.status).toBe(201);
     expect(answer.headers['bt-proxy-destination-status']).toBe('201');
     expect(answer.headers['x-issuer']).toBe('bank');
@@ -330,15 +440,24 @@ describe('transforms (on the workers)', () => {
     expect(body).toMatchObject({ id: 'card_1', holder: 'Ada', sameClient: true });
     expect(body.number).not.toContain('4111');
     expect(Number(answer.headers['content-length'])).toBe(answer.body.length);
-    expect((await user.get(`/tokens/${body.number}`)).body).toMatchObject({ type: 'card_number', data: '4111111111111111' });
+    expect((await user.get(`/tokens/${body.number}`)).body).toMatchObject({
+      type: 'card_number',
+      data: '4111111111111111',
+    });
     expect((await user.get(`/tokens/${body.cvc}`)).body.data).toBe('987');
     // The destination was asked for an uncompressed answer, since the transform reads it.
     expect(last().headers['accept-encoding']).toBe('identity');
   });
 
   test('a compressed destination answer is inflated for the response transform', async () => {
-    const proxy = await createProxy({ response_transform: { code: 'module.exports = async (req) => ({ body: { seen: req.args.body }, headers: req.args.headers });' } });
-    const answer = await send(api.url, 'GET', '/proxy/gzip', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key } });
+    const proxy = await createProxy({
+      response_transform: {
+        code: 'module.exports = async (req) => ({ body: { seen: req.args.body }, headers: req.args.headers });',
+      },
+    });
+    const answer = await send(api.url, 'GET', '/proxy/gzip', {
+      headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key },
+    });
     expect(answer.status).toBe(200);
     expect(answer.headers['content-encoding']).toBeUndefined();
     expect(answer.json()).toEqual({ seen: { compressed: true, accept: 'identity' } });
@@ -358,7 +477,10 @@ describe('transforms (on the workers)', () => {
       },
     });
     const before = received.length;
-    const answer = await send(api.url, 'POST', '/proxy', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key }, json: {} });
+    const answer = await send(api.url, 'POST', '/proxy', {
+      headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key },
+      json: {},
+    });
     proxyError(answer, status);
     expect(answer.headers['bt-proxy-destination-status']).toBeUndefined();
     expect(received.length).toBe(before);
@@ -366,9 +488,13 @@ describe('transforms (on the workers)', () => {
 
   test('a failing response transform → proxy_error with its status and the destination status header', async () => {
     const proxy = await createProxy({
-      response_transform: { code: "const { BadRequestError } = require('@basis-theory/basis-theory-reactor-formulas-sdk-js'); module.exports = async () => { throw new BadRequestError('no'); };" },
+      response_transform: {
+        code: "const { BadRequestError } = require('@basis-theory/basis-theory-reactor-formulas-sdk-js'); module.exports = async () => { throw new BadRequestError('no'); };",
+      },
     });
-    const answer = await send(api.url, 'GET', '/proxy', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key } });
+    const answer = await send(api.url, 'GET', '/proxy', {
+      headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key },
+    });
     proxyError(answer, 400, 'TV_REACTOR_FAILED');
     expect(answer.headers['bt-proxy-destination-status']).toBe('200');
   });
@@ -379,7 +505,10 @@ describe('transforms (on the workers)', () => {
         code: "const { CustomHttpResponseError } = require('@basis-theory/basis-theory-reactor-formulas-sdk-js'); module.exports = async () => { throw new CustomHttpResponseError({ status: 418, headers: { 'X-Teapot': 'yes' }, body: { brewed: false } }); };",
       },
     });
-    const answer = await send(api.url, 'POST', '/proxy', { headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key }, json: {} });
+    const answer = await send(api.url, 'POST', '/proxy', {
+      headers: { 'BT-API-KEY': userKey, 'BT-PROXY-KEY': proxy.key },
+      json: {},
+    });
     expect(answer.status).toBe(418);
     expect(answer.headers['x-teapot']).toBe('yes');
     expect(answer.json()).toEqual({ brewed: false });

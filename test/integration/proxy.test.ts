@@ -11,7 +11,15 @@ import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { echo, send, type Sent } from '../support/proxy.js';
 
-const REVEAL_ALL = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:use'] }];
+const REVEAL_ALL = [
+  {
+    description: 'all',
+    priority: 1,
+    container: '/',
+    transform: 'reveal',
+    permissions: ['token:create', 'token:read', 'token:use'],
+  },
+];
 
 let api: TestApi;
 let destination: HttpsTestServer;
@@ -21,7 +29,13 @@ let readOnlyKey: string;
 let managementKey: string;
 let secret: string;
 let card: string;
-const received: Array<{ method: string; url: string; headers: http.IncomingHttpHeaders; rawHeaders: string[]; body: Buffer }> = [];
+const received: Array<{
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  rawHeaders: string[];
+  body: Buffer;
+}> = [];
 let bigFinished = false;
 let bigSent = 0;
 
@@ -56,10 +70,20 @@ function destinationHandler(req: IncomingMessage, res: ServerResponse): void {
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
     const body = Buffer.concat(chunks);
-    received.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body });
+    received.push({
+      method: req.method ?? '',
+      url: req.url ?? '',
+      headers: req.headers,
+      rawHeaders: req.rawHeaders,
+      body,
+    });
     const status = /^\/status\/(\d{3})$/.exec(path);
     if (status) {
-      res.writeHead(Number(status[1]), { 'content-type': 'text/plain', 'x-destination': 'yes', 'set-cookie': ['a=1', 'b=2'] });
+      res.writeHead(Number(status[1]), {
+        'content-type': 'text/plain',
+        'x-destination': 'yes',
+        'set-cookie': ['a=1', 'b=2'],
+      });
       res.end(`destination says ${status[1]}`);
       return;
     }
@@ -83,18 +107,36 @@ beforeAll(async () => {
   });
   const tenant = await createTenant(api.url, api.operatorKey);
   managementKey = tenant.managementKey;
-  userKey = (await createApplication(api.url, managementKey, { name: 'backend', type: 'private', rules: REVEAL_ALL })).key;
+  userKey = (await createApplication(api.url, managementKey, { name: 'backend', type: 'private', rules: REVEAL_ALL }))
+    .key;
   limitedKey = (
     await createApplication(api.url, managementKey, {
       name: 'general only',
       type: 'private',
-      rules: [{ description: 'general', priority: 1, container: '/general/', transform: 'reveal', permissions: ['token:use'] }],
+      rules: [
+        {
+          description: 'general',
+          priority: 1,
+          container: '/general/',
+          transform: 'reveal',
+          permissions: ['token:use'],
+        },
+      ],
     })
   ).key;
-  readOnlyKey = (await createApplication(api.url, managementKey, { name: 'reader', type: 'private', permissions: ['token:read'] })).key;
+  readOnlyKey = (
+    await createApplication(api.url, managementKey, { name: 'reader', type: 'private', permissions: ['token:read'] })
+  ).key;
   const user = client(api.url, userKey);
   secret = (await user.post('/tokens', { body: { type: 'token', data: 'sésame "ouvre-toi" & <co>' } })).body.id;
-  card = (await user.post('/tokens', { body: { type: 'card', data: { number: '4242424242424242', expiration_month: 12, expiration_year: 2030, cvc: '123' } } })).body.id;
+  card = (
+    await user.post('/tokens', {
+      body: {
+        type: 'card',
+        data: { number: '4242424242424242', expiration_month: 12, expiration_year: 2030, cvc: '123' },
+      },
+    })
+  ).body.id;
 }, 60_000);
 
 afterAll(async () => {
@@ -114,7 +156,12 @@ function proxyError(answer: Sent, status: number, code?: string) {
   expect(answer.status).toBe(status);
   expect(answer.headers['content-type']).toMatch(/^application\/json/);
   const body = answer.json();
-  expect(body.proxy_error).toMatchObject({ status, title: expect.any(String), detail: expect.any(String), code: code ?? expect.stringMatching(/^TV_/) });
+  expect(body.proxy_error).toMatchObject({
+    status,
+    title: expect.any(String),
+    detail: expect.any(String),
+    code: code ?? expect.stringMatching(/^TV_/),
+  });
   expect(answer.headers['bt-trace-id']).toBeTruthy();
   return body.proxy_error;
 }
@@ -150,8 +197,13 @@ describe('rule 3: request bodies are detokenized', () => {
 
   test('JSON: only the literals with expressions change; big numbers, spacing and key order keep their bytes', async () => {
     const raw = `{ "amount" : 123456789012345678901234567890,\n  "z": 1.50, "a":"{{ ${secret} }}" ,"dup":1,"dup":2 }`;
-    await send(api.url, 'POST', '/proxy', { headers: direct(undefined, { 'Content-Type': 'application/json' }), body: raw });
-    expect(last().body.toString('utf8')).toBe(raw.replace(`"{{ ${secret} }}"`, JSON.stringify('sésame "ouvre-toi" & <co>')));
+    await send(api.url, 'POST', '/proxy', {
+      headers: direct(undefined, { 'Content-Type': 'application/json' }),
+      body: raw,
+    });
+    expect(last().body.toString('utf8')).toBe(
+      raw.replace(`"{{ ${secret} }}"`, JSON.stringify('sésame "ouvre-toi" & <co>')),
+    );
   });
 
   test('content without expressions passes byte for byte (JSON, invalid JSON, binary)', async () => {
@@ -162,7 +214,10 @@ describe('rule 3: request bodies are detokenized', () => {
       ['text/plain; charset=utf-8', Buffer.from('héllo {not an expression}')],
     ];
     for (const [type, body] of bodies) {
-      const answer = await send(api.url, 'POST', '/proxy', { headers: direct(undefined, { 'Content-Type': type }), body });
+      const answer = await send(api.url, 'POST', '/proxy', {
+        headers: direct(undefined, { 'Content-Type': type }),
+        body,
+      });
       expect(answer.status).toBe(200);
       expect(last().body.equals(body)).toBe(true);
       expect(last().headers['content-type']).toBe(type);
@@ -171,13 +226,19 @@ describe('rule 3: request bodies are detokenized', () => {
 
   test('binary bodies are not detokenized even with {{', async () => {
     const body = Buffer.from(`{{ ${secret} }}`);
-    await send(api.url, 'POST', '/proxy', { headers: direct(undefined, { 'Content-Type': 'application/octet-stream' }), body });
+    await send(api.url, 'POST', '/proxy', {
+      headers: direct(undefined, { 'Content-Type': 'application/octet-stream' }),
+      body,
+    });
     expect(last().body.equals(body)).toBe(true);
   });
 
   test('form-urlencoded: field values (encoded or not) are detokenized and encoded again; names untouched', async () => {
     const raw = `name=${encodeURIComponent(`{{ ${secret} }}`)}&number={{ ${card} | json: '$.number' }}&keep=a%20b+c&{{x}}=1`;
-    await send(api.url, 'POST', '/proxy', { headers: direct(undefined, { 'Content-Type': 'application/x-www-form-urlencoded' }), body: raw });
+    await send(api.url, 'POST', '/proxy', {
+      headers: direct(undefined, { 'Content-Type': 'application/x-www-form-urlencoded' }),
+      body: raw,
+    });
     const forwarded = last().body.toString('utf8');
     const params = new URLSearchParams(forwarded);
     expect(params.get('name')).toBe('sésame "ouvre-toi" & <co>');
@@ -188,19 +249,31 @@ describe('rule 3: request bodies are detokenized', () => {
 
   test('XML and plain text: expressions rendered into the text, everything else unchanged', async () => {
     const xml = `<?xml version="1.0"?><card><number>{{ ${card} | json: '$.number' }}</number><name>{{ ${secret} | escape }}</name><other>{ not {{ closed</other></card>`;
-    await send(api.url, 'POST', '/proxy', { headers: direct(undefined, { 'Content-Type': 'application/xml' }), body: xml });
+    await send(api.url, 'POST', '/proxy', {
+      headers: direct(undefined, { 'Content-Type': 'application/xml' }),
+      body: xml,
+    });
     expect(last().body.toString('utf8')).toBe(
       '<?xml version="1.0"?><card><number>4242424242424242</number><name>sésame &#34;ouvre-toi&#34; &amp; &lt;co&gt;</name><other>{ not {{ closed</other></card>',
     );
-    await send(api.url, 'PUT', '/proxy', { headers: direct(undefined, { 'Content-Type': 'text/plain' }), body: `pay with {{ ${card} | json: '$.number' | last4 }}` });
+    await send(api.url, 'PUT', '/proxy', {
+      headers: direct(undefined, { 'Content-Type': 'text/plain' }),
+      body: `pay with {{ ${card} | json: '$.number' | last4 }}`,
+    });
     expect(last().body.toString('utf8')).toBe('pay with 4242');
   });
 
   test('rule 4: an unknown token → 400, a token the key may not use → 403, more than 100 tokens → 400 (proxy_error)', async () => {
     const before = received.length;
-    const unknown = await send(api.url, 'POST', '/proxy', { headers: direct(), json: { a: '{{ 00000000-0000-4000-8000-000000000000 }}' } });
+    const unknown = await send(api.url, 'POST', '/proxy', {
+      headers: direct(),
+      json: { a: '{{ 00000000-0000-4000-8000-000000000000 }}' },
+    });
     proxyError(unknown, 400, 'TV_INVALID_BODY');
-    const forbidden = await send(api.url, 'POST', '/proxy', { headers: { ...direct(), 'BT-API-KEY': limitedKey }, json: { a: `{{ ${card} }}` } });
+    const forbidden = await send(api.url, 'POST', '/proxy', {
+      headers: { ...direct(), 'BT-API-KEY': limitedKey },
+      json: { a: `{{ ${card} }}` },
+    });
     proxyError(forbidden, 403, 'TV_FORBIDDEN');
     const many = Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`t${i}`, `{{ tok-${i} }}`]));
     proxyError(await send(api.url, 'POST', '/proxy', { headers: direct(), json: many }), 400);
@@ -208,24 +281,30 @@ describe('rule 3: request bodies are detokenized', () => {
   });
 
   test('a body over the proxy request limit → 413 proxy_error', async () => {
-    const answer = await send(api.url, 'POST', '/proxy', { headers: direct(undefined, { 'Content-Type': 'text/plain' }), body: Buffer.alloc(2 * 1024 * 1024 + 1, 'a') });
+    const answer = await send(api.url, 'POST', '/proxy', {
+      headers: direct(undefined, { 'Content-Type': 'text/plain' }),
+      body: Buffer.alloc(2 * 1024 * 1024 + 1, 'a'),
+    });
     proxyError(answer, 413, 'TV_PAYLOAD_TOO_LARGE');
   });
 });
 
 describe('rule 1: methods, paths and queries', () => {
-  test.each(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'])('%s is forwarded with its path and query appended to the base', async (method) => {
-    const hasBody = method !== 'GET' && method !== 'DELETE';
-    const answer = await send(api.url, method, '/proxy/orders/42/items?expand=true&tag=a%2Fb', {
-      headers: direct(`${destination.url}/api/v1`),
-      json: hasBody ? { card: `{{ ${card} | json: '$.number' }}` } : undefined,
-    });
-    expect(answer.status).toBe(200);
-    expect(last().method).toBe(method);
-    expect(last().url).toBe('/api/v1/orders/42/items?expand=true&tag=a%2Fb');
-    if (hasBody) expect(JSON.parse(last().body.toString()).card).toBe('4242424242424242');
-    expect(answer.json()).toMatchObject({ method, url: '/api/v1/orders/42/items?expand=true&tag=a%2Fb' });
-  });
+  test.each(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'])(
+    '%s is forwarded with its path and query appended to the base',
+    async (method) => {
+      const hasBody = method !== 'GET' && method !== 'DELETE';
+      const answer = await send(api.url, method, '/proxy/orders/42/items?expand=true&tag=a%2Fb', {
+        headers: direct(`${destination.url}/api/v1`),
+        json: hasBody ? { card: `{{ ${card} | json: '$.number' }}` } : undefined,
+      });
+      expect(answer.status).toBe(200);
+      expect(last().method).toBe(method);
+      expect(last().url).toBe('/api/v1/orders/42/items?expand=true&tag=a%2Fb');
+      if (hasBody) expect(JSON.parse(last().body.toString()).card).toBe('4242424242424242');
+      expect(answer.json()).toMatchObject({ method, url: '/api/v1/orders/42/items?expand=true&tag=a%2Fb' });
+    },
+  );
 
   test.each([
     ['/proxy', '/base/', '/base/'],
@@ -242,7 +321,11 @@ describe('rule 1: methods, paths and queries', () => {
 
   test('dot segments cannot climb above the base path', async () => {
     for (const path of ['/proxy/../admin', '/proxy/a/%2e%2e/b', '/proxy/./x', '/proxy/a\\b']) {
-      proxyError(await send(api.url, 'GET', path, { headers: direct(`${destination.url}/base`) }), 400, 'TV_INVALID_PATH');
+      proxyError(
+        await send(api.url, 'GET', path, { headers: direct(`${destination.url}/base`) }),
+        400,
+        'TV_INVALID_PATH',
+      );
     }
   });
 });
@@ -271,7 +354,15 @@ describe('rule 5 and the header rules', () => {
     expect(rawHeaders).toContain('X-Custom_Header'); // the caller's spelling
     expect(headers['x-custom_header']).toBe('kept');
     expect(headers['bt-trace-id']).toBe('trace-1');
-    for (const name of ['bt-api-key', 'bt-proxy-url', 'bt-proxy-something', 'x-hop', 'keep-alive', 'te', 'proxy-authorization']) {
+    for (const name of [
+      'bt-api-key',
+      'bt-proxy-url',
+      'bt-proxy-something',
+      'x-hop',
+      'keep-alive',
+      'te',
+      'proxy-authorization',
+    ]) {
       expect(headers[name]).toBeUndefined();
     }
     expect(JSON.stringify(rawHeaders)).not.toContain(userKey);
@@ -280,7 +371,9 @@ describe('rule 5 and the header rules', () => {
   });
 
   test('BT-API-KEY never reaches the destination, whatever its spelling or position', async () => {
-    await send(api.url, 'GET', '/proxy', { headers: { 'bt-api-key': userKey, 'Bt-Proxy-Url': destination.url, 'X-Echo': userKey.slice(0, 4) } });
+    await send(api.url, 'GET', '/proxy', {
+      headers: { 'bt-api-key': userKey, 'Bt-Proxy-Url': destination.url, 'X-Echo': userKey.slice(0, 4) },
+    });
     expect(JSON.stringify(last().rawHeaders)).not.toContain(userKey);
     expect(last().headers['bt-api-key']).toBeUndefined();
   });
@@ -293,19 +386,33 @@ describe('rule 5 and the header rules', () => {
   });
 
   test('BT-PROXY-CONNECTION becomes Connection; BT-PROXY-KEEP-ALIVE is accepted and not sent', async () => {
-    await send(api.url, 'GET', '/proxy', { headers: direct(undefined, { 'BT-PROXY-CONNECTION': 'close', 'BT-PROXY-KEEP-ALIVE': 'timeout=5, max=10' }) });
+    await send(api.url, 'GET', '/proxy', {
+      headers: direct(undefined, { 'BT-PROXY-CONNECTION': 'close', 'BT-PROXY-KEEP-ALIVE': 'timeout=5, max=10' }),
+    });
     expect(last().headers.connection).toBe('close');
     expect(last().headers['keep-alive']).toBeUndefined();
     await send(api.url, 'GET', '/proxy', { headers: direct() });
     expect(last().headers.connection).toBe('keep-alive');
-    proxyError(await send(api.url, 'GET', '/proxy', { headers: direct(undefined, { 'BT-PROXY-CONNECTION': 'close; bad' }) }), 400, 'TV_INVALID_HEADER');
+    proxyError(
+      await send(api.url, 'GET', '/proxy', { headers: direct(undefined, { 'BT-PROXY-CONNECTION': 'close; bad' }) }),
+      400,
+      'TV_INVALID_HEADER',
+    );
   });
 
   test('header names other than letters, digits, - and _ → 400 proxy_error', async () => {
     const before = received.length;
-    const error = proxyError(await send(api.url, 'GET', '/proxy', { headers: direct(undefined, { 'X.Dotted': '1' }) }), 400, 'TV_INVALID_HEADER');
+    const error = proxyError(
+      await send(api.url, 'GET', '/proxy', { headers: direct(undefined, { 'X.Dotted': '1' }) }),
+      400,
+      'TV_INVALID_HEADER',
+    );
     expect(Object.keys(error.errors)).toEqual(['X.Dotted']);
-    proxyError(await send(api.url, 'GET', '/proxy', { headers: direct(undefined, { 'X~Tilde': '1' }) }), 400, 'TV_INVALID_HEADER');
+    proxyError(
+      await send(api.url, 'GET', '/proxy', { headers: direct(undefined, { 'X~Tilde': '1' }) }),
+      400,
+      'TV_INVALID_HEADER',
+    );
     expect(received.length).toBe(before);
   });
 
@@ -318,15 +425,18 @@ describe('rule 5 and the header rules', () => {
 });
 
 describe('rules 6 and 7: answers', () => {
-  test.each([200, 201, 400, 404, 500, 503])('the destination answering %i passes through unchanged with BT-PROXY-DESTINATION-STATUS', async (status) => {
-    const answer = await send(api.url, 'POST', `/proxy/status/${status}`, { headers: direct(), json: { a: 1 } });
-    expect(answer.status).toBe(status);
-    expect(answer.body.toString()).toBe(`destination says ${status}`);
-    expect(answer.headers['x-destination']).toBe('yes');
-    expect(answer.headers['set-cookie']).toEqual(['a=1', 'b=2']);
-    expect(answer.headers['bt-proxy-destination-status']).toBe(String(status));
-    expect(answer.headers['bt-trace-id']).toBeTruthy();
-  });
+  test.each([200, 201, 400, 404, 500, 503])(
+    'the destination answering %i passes through unchanged with BT-PROXY-DESTINATION-STATUS',
+    async (status) => {
+      const answer = await send(api.url, 'POST', `/proxy/status/${status}`, { headers: direct(), json: { a: 1 } });
+      expect(answer.status).toBe(status);
+      expect(answer.body.toString()).toBe(`destination says ${status}`);
+      expect(answer.headers['x-destination']).toBe('yes');
+      expect(answer.headers['set-cookie']).toEqual(['a=1', 'b=2']);
+      expect(answer.headers['bt-proxy-destination-status']).toBe(String(status));
+      expect(answer.headers['bt-trace-id']).toBeTruthy();
+    },
+  );
 
   test('redirects are returned, not followed', async () => {
     const answer = await send(api.url, 'GET', '/proxy/redirect', { headers: direct() });
@@ -336,7 +446,11 @@ describe('rules 6 and 7: answers', () => {
   });
 
   test('missing BT-PROXY-URL → 400; invalid one → 400', async () => {
-    const missing = proxyError(await send(api.url, 'POST', '/proxy', { headers: { 'BT-API-KEY': userKey }, json: {} }), 400, 'TV_INVALID_HEADER');
+    const missing = proxyError(
+      await send(api.url, 'POST', '/proxy', { headers: { 'BT-API-KEY': userKey }, json: {} }),
+      400,
+      'TV_INVALID_HEADER',
+    );
     expect(Object.keys(missing.errors)).toEqual(['BT-PROXY-URL']);
     proxyError(await send(api.url, 'GET', '/proxy', { headers: direct('not a url') }), 400, 'TV_DESTINATION_REFUSED');
   });
@@ -357,7 +471,11 @@ describe('rules 6 and 7: answers', () => {
   });
 
   test('a host name that does not resolve → 502', async () => {
-    proxyError(await send(api.url, 'GET', '/proxy', { headers: direct('https://no-such-host.invalid') }), 502, 'TV_UPSTREAM_UNREACHABLE');
+    proxyError(
+      await send(api.url, 'GET', '/proxy', { headers: direct('https://no-such-host.invalid') }),
+      502,
+      'TV_UPSTREAM_UNREACHABLE',
+    );
   });
 
   test('a closed port → 502', async () => {
@@ -368,9 +486,15 @@ describe('rules 6 and 7: answers', () => {
   });
 
   test('a destination offering only TLS 1.1 → 502', async () => {
-    const old = await startHttpsServer((_req, res) => res.end('old'), { tls: { minVersion: 'TLSv1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT@SECLEVEL=0' } });
+    const old = await startHttpsServer((_req, res) => res.end('old'), {
+      tls: { minVersion: 'TLSv1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT@SECLEVEL=0' },
+    });
     try {
-      const error = proxyError(await send(api.url, 'GET', '/proxy', { headers: direct(old.url) }), 502, 'TV_UPSTREAM_UNREACHABLE');
+      const error = proxyError(
+        await send(api.url, 'GET', '/proxy', { headers: direct(old.url) }),
+        502,
+        'TV_UPSTREAM_UNREACHABLE',
+      );
       expect(error.detail).toMatch(/TLS/);
     } finally {
       await old.close();
@@ -431,7 +555,16 @@ describe('streaming', () => {
             }, 300);
           }
         });
-        response.on('end', () => resolve({ total, finishedAtFirstByte, finishedAfterPause, inFlightDuringPause, status: response.statusCode ?? 0, length: response.headers['content-length'] }));
+        response.on('end', () =>
+          resolve({
+            total,
+            finishedAtFirstByte,
+            finishedAfterPause,
+            inFlightDuringPause,
+            status: response.statusCode ?? 0,
+            length: response.headers['content-length'],
+          }),
+        );
         response.on('error', reject);
       });
       request.on('error', reject);

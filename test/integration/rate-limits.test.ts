@@ -6,7 +6,15 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { generateApiKey } from '../../src/auth/api-keys.js';
-import { createApplication, createTenant, spawnApi, startTestApi, testEtcdStoreUrl, type ChildApi, type TestApi } from '../support/api.js';
+import {
+  createApplication,
+  createTenant,
+  spawnApi,
+  startTestApi,
+  testEtcdStoreUrl,
+  type ChildApi,
+  type TestApi,
+} from '../support/api.js';
 import { call, client, type Answer } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { send } from '../support/proxy.js';
@@ -45,7 +53,11 @@ afterAll(async () => {
 /** A fresh tenant and one private application key in it (its management key made one REST call so far). */
 async function freshKey(permissions = ['token:use']) {
   const tenant = await createTenant(api.url, api.operatorKey);
-  const { key } = await createApplication(api.url, tenant.managementKey, { name: 'caller', type: 'private', permissions });
+  const { key } = await createApplication(api.url, tenant.managementKey, {
+    name: 'caller',
+    type: 'private',
+    permissions,
+  });
   return { ...tenant, key };
 }
 
@@ -129,23 +141,33 @@ describe('REST API', () => {
     expect(theirs.every((a) => a.headers.get('ratelimit-limit') === String(API_PER_KEY))).toBe(true);
 
     // null clears the tenant's own limits: the global ones apply again.
-    const cleared = await call(api.url, 'PUT', `/admin/tenants/${limited.tenantId}`, { key: api.operatorKey, body: { name: 'limited', rate_limits: null } });
+    const cleared = await call(api.url, 'PUT', `/admin/tenants/${limited.tenantId}`, {
+      key: api.operatorKey,
+      body: { name: 'limited', rate_limits: null },
+    });
     expect(cleared.status).toBe(200);
     expect(cleared.body.rate_limits).toBeUndefined();
   }, 30_000);
 
   test('a tenant key cannot set its own limits; the operator key is not limited', async () => {
     const { managementKey } = await freshKey();
-    const refused = await client(api.url, managementKey).put('/tenants/self', { body: { name: 'x', rate_limits: { api_per_key: 100000 } } });
+    const refused = await client(api.url, managementKey).put('/tenants/self', {
+      body: { name: 'x', rate_limits: { api_per_key: 100000 } },
+    });
     expect(refused.status).toBe(400);
     expect(refused.body.errors).toHaveProperty('rate_limits');
-    const answers = await burst(API_PER_KEY + 5, () => call(api.url, 'GET', '/admin/tenants?size=1', { key: api.operatorKey }));
+    const answers = await burst(API_PER_KEY + 5, () =>
+      call(api.url, 'GET', '/admin/tenants?size=1', { key: api.operatorKey }),
+    );
     expect(answers.every((a) => a.status === 200 && a.headers.get('ratelimit-limit') === null)).toBe(true);
   });
 
   test('bad limits are refused with the field named', async () => {
     const { tenantId } = await freshKey();
-    const answer = await call(api.url, 'PUT', `/admin/tenants/${tenantId}`, { key: api.operatorKey, body: { name: 'x', rate_limits: { api_per_key: -1 } } });
+    const answer = await call(api.url, 'PUT', `/admin/tenants/${tenantId}`, {
+      key: api.operatorKey,
+      body: { name: 'x', rate_limits: { api_per_key: -1 } },
+    });
     expect(answer.status).toBe(400);
   });
 });
@@ -155,7 +177,11 @@ describe('proxy and reactor calls', () => {
     const { key } = await freshKey();
     const proxyCall = () =>
       send(api.url, 'GET', '/proxy', { headers: { 'BT-API-KEY': key, 'BT-PROXY-URL': destination.url } }).then(
-        (sent): Answer => ({ status: sent.status, headers: new Headers(sent.headers as Record<string, string>), body: sent.status === 429 ? sent.json() : sent.body.toString() }),
+        (sent): Answer => ({
+          status: sent.status,
+          headers: new Headers(sent.headers as Record<string, string>),
+          body: sent.status === 429 ? sent.json() : sent.body.toString(),
+        }),
       );
     const answers = await burst(CALLS_PER_KEY + 3, proxyCall);
     expect(answers.filter((a) => a.status === 200)).toHaveLength(CALLS_PER_KEY);
@@ -194,10 +220,15 @@ describe('two API processes on one etcd', () => {
 
   test('each enforces its share: the limit divided by the processes alive (counted in etcd)', async () => {
     const tenant = await createTenant(one.url, operatorKey);
-    const { key } = await createApplication(one.url, tenant.managementKey, { name: 'caller', type: 'private', permissions: ['token:use'] });
+    const { key } = await createApplication(one.url, tenant.managementKey, {
+      name: 'caller',
+      type: 'private',
+      permissions: ['token:use'],
+    });
     // Each process counts the others within its refresh (3 s).
     await eventually(async () => {
-      for (const url of [one.url, two.url]) expect((await client(url, key).get('/applications/key')).headers.get('ratelimit-limit')).toBe('10');
+      for (const url of [one.url, two.url])
+        expect((await client(url, key).get('/applications/key')).headers.get('ratelimit-limit')).toBe('10');
     }, 8000);
     await sleep(WINDOW_SECONDS * 1000);
     const answers = [

@@ -7,7 +7,8 @@ import { createApplication, createTenant, startTestApi, type TestApi } from '../
 import { call, client } from '../support/http.js';
 import { eventually } from '../support/wait.js';
 
-const answering = (word: string) => `module.exports = async (req) => ({ raw: { word: '${word}', greeting: req.configuration.greeting ?? null } });`;
+const answering = (word: string) =>
+  `module.exports = async (req) => ({ raw: { word: '${word}', greeting: req.configuration.greeting ?? null } });`;
 
 let one: TestApi;
 let two: TestApi;
@@ -32,18 +33,23 @@ afterAll(async () => {
 });
 
 async function formulaWith(code: string, configuration: unknown[] = []) {
-  const answer = await client(one.url, managementKey).post('/reactor-formulas', { body: { name: 'f', type: 'private', code, configuration, request_parameters: [] } });
+  const answer = await client(one.url, managementKey).post('/reactor-formulas', {
+    body: { name: 'f', type: 'private', code, configuration, request_parameters: [] },
+  });
   expect(answer.status).toBe(201);
   return answer.body.id as string;
 }
 
 async function reactorOf(formulaId: string, configuration: Record<string, unknown> = {}) {
-  const answer = await client(one.url, managementKey).post('/reactors', { body: { name: 'r', formula: { id: formulaId }, configuration } });
+  const answer = await client(one.url, managementKey).post('/reactors', {
+    body: { name: 'r', formula: { id: formulaId }, configuration },
+  });
   expect(answer.status).toBe(201);
   return answer.body.id as string;
 }
 
-const react = (url: string, reactorId: string) => client(url, userKey).post(`/reactors/${reactorId}/react`, { body: { args: {} } });
+const react = (url: string, reactorId: string) =>
+  client(url, userKey).post(`/reactors/${reactorId}/react`, { body: { args: {} } });
 
 async function expectWord(url: string, reactorId: string, word: string) {
   const answer = await react(url, reactorId);
@@ -64,7 +70,10 @@ test('a formula changed through one API is what the other runs within a second',
 });
 
 test("a reactor's configuration patched through one API is used by the other within a second", async () => {
-  const reactorId = await reactorOf(await formulaWith(answering('configured'), [{ name: 'greeting', type: 'string' }]), { greeting: 'hello' });
+  const reactorId = await reactorOf(
+    await formulaWith(answering('configured'), [{ name: 'greeting', type: 'string' }]),
+    { greeting: 'hello' },
+  );
   for (let i = 0; i < 3; i++) expect((await react(two.url, reactorId)).body.raw.greeting).toBe('hello');
   const patched = await client(one.url, managementKey).patch(`/reactors/${reactorId}`, {
     body: { configuration: { greeting: 'bonjour' } },
@@ -99,14 +108,28 @@ test('a reactor created after a call for its id answered 404 is found at once', 
 });
 
 test('an official formula changed by the operator is what reactors on the other API run within a second', async () => {
-  const body = (word: string) => ({ name: 'Official word', type: 'official', code: answering(word), configuration: [], request_parameters: [] });
-  const official = await call(one.url, 'POST', '/admin/reactor-formulas', { key: one.operatorKey, body: body('official-before') });
+  const body = (word: string) => ({
+    name: 'Official word',
+    type: 'official',
+    code: answering(word),
+    configuration: [],
+    request_parameters: [],
+  });
+  const official = await call(one.url, 'POST', '/admin/reactor-formulas', {
+    key: one.operatorKey,
+    body: body('official-before'),
+  });
   expect(official.status).toBe(201);
   const reactorId = await reactorOf(official.body.id);
   for (let i = 0; i < 3; i++) await expectWord(two.url, reactorId, 'official-before');
-  const updated = await call(one.url, 'PUT', `/admin/reactor-formulas/${official.body.id}`, { key: one.operatorKey, body: body('official-after') });
+  const updated = await call(one.url, 'PUT', `/admin/reactor-formulas/${official.body.id}`, {
+    key: one.operatorKey,
+    body: body('official-after'),
+  });
   expect(updated.status).toBe(200);
   await eventually(() => expectWord(two.url, reactorId, 'official-after'), 1000);
   expect((await client(one.url, managementKey).delete(`/reactors/${reactorId}`)).status).toBe(204);
-  expect((await call(one.url, 'DELETE', `/admin/reactor-formulas/${official.body.id}`, { key: one.operatorKey })).status).toBe(204);
+  expect(
+    (await call(one.url, 'DELETE', `/admin/reactor-formulas/${official.body.id}`, { key: one.operatorKey })).status,
+  ).toBe(204);
 });

@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
 
-const ECHO = 'module.exports = async function (req) { return { raw: { args: req.args, configuration: req.configuration, hasBt: req.bt !== null } }; };';
+const ECHO =
+  'module.exports = async function (req) { return { raw: { args: req.args, configuration: req.configuration, hasBt: req.bt !== null } }; };';
 
 let api: TestApi;
 let mgmt: ReturnType<typeof client>;
@@ -19,7 +20,15 @@ beforeAll(async () => {
   const backend = await createApplication(api.url, tenant.managementKey, {
     name: 'backend',
     type: 'private',
-    rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:use'] }],
+    rules: [
+      {
+        description: 'all',
+        priority: 1,
+        container: '/',
+        transform: 'reveal',
+        permissions: ['token:create', 'token:read', 'token:use'],
+      },
+    ],
   });
   user = client(api.url, backend.key);
 }, 30_000);
@@ -29,7 +38,9 @@ afterAll(async () => {
 });
 
 async function formula(body: Record<string, unknown>) {
-  const answer = await mgmt.post('/reactor-formulas', { body: { name: 'f', type: 'private', code: ECHO, configuration: [], request_parameters: [], ...body } });
+  const answer = await mgmt.post('/reactor-formulas', {
+    body: { name: 'f', type: 'private', code: ECHO, configuration: [], request_parameters: [], ...body },
+  });
   expect(answer.status).toBe(201);
   return answer.body as { id: string };
 }
@@ -54,16 +65,26 @@ describe('formulas', () => {
         icon: 'data:image/png;base64,iVBORw0KGgo=',
         code: ECHO,
         configuration: [{ name: 'API_KEY', type: 'string' }],
-        request_parameters: [{ name: 'card.number', type: 'string' }, { name: 'amount', type: 'number', optional: true }],
+        request_parameters: [
+          { name: 'card.number', type: 'string' },
+          { name: 'amount', type: 'number', optional: true },
+        ],
       },
     });
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ name: 'Charge card', type: 'private', status: 'verified', created_at: expect.any(String) });
+    expect(created.body).toMatchObject({
+      name: 'Charge card',
+      type: 'private',
+      status: 'verified',
+      created_at: expect.any(String),
+    });
     const id = created.body.id;
     expect((await mgmt.get(`/reactor-formulas/${id}`)).body.request_parameters).toHaveLength(2);
     expect((await mgmt.get('/reactor-formulas?name=charge')).body.data.map((f: { id: string }) => f.id)).toContain(id);
     expect((await mgmt.get('/reactor-formulas?name=nomatch')).body.data).toHaveLength(0);
-    const updated = await mgmt.put(`/reactor-formulas/${id}`, { body: { name: 'Charge card v2', type: 'private', code: ECHO, configuration: [], request_parameters: [] } });
+    const updated = await mgmt.put(`/reactor-formulas/${id}`, {
+      body: { name: 'Charge card v2', type: 'private', code: ECHO, configuration: [], request_parameters: [] },
+    });
     expect(updated.body).toMatchObject({ name: 'Charge card v2', modified_at: expect.any(String) });
     expect((await mgmt.delete(`/reactor-formulas/${id}`)).status).toBe(204);
     expect((await mgmt.get(`/reactor-formulas/${id}`)).status).toBe(404);
@@ -78,24 +99,56 @@ describe('formulas', () => {
     [{ code: 'x'.repeat(50_001) }, 'code'],
     [{ configuration: [{ name: 'a' }] }, 'configuration[0].type'],
     [{ configuration: [{ name: 'a.b', type: 'string' }] }, 'configuration[0].name'],
-    [{ configuration: [{ name: 'a', type: 'string' }, { name: 'a', type: 'number' }] }, 'configuration[1].name'],
+    [
+      {
+        configuration: [
+          { name: 'a', type: 'string' },
+          { name: 'a', type: 'number' },
+        ],
+      },
+      'configuration[1].name',
+    ],
     [{ configuration: [{ name: 'a', type: 'object' }] }, 'configuration[0].type'],
-    [{ request_parameters: [{ name: 'a', type: 'string' }, { name: 'a.b', type: 'string' }] }, 'request_parameters[1].name'],
+    [
+      {
+        request_parameters: [
+          { name: 'a', type: 'string' },
+          { name: 'a.b', type: 'string' },
+        ],
+      },
+      'request_parameters[1].name',
+    ],
     [{ request_parameters: [{ name: 'a', type: 'string', optional: 'yes' }] }, 'request_parameters[0].optional'],
   ])('an invalid formula body → 400 naming the field (%#)', async (override, field) => {
-    const answer = await mgmt.post('/reactor-formulas', { body: { name: 'f', type: 'private', code: ECHO, configuration: [], request_parameters: [], ...override } });
+    const answer = await mgmt.post('/reactor-formulas', {
+      body: { name: 'f', type: 'private', code: ECHO, configuration: [], request_parameters: [], ...override },
+    });
     expect(answer.status).toBe(400);
     expect(Object.keys(answer.body.errors)).toContain(field);
   });
 
   test('code that does not compile → 422', async () => {
-    const answer = await mgmt.post('/reactor-formulas', { body: { name: 'f', type: 'private', code: 'module.exports = async function ( {', configuration: [], request_parameters: [] } });
+    const answer = await mgmt.post('/reactor-formulas', {
+      body: {
+        name: 'f',
+        type: 'private',
+        code: 'module.exports = async function ( {',
+        configuration: [],
+        request_parameters: [],
+      },
+    });
     expect(answer.status).toBe(422);
     expect(answer.body.errors.code).toBeTruthy();
   });
 
   test('official formulas come from the operator; tenants see them but cannot change them', async () => {
-    expect((await mgmt.post('/reactor-formulas', { body: { name: 'o', type: 'official', code: ECHO, configuration: [], request_parameters: [] } })).status).toBe(403);
+    expect(
+      (
+        await mgmt.post('/reactor-formulas', {
+          body: { name: 'o', type: 'official', code: ECHO, configuration: [], request_parameters: [] },
+        })
+      ).status,
+    ).toBe(403);
     const official = await call(api.url, 'POST', '/admin/reactor-formulas', {
       key: api.operatorKey,
       body: { name: 'Official echo', type: 'official', code: ECHO, configuration: [], request_parameters: [] },
@@ -104,7 +157,13 @@ describe('formulas', () => {
     const id = official.body.id;
     expect((await mgmt.get(`/reactor-formulas/${id}`)).body.type).toBe('official');
     expect((await mgmt.get('/reactor-formulas?size=100')).body.data.map((f: { id: string }) => f.id)).toContain(id);
-    expect((await mgmt.put(`/reactor-formulas/${id}`, { body: { name: 'mine now', type: 'private', code: ECHO, configuration: [], request_parameters: [] } })).status).toBe(403);
+    expect(
+      (
+        await mgmt.put(`/reactor-formulas/${id}`, {
+          body: { name: 'mine now', type: 'private', code: ECHO, configuration: [], request_parameters: [] },
+        })
+      ).status,
+    ).toBe(403);
     expect((await mgmt.delete(`/reactor-formulas/${id}`)).status).toBe(403);
     const other = await createTenant(api.url, api.operatorKey);
     expect((await client(api.url, other.managementKey).get(`/reactor-formulas/${id}`)).status).toBe(200);
@@ -116,7 +175,9 @@ describe('formulas', () => {
     const theirs = client(api.url, other.managementKey);
     expect((await theirs.get(`/reactor-formulas/${mine.id}`)).status).toBe(404);
     expect((await theirs.delete(`/reactor-formulas/${mine.id}`)).status).toBe(404);
-    expect((await theirs.post('/reactors', { body: { name: 'r', configuration: {}, formula: { id: mine.id } } })).status).toBe(400);
+    expect(
+      (await theirs.post('/reactors', { body: { name: 'r', configuration: {}, formula: { id: mine.id } } })).status,
+    ).toBe(400);
   });
 
   test('a formula in use cannot be deleted; the 409 names its reactors', async () => {
@@ -133,29 +194,58 @@ describe('formulas', () => {
     const f = await formula({ name: 'versioned', code: 'module.exports = async () => ({ raw: { version: 1 } });' });
     const r = await reactor({ formula: { id: f.id } });
     expect((await react(r.id, {})).body.raw).toEqual({ version: 1 });
-    await mgmt.put(`/reactor-formulas/${f.id}`, { body: { name: 'versioned', type: 'private', code: 'module.exports = async () => ({ raw: { version: 2 } });', configuration: [], request_parameters: [] } });
+    await mgmt.put(`/reactor-formulas/${f.id}`, {
+      body: {
+        name: 'versioned',
+        type: 'private',
+        code: 'module.exports = async () => ({ raw: { version: 2 } });',
+        configuration: [],
+        request_parameters: [],
+      },
+    });
     expect((await react(r.id, {})).body.raw).toEqual({ version: 2 });
   });
 });
 
 describe('reactors', () => {
   test('configuration must satisfy the formula by name and type', async () => {
-    const f = await formula({ configuration: [{ name: 'API_KEY', type: 'string' }, { name: 'RETRIES', type: 'number' }] });
-    const create = (configuration: unknown) => mgmt.post('/reactors', { body: { name: 'r', formula: { id: f.id }, configuration } });
+    const f = await formula({
+      configuration: [
+        { name: 'API_KEY', type: 'string' },
+        { name: 'RETRIES', type: 'number' },
+      ],
+    });
+    const create = (configuration: unknown) =>
+      mgmt.post('/reactors', { body: { name: 'r', formula: { id: f.id }, configuration } });
     expect((await create({ API_KEY: 'k', RETRIES: 3 })).status).toBe(201);
     expect(Object.keys((await create({ API_KEY: 'k' })).body.errors)).toContain('configuration.RETRIES');
     expect(Object.keys((await create({ API_KEY: 'k', RETRIES: '3' })).body.errors)).toContain('configuration.RETRIES');
-    expect(Object.keys((await create({ API_KEY: 'k', RETRIES: 3, EXTRA: 'x' })).body.errors)).toContain('configuration.EXTRA');
+    expect(Object.keys((await create({ API_KEY: 'k', RETRIES: 3, EXTRA: 'x' })).body.errors)).toContain(
+      'configuration.EXTRA',
+    );
     expect((await create({ API_KEY: { nested: true }, RETRIES: 3 })).status).toBe(400);
   });
 
   test('the application must be a public or private application of the tenant', async () => {
     const f = await formula({});
-    const pub = await createApplication(api.url, mgmt.key(), { name: 'p', type: 'public', permissions: ['token:create'] });
-    const own = await createApplication(api.url, mgmt.key(), { name: 'm', type: 'management', permissions: ['tenant:read'] });
+    const pub = await createApplication(api.url, mgmt.key(), {
+      name: 'p',
+      type: 'public',
+      permissions: ['token:create'],
+    });
+    const own = await createApplication(api.url, mgmt.key(), {
+      name: 'm',
+      type: 'management',
+      permissions: ['tenant:read'],
+    });
     const other = await createTenant(api.url, api.operatorKey);
-    const foreign = await createApplication(api.url, other.managementKey, { name: 'x', type: 'private', permissions: ['token:use'] });
-    const create = (id: string) => mgmt.post('/reactors', { body: { name: 'r', formula: { id: f.id }, configuration: {}, application: { id } } });
+    const foreign = await createApplication(api.url, other.managementKey, {
+      name: 'x',
+      type: 'private',
+      permissions: ['token:use'],
+    });
+    const create = (id: string) =>
+      mgmt.post('/reactors', { body: { name: 'r', formula: { id: f.id }, configuration: {}, application: { id } } });
     expect((await create(pub.id)).status).toBe(201);
     expect((await create(own.id)).body.errors['application.id']).toBeTruthy();
     expect((await create(foreign.id)).body.errors['application.id']).toBeTruthy();
@@ -164,16 +254,27 @@ describe('reactors', () => {
   test('exactly one of formula and code; the formula cannot change; merge patch updates configuration', async () => {
     const f = await formula({ configuration: [{ name: 'A', type: 'string', optional: true }] });
     expect((await mgmt.post('/reactors', { body: { name: 'r', configuration: {} } })).status).toBe(400);
-    expect((await mgmt.post('/reactors', { body: { name: 'r', configuration: {}, formula: { id: f.id }, code: ECHO } })).status).toBe(400);
+    expect(
+      (await mgmt.post('/reactors', { body: { name: 'r', configuration: {}, formula: { id: f.id }, code: ECHO } }))
+        .status,
+    ).toBe(400);
     const inline = await reactor({ code: ECHO, configuration: { ANY: 'thing' } });
-    expect((await mgmt.get(`/reactors/${inline.id}`)).body).toMatchObject({ code: ECHO, configuration: { ANY: 'thing' } });
+    expect((await mgmt.get(`/reactors/${inline.id}`)).body).toMatchObject({
+      code: ECHO,
+      configuration: { ANY: 'thing' },
+    });
 
     const r = await reactor({ formula: { id: f.id }, configuration: { A: 'one' } });
     const g = await formula({ name: 'other' });
-    const moved = await mgmt.put(`/reactors/${r.id}`, { body: { name: 'r', formula: { id: g.id }, configuration: { A: 'one' } } });
+    const moved = await mgmt.put(`/reactors/${r.id}`, {
+      body: { name: 'r', formula: { id: g.id }, configuration: { A: 'one' } },
+    });
     expect(moved.status).toBe(400);
     expect(moved.body.errors['formula.id']).toBeTruthy();
-    const patched = await mgmt.patch(`/reactors/${r.id}`, { body: { name: 'renamed', configuration: { A: 'two' } }, headers: { 'Content-Type': 'application/merge-patch+json' } });
+    const patched = await mgmt.patch(`/reactors/${r.id}`, {
+      body: { name: 'renamed', configuration: { A: 'two' } },
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+    });
     expect(patched.status).toBe(200);
     expect(patched.body).toMatchObject({ name: 'renamed', configuration: { A: 'two' }, formula: { id: f.id } });
     expect((await mgmt.patch(`/reactors/${r.id}`, { body: { name: 'x' } })).status).toBe(415);
@@ -201,7 +302,14 @@ describe('invocation rules', () => {
   let cardId: string;
 
   beforeAll(async () => {
-    cardId = (await user.post('/tokens', { body: { type: 'card', data: { number: '4242424242424242', expiration_month: 12, expiration_year: 2030, cvc: '123' } } })).body.id;
+    cardId = (
+      await user.post('/tokens', {
+        body: {
+          type: 'card',
+          data: { number: '4242424242424242', expiration_month: 12, expiration_year: 2030, cvc: '123' },
+        },
+      })
+    ).body.id;
   });
 
   async function echo(parameters: Array<Record<string, unknown>>) {
@@ -218,13 +326,23 @@ describe('invocation rules', () => {
   });
 
   test('2 and 3: dotted names reach nested properties; undeclared properties are removed', async () => {
-    const id = await echo([{ name: 'user.address.city', type: 'string' }, { name: 'amount', type: 'number' }]);
-    const answer = await react(id, { user: { address: { city: 'Lisbon', zip: '1000' }, email: 'x@y.z' }, amount: 5, extra: true });
+    const id = await echo([
+      { name: 'user.address.city', type: 'string' },
+      { name: 'amount', type: 'number' },
+    ]);
+    const answer = await react(id, {
+      user: { address: { city: 'Lisbon', zip: '1000' }, email: 'x@y.z' },
+      amount: 5,
+      extra: true,
+    });
     expect(answer.body.raw.args).toEqual({ user: { address: { city: 'Lisbon' } }, amount: 5 });
   });
 
   test('4: a missing required parameter → 400 naming it; optional ones may be absent', async () => {
-    const id = await echo([{ name: 'required_one', type: 'string' }, { name: 'maybe', type: 'string', optional: true }]);
+    const id = await echo([
+      { name: 'required_one', type: 'string' },
+      { name: 'maybe', type: 'string', optional: true },
+    ]);
     const missing = await react(id, { maybe: 'x' });
     expect(missing.status).toBe(400);
     expect(Object.keys(missing.body.errors)).toEqual(['required_one']);
@@ -232,7 +350,11 @@ describe('invocation rules', () => {
   });
 
   test('5: values are cast to the declared type, or 400 when they cannot be', async () => {
-    const id = await echo([{ name: 'n', type: 'number' }, { name: 'b', type: 'boolean' }, { name: 's', type: 'string' }]);
+    const id = await echo([
+      { name: 'n', type: 'number' },
+      { name: 'b', type: 'boolean' },
+      { name: 's', type: 'string' },
+    ]);
     expect((await react(id, { n: '42.5', b: 'TRUE', s: 7 })).body.raw.args).toEqual({ n: 42.5, b: true, s: '7' });
     const bad = await react(id, { n: 'forty', b: 'yes', s: { x: 1 } });
     expect(bad.status).toBe(400);
@@ -240,14 +362,20 @@ describe('invocation rules', () => {
   });
 
   test('6 and 8: validation runs after detokenization; one card token supplies several parameters', async () => {
-    const id = await echo([{ name: 'card.number', type: 'string' }, { name: 'card.expiration_month', type: 'number' }]);
+    const id = await echo([
+      { name: 'card.number', type: 'string' },
+      { name: 'card.expiration_month', type: 'number' },
+    ]);
     const answer = await react(id, { card: `{{ ${cardId} }}` });
     expect(answer.status).toBe(200);
     expect(answer.body.raw.args).toEqual({ card: { number: '4242424242424242', expiration_month: 12 } });
   });
 
   test('7: expressions mixed with plaintext', async () => {
-    const id = await echo([{ name: 'label', type: 'string' }, { name: 'plain', type: 'string' }]);
+    const id = await echo([
+      { name: 'label', type: 'string' },
+      { name: 'plain', type: 'string' },
+    ]);
     const answer = await react(id, { label: `card ending {{ ${cardId} | json: '$.number' | last4 }}`, plain: 'as is' });
     expect(answer.body.raw.args).toEqual({ label: 'card ending 4242', plain: 'as is' });
   });
@@ -262,12 +390,24 @@ describe('invocation rules', () => {
 
   test("10: token:use is needed to invoke, and for each token's container", async () => {
     const id = await echo([{ name: 'card.number', type: 'string' }]);
-    const readOnly = await createApplication(api.url, mgmt.key(), { name: 'ro', type: 'private', permissions: ['token:read'] });
+    const readOnly = await createApplication(api.url, mgmt.key(), {
+      name: 'ro',
+      type: 'private',
+      permissions: ['token:read'],
+    });
     expect((await react(id, {}, client(api.url, readOnly.key))).status).toBe(403);
     const generalOnly = await createApplication(api.url, mgmt.key(), {
       name: 'general',
       type: 'private',
-      rules: [{ description: 'general', priority: 1, container: '/general/', transform: 'reveal', permissions: ['token:use'] }],
+      rules: [
+        {
+          description: 'general',
+          priority: 1,
+          container: '/general/',
+          transform: 'reveal',
+          permissions: ['token:use'],
+        },
+      ],
     });
     const refused = await react(id, { card: `{{ ${cardId} }}` }, client(api.url, generalOnly.key));
     expect(refused.status).toBe(403);
@@ -291,7 +431,14 @@ describe('invocation rules', () => {
     expect((await react(first.id, {})).body.raw).toEqual({ calls: 2, mode: 'a' });
     // Same code, same tenant, same configuration, another reactor: its own context.
     expect((await react(second.id, {})).body.raw).toEqual({ calls: 1, mode: 'a' });
-    expect((await mgmt.patch(`/reactors/${first.id}`, { body: { configuration: { MODE: 'b' } }, headers: { 'Content-Type': 'application/merge-patch+json' } })).status).toBe(200);
+    expect(
+      (
+        await mgmt.patch(`/reactors/${first.id}`, {
+          body: { configuration: { MODE: 'b' } },
+          headers: { 'Content-Type': 'application/merge-patch+json' },
+        })
+      ).status,
+    ).toBe(200);
     expect((await react(first.id, {})).body.raw).toEqual({ calls: 1, mode: 'b' });
   });
 
@@ -333,7 +480,11 @@ describe('errors from code (section 7)', () => {
   });
 
   test('CustomHttpResponseError passes its status, headers and body through', async () => {
-    const r = await reactor({ code: thrower("throw new CustomHttpResponseError({ status: 418, headers: { 'X-Teapot': 'yes' }, body: { brewed: false } })") });
+    const r = await reactor({
+      code: thrower(
+        "throw new CustomHttpResponseError({ status: 418, headers: { 'X-Teapot': 'yes' }, body: { brewed: false } })",
+      ),
+    });
     const answer = await react(r.id, {});
     expect(answer.status).toBe(418);
     expect(answer.headers.get('x-teapot')).toBe('yes');
@@ -341,7 +492,11 @@ describe('errors from code (section 7)', () => {
   });
 
   test('a CustomHttpResponseError text body is sent as text', async () => {
-    const r = await reactor({ code: thrower("throw new CustomHttpResponseError({ status: 409, headers: { 'Content-Type': 'text/plain' }, body: 'plain text' })") });
+    const r = await reactor({
+      code: thrower(
+        "throw new CustomHttpResponseError({ status: 409, headers: { 'Content-Type': 'text/plain' }, body: 'plain text' })",
+      ),
+    });
     const answer = await react(r.id, {});
     expect(answer.status).toBe(409);
     expect(answer.headers.get('content-type')).toMatch(/^text\/plain/);

@@ -54,9 +54,18 @@ const ROUTES: Route[] = [
       [{ type: 'private' }, 'name'],
       [{ ...appBody, permissions: ['token:fly'] }, 'permissions[0]'],
       [{ ...appBody, type: 'public' }, 'permissions[0]'],
-      [{ ...appBody, rules: [{ priority: 'high', transform: 'reveal', permissions: ['token:read'], container: '/' }] }, 'rules[0].priority'],
-      [{ ...appBody, rules: [{ priority: 1, transform: 'show', permissions: ['token:read'], container: '/' }] }, 'rules[0].transform'],
-      [{ ...appBody, rules: [{ priority: 1, transform: 'reveal', permissions: ['token:read'], container: 'pci' }] }, 'rules[0].container'],
+      [
+        { ...appBody, rules: [{ priority: 'high', transform: 'reveal', permissions: ['token:read'], container: '/' }] },
+        'rules[0].priority',
+      ],
+      [
+        { ...appBody, rules: [{ priority: 1, transform: 'show', permissions: ['token:read'], container: '/' }] },
+        'rules[0].transform',
+      ],
+      [
+        { ...appBody, rules: [{ priority: 1, transform: 'reveal', permissions: ['token:read'], container: 'pci' }] },
+        'rules[0].container',
+      ],
       [{ ...appBody, expires_at: 'tomorrow' }, 'expires_at'],
       [{ ...appBody, expires_at: '2001-01-01T00:00:00Z' }, 'expires_at'],
       [[appBody], 'body'],
@@ -133,7 +142,14 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/proxies', permission: 'proxy:create', body: proxyBody, invalid: proxyInvalid },
   { method: 'GET', path: '/proxies', permission: 'proxy:read' },
   { method: 'GET', path: '/proxies/:id', permission: 'proxy:read', proxies: true },
-  { method: 'PUT', path: '/proxies/:id', permission: 'proxy:update', proxies: true, body: proxyBody, invalid: proxyInvalid },
+  {
+    method: 'PUT',
+    path: '/proxies/:id',
+    permission: 'proxy:update',
+    proxies: true,
+    body: proxyBody,
+    invalid: proxyInvalid,
+  },
   {
     method: 'PATCH',
     path: '/proxies/:id',
@@ -168,13 +184,40 @@ beforeAll(async () => {
   api = await startTestApi();
   tenant = await createTenant(api.url, api.operatorKey);
   other = await createTenant(api.url, api.operatorKey);
-  noPermissionKey = (await createApplication(api.url, tenant.managementKey, { name: 'nothing', type: 'management', permissions: [] })).key;
-  otherAppId = (await createApplication(api.url, other.managementKey, { name: 'theirs', type: 'private', permissions: ['token:read'] })).id;
-  const allTokens = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'] }];
-  tokenKey = (await createApplication(api.url, tenant.managementKey, { name: 'tokens', type: 'private', rules: allTokens })).key;
-  const otherTokenKey = (await createApplication(api.url, other.managementKey, { name: 'tokens', type: 'private', rules: allTokens })).key;
-  otherTokenId = (await call(api.url, 'POST', '/tokens', { key: otherTokenKey, body: { type: 'token', data: 'theirs' } })).body.id;
-  otherProxyId = (await call(api.url, 'POST', '/proxies', { key: other.managementKey, body: { name: 'theirs', destination_url: 'https://theirs.example/' } })).body.id;
+  noPermissionKey = (
+    await createApplication(api.url, tenant.managementKey, { name: 'nothing', type: 'management', permissions: [] })
+  ).key;
+  otherAppId = (
+    await createApplication(api.url, other.managementKey, {
+      name: 'theirs',
+      type: 'private',
+      permissions: ['token:read'],
+    })
+  ).id;
+  const allTokens = [
+    {
+      description: 'all',
+      priority: 1,
+      container: '/',
+      transform: 'reveal',
+      permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'],
+    },
+  ];
+  tokenKey = (
+    await createApplication(api.url, tenant.managementKey, { name: 'tokens', type: 'private', rules: allTokens })
+  ).key;
+  const otherTokenKey = (
+    await createApplication(api.url, other.managementKey, { name: 'tokens', type: 'private', rules: allTokens })
+  ).key;
+  otherTokenId = (
+    await call(api.url, 'POST', '/tokens', { key: otherTokenKey, body: { type: 'token', data: 'theirs' } })
+  ).body.id;
+  otherProxyId = (
+    await call(api.url, 'POST', '/proxies', {
+      key: other.managementKey,
+      body: { name: 'theirs', destination_url: 'https://theirs.example/' },
+    })
+  ).body.id;
 });
 
 afterAll(async () => {
@@ -184,15 +227,28 @@ afterAll(async () => {
 function expectProblem(answer: { status: number; headers: Headers; body: any }, status: number) {
   expect(answer.status).toBe(status);
   expect(answer.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  expect(answer.body).toMatchObject({ status, title: expect.any(String), detail: expect.any(String), code: expect.stringMatching(/^TV_/) });
+  expect(answer.body).toMatchObject({
+    status,
+    title: expect.any(String),
+    detail: expect.any(String),
+    code: expect.stringMatching(/^TV_/),
+  });
   expect(answer.headers.get('bt-trace-id')).toBeTruthy();
 }
 
 async function ownId(route: Route): Promise<string | undefined> {
   if (!route.path.includes(':id')) return undefined;
-  if (route.tokens) return (await call(api.url, 'POST', '/tokens', { key: tokenKey, body: { type: 'token', data: 'mine' } })).body.id;
-  if (route.proxies) return (await call(api.url, 'POST', '/proxies', { key: tenant.managementKey, body: proxyBody })).body.id;
-  return (await createApplication(api.url, tenant.managementKey, { name: 'mine', type: 'private', permissions: ['token:read'] })).id;
+  if (route.tokens)
+    return (await call(api.url, 'POST', '/tokens', { key: tokenKey, body: { type: 'token', data: 'mine' } })).body.id;
+  if (route.proxies)
+    return (await call(api.url, 'POST', '/proxies', { key: tenant.managementKey, body: proxyBody })).body.id;
+  return (
+    await createApplication(api.url, tenant.managementKey, {
+      name: 'mine',
+      type: 'private',
+      permissions: ['token:read'],
+    })
+  ).id;
 }
 
 const label = (r: Route) => `${r.method} ${r.path}`;
@@ -220,14 +276,20 @@ describe.each(ROUTES.map((r) => [label(r), r] as const))('%s', (_name, route) =>
 
   if (route.permission) {
     test(`without ${route.permission} → 403`, async () => {
-      expectProblem(await call(api.url, route.method, path(), { key: noPermissionKey, body: route.body, headers }), 403);
+      expectProblem(
+        await call(api.url, route.method, path(), { key: noPermissionKey, body: route.body, headers }),
+        403,
+      );
     });
   }
 
   if (route.path.includes(':id')) {
     test("another tenant's id → 404, and theirs is untouched", async () => {
       const theirId = route.tokens ? otherTokenId : route.proxies ? otherProxyId : otherAppId;
-      expectProblem(await call(api.url, route.method, path(theirId), { key: ownKey(), body: route.body, headers }), 404);
+      expectProblem(
+        await call(api.url, route.method, path(theirId), { key: ownKey(), body: route.body, headers }),
+        404,
+      );
       if (route.proxies) {
         const theirs = await call(api.url, 'GET', `/proxies/${otherProxyId}`, { key: other.managementKey });
         expect(theirs.status).toBe(200);
@@ -241,20 +303,34 @@ describe.each(ROUTES.map((r) => [label(r), r] as const))('%s', (_name, route) =>
     });
 
     test('an id of no such resource → 404', async () => {
-      expectProblem(await call(api.url, route.method, path(route.tokens ? 'no-such-token' : 'not-a-uuid'), { key: ownKey(), body: route.body, headers }), 404);
+      expectProblem(
+        await call(api.url, route.method, path(route.tokens ? 'no-such-token' : 'not-a-uuid'), {
+          key: ownKey(),
+          body: route.body,
+          headers,
+        }),
+        404,
+      );
     });
   }
 
   if (route.body) {
     test('malformed JSON → 400', async () => {
-      const answer = await call(api.url, route.method, path(await ownId(route)), { key: ownKey(), raw: '{"name": "unterminated', headers });
+      const answer = await call(api.url, route.method, path(await ownId(route)), {
+        key: ownKey(),
+        raw: '{"name": "unterminated',
+        headers,
+      });
       expectProblem(answer, 400);
       expect(answer.body.code).toBe('TV_MALFORMED_JSON');
     });
 
     test('a body over 1 MB → 413', async () => {
       const huge = JSON.stringify({ ...route.body, padding: 'x'.repeat(1024 * 1024 + 10) });
-      expectProblem(await call(api.url, route.method, path(await ownId(route)), { key: ownKey(), raw: huge, headers }), 413);
+      expectProblem(
+        await call(api.url, route.method, path(await ownId(route)), { key: ownKey(), raw: huge, headers }),
+        413,
+      );
     });
   }
 
@@ -306,7 +382,10 @@ test('an unknown route → 404 problem', async () => {
 });
 
 test('BT-TRACE-ID is echoed when given', async () => {
-  const answer = await call(api.url, 'GET', '/tenants/self', { key: tenant.managementKey, headers: { 'BT-TRACE-ID': 'trace-123' } });
+  const answer = await call(api.url, 'GET', '/tenants/self', {
+    key: tenant.managementKey,
+    headers: { 'BT-TRACE-ID': 'trace-123' },
+  });
   expect(answer.headers.get('bt-trace-id')).toBe('trace-123');
 });
 
@@ -337,30 +416,67 @@ interface Row {
   unsupported?: boolean;
 }
 
-const formulaBody = { name: 'matrix formula', type: 'private', code: 'module.exports = async () => ({ raw: {} })', configuration: [], request_parameters: [] };
+const formulaBody = {
+  name: 'matrix formula',
+  type: 'private',
+  code: 'module.exports = async () => ({ raw: {} })',
+  configuration: [],
+  request_parameters: [],
+};
 const TOKEN = { scope: 'tenant', tokens: true } as const;
-const proxyRow = (method: string): [string, Row] => [`${method} /proxy{/*rest}`, { ...TOKEN, needs: ['token:use'], operatorInTenant: 403 }];
+const proxyRow = (method: string): [string, Row] => [
+  `${method} /proxy{/*rest}`,
+  { ...TOKEN, needs: ['token:use'], operatorInTenant: 403 },
+];
 const unsupportedRows = UNSUPPORTED_FEATURES.flatMap(([prefix]) =>
-  ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((method): [string, Row] => [`${method} ${prefix}{/*rest}`, { scope: 'tenant', public: 'allowed', unsupported: true }]),
+  ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((method): [string, Row] => [
+    `${method} ${prefix}{/*rest}`,
+    { scope: 'tenant', public: 'allowed', unsupported: true },
+  ]),
 );
 
 const MATRIX: Record<string, Row> = {
   'GET /healthz': { scope: 'open' },
   'GET /readyz': { scope: 'open' },
   ...Object.fromEntries(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map(proxyRow)),
-  'POST /tokens': { ...TOKEN, needs: ['token:create'], body: { type: 'token', data: 'matrix' }, public: 'allowed', operatorInTenant: 403 },
+  'POST /tokens': {
+    ...TOKEN,
+    needs: ['token:create'],
+    body: { type: 'token', data: 'matrix' },
+    public: 'allowed',
+    operatorInTenant: 403,
+  },
   'GET /tokens': { ...TOKEN, needs: ['token:read'], operatorInTenant: 403 },
   'GET /v2/tokens': { ...TOKEN, needs: ['token:read'], operatorInTenant: 403 },
   'GET /tokens/:id': { ...TOKEN, id: 'token', needs: ['token:read'], operatorInTenant: 403 },
-  'PATCH /tokens/:id': { ...TOKEN, id: 'token', needs: ['token:update'], body: { metadata: { a: 'b' } }, contentType: 'application/merge-patch+json', public: 'allowed', operatorInTenant: 403 },
+  'PATCH /tokens/:id': {
+    ...TOKEN,
+    id: 'token',
+    needs: ['token:update'],
+    body: { metadata: { a: 'b' } },
+    contentType: 'application/merge-patch+json',
+    public: 'allowed',
+    operatorInTenant: 403,
+  },
   'DELETE /tokens/:id': { ...TOKEN, id: 'token', needs: ['token:delete'], operatorInTenant: 403 },
-  'POST /tokenize': { ...TOKEN, needs: ['token:create'], body: { a: { type: 'token', data: 'x' } }, public: 'allowed', operatorInTenant: 403 },
+  'POST /tokenize': {
+    ...TOKEN,
+    needs: ['token:create'],
+    body: { a: { type: 'token', data: 'x' } },
+    public: 'allowed',
+    operatorInTenant: 403,
+  },
   'POST /detokenize': { ...TOKEN, needs: ['token:use'], body: { a: 'x' }, operatorInTenant: 403 },
   'POST /applications': { scope: 'tenant', needs: ['application:create'], body: appBody },
   'GET /applications': { scope: 'tenant', needs: ['application:read'] },
   'GET /applications/key': { scope: 'tenant', public: 'allowed' },
   'GET /applications/:id': { scope: 'tenant', id: 'application', needs: ['application:read'] },
-  'PUT /applications/:id': { scope: 'tenant', id: 'application', needs: ['application:update'], body: { name: 'renamed', permissions: ['token:use'] } },
+  'PUT /applications/:id': {
+    scope: 'tenant',
+    id: 'application',
+    needs: ['application:update'],
+    body: { name: 'renamed', permissions: ['token:use'] },
+  },
   'DELETE /applications/:id': { scope: 'tenant', id: 'application', needs: ['application:delete'] },
   'POST /applications/:id/regenerate': { scope: 'tenant', id: 'application', needs: ['application:update'] },
   'GET /permissions': { scope: 'tenant', public: 'allowed' },
@@ -374,7 +490,12 @@ const MATRIX: Record<string, Row> = {
   'DELETE /tenants/self': { scope: 'tenant', needs: ['tenant:delete'], scratch: true },
   'GET /tenants/self/reports/usage': { scope: 'tenant', needs: ['report:read'] },
   'POST /sessions': { scope: 'tenant', public: 'allowed', session: 403, operatorInTenant: 403 },
-  'POST /sessions/authorize': { scope: 'tenant', body: { nonce: 'x', permissions: ['token:read'] }, session: 403, operatorInTenant: 403 },
+  'POST /sessions/authorize': {
+    scope: 'tenant',
+    body: { nonce: 'x', permissions: ['token:read'] },
+    session: 403,
+    operatorInTenant: 403,
+  },
   'POST /reactor-formulas': { scope: 'tenant', needs: ['reactor:create'], body: formulaBody },
   'GET /reactor-formulas': { scope: 'tenant', needs: ['reactor:read'] },
   'GET /reactor-formulas/:id': { scope: 'tenant', id: 'formula', needs: ['reactor:read'] },
@@ -383,15 +504,38 @@ const MATRIX: Record<string, Row> = {
   'POST /reactors': { scope: 'tenant', needs: ['reactor:create'], body: { name: 'r', formula: { id: randomUUID() } } },
   'GET /reactors': { scope: 'tenant', needs: ['reactor:read'] },
   'GET /reactors/:id': { scope: 'tenant', id: 'reactor', needs: ['reactor:read'] },
-  'PUT /reactors/:id': { scope: 'tenant', id: 'reactor', needs: ['reactor:update'], body: { name: 'r2', formula: { id: randomUUID() } } },
-  'PATCH /reactors/:id': { scope: 'tenant', id: 'reactor', needs: ['reactor:update'], body: { name: 'r3' }, contentType: 'application/merge-patch+json' },
+  'PUT /reactors/:id': {
+    scope: 'tenant',
+    id: 'reactor',
+    needs: ['reactor:update'],
+    body: { name: 'r2', formula: { id: randomUUID() } },
+  },
+  'PATCH /reactors/:id': {
+    scope: 'tenant',
+    id: 'reactor',
+    needs: ['reactor:update'],
+    body: { name: 'r3' },
+    contentType: 'application/merge-patch+json',
+  },
   'DELETE /reactors/:id': { scope: 'tenant', id: 'reactor', needs: ['reactor:delete'] },
-  'POST /reactors/:id/react': { ...TOKEN, id: 'reactor', needs: ['token:use'], body: { args: {} }, operatorInTenant: 403 },
+  'POST /reactors/:id/react': {
+    ...TOKEN,
+    id: 'reactor',
+    needs: ['token:use'],
+    body: { args: {} },
+    operatorInTenant: 403,
+  },
   'POST /proxies': { scope: 'tenant', needs: ['proxy:create'], body: proxyBody },
   'GET /proxies': { scope: 'tenant', needs: ['proxy:read'] },
   'GET /proxies/:id': { scope: 'tenant', id: 'proxy', needs: ['proxy:read'] },
   'PUT /proxies/:id': { scope: 'tenant', id: 'proxy', needs: ['proxy:update'], body: proxyBody },
-  'PATCH /proxies/:id': { scope: 'tenant', id: 'proxy', needs: ['proxy:update'], body: { name: 'patched' }, contentType: 'application/merge-patch+json' },
+  'PATCH /proxies/:id': {
+    scope: 'tenant',
+    id: 'proxy',
+    needs: ['proxy:update'],
+    body: { name: 'patched' },
+    contentType: 'application/merge-patch+json',
+  },
   'DELETE /proxies/:id': { scope: 'tenant', id: 'proxy', needs: ['proxy:delete'] },
   'POST /admin/tenants': { scope: 'admin', body: { name: 'matrix' } },
   'GET /admin/tenants': { scope: 'admin' },
@@ -432,23 +576,57 @@ describe('route x principal matrix', () => {
       [...needed].map(async (permission) => {
         const token = tokenPermissions.includes(permission);
         const all = token ? tokenPermissions : MANAGEMENT_DEFAULT;
-        const body = { name: `without ${permission}`, type: token ? 'private' : 'management', permissions: all.filter((p) => p !== permission) };
+        const body = {
+          name: `without ${permission}`,
+          type: token ? 'private' : 'management',
+          permissions: all.filter((p) => p !== permission),
+        };
         missingKeys.set(permission, (await createApplication(api.url, tenant.managementKey, body)).key);
       }),
     );
-    const revoked = await createApplication(api.url, tenant.managementKey, { name: 'revoked', type: 'management', permissions: MANAGEMENT_DEFAULT });
+    const revoked = await createApplication(api.url, tenant.managementKey, {
+      name: 'revoked',
+      type: 'management',
+      permissions: MANAGEMENT_DEFAULT,
+    });
     await mgmt.delete(`/applications/${revoked.id}`);
     revokedKey = revoked.key;
     await eventually(async () => expect((await client(api.url, revokedKey).get('/applications/key')).status).toBe(401));
-    publicKey = (await createApplication(api.url, tenant.managementKey, { name: 'web', type: 'public', permissions: ['token:create', 'token:update'] })).key;
+    publicKey = (
+      await createApplication(api.url, tenant.managementKey, {
+        name: 'web',
+        type: 'public',
+        permissions: ['token:create', 'token:update'],
+      })
+    ).key;
 
     // Sessions authorized by keys that may reveal and use every token of their tenant.
-    const revealAll = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:read', 'token:use'] }];
+    const revealAll = [
+      {
+        description: 'all',
+        priority: 1,
+        container: '/',
+        transform: 'reveal',
+        permissions: ['token:read', 'token:use'],
+      },
+    ];
     const session = async (url: string, managementKey: string, expiresAt?: string) => {
-      const browser = await createApplication(url, managementKey, { name: 'web', type: 'public', permissions: ['token:create'] });
-      const authorizer = await createApplication(url, managementKey, { name: 'server', type: 'private', rules: revealAll });
+      const browser = await createApplication(url, managementKey, {
+        name: 'web',
+        type: 'public',
+        permissions: ['token:create'],
+      });
+      const authorizer = await createApplication(url, managementKey, {
+        name: 'server',
+        type: 'private',
+        rules: revealAll,
+      });
       const created = (await client(url, browser.key).post('/sessions')).body;
-      const body = { nonce: created.nonce, permissions: SESSION_GRANT, ...(expiresAt ? { expires_at: expiresAt } : {}) };
+      const body = {
+        nonce: created.nonce,
+        permissions: SESSION_GRANT,
+        ...(expiresAt ? { expires_at: expiresAt } : {}),
+      };
       expect((await client(url, authorizer.key).post('/sessions/authorize', { body })).status).toBe(204);
       return created.session_key as string;
     };
@@ -457,10 +635,24 @@ describe('route x principal matrix', () => {
       session(api.url, tenant.managementKey, new Date(expiresAt).toISOString()),
       session(api.url, other.managementKey),
     ]);
-    otherTokenKey = (await createApplication(api.url, other.managementKey, { name: 'theirs', type: 'private', rules: revealAll.map((r) => ({ ...r, permissions: tokenPermissions })) })).key;
+    otherTokenKey = (
+      await createApplication(api.url, other.managementKey, {
+        name: 'theirs',
+        type: 'private',
+        rules: revealAll.map((r) => ({ ...r, permissions: tokenPermissions })),
+      })
+    ).key;
 
-    ids.application = (await createApplication(api.url, tenant.managementKey, { name: 'target', type: 'private', permissions: ['token:read'] })).id;
-    ids.token = (await call(api.url, 'POST', '/tokens', { key: tokenKey, body: { type: 'token', data: 'target' } })).body.id;
+    ids.application = (
+      await createApplication(api.url, tenant.managementKey, {
+        name: 'target',
+        type: 'private',
+        permissions: ['token:read'],
+      })
+    ).id;
+    ids.token = (
+      await call(api.url, 'POST', '/tokens', { key: tokenKey, body: { type: 'token', data: 'target' } })
+    ).body.id;
     ids.proxy = (await mgmt.post('/proxies', { body: proxyBody })).body.id;
     ids.formula = (await mgmt.post('/reactor-formulas', { body: formulaBody })).body.id;
     ids.reactor = (await mgmt.post('/reactors', { body: { name: 'target', formula: { id: ids.formula } } })).body.id;
@@ -478,7 +670,10 @@ describe('route x principal matrix', () => {
     const base: Array<[Principal, Expect]> = [
       [{ name: 'no key' }, row.scope === 'open' ? 200 : 401],
       [{ name: 'malformed key', key: 'not-a-key' }, row.scope === 'open' ? 200 : 401],
-      [{ name: 'operator key', key: api.operatorKey }, row.scope === 'open' ? 200 : row.scope === 'admin' ? 'allowed' : 403],
+      [
+        { name: 'operator key', key: api.operatorKey },
+        row.scope === 'open' ? 200 : row.scope === 'admin' ? 'allowed' : 403,
+      ],
     ];
     if (row.scope === 'open') return base;
     const inTenant = { 'BT-TENANT-ID': tenant.tenantId };
@@ -486,13 +681,20 @@ describe('route x principal matrix', () => {
       [{ name: 'revoked key', key: revokedKey }, 401],
       [{ name: 'expired session', key: expiredSession }, 401],
       [{ name: 'public key', key: publicKey }, row.scope === 'admin' ? 403 : (row.public ?? 403)],
-      [{ name: 'operator key with BT-TENANT-ID', key: api.operatorKey, headers: inTenant }, row.scope === 'admin' ? 403 : (row.operatorInTenant ?? 'allowed')],
+      [
+        { name: 'operator key with BT-TENANT-ID', key: api.operatorKey, headers: inTenant },
+        row.scope === 'admin' ? 403 : (row.operatorInTenant ?? 'allowed'),
+      ],
     );
     if (row.scope === 'admin') {
-      base.push([{ name: "a tenant's management key", key: tenant.managementKey }, 403], [{ name: 'session of another tenant', key: otherSession }, 403]);
+      base.push(
+        [{ name: "a tenant's management key", key: tenant.managementKey }, 403],
+        [{ name: 'session of another tenant', key: otherSession }, 403],
+      );
       return base;
     }
-    for (const permission of row.needs ?? []) base.push([{ name: `key without ${permission}`, key: missingKeys.get(permission) }, 403]);
+    for (const permission of row.needs ?? [])
+      base.push([{ name: `key without ${permission}`, key: missingKeys.get(permission) }, 403]);
     // The session holds token:read and token:use in its own tenant: where that suffices, our ids are not found there,
     // and routes without ids act in its own tenant.
     const sessionMay = (row.needs ?? []).every((p) => SESSION_GRANT.includes(p));
@@ -502,7 +704,10 @@ describe('route x principal matrix', () => {
         [{ name: 'session of another tenant', key: otherSession, realId: true }, sessionMay ? 404 : 403],
       );
     } else {
-      base.push([{ name: 'session of another tenant', key: otherSession }, !sessionMay ? 403 : (row.needs?.length ? 'allowed' : (row.session ?? 'allowed'))]);
+      base.push([
+        { name: 'session of another tenant', key: otherSession },
+        !sessionMay ? 403 : row.needs?.length ? 'allowed' : (row.session ?? 'allowed'),
+      ]);
     }
     return base;
   }
@@ -514,7 +719,10 @@ describe('route x principal matrix', () => {
       principalsFor(row).map(async ([principal, expected]) => {
         const id = principal.realId ? ids[row.id!]! : row.id === 'token' ? `random-${randomUUID()}` : randomUUID();
         const path = template.replace(':id', id).replace('{/*rest}', '/matrix');
-        let headers: Record<string, string> = { ...(row.contentType ? { 'Content-Type': row.contentType } : {}), ...principal.headers };
+        let headers: Record<string, string> = {
+          ...(row.contentType ? { 'Content-Type': row.contentType } : {}),
+          ...principal.headers,
+        };
         if (scratch && principal.headers?.['BT-TENANT-ID']) headers = { ...headers, 'BT-TENANT-ID': scratch.tenantId };
         const answer = await call(api.url, method, path, { key: principal.key, body: row.body, headers });
         const ok =
@@ -523,7 +731,9 @@ describe('route x principal matrix', () => {
               ? answer.status === 501 && answer.body?.code === 'TV_NOT_SUPPORTED'
               : answer.status < 500 && answer.status !== 401 && answer.status !== 403
             : answer.status === expected;
-        return ok ? undefined : `${principal.name}: expected ${expected}, got ${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`;
+        return ok
+          ? undefined
+          : `${principal.name}: expected ${expected}, got ${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`;
       }),
     );
     expect(mismatches.filter(Boolean)).toEqual([]);

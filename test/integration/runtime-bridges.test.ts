@@ -20,7 +20,13 @@ let readOnlyKey: string;
 async function workerWith(env: Record<string, string>) {
   const config = loadConfig({
     requireStore: false,
-    env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'silent', TOKENVAULT_REACTOR_TIMEOUT_MS: '5000', ...env },
+    env: {
+      TOKENVAULT_HOST: '127.0.0.1',
+      TOKENVAULT_PORT: '0',
+      TOKENVAULT_LOG_LEVEL: 'silent',
+      TOKENVAULT_REACTOR_TIMEOUT_MS: '5000',
+      ...env,
+    },
   });
   return startWorker(config, createLogger('silent'));
 }
@@ -35,7 +41,13 @@ beforeAll(async () => {
       permissions: ['token:create', 'token:read', 'token:update', 'token:delete'],
     })
   ).key;
-  readOnlyKey = (await createApplication(api.url, tenant.managementKey, { name: 'reader', type: 'private', permissions: ['token:read'] })).key;
+  readOnlyKey = (
+    await createApplication(api.url, tenant.managementKey, {
+      name: 'reader',
+      type: 'private',
+      permissions: ['token:read'],
+    })
+  ).key;
   destination = await startHttpsServer((request, response) => {
     let body = '';
     request.on('data', (chunk) => (body += chunk));
@@ -45,10 +57,21 @@ beforeAll(async () => {
         return response.end();
       }
       response.writeHead(200, { 'content-type': 'application/json', 'x-destination': 'yes' });
-      response.end(JSON.stringify({ method: request.method, path: request.url, body, auth: request.headers.authorization ?? null }));
+      response.end(
+        JSON.stringify({
+          method: request.method,
+          path: request.url,
+          body,
+          auth: request.headers.authorization ?? null,
+        }),
+      );
     });
   });
-  worker = await workerWith({ TOKENVAULT_API_URL: api.url, TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost', TOKENVAULT_PROXY_CA_FILE: destination.caFile });
+  worker = await workerWith({
+    TOKENVAULT_API_URL: api.url,
+    TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
+    TOKENVAULT_PROXY_CA_FILE: destination.caFile,
+  });
   strictWorker = await workerWith({ TOKENVAULT_PROXY_CA_FILE: destination.caFile });
 });
 
@@ -124,25 +147,42 @@ describe('bt, against the real API', () => {
         }`),
       ),
     );
-    expect(out.first).toMatchObject({ id: expect.any(String), type: 'token', created_at: expect.any(String), metadata: { some_key: 'v' } });
+    expect(out.first).toMatchObject({
+      id: expect.any(String),
+      type: 'token',
+      created_at: expect.any(String),
+      metadata: { some_key: 'v' },
+    });
     expect(out.second).toContain('created_at');
   });
 
   test("the API's own answer when the application lacks a permission: status and body, like the SDK", async () => {
     const out = value(
       await worker.pool.invoke(
-        request(`module.exports = async ({ bt }) => {
+        request(
+          `module.exports = async ({ bt }) => {
           try { await bt.tokens.create({ type: 'token', data: 'x' }); return 'created'; }
           catch (e) { return { name: e.name, status: e.status, data: e.data, message: e.message }; }
-        }`, { bt: { apiKey: readOnlyKey } }),
+        }`,
+          { bt: { apiKey: readOnlyKey } },
+        ),
       ),
     );
-    expect(out).toMatchObject({ name: 'BasisTheoryApiError', status: 403, data: { status: 403, title: 'Forbidden' }, message: 'Request failed with status code 403' });
+    expect(out).toMatchObject({
+      name: 'BasisTheoryApiError',
+      status: 403,
+      data: { status: 403, title: 'Forbidden' },
+      message: 'Request failed with status code 403',
+    });
   });
 
   test('ids cannot walk out of /tokens', async () => {
     const out = value(
-      await worker.pool.invoke(request(`module.exports = async ({ bt }) => { try { return await bt.tokens.retrieve('../tenants/self'); } catch (e) { return e.status; } }`)),
+      await worker.pool.invoke(
+        request(
+          `module.exports = async ({ bt }) => { try { return await bt.tokens.retrieve('../tenants/self'); } catch (e) { return e.status; } }`,
+        ),
+      ),
     );
     expect(out).toBe(404);
   });
@@ -152,12 +192,15 @@ describe('fetch, through the destination policy', () => {
   test('an allowed HTTPS destination answers with a Response-like object; redirects are returned', async () => {
     const out = value(
       await worker.pool.invoke(
-        request(`const fetch = require('node-fetch');
+        request(
+          `const fetch = require('node-fetch');
           module.exports = async (req) => {
             const response = await fetch(req.args.url + '/charge?x=1', { method: 'POST', headers: { Authorization: 'Bearer ' + req.configuration.secret, 'Content-Type': 'application/json' }, body: JSON.stringify({ amount: 10 }) });
             const redirect = await fetch(req.args.url + '/redirect');
             return { ok: response.ok, status: response.status, header: response.headers.get('X-Destination'), json: await response.json(), redirect: { status: redirect.status, location: redirect.headers.get('location') } };
-          }`, { args: { url: destination.url }, configuration: { secret: 's3cr3t' } }),
+          }`,
+          { args: { url: destination.url }, configuration: { secret: 's3cr3t' } },
+        ),
       ),
     );
     expect(out).toEqual({
@@ -176,7 +219,12 @@ describe('fetch, through the destination policy', () => {
     ['the cloud metadata address', 'https://169.254.169.254/latest/meta-data/', /./],
   ])('%s is refused', async (_name, url, reason) => {
     const out = value(
-      await worker.pool.invoke(request(`module.exports = async (req) => { try { await fetch(req.args.url); return 'reached'; } catch (e) { return { name: e.name, message: e.message }; } }`, { args: { url } })),
+      await worker.pool.invoke(
+        request(
+          `module.exports = async (req) => { try { await fetch(req.args.url); return 'reached'; } catch (e) { return { name: e.name, message: e.message }; } }`,
+          { args: { url } },
+        ),
+      ),
     );
     expect(out.name).toBe('FetchError');
     expect(out.message).toMatch(reason);
@@ -185,7 +233,10 @@ describe('fetch, through the destination policy', () => {
   test('a loopback destination is refused unless its host name is allow-listed', async () => {
     const out = value(
       await strictWorker.pool.invoke(
-        request(`module.exports = async (req) => { try { await fetch(req.args.url); return 'reached'; } catch (e) { return e.message; } }`, { args: { url: destination.url } }),
+        request(
+          `module.exports = async (req) => { try { await fetch(req.args.url); return 'reached'; } catch (e) { return e.message; } }`,
+          { args: { url: destination.url } },
+        ),
       ),
     );
     expect(out).toMatch(/request to https:\/\/localhost:\d+ failed, reason: .*(loopback|not allowed)/i);

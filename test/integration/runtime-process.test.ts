@@ -26,9 +26,12 @@ const invocation: InvocationRequest = {
 };
 
 beforeAll(async () => {
-  if (!existsSync('dist/server/worker-process.js') || !existsSync('dist/cli.js')) throw new Error('dist/ is not built: run npx tsc -p tsconfig.build.json');
+  if (!existsSync('dist/server/worker-process.js') || !existsSync('dist/cli.js'))
+    throw new Error('dist/ is not built: run npx tsc -p tsconfig.build.json');
   // The built module, so that it finds dist/cli.js next to itself as it does in production.
-  ({ spawnWorkerProcess } = (await import(`${process.cwd()}/dist/server/worker-process.js`)) as typeof import('../../src/server/worker-process.js'));
+  ({ spawnWorkerProcess } = (await import(
+    `${process.cwd()}/dist/server/worker-process.js`
+  )) as typeof import('../../src/server/worker-process.js'));
   const config = loadConfig({
     requireStore: false,
     env: { TOKENVAULT_LOG_LEVEL: 'warn', TOKENVAULT_REACTOR_CPU_MS: '200', TOKENVAULT_REACTOR_TIMEOUT_MS: '1000' },
@@ -53,14 +56,29 @@ afterAll(async () => {
 test('the child worker serves invocations on loopback', async () => {
   expect(worker.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
   expect(await client.invoke(invocation)).toMatchObject({ ok: true, result: { raw: { pid: 'undefined', double: 8 } } });
-  const timeout = await client.invoke({ ...invocation, code: 'module.exports = async () => { for (;;) {} }', codeHash: createHash('sha256').update('module.exports = async () => { for (;;) {} }').digest('hex') });
-  expect(timeout).toMatchObject({ ok: false, error: { kind: 'timeout', status: 408, detail: expect.stringContaining('200 ms') } });
+  const timeout = await client.invoke({
+    ...invocation,
+    code: 'module.exports = async () => { for (;;) {} }',
+    codeHash: createHash('sha256').update('module.exports = async () => { for (;;) {} }').digest('hex'),
+  });
+  expect(timeout).toMatchObject({
+    ok: false,
+    error: { kind: 'timeout', status: 408, detail: expect.stringContaining('200 ms') },
+  });
 });
 
 test('the child gets its settings, and no secrets, from the parent', () => {
   const environ = readFileSync(`/proc/${worker.child.pid}/environ`, 'utf8').split('\0');
-  expect(environ).toEqual(expect.arrayContaining(['TOKENVAULT_API_URL=http://127.0.0.1:9', 'TOKENVAULT_REACTOR_CPU_MS=200', 'TOKENVAULT_HOST=127.0.0.1']));
-  expect(environ.filter((entry) => entry.startsWith('TOKENVAULT_OPERATOR_KEY') || entry.includes('must-not-leak'))).toEqual([]);
+  expect(environ).toEqual(
+    expect.arrayContaining([
+      'TOKENVAULT_API_URL=http://127.0.0.1:9',
+      'TOKENVAULT_REACTOR_CPU_MS=200',
+      'TOKENVAULT_HOST=127.0.0.1',
+    ]),
+  );
+  expect(
+    environ.filter((entry) => entry.startsWith('TOKENVAULT_OPERATOR_KEY') || entry.includes('must-not-leak')),
+  ).toEqual([]);
 });
 
 test('a worker that dies is restarted on the same address', async () => {

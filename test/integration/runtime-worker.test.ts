@@ -62,9 +62,13 @@ function failure(result: InvocationResult) {
   return result.error;
 }
 
-async function post(path: string, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) {
+async function post(
+  path: string,
+  body: string,
+  headers: Record<string, string> = { 'content-type': 'application/json' },
+) {
   const response = await fetch(`${worker.url}${path}`, { method: 'POST', headers, body });
-  return { status: response.status, body: (await response.json()) };
+  return { status: response.status, body: await response.json() };
 }
 
 describe('HTTP interface', () => {
@@ -87,20 +91,54 @@ describe('HTTP interface', () => {
     const compile = await post('/invoke', JSON.stringify(request('module.exports = (')));
     expect(compile).toMatchObject({ status: 200, body: { ok: false, error: { kind: 'compile', status: 422 } } });
     expect(await post('/invoke', '{not json')).toMatchObject({ status: 400, body: { code: 'TV_MALFORMED_JSON' } });
-    expect(await post('/invoke', JSON.stringify({ ...request(NORMAL), kind: 'job' }))).toMatchObject({ status: 400, body: { code: 'TV_INVALID_BODY', errors: { kind: [expect.any(String)] } } });
-    expect(await post('/invoke', JSON.stringify({ ...request(NORMAL), codeHash: 'f'.repeat(64) }))).toMatchObject({ status: 400, body: { errors: { codeHash: [expect.any(String)] } } });
-    expect(await post('/invoke', JSON.stringify(request(NORMAL)), { 'content-type': 'text/plain' })).toMatchObject({ status: 415 });
-    expect(await post('/invoke', JSON.stringify({ ...request(NORMAL), args: 'x'.repeat(5 * 1024 * 1024) }))).toMatchObject({ status: 413, body: { code: 'TV_PAYLOAD_TOO_LARGE' } });
+    expect(await post('/invoke', JSON.stringify({ ...request(NORMAL), kind: 'job' }))).toMatchObject({
+      status: 400,
+      body: { code: 'TV_INVALID_BODY', errors: { kind: [expect.any(String)] } },
+    });
+    expect(await post('/invoke', JSON.stringify({ ...request(NORMAL), codeHash: 'f'.repeat(64) }))).toMatchObject({
+      status: 400,
+      body: { errors: { codeHash: [expect.any(String)] } },
+    });
+    expect(await post('/invoke', JSON.stringify(request(NORMAL)), { 'content-type': 'text/plain' })).toMatchObject({
+      status: 415,
+    });
+    expect(
+      await post('/invoke', JSON.stringify({ ...request(NORMAL), args: 'x'.repeat(5 * 1024 * 1024) })),
+    ).toMatchObject({ status: 413, body: { code: 'TV_PAYLOAD_TOO_LARGE' } });
     expect((await fetch(`${worker.url}/nowhere`)).status).toBe(404);
     await expectStillServing();
   });
 
   test('the contract over HTTP: result, SDK error, runtime error', async () => {
-    expect(await client.invoke(request(NORMAL))).toMatchObject({ ok: true, result: { raw: { answer: 42 } }, durationMs: expect.any(Number) });
-    const sdk = failure(await client.invoke(request("const { RateLimitError } = require('@basis-theory/basis-theory-reactor-formulas-sdk-js'); module.exports = async () => { throw new RateLimitError('slow down'); }")));
-    expect(sdk).toEqual({ kind: 'sdk', status: 429, title: 'Too Many Requests', detail: 'Rate Limit Exceeded', errors: { error: ['slow down'] } });
-    const thrown = failure(await client.invoke(request("module.exports = async () => { throw new Error('declined'); }")));
-    expect(thrown).toEqual({ kind: 'thrown', status: 500, title: 'Reactor Runtime Error', detail: 'The reactor code threw an error.', errors: { error: ['declined'] } });
+    expect(await client.invoke(request(NORMAL))).toMatchObject({
+      ok: true,
+      result: { raw: { answer: 42 } },
+      durationMs: expect.any(Number),
+    });
+    const sdk = failure(
+      await client.invoke(
+        request(
+          "const { RateLimitError } = require('@basis-theory/basis-theory-reactor-formulas-sdk-js'); module.exports = async () => { throw new RateLimitError('slow down'); }",
+        ),
+      ),
+    );
+    expect(sdk).toEqual({
+      kind: 'sdk',
+      status: 429,
+      title: 'Too Many Requests',
+      detail: 'Rate Limit Exceeded',
+      errors: { error: ['slow down'] },
+    });
+    const thrown = failure(
+      await client.invoke(request("module.exports = async () => { throw new Error('declined'); }")),
+    );
+    expect(thrown).toEqual({
+      kind: 'thrown',
+      status: 500,
+      title: 'Reactor Runtime Error',
+      detail: 'The reactor code threw an error.',
+      errors: { error: ['declined'] },
+    });
   });
 
   test('an unreachable worker is 503 TV_RUNTIME_UNAVAILABLE', async () => {
@@ -111,7 +149,10 @@ describe('HTTP interface', () => {
       });
     });
     const nowhere = new RuntimeClient({ workerUrl: `http://127.0.0.1:${closed}`, defaultTimeoutMs: 1000 });
-    await expect(nowhere.invoke(request(NORMAL))).rejects.toMatchObject({ status: 503, code: 'TV_RUNTIME_UNAVAILABLE' });
+    await expect(nowhere.invoke(request(NORMAL))).rejects.toMatchObject({
+      status: 503,
+      code: 'TV_RUNTIME_UNAVAILABLE',
+    });
     await nowhere.close();
   });
 });
@@ -136,10 +177,16 @@ describe('batches: invocations started together share one request', () => {
   const ok = (n: number): InvocationResult => ({ ok: true, result: { n }, durationMs: 1 });
 
   test('the worker answers a batch line by line, each as it finishes; an invalid item is its own line', async () => {
-    const slow = request('module.exports = async () => { await new Promise((r) => setTimeout(r, 300)); return "slow"; }');
+    const slow = request(
+      'module.exports = async () => { await new Promise((r) => setTimeout(r, 300)); return "slow"; }',
+    );
     const fast = request('module.exports = async () => "fast"');
     const started = performance.now();
-    const response = await fetch(`${worker.url}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ batch: [slow, fast, { ...fast, kind: 'job' }] }) });
+    const response = await fetch(`${worker.url}/invoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ batch: [slow, fast, { ...fast, kind: 'job' }] }),
+    });
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('application/x-ndjson');
     const reader = response.body!.getReader();
@@ -150,9 +197,13 @@ describe('batches: invocations started together share one request', () => {
       const { value, done } = await reader.read();
       if (done) break;
       text += decoder.decode(value, { stream: true });
-      for (const line of text.split('\n').slice(0, -1).slice(arrivals.length)) arrivals.push([JSON.parse(line).i, performance.now() - started]);
+      for (const line of text.split('\n').slice(0, -1).slice(arrivals.length))
+        arrivals.push([JSON.parse(line).i, performance.now() - started]);
     }
-    const lines = text.trim().split('\n').map((line) => JSON.parse(line));
+    const lines = text
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
     expect(lines).toEqual(
       expect.arrayContaining([
         { i: 0, result: expect.objectContaining({ ok: true, result: 'slow' }) },
@@ -163,13 +214,20 @@ describe('batches: invocations started together share one request', () => {
     // The fast answer did not wait for the slow one.
     const at = new Map(arrivals);
     expect(at.get(1)!).toBeLessThan(at.get(0)! - 100);
-    expect(await post('/invoke', JSON.stringify({ batch: [] }))).toMatchObject({ status: 400, body: { errors: { batch: [expect.any(String)] } } });
-    expect(await post('/invoke', JSON.stringify({ batch: Array.from({ length: 33 }, () => fast) }))).toMatchObject({ status: 400 });
+    expect(await post('/invoke', JSON.stringify({ batch: [] }))).toMatchObject({
+      status: 400,
+      body: { errors: { batch: [expect.any(String)] } },
+    });
+    expect(await post('/invoke', JSON.stringify({ batch: Array.from({ length: 33 }, () => fast) }))).toMatchObject({
+      status: 400,
+    });
   });
 
   test('concurrent invocations through the client travel as one batch and each caller gets its own answer', async () => {
     const calls = [1, 2, 3].map((n) => client.invoke(request(NORMAL, { args: { n } })));
-    expect(await Promise.all(calls)).toEqual([1, 2, 3].map((n) => expect.objectContaining({ ok: true, result: { raw: { answer: n * 2 } } })));
+    expect(await Promise.all(calls)).toEqual(
+      [1, 2, 3].map((n) => expect.objectContaining({ ok: true, result: { raw: { answer: n * 2 } } })),
+    );
 
     const stand = await recordingWorker((body, res) => {
       if (!body.batch) {
@@ -178,7 +236,8 @@ describe('batches: invocations started together share one request', () => {
       }
       res.writeHead(200, { 'content-type': 'application/x-ndjson' });
       // Answered in reverse order: the client matches lines by index.
-      for (const i of body.batch.map((_: unknown, i: number) => i).reverse()) res.write(`${JSON.stringify({ i, result: ok(body.batch[i].args.n) })}\n`);
+      for (const i of body.batch.map((_: unknown, i: number) => i).reverse())
+        res.write(`${JSON.stringify({ i, result: ok(body.batch[i].args.n) })}\n`);
       res.end();
     });
     const batching = new RuntimeClient({ workerUrl: stand.url, defaultTimeoutMs: 1000 });
@@ -217,7 +276,9 @@ describe('batches: invocations started together share one request', () => {
       setTimeout(() => res.destroy(), 20);
     });
     const batching = new RuntimeClient({ workerUrl: cut.url, defaultTimeoutMs: 1000 });
-    const [first, second] = await Promise.allSettled([1, 2].map((n) => batching.invoke(request(NORMAL, { args: { n } }))));
+    const [first, second] = await Promise.allSettled(
+      [1, 2].map((n) => batching.invoke(request(NORMAL, { args: { n } }))),
+    );
     expect(first).toMatchObject({ status: 'fulfilled', value: { result: { n: 1 } } });
     expect(second).toMatchObject({ status: 'rejected', reason: { status: 503, code: 'TV_RUNTIME_UNAVAILABLE' } });
     expect(cut.bodies).toHaveLength(1);
@@ -237,7 +298,11 @@ describe('code travels once per worker pool', () => {
       const relay = async () => {
         const text = Buffer.concat(chunks).toString('utf8');
         bodies.push(JSON.parse(text));
-        const answer = await fetch(`${target.url}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
+        const answer = await fetch(`${target.url}/invoke`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: text,
+        });
         statuses.push(answer.status);
         res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' });
         res.end(await answer.text());
@@ -249,7 +314,13 @@ describe('code travels once per worker pool', () => {
     return { url, bodies, statuses, close: () => new Promise((resolve) => server.close(resolve)) };
   }
   const freshWorker = () =>
-    startWorker(loadConfig({ requireStore: false, env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'silent' } }), createLogger('silent'));
+    startWorker(
+      loadConfig({
+        requireStore: false,
+        env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'silent' },
+      }),
+      createLogger('silent'),
+    );
 
   test('after a worker has answered with the code, invocations leave it out; a worker without it asks (409) and gets it', async () => {
     const code = `${NORMAL} // sent once ${Date.now()}`;
@@ -258,19 +329,30 @@ describe('code travels once per worker pool', () => {
     const once = new RuntimeClient({ workerUrl: hop.url, defaultTimeoutMs: 1000 });
     const other = await freshWorker();
     try {
-      expect(await once.invoke(request(code, { args: { n: 1 } }))).toMatchObject({ ok: true, result: { raw: { answer: 2 } } });
-      expect(await once.invoke(request(code, { args: { n: 2 } }))).toMatchObject({ ok: true, result: { raw: { answer: 4 } } });
+      expect(await once.invoke(request(code, { args: { n: 1 } }))).toMatchObject({
+        ok: true,
+        result: { raw: { answer: 2 } },
+      });
+      expect(await once.invoke(request(code, { args: { n: 2 } }))).toMatchObject({
+        ok: true,
+        result: { raw: { answer: 4 } },
+      });
       expect(hop.bodies.map((body) => typeof body.code)).toEqual(['string', 'undefined']);
       // Another worker (a second replica behind the Service, say) has never seen it.
       target.url = other.url;
-      expect(await once.invoke(request(code, { args: { n: 3 } }))).toMatchObject({ ok: true, result: { raw: { answer: 6 } } });
+      expect(await once.invoke(request(code, { args: { n: 3 } }))).toMatchObject({
+        ok: true,
+        result: { raw: { answer: 6 } },
+      });
       expect(hop.bodies.slice(2).map((body) => typeof body.code)).toEqual(['undefined', 'string']);
       expect(hop.statuses.slice(2)).toEqual([409, 200]);
       // Concurrent invocations (one batch) to a worker without the code: each line asks, each goes again with it.
       const third = await freshWorker();
       target.url = third.url;
       const answers = await Promise.all([4, 5, 6].map((n) => once.invoke(request(code, { args: { n } }))));
-      expect(answers).toEqual([4, 5, 6].map((n) => expect.objectContaining({ ok: true, result: { raw: { answer: n * 2 } } })));
+      expect(answers).toEqual(
+        [4, 5, 6].map((n) => expect.objectContaining({ ok: true, result: { raw: { answer: n * 2 } } })),
+      );
       expect(hop.bodies[4].batch.map((item: any) => typeof item.code)).toEqual(['undefined', 'undefined', 'undefined']);
       await third.close();
     } finally {
@@ -280,38 +362,91 @@ describe('code travels once per worker pool', () => {
     }
   });
 
-  test("the worker runs an invocation without its code only for code it has from that tenant; 409 otherwise, and nothing runs", async () => {
+  test('the worker runs an invocation without its code only for code it has from that tenant; 409 otherwise, and nothing runs', async () => {
     const code = `${NORMAL} // by hash ${Date.now()}`;
     const withCode = request(code);
     const { code: _left, ...byHash } = withCode;
-    expect((await post('/invoke', JSON.stringify(byHash))).body).toMatchObject({ status: 409, code: 'TV_CODE_REQUIRED' });
+    expect((await post('/invoke', JSON.stringify(byHash))).body).toMatchObject({
+      status: 409,
+      code: 'TV_CODE_REQUIRED',
+    });
     expect((await post('/invoke', JSON.stringify(withCode))).status).toBe(200);
-    expect(await post('/invoke', JSON.stringify(byHash))).toMatchObject({ status: 200, body: { ok: true, result: { raw: { answer: 42 } } } });
+    expect(await post('/invoke', JSON.stringify(byHash))).toMatchObject({
+      status: 200,
+      body: { ok: true, result: { raw: { answer: 42 } } },
+    });
     // Another tenant naming the same hash does not reach the first tenant's compiled code.
     expect((await post('/invoke', JSON.stringify({ ...byHash, tenantId: 'tenant-other' }))).status).toBe(409);
-    const batch = await fetch(`${worker.url}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ batch: [{ ...byHash, tenantId: 'tenant-other' }, byHash] }) });
-    const lines = (await batch.text()).trim().split('\n').map((line) => JSON.parse(line));
-    expect(lines).toEqual(expect.arrayContaining([{ i: 0, status: 409, detail: expect.any(String) }, { i: 1, result: expect.objectContaining({ ok: true }) }]));
+    const batch = await fetch(`${worker.url}/invoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ batch: [{ ...byHash, tenantId: 'tenant-other' }, byHash] }),
+    });
+    const lines = (await batch.text())
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        { i: 0, status: 409, detail: expect.any(String) },
+        { i: 1, result: expect.objectContaining({ ok: true }) },
+      ]),
+    );
     // Code known not to compile is answered by its hash as well.
     const broken = request('module.exports = async (req) => {');
     expect(failure(await client.invoke(broken))).toMatchObject({ kind: 'compile', status: 422 });
     const { code: _broken, ...brokenByHash } = broken;
-    expect((await post('/invoke', JSON.stringify(brokenByHash))).body).toMatchObject({ ok: false, error: { kind: 'compile' } });
+    expect((await post('/invoke', JSON.stringify(brokenByHash))).body).toMatchObject({
+      ok: false,
+      error: { kind: 'compile' },
+    });
   });
 });
 
 describe('abuse over HTTP: a clean error each time, and the worker goes on serving', () => {
   const cases: Array<[string, string, Partial<InvocationFailure>]> = [
     ['while (true) {}', 'module.exports = async () => { while (true) {} }', { kind: 'timeout', status: 408 }],
-    ['a loop inside a promise', 'module.exports = async () => { await new Promise((r) => { while (true) {} }); }', { kind: 'timeout', status: 408 }],
-    ['a promise that never settles', 'module.exports = async () => { await new Promise(() => {}); }', { kind: 'timeout', status: 408 }],
-    ['an allocation bomb', "module.exports = async () => { const a = []; for (let i = 0; ; i++) a.push(new Array(1000000).fill(i)); }", { status: 500 }],
+    [
+      'a loop inside a promise',
+      'module.exports = async () => { await new Promise((r) => { while (true) {} }); }',
+      { kind: 'timeout', status: 408 },
+    ],
+    [
+      'a promise that never settles',
+      'module.exports = async () => { await new Promise(() => {}); }',
+      { kind: 'timeout', status: 408 },
+    ],
+    [
+      'an allocation bomb',
+      'module.exports = async () => { const a = []; for (let i = 0; ; i++) a.push(new Array(1000000).fill(i)); }',
+      { status: 500 },
+    ],
     ['deep recursion', 'module.exports = async () => { const f = () => f(); f(); }', { kind: 'thrown', status: 500 }],
-    ['polluting built-ins', 'Object.prototype.x = 1; Array.prototype.map = null; JSON.stringify = () => "{}"; module.exports = async () => ({ x: ({}).x })', {}],
-    ['reaching for process', 'module.exports = async () => process.exit(1)', { kind: 'thrown', errors: { error: ['process is not defined'] } }],
-    ["require('fs')", "const fs = require('fs'); module.exports = async () => fs.readFileSync('/etc/passwd', 'utf8')", { kind: 'thrown' }],
-    ["require('child_process')", "module.exports = async () => require('child_process').execSync('id')", { kind: 'thrown' }],
-    ['the Function constructor', "module.exports = async () => globalThis.constructor.constructor('return process')().mainModule", { kind: 'thrown', errors: { error: ['process is not defined'] } }],
+    [
+      'polluting built-ins',
+      'Object.prototype.x = 1; Array.prototype.map = null; JSON.stringify = () => "{}"; module.exports = async () => ({ x: ({}).x })',
+      {},
+    ],
+    [
+      'reaching for process',
+      'module.exports = async () => process.exit(1)',
+      { kind: 'thrown', errors: { error: ['process is not defined'] } },
+    ],
+    [
+      "require('fs')",
+      "const fs = require('fs'); module.exports = async () => fs.readFileSync('/etc/passwd', 'utf8')",
+      { kind: 'thrown' },
+    ],
+    [
+      "require('child_process')",
+      "module.exports = async () => require('child_process').execSync('id')",
+      { kind: 'thrown' },
+    ],
+    [
+      'the Function constructor',
+      "module.exports = async () => globalThis.constructor.constructor('return process')().mainModule",
+      { kind: 'thrown', errors: { error: ['process is not defined'] } },
+    ],
   ];
 
   test.each(cases)('%s', async (_name, code, expected) => {
@@ -319,7 +454,11 @@ describe('abuse over HTTP: a clean error each time, and the worker goes on servi
     if (Object.keys(expected).length > 0) expect(failure(result)).toMatchObject(expected);
     await expectStillServing();
     // Built-ins polluted by the previous invocation are pristine again.
-    expect(await client.invoke(request('module.exports = async () => ({ x: ({}).x, map: typeof [].map, json: JSON.stringify({ a: 1 }) })'))).toMatchObject({
+    expect(
+      await client.invoke(
+        request('module.exports = async () => ({ x: ({}).x, map: typeof [].map, json: JSON.stringify({ a: 1 }) })'),
+      ),
+    ).toMatchObject({
       ok: true,
       result: { map: 'function', json: '{"a":1}' },
     });
@@ -358,13 +497,14 @@ const ABUSERS = [
   'module.exports = async () => { while (true) {} }',
   'module.exports = async () => { await new Promise((r) => { while (true) {} }); }',
   'module.exports = async () => { await new Promise((r) => setTimeout(r, 1)); for (;;) {} }',
-  "module.exports = async () => { const a = []; for (let i = 0; ; i++) a.push(new Array(1000000).fill(i)); }",
+  'module.exports = async () => { const a = []; for (let i = 0; ; i++) a.push(new Array(1000000).fill(i)); }',
   'module.exports = async () => new Promise(() => {})',
 ];
 
 const report: string[] = [];
 afterAll(() => {
-  if (report.length > 0) console.log(`runtime latency (HTTP, loopback, limits ${JSON.stringify(LIMITS)}):\n  ${report.join('\n  ')}`);
+  if (report.length > 0)
+    console.log(`runtime latency (HTTP, loopback, limits ${JSON.stringify(LIMITS)}):\n  ${report.join('\n  ')}`);
 });
 
 describe('latency', () => {
@@ -376,13 +516,21 @@ describe('latency', () => {
     const first: number[] = [];
     const warmAfter: number[] = [];
     for (let i = 0; i < 20; i++) {
-      first.push(await timed(request(`module.exports = async (req) => ({ raw: { answer: req.args.n * ${i + 3} } })`, { tenantId: `tenant-new-${i}` })));
+      first.push(
+        await timed(
+          request(`module.exports = async (req) => ({ raw: { answer: req.args.n * ${i + 3} } })`, {
+            tenantId: `tenant-new-${i}`,
+          }),
+        ),
+      );
       warmAfter.push(await timed(good));
     }
     const p50 = percentile(warm, 0.5);
     const firstP50 = percentile(first, 0.5);
     report.push(`warm: p50 ${p50.toFixed(2)} ms, p99 ${percentile(warm, 0.99).toFixed(2)} ms (target p50 <= 2 ms)`);
-    report.push(`first call of new code: p50 ${firstP50.toFixed(2)} ms, ${(firstP50 - percentile(warmAfter, 0.5)).toFixed(2)} ms above warm (target <= 20 ms)`);
+    report.push(
+      `first call of new code: p50 ${firstP50.toFixed(2)} ms, ${(firstP50 - percentile(warmAfter, 0.5)).toFixed(2)} ms above warm (target <= 20 ms)`,
+    );
     // Targets are reported above; the assertions leave room for a loaded test machine.
     expect(p50).toBeLessThan(20);
     expect(firstP50 - percentile(warmAfter, 0.5)).toBeLessThan(100);
@@ -413,7 +561,8 @@ describe('latency', () => {
     };
   }
 
-  const summary = (latencies: number[]) => `p50 ${percentile(latencies, 0.5).toFixed(2)} / p99 ${percentile(latencies, 0.99).toFixed(2)} ms`;
+  const summary = (latencies: number[]) =>
+    `p50 ${percentile(latencies, 0.5).toFixed(2)} / p99 ${percentile(latencies, 0.99).toFixed(2)} ms`;
 
   test("abusive reactors do not hurt a well-behaved reactor's p99 by more than 3x", async () => {
     await burst(50, 8); // warm up
@@ -421,7 +570,9 @@ describe('latency', () => {
     const fresh = abuse('tenant-fresh-abuser');
     const firstOffenses = await burst(200, 8);
     const freshStopped = await fresh.end();
-    report.push(`concurrency 8, 200 calls, while ${ABUSERS.length} new abusive reactors make their first invocations (${freshStopped} stopped): ${summary(firstOffenses)}`);
+    report.push(
+      `concurrency 8, 200 calls, while ${ABUSERS.length} new abusive reactors make their first invocations (${freshStopped} stopped): ${summary(firstOffenses)}`,
+    );
 
     // The must-hold, with abusive reactors running steadily. A shared test machine is noisy, so up to five pairs of
     // runs (alone, then beside the abusers) are measured back to back and the best ratio counts.

@@ -77,10 +77,19 @@ afterAll(async () => {
 
 test('a key revoked while a watch was cut off and compacted over is refused once the watch is back, and later revocations within a second', async () => {
   const { managementKey } = await createTenant(other.url, other.operatorKey);
-  const revokedInGap = await createApplication(other.url, managementKey, { name: 'revoked in the gap', type: 'private', permissions: ['token:use'] });
-  const revokedAfter = await createApplication(other.url, managementKey, { name: 'revoked after', type: 'private', permissions: ['token:use'] });
+  const revokedInGap = await createApplication(other.url, managementKey, {
+    name: 'revoked in the gap',
+    type: 'private',
+    permissions: ['token:use'],
+  });
+  const revokedAfter = await createApplication(other.url, managementKey, {
+    name: 'revoked after',
+    type: 'private',
+    permissions: ['token:use'],
+  });
   // Both keys are in the cut-off API's cache.
-  for (const app of [revokedInGap, revokedAfter]) expect((await client(cutOff.url, app.key).get('/applications/key')).status).toBe(200);
+  for (const app of [revokedInGap, revokedAfter])
+    expect((await client(cutOff.url, app.key).get('/applications/key')).status).toBe(200);
 
   await relay.cut();
   expect((await client(other.url, managementKey).delete(`/applications/${revokedInGap.id}`)).status).toBe(204);
@@ -92,18 +101,29 @@ test('a key revoked while a watch was cut off and compacted over is refused once
   await relay.restore();
   // Back: the revoked key is refused (bounded: gRPC reconnects with backoff, at most 5 s here).
   const back = Date.now();
-  await eventually(async () => expect((await client(cutOff.url, revokedInGap.key).get('/applications/key')).status).toBe(401), 10_000);
+  await eventually(
+    async () => expect((await client(cutOff.url, revokedInGap.key).get('/applications/key')).status).toBe(401),
+    10_000,
+  );
   const refusedAfterMs = Date.now() - back;
 
   // The watches work again: the other key, still valid and cached anew, is revoked through the other API and the
   // cut-off API refuses it within a second (a stalled watch would keep serving it from the cache).
-  await eventually(async () => expect((await client(cutOff.url, revokedAfter.key).get('/applications/key')).status).toBe(200), 10_000);
+  await eventually(
+    async () => expect((await client(cutOff.url, revokedAfter.key).get('/applications/key')).status).toBe(200),
+    10_000,
+  );
   await sleep(1_000); // let every watch re-establish after the compaction
   expect((await client(cutOff.url, revokedAfter.key).get('/applications/key')).status).toBe(200);
   expect((await client(other.url, managementKey).delete(`/applications/${revokedAfter.id}`)).status).toBe(204);
   const deletedAt = Date.now();
-  await eventually(async () => expect((await client(cutOff.url, revokedAfter.key).get('/applications/key')).status).toBe(401), 1_000);
-  console.log(`after the gap: revoked-in-gap key refused ${refusedAfterMs} ms after the relay came back; a later revocation seen in ${Date.now() - deletedAt} ms`);
+  await eventually(
+    async () => expect((await client(cutOff.url, revokedAfter.key).get('/applications/key')).status).toBe(401),
+    1_000,
+  );
+  console.log(
+    `after the gap: revoked-in-gap key refused ${refusedAfterMs} ms after the relay came back; a later revocation seen in ${Date.now() - deletedAt} ms`,
+  );
 }, 60_000);
 
 test('while its watch is down a cache keeps nothing: reads made in the gap see changes made in the gap', async () => {

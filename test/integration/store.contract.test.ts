@@ -235,10 +235,20 @@ describe.each(subjects)('Store contract: $name', ({ open }) => {
   test('txn refuses what etcd refuses: a key written twice, or written and deleted', async () => {
     const key = `${prefix}k`;
     await expect(
-      store.txn({ success: [{ type: 'put', key, value: '1' }, { type: 'put', key, value: '2' }] }),
+      store.txn({
+        success: [
+          { type: 'put', key, value: '1' },
+          { type: 'put', key, value: '2' },
+        ],
+      }),
     ).rejects.toThrow(/twice/);
     await expect(
-      store.txn({ success: [{ type: 'put', key, value: '1' }, { type: 'deletePrefix', prefix }] }),
+      store.txn({
+        success: [
+          { type: 'put', key, value: '1' },
+          { type: 'deletePrefix', prefix },
+        ],
+      }),
     ).rejects.toThrow(/writes and deletes/);
     expect(await store.get(key)).toBeUndefined();
   });
@@ -268,7 +278,11 @@ describe.each(subjects)('Store contract: $name', ({ open }) => {
   test('watch delivers the puts and deletes under its prefix, in order, until closed', async () => {
     const events: WatchEvent[] = [];
     const resets: number[] = [];
-    const watcher = await store.watch(`${prefix}w/`, (event) => events.push(event), () => resets.push(Date.now()));
+    const watcher = await store.watch(
+      `${prefix}w/`,
+      (event) => events.push(event),
+      () => resets.push(Date.now()),
+    );
 
     const r1 = await store.put(`${prefix}w/a`, '1');
     await store.put(`${prefix}elsewhere`, 'x'); // outside the watched prefix
@@ -318,7 +332,13 @@ describe.each(subjects)('Store contract: $name', ({ open }) => {
     const created = await Promise.all(keys.map((key, i) => store.create(key, `v${i}`)));
     expect(created).toEqual([...Array(9).fill(true), false, false, false, false]);
     const values = await Promise.all(keys.map((key) => store.get(key)));
-    expect(values.map((v) => v?.value)).toEqual([...Array.from({ length: 9 }, (_, i) => `v${i}`), 'v0', 'v1', 'v2', 'old']);
+    expect(values.map((v) => v?.value)).toEqual([
+      ...Array.from({ length: 9 }, (_, i) => `v${i}`),
+      'v0',
+      'v1',
+      'v2',
+      'old',
+    ]);
 
     const rev = (await store.get(existing))!.modRevision;
     const swaps = await Promise.all(Array.from({ length: 5 }, (_, i) => store.compareAndSwap(existing, rev, `s${i}`)));
@@ -401,7 +421,11 @@ describe('EtcdStore failures', () => {
       const watched = new EtcdStore({ endpoints: [proxy.endpoint] });
       const events: WatchEvent[] = [];
       let resets = 0;
-      const watcher = await watched.watch('/reconnect/', (e) => events.push(e), () => resets++);
+      const watcher = await watched.watch(
+        '/reconnect/',
+        (e) => events.push(e),
+        () => resets++,
+      );
       try {
         await direct.put('/reconnect/1', 'before');
         await waitFor(() => events.length === 1, 2_000);
@@ -425,7 +449,11 @@ describe('EtcdStore failures', () => {
       const watched = new EtcdStore({ endpoints: [proxy.endpoint] });
       const events: WatchEvent[] = [];
       let resets = 0;
-      const watcher = await watched.watch('/compacted/', (e) => events.push(e), () => resets++);
+      const watcher = await watched.watch(
+        '/compacted/',
+        (e) => events.push(e),
+        () => resets++,
+      );
       try {
         await direct.put('/compacted/1', 'before');
         await waitFor(() => events.length === 1, 2_000);

@@ -44,9 +44,14 @@ test('a new tenant has default settings and a management key that reads it', asy
 test('PUT /tenants/self renames and changes settings, keeping the others', async () => {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
   const mgmt = client(api.url, managementKey);
-  const updated = await mgmt.put('/tenants/self', { body: { name: 'Renamed', settings: { deduplicate_tokens: 'true' } } });
+  const updated = await mgmt.put('/tenants/self', {
+    body: { name: 'Renamed', settings: { deduplicate_tokens: 'true' } },
+  });
   expect(updated.status).toBe(200);
-  expect(updated.body).toMatchObject({ name: 'Renamed', settings: { deduplicate_tokens: 'true', fingerprint_tokens: 'true' } });
+  expect(updated.body).toMatchObject({
+    name: 'Renamed',
+    settings: { deduplicate_tokens: 'true', fingerprint_tokens: 'true' },
+  });
   expect(updated.body.modified_by).toBeTruthy();
   expect((await mgmt.get('/tenants/self')).body.name).toBe('Renamed');
 });
@@ -55,12 +60,19 @@ test('the usage report has the platform shape with zero counts', async () => {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
   const report = await client(api.url, managementKey).get('/tenants/self/reports/usage');
   expect(report.status).toBe(200);
-  expect(report.body).toEqual({ total_tokens: 0, token_report: { total_tokens: 0, metrics_by_type: {}, included_monthly_active_tokens: 0, monthly_active_tokens: 0 } });
+  expect(report.body).toEqual({
+    total_tokens: 0,
+    token_report: { total_tokens: 0, metrics_by_type: {}, included_monthly_active_tokens: 0, monthly_active_tokens: 0 },
+  });
 });
 
 test('deleting a tenant removes its data and every key', async () => {
   const { tenantId, managementKey } = await createTenant(api.url, api.operatorKey);
-  const app = await createApplication(api.url, managementKey, { name: 'pub', type: 'public', permissions: ['token:create'] });
+  const app = await createApplication(api.url, managementKey, {
+    name: 'pub',
+    type: 'public',
+    permissions: ['token:create'],
+  });
   const session = await client(api.url, app.key).post('/sessions');
   expect(session.status).toBe(201);
 
@@ -96,7 +108,10 @@ test('the operator lists, reads, renames and deletes tenants; a chosen id is hon
   expect(again.status).toBe(409);
 
   expect(await listedTenantIds()).toContain(id);
-  const renamed = await call(api.url, 'PUT', `/admin/tenants/${id}`, { key: api.operatorKey, body: { name: 'Chosen 2' } });
+  const renamed = await call(api.url, 'PUT', `/admin/tenants/${id}`, {
+    key: api.operatorKey,
+    body: { name: 'Chosen 2' },
+  });
   expect(renamed.body.name).toBe('Chosen 2');
   expect((await call(api.url, 'DELETE', `/admin/tenants/${id}`, { key: api.operatorKey })).status).toBe(204);
   expect((await call(api.url, 'GET', `/admin/tenants/${id}`, { key: api.operatorKey })).status).toBe(404);
@@ -107,6 +122,8 @@ test('one tenant cannot see another tenant through any self endpoint', async () 
   const b = await createTenant(api.url, api.operatorKey, 'Tenant B');
   expect((await client(api.url, a.managementKey).get('/tenants/self')).body.name).toBe('Tenant A');
   expect((await client(api.url, b.managementKey).get('/tenants/self')).body.name).toBe('Tenant B');
-  const aApps = (await client(api.url, a.managementKey).get('/applications')).body.data.map((x: { tenant_id: string }) => x.tenant_id);
+  const aApps = (await client(api.url, a.managementKey).get('/applications')).body.data.map(
+    (x: { tenant_id: string }) => x.tenant_id,
+  );
   expect(new Set(aApps)).toEqual(new Set([a.tenantId]));
 });

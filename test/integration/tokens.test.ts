@@ -5,7 +5,15 @@ import { createApplication, createTenant, startTestApi, type TestApi } from '../
 import { client } from '../support/http.js';
 import { sleep } from '../support/wait.js';
 
-const REVEAL_ALL = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'] }];
+const REVEAL_ALL = [
+  {
+    description: 'all',
+    priority: 1,
+    container: '/',
+    transform: 'reveal',
+    permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'],
+  },
+];
 
 let api: TestApi;
 let mgmt: ReturnType<typeof client>;
@@ -14,7 +22,11 @@ let app: ReturnType<typeof client>;
 async function newTenantApp(settings?: Record<string, string>) {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
   if (settings) await client(api.url, managementKey).put('/tenants/self', { body: { name: 'settings', settings } });
-  const created = await createApplication(api.url, managementKey, { name: 'backend', type: 'private', rules: REVEAL_ALL });
+  const created = await createApplication(api.url, managementKey, {
+    name: 'backend',
+    type: 'private',
+    rules: REVEAL_ALL,
+  });
   return { mgmt: client(api.url, managementKey), app: client(api.url, created.key) };
 }
 
@@ -102,7 +114,11 @@ describe('fingerprints and deduplication', () => {
 
   test('the tenant setting deduplicates every create; concurrent creates make one token', async () => {
     const tenant = await newTenantApp({ deduplicate_tokens: 'true' });
-    const answers = await Promise.all(Array.from({ length: 6 }, () => tenant.app.post('/tokens', { body: { type: 'card_number', data: '6011111111111117' } })));
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        tenant.app.post('/tokens', { body: { type: 'card_number', data: '6011111111111117' } }),
+      ),
+    );
     expect(new Set(answers.map((a) => a.body.id)).size).toBe(1);
     const report = await tenant.mgmt.get('/tenants/self/reports/usage');
     expect(report.body.token_report.metrics_by_type.card_number.count).toBe(1);
@@ -110,15 +126,21 @@ describe('fingerprints and deduplication', () => {
 
   test('fingerprint_tokens "false" leaves tokens without fingerprints unless an expression is given', async () => {
     const tenant = await newTenantApp({ fingerprint_tokens: 'false' });
-    expect((await tenant.app.post('/tokens', { body: { type: 'card_number', data: '4111111111111111' } })).body.fingerprint).toBeUndefined();
-    const withExpression = await tenant.app.post('/tokens', { body: { type: 'token', data: { email: 'a@b.c' }, fingerprint_expression: '{{ data.email }}' } });
+    expect(
+      (await tenant.app.post('/tokens', { body: { type: 'card_number', data: '4111111111111111' } })).body.fingerprint,
+    ).toBeUndefined();
+    const withExpression = await tenant.app.post('/tokens', {
+      body: { type: 'token', data: { email: 'a@b.c' }, fingerprint_expression: '{{ data.email }}' },
+    });
     expect(withExpression.body.fingerprint).toEqual(expect.any(String));
   });
 });
 
 describe('patch', () => {
   test('merge patch updates data, metadata and containers; other content types → 415', async () => {
-    const created = await app.post('/tokens', { body: { type: 'card', data: { number: '4242424242424242', cvc: '123' }, metadata: { a: '1', b: '2' } } });
+    const created = await app.post('/tokens', {
+      body: { type: 'card', data: { number: '4242424242424242', cvc: '123' }, metadata: { a: '1', b: '2' } },
+    });
     const id = created.body.id;
     expect((await app.patch(`/tokens/${id}`, { body: { metadata: { a: 'x' } } })).status).toBe(415);
     const patched = await app.patch(`/tokens/${id}`, {
@@ -129,7 +151,10 @@ describe('patch', () => {
     expect(patched.body.data).toEqual({ number: '4242424242424242', expiration_month: 1 });
     expect(patched.body.metadata).toEqual({ a: '1', c: '3' });
     expect(patched.body.modified_at).toBeTruthy();
-    const invalid = await app.patch(`/tokens/${id}`, { body: { data: { number: '1' } }, headers: { 'Content-Type': 'application/merge-patch+json' } });
+    const invalid = await app.patch(`/tokens/${id}`, {
+      body: { data: { number: '1' } },
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+    });
     expect(invalid.status).toBe(400);
     expect((await app.get(`/tokens/${id}`)).body.data.number).toBe('4242424242424242');
   });
@@ -139,18 +164,25 @@ describe('delete', () => {
   test('a deleted token is gone and no longer counted', async () => {
     const tenant = await newTenantApp();
     const id = (await tenant.app.post('/tokens', { body: { type: 'token', data: 'bye' } })).body.id;
-    expect((await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count).toBe(1);
+    expect((await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count).toBe(
+      1,
+    );
     expect((await tenant.app.delete(`/tokens/${id}`)).status).toBe(204);
     expect((await tenant.app.get(`/tokens/${id}`)).status).toBe(404);
     expect((await tenant.app.delete(`/tokens/${id}`)).status).toBe(404);
-    expect((await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count).toBe(0);
+    expect((await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count).toBe(
+      0,
+    );
   });
 });
 
 describe('list', () => {
   test('cursor paging walks every token once; filters by type, container and metadata', async () => {
     const tenant = await newTenantApp();
-    for (let i = 0; i < 7; i++) await tenant.app.post('/tokens', { body: { type: 'token', data: `v${i}`, metadata: { parity: i % 2 ? 'odd' : 'even' } } });
+    for (let i = 0; i < 7; i++)
+      await tenant.app.post('/tokens', {
+        body: { type: 'token', data: `v${i}`, metadata: { parity: i % 2 ? 'odd' : 'even' } },
+      });
     await tenant.app.post('/tokens', { body: { type: 'card_number', data: '4242424242424242' } });
     const seen: string[] = [];
     let cursor: string | undefined;
@@ -182,25 +214,39 @@ describe('expiry', () => {
   test('a token stops resolving at expires_at and the sweep deletes it', async () => {
     const tenant = await newTenantApp();
     const expiresAt = new Date(Date.now() + 1500).toISOString();
-    const id = (await tenant.app.post('/tokens', { body: { type: 'token', data: 'brief', expires_at: expiresAt } })).body.id;
+    const id = (await tenant.app.post('/tokens', { body: { type: 'token', data: 'brief', expires_at: expiresAt } }))
+      .body.id;
     expect((await tenant.app.get(`/tokens/${id}`)).status).toBe(200);
     await sleep(Date.parse(expiresAt) - Date.now() + 50);
     expect((await tenant.app.get(`/tokens/${id}`)).status).toBe(404);
     expect((await tenant.app.post('/detokenize', { body: { v: `{{ ${id} }}` } })).status).toBe(400);
     const deadline = Date.now() + 5000;
-    while (Date.now() < deadline && (await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count !== 0) await sleep(200);
-    expect((await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count).toBe(0);
+    while (
+      Date.now() < deadline &&
+      (await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count !== 0
+    )
+      await sleep(200);
+    expect((await tenant.mgmt.get('/tenants/self/reports/usage')).body.token_report.metrics_by_type.token.count).toBe(
+      0,
+    );
   });
 
   test('expires_at in the past → 400', async () => {
-    expect((await app.post('/tokens', { body: { type: 'token', data: 'x', expires_at: '2001-01-01T00:00:00Z' } })).status).toBe(400);
+    expect(
+      (await app.post('/tokens', { body: { type: 'token', data: 'x', expires_at: '2001-01-01T00:00:00Z' } })).status,
+    ).toBe(400);
   });
 });
 
 describe('tokenize and detokenize', () => {
   test('tokenize keeps the shape; detokenize brings the data back', async () => {
     const tokenized = await app.post('/tokenize', {
-      body: { name: 'Ada', age: 36, card: { type: 'card', data: { number: '4242424242424242', expiration_month: 1, expiration_year: 2031 } }, tags: ['a', null] },
+      body: {
+        name: 'Ada',
+        age: 36,
+        card: { type: 'card', data: { number: '4242424242424242', expiration_month: 1, expiration_year: 2031 } },
+        tags: ['a', null],
+      },
     });
     expect(tokenized.status).toBe(201);
     const { name, age, card, tags } = tokenized.body;
@@ -228,7 +274,9 @@ describe('tokenize and detokenize', () => {
   });
 
   test('unknown tokens → 400; more than 100 distinct tokens → 400', async () => {
-    expect((await app.post('/detokenize', { body: { v: '{{ 00000000-0000-4000-8000-00000000dead }}' } })).status).toBe(400);
+    expect((await app.post('/detokenize', { body: { v: '{{ 00000000-0000-4000-8000-00000000dead }}' } })).status).toBe(
+      400,
+    );
     const many = Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`k${i}`, `{{ token-${i}-xyz }}`]));
     const answer = await app.post('/detokenize', { body: many });
     expect(answer.status).toBe(400);
@@ -278,7 +326,14 @@ describe('another tenant', () => {
     const mine = (await app.post('/tokens', { body: { type: 'token', data: 'secret' } })).body.id;
     const other = await newTenantApp();
     expect((await other.app.get(`/tokens/${mine}`)).status).toBe(404);
-    expect((await other.app.patch(`/tokens/${mine}`, { body: { metadata: { x: 'y' } }, headers: { 'Content-Type': 'application/merge-patch+json' } })).status).toBe(404);
+    expect(
+      (
+        await other.app.patch(`/tokens/${mine}`, {
+          body: { metadata: { x: 'y' } },
+          headers: { 'Content-Type': 'application/merge-patch+json' },
+        })
+      ).status,
+    ).toBe(404);
     expect((await other.app.delete(`/tokens/${mine}`)).status).toBe(404);
     const unknown = await other.app.post('/detokenize', { body: { v: `{{ ${mine} }}` } });
     const missing = await other.app.post('/detokenize', { body: { v: '{{ no-such-token }}' } });

@@ -5,14 +5,26 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 
-const REVEAL_ALL = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'] }];
+const REVEAL_ALL = [
+  {
+    description: 'all',
+    priority: 1,
+    container: '/',
+    transform: 'reveal',
+    permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'],
+  },
+];
 const MERGE = { 'Content-Type': 'application/merge-patch+json' };
 
 let api: TestApi;
 
 async function newTenant() {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
-  const created = await createApplication(api.url, managementKey, { name: 'backend', type: 'private', rules: REVEAL_ALL });
+  const created = await createApplication(api.url, managementKey, {
+    name: 'backend',
+    type: 'private',
+    rules: REVEAL_ALL,
+  });
   return { mgmt: client(api.url, managementKey), app: client(api.url, created.key) };
 }
 
@@ -51,7 +63,10 @@ describe('token list filters', () => {
 
   test('v1 page paging on /tokens: pages with the pagination object basis-theory-js reads; /v2 refuses page', async () => {
     const { app } = await newTenant();
-    for (let i = 0; i < 7; i++) await app.post('/tokens', { body: { type: 'token', data: `v${i}`, metadata: { parity: i % 2 ? 'odd' : 'even' } } });
+    for (let i = 0; i < 7; i++)
+      await app.post('/tokens', {
+        body: { type: 'token', data: `v${i}`, metadata: { parity: i % 2 ? 'odd' : 'even' } },
+      });
     const seen: string[] = [];
     for (let page = 1; page <= 3; page++) {
       const answer = await app.get(`/tokens?page=${page}&size=3`);
@@ -73,8 +88,12 @@ describe('token list filters', () => {
     const small = await startTestApi({ TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT: '100' });
     try {
       const { managementKey } = await createTenant(small.url, small.operatorKey);
-      const app = client(small.url, (await createApplication(small.url, managementKey, { name: 'b', type: 'private', rules: REVEAL_ALL })).key);
-      for (let i = 0; i < 101; i++) expect((await app.post('/tokens', { body: { type: 'token', data: `t${i}` } })).status).toBe(201);
+      const app = client(
+        small.url,
+        (await createApplication(small.url, managementKey, { name: 'b', type: 'private', rules: REVEAL_ALL })).key,
+      );
+      for (let i = 0; i < 101; i++)
+        expect((await app.post('/tokens', { body: { type: 'token', data: `t${i}` } })).status).toBe(201);
       const answer = await app.get('/tokens?page=1');
       expect(answer.status).toBe(400);
       expect(answer.body.detail).toContain('TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT');
@@ -88,20 +107,38 @@ describe('token list filters', () => {
 describe('the legacy privacy block', () => {
   test('places the token in the container it implies', async () => {
     const { app } = await newTenant();
-    const token = await app.post('/tokens', { body: { type: 'token', data: 'x', privacy: { classification: 'pii', impact_level: 'moderate', restriction_policy: 'mask' } } });
+    const token = await app.post('/tokens', {
+      body: {
+        type: 'token',
+        data: 'x',
+        privacy: { classification: 'pii', impact_level: 'moderate', restriction_policy: 'mask' },
+      },
+    });
     expect(token.status).toBe(201);
     expect(token.body.containers).toEqual(['/pii/moderate/']);
-    const card = await app.post('/tokens', { body: { type: 'card_number', data: '4242424242424242', privacy: { impact_level: 'low' } } });
+    const card = await app.post('/tokens', {
+      body: { type: 'card_number', data: '4242424242424242', privacy: { impact_level: 'low' } },
+    });
     expect(card.body.containers).toEqual(['/pci/low/']);
     expect((await app.get(`/tokens/${token.body.id}`)).body.containers).toEqual(['/pii/moderate/']);
   });
 
   test('a privacy block it cannot honour is a 400 naming the field', async () => {
     const { app } = await newTenant();
-    const post = (body: Record<string, unknown>) => app.post('/tokens', { body: { type: 'token', data: 'x', ...body } });
-    expect(Object.keys((await post({ type: 'card_number', data: '4242424242424242', privacy: { classification: 'general' } })).body.errors)).toEqual(['privacy.classification']);
-    expect(Object.keys((await post({ privacy: { restriction_policy: 'redact' } })).body.errors)).toEqual(['privacy.restriction_policy']);
-    expect(Object.keys((await post({ privacy: { classification: 'pii' }, containers: ['/general/high/'] })).body.errors)).toEqual(['privacy']);
+    const post = (body: Record<string, unknown>) =>
+      app.post('/tokens', { body: { type: 'token', data: 'x', ...body } });
+    expect(
+      Object.keys(
+        (await post({ type: 'card_number', data: '4242424242424242', privacy: { classification: 'general' } })).body
+          .errors,
+      ),
+    ).toEqual(['privacy.classification']);
+    expect(Object.keys((await post({ privacy: { restriction_policy: 'redact' } })).body.errors)).toEqual([
+      'privacy.restriction_policy',
+    ]);
+    expect(
+      Object.keys((await post({ privacy: { classification: 'pii' }, containers: ['/general/high/'] })).body.errors),
+    ).toEqual(['privacy']);
     expect((await post({ privacy: { classification: 'secret' } })).status).toBe(400);
     const id = (await post({})).body.id;
     const patched = await app.patch(`/tokens/${id}`, { body: { privacy: { impact_level: 'low' } }, headers: MERGE });
@@ -111,10 +148,25 @@ describe('the legacy privacy block', () => {
 
   test('the implied container is the one access rules judge', async () => {
     const { mgmt } = await newTenant();
-    const rules = [{ description: 'general only', priority: 1, container: '/general/', transform: 'reveal', permissions: ['token:create', 'token:read'] }];
-    const narrow = client(api.url, (await createApplication(api.url, mgmt.key(), { name: 'narrow', type: 'private', rules })).key);
-    expect((await narrow.post('/tokens', { body: { type: 'token', data: 'x', privacy: { classification: 'pii' } } })).status).toBe(403);
-    expect((await narrow.post('/tokens', { body: { type: 'token', data: 'x', privacy: { impact_level: 'low' } } })).status).toBe(201);
+    const rules = [
+      {
+        description: 'general only',
+        priority: 1,
+        container: '/general/',
+        transform: 'reveal',
+        permissions: ['token:create', 'token:read'],
+      },
+    ];
+    const narrow = client(
+      api.url,
+      (await createApplication(api.url, mgmt.key(), { name: 'narrow', type: 'private', rules })).key,
+    );
+    expect(
+      (await narrow.post('/tokens', { body: { type: 'token', data: 'x', privacy: { classification: 'pii' } } })).status,
+    ).toBe(403);
+    expect(
+      (await narrow.post('/tokens', { body: { type: 'token', data: 'x', privacy: { impact_level: 'low' } } })).status,
+    ).toBe(201);
   });
 });
 
@@ -166,7 +218,11 @@ describe('BT-IDEMPOTENCY-KEY on every write node-sdk sends it on', () => {
   });
 
   /** Sends a write twice and a third time with another body under one key: the replay matches, the change is a 409. */
-  async function replays(send: (body: Record<string, unknown>, headers: Record<string, string>) => Promise<{ status: number; body: any }>, body: Record<string, unknown>, other: Record<string, unknown>) {
+  async function replays(
+    send: (body: Record<string, unknown>, headers: Record<string, string>) => Promise<{ status: number; body: any }>,
+    body: Record<string, unknown>,
+    other: Record<string, unknown>,
+  ) {
     const headers = key('k');
     const first = await send(body, headers);
     expect(first.status).toBeLessThan(300);
@@ -181,18 +237,36 @@ describe('BT-IDEMPOTENCY-KEY on every write node-sdk sends it on', () => {
 
   test('reactors: create once, then update and patch replay instead of applying twice', async () => {
     const code = 'module.exports = async function () { return { raw: {} }; };';
-    const created = await replays((body, headers) => t.mgmt.post('/reactors', { body, headers }), { name: 'r1', code }, { name: 'r2', code });
+    const created = await replays(
+      (body, headers) => t.mgmt.post('/reactors', { body, headers }),
+      { name: 'r1', code },
+      { name: 'r2', code },
+    );
     const named = (await t.mgmt.get('/reactors?size=100')).body.data.filter((r: { name: string }) => r.name === 'r1');
     expect(named).toHaveLength(1);
     const id = created.body.id;
-    await replays((body, headers) => t.mgmt.put(`/reactors/${id}`, { body, headers }), { name: 'r3', code }, { name: 'r4', code });
-    await replays((body, headers) => t.mgmt.patch(`/reactors/${id}`, { body, headers: { ...headers, ...MERGE } }), { name: 'r5' }, { name: 'r6' });
+    await replays(
+      (body, headers) => t.mgmt.put(`/reactors/${id}`, { body, headers }),
+      { name: 'r3', code },
+      { name: 'r4', code },
+    );
+    await replays(
+      (body, headers) => t.mgmt.patch(`/reactors/${id}`, { body, headers: { ...headers, ...MERGE } }),
+      { name: 'r5' },
+      { name: 'r6' },
+    );
     expect((await t.mgmt.get(`/reactors/${id}`)).body.name).toBe('r5');
   });
 
   test('applications: update', async () => {
-    const id = (await createApplication(api.url, t.mgmt.key(), { name: 'a', type: 'private', permissions: ['token:use'] })).id;
-    await replays((body, headers) => t.mgmt.put(`/applications/${id}`, { body, headers }), { name: 'a2', permissions: ['token:use'] }, { name: 'a3', permissions: ['token:use'] });
+    const id = (
+      await createApplication(api.url, t.mgmt.key(), { name: 'a', type: 'private', permissions: ['token:use'] })
+    ).id;
+    await replays(
+      (body, headers) => t.mgmt.put(`/applications/${id}`, { body, headers }),
+      { name: 'a2', permissions: ['token:use'] },
+      { name: 'a3', permissions: ['token:use'] },
+    );
     expect((await t.mgmt.get(`/applications/${id}`)).body.name).toBe('a2');
   });
 
@@ -200,14 +274,26 @@ describe('BT-IDEMPOTENCY-KEY on every write node-sdk sends it on', () => {
     const created = await t.mgmt.post('/proxies', { body: { name: 'p', destination_url: 'https://example.com/base' } });
     expect(created.status).toBe(201);
     const id = created.body.id;
-    await replays((body, headers) => t.mgmt.put(`/proxies/${id}`, { body, headers }), { name: 'p2', destination_url: 'https://example.com/a' }, { name: 'p3', destination_url: 'https://example.com/a' });
-    await replays((body, headers) => t.mgmt.patch(`/proxies/${id}`, { body, headers: { ...headers, ...MERGE } }), { name: 'p4' }, { name: 'p5' });
+    await replays(
+      (body, headers) => t.mgmt.put(`/proxies/${id}`, { body, headers }),
+      { name: 'p2', destination_url: 'https://example.com/a' },
+      { name: 'p3', destination_url: 'https://example.com/a' },
+    );
+    await replays(
+      (body, headers) => t.mgmt.patch(`/proxies/${id}`, { body, headers: { ...headers, ...MERGE } }),
+      { name: 'p4' },
+      { name: 'p5' },
+    );
     expect((await t.mgmt.get(`/proxies/${id}`)).body.name).toBe('p4');
   });
 
   test('tokens: update', async () => {
     const id = (await t.app.post('/tokens', { body: { type: 'token', data: 'x' } })).body.id;
-    await replays((body, headers) => t.app.patch(`/tokens/${id}`, { body, headers: { ...headers, ...MERGE } }), { metadata: { a: '1' } }, { metadata: { a: '2' } });
+    await replays(
+      (body, headers) => t.app.patch(`/tokens/${id}`, { body, headers: { ...headers, ...MERGE } }),
+      { metadata: { a: '1' } },
+      { metadata: { a: '2' } },
+    );
     expect((await t.app.get(`/tokens/${id}`)).body.metadata).toEqual({ a: '1' });
   });
 
@@ -223,12 +309,18 @@ describe('BT-IDEMPOTENCY-KEY on every write node-sdk sends it on', () => {
   });
 
   test('tenants: update self', async () => {
-    await replays((body, headers) => t.mgmt.put('/tenants/self', { body, headers }), { name: 'renamed' }, { name: 'renamed again' });
+    await replays(
+      (body, headers) => t.mgmt.put('/tenants/self', { body, headers }),
+      { name: 'renamed' },
+      { name: 'renamed again' },
+    );
     expect((await t.mgmt.get('/tenants/self')).body.name).toBe('renamed');
   });
 
   test('sessions: create replays the same session; authorize replays its 204', async () => {
-    const publicKey = (await createApplication(api.url, t.mgmt.key(), { name: 'browser', type: 'public', permissions: ['token:create'] })).key;
+    const publicKey = (
+      await createApplication(api.url, t.mgmt.key(), { name: 'browser', type: 'public', permissions: ['token:create'] })
+    ).key;
     const headers = key('s');
     const first = await client(api.url, publicKey).post('/sessions', { headers });
     expect(first.status).toBe(201);

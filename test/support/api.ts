@@ -19,7 +19,10 @@ export function testEtcdEndpoints(): string {
 
 /** `etcd://host:port` for the test etcd. */
 export function testEtcdStoreUrl(): string {
-  return `etcd://${testEtcdEndpoints().split(',').map((e) => new URL(e).host).join(',')}`;
+  return `etcd://${testEtcdEndpoints()
+    .split(',')
+    .map((e) => new URL(e).host)
+    .join(',')}`;
 }
 
 /** One key-encryption key for every API a test run starts, so replicas can read each other's data. */
@@ -47,7 +50,13 @@ export async function startTestApi(
   const worker = await startWorker(
     loadConfig({
       requireStore: false,
-      env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_API_URL: `http://127.0.0.1:${port}`, ...secret, ...env },
+      env: {
+        TOKENVAULT_HOST: '127.0.0.1',
+        TOKENVAULT_PORT: '0',
+        TOKENVAULT_API_URL: `http://127.0.0.1:${port}`,
+        ...secret,
+        ...env,
+      },
     }),
     logger,
   );
@@ -82,16 +91,22 @@ export async function startTestApi(
 }
 
 /** A fresh tenant through the operator API; returns its id and management key. */
-export async function createTenant(url: string, operatorKey: string, name = `tenant-${Math.random().toString(36).slice(2, 8)}`) {
+export async function createTenant(
+  url: string,
+  operatorKey: string,
+  name = `tenant-${Math.random().toString(36).slice(2, 8)}`,
+) {
   const answer = await call(url, 'POST', '/admin/tenants', { key: operatorKey, body: { name } });
-  if (answer.status !== 201) throw new Error(`creating a tenant answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+  if (answer.status !== 201)
+    throw new Error(`creating a tenant answered ${answer.status}: ${JSON.stringify(answer.body)}`);
   return { tenantId: answer.body.tenant.id as string, managementKey: answer.body.application.key as string };
 }
 
 /** An application of the given type in a tenant; returns its id and key. */
 export async function createApplication(url: string, managementKey: string, body: Record<string, unknown>) {
   const answer = await call(url, 'POST', '/applications', { key: managementKey, body });
-  if (answer.status !== 201) throw new Error(`creating an application answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+  if (answer.status !== 201)
+    throw new Error(`creating an application answered ${answer.status}: ${JSON.stringify(answer.body)}`);
   return { id: answer.body.id as string, key: answer.body.key as string };
 }
 
@@ -106,7 +121,15 @@ export interface ChildApi {
 /** The built CLI as a separate process (`dist/` must exist: make test builds it). */
 export async function spawnApi(args: string[], env: Record<string, string>): Promise<ChildApi> {
   const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', ...args], {
-    env: { PATH: process.env.PATH ?? '', TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_LOG_LEVEL: 'info', TOKENVAULT_KEK: TEST_KEK, TOKENVAULT_RATE_LIMIT_REPLICAS: '1', ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      TOKENVAULT_HOST: '127.0.0.1',
+      TOKENVAULT_PORT: '0',
+      TOKENVAULT_LOG_LEVEL: 'info',
+      TOKENVAULT_KEK: TEST_KEK,
+      TOKENVAULT_RATE_LIMIT_REPLICAS: '1',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const wantsMetrics = env.TOKENVAULT_METRICS_PORT !== undefined;

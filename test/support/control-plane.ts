@@ -341,7 +341,6 @@ async function startApiServerOnce(
   return { server, stop: () => stop() };
 }
 
-
 // --- CRDs -------------------------------------------------------------------------------------------------------
 
 async function readCrds(crdsDir: string): Promise<V1CustomResourceDefinition[]> {
@@ -364,7 +363,11 @@ async function readCrds(crdsDir: string): Promise<V1CustomResourceDefinition[]> 
 }
 
 /** Creates the CRDs, then waits until each is Established and every served version lists its plural in discovery. */
-async function installCrds(config: KubeConfig, client: RawClient, crds: V1CustomResourceDefinition[]): Promise<string[]> {
+async function installCrds(
+  config: KubeConfig,
+  client: RawClient,
+  crds: V1CustomResourceDefinition[],
+): Promise<string[]> {
   const api = config.makeApiClient(ApiextensionsV1Api);
   await Promise.all(
     crds.map((body) =>
@@ -468,4 +471,3 @@ async function until(
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
-

@@ -59,7 +59,9 @@ export async function startDevServer(env: Record<string, string> = {}): Promise<
 }
 
 /** The error an SDK call rejects with (basis-theory-js: BasisTheoryApiError with `status` and camelCased `data`). */
-export async function rejection<E = { name: string; status: number; data: any }>(promise: Promise<unknown>): Promise<E> {
+export async function rejection<E = { name: string; status: number; data: any }>(
+  promise: Promise<unknown>,
+): Promise<E> {
   try {
     await promise;
   } catch (error) {

@@ -48,7 +48,10 @@ export interface TlsEtcdFiles {
  * A single-member etcd with TLS on its client port and --client-cert-auth, on loopback. `endpoint` is host:port
  * (for etcds://); it is ready when `ready(endpoint)` (a client with a certificate of the CA) says so.
  */
-export async function startTlsEtcd(files: TlsEtcdFiles, ready: (endpoint: string) => Promise<boolean>): Promise<{ endpoint: string; stop(): Promise<void> }> {
+export async function startTlsEtcd(
+  files: TlsEtcdFiles,
+  ready: (endpoint: string) => Promise<boolean>,
+): Promise<{ endpoint: string; stop(): Promise<void> }> {
   const binary = await etcdBinary();
   const [clientPort, peerPort] = await freePorts(2);
   const endpoint = `127.0.0.1:${clientPort}`;
@@ -135,7 +138,6 @@ async function startOnce(binary: string): Promise<EtcdProcess> {
   }
   return { endpoint, stop: () => supervised.stop('SIGTERM'), kill: () => supervised.stop('SIGKILL') };
 }
-
 
 async function waitHealthy(endpoint: string, exited: Promise<void>, log: () => string): Promise<void> {
   let done = false;

@@ -3,7 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-export type ExampleFormula = 'charge-card' | 'verify-card' | 'network-token' | 'ach-debit' | 'card-payout' | 'account-updater';
+export type ExampleFormula =
+  'charge-card' | 'verify-card' | 'network-token' | 'ach-debit' | 'card-payout' | 'account-updater';
 
 export function exampleFormula(name: ExampleFormula): string {
   return readFileSync(join('test', 'support', 'example-formulas', `${name}.js`), 'utf8');

@@ -13,7 +13,12 @@ export interface CallOptions {
   headers?: Record<string, string>;
 }
 
-export async function call<T = any>(base: string, method: string, path: string, options: CallOptions = {}): Promise<Answer<T>> {
+export async function call<T = any>(
+  base: string,
+  method: string,
+  path: string,
+  options: CallOptions = {},
+): Promise<Answer<T>> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.key !== undefined) headers['BT-API-KEY'] = options.key;
   let body: string | undefined;
@@ -33,8 +38,10 @@ export async function call<T = any>(base: string, method: string, path: string, 
 
 /** A client bound to one base URL and key. */
 export function client(base: string, key?: string) {
-  const bound = (method: string) => (path: string, options: CallOptions = {}) =>
-    call(base, method, path, { key, ...options });
+  const bound =
+    (method: string) =>
+    (path: string, options: CallOptions = {}) =>
+      call(base, method, path, { key, ...options });
   return {
     key: () => key!,
     get: bound('GET'),

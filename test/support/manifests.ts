@@ -33,9 +33,13 @@ export function find(objects: Manifest[], kind: string, name: string): Manifest 
 }
 
 /** The CustomResourceDefinitions of crds/ (or another folder), by metadata.name. */
-export function loadCrdFiles(dir = path.join(repoRoot, 'crds')): Map<string, { file: string; text: string; crd: Manifest }> {
+export function loadCrdFiles(
+  dir = path.join(repoRoot, 'crds'),
+): Map<string, { file: string; text: string; crd: Manifest }> {
   const crds = new Map<string, { file: string; text: string; crd: Manifest }>();
-  for (const file of readdirSync(dir).filter((name) => /\.ya?ml$/.test(name)).sort()) {
+  for (const file of readdirSync(dir)
+    .filter((name) => /\.ya?ml$/.test(name))
+    .sort()) {
     const text = readFileSync(path.join(dir, file), 'utf8');
     for (const crd of parseManifests(text)) crds.set(crd.metadata.name, { file, text, crd });
   }
@@ -83,7 +87,11 @@ export function podTemplates(objects: Manifest[]): PodTemplate[] {
       case 'DaemonSet':
       case 'ReplicaSet':
       case 'Job':
-        pods.push({ owner: object, spec: object.spec.template.spec, labels: object.spec.template.metadata?.labels ?? {} });
+        pods.push({
+          owner: object,
+          spec: object.spec.template.spec,
+          labels: object.spec.template.metadata?.labels ?? {},
+        });
         break;
       case 'CronJob':
         pods.push({
@@ -108,7 +116,8 @@ export function securityContextProblems(objects: Manifest[]): string[] {
     const where = describeObject(owner);
     const pod = spec.securityContext ?? {};
     if (pod.runAsNonRoot !== true) problems.push(`${where}: pod securityContext.runAsNonRoot is not true`);
-    if (pod.seccompProfile?.type !== 'RuntimeDefault') problems.push(`${where}: pod seccompProfile is not RuntimeDefault`);
+    if (pod.seccompProfile?.type !== 'RuntimeDefault')
+      problems.push(`${where}: pod seccompProfile is not RuntimeDefault`);
     if (pod.runAsUser === 0) problems.push(`${where}: pod runs as user 0`);
     const containers = [...(spec.initContainers ?? []), ...(spec.containers ?? [])];
     if (containers.length === 0) problems.push(`${where}: no containers`);
@@ -154,7 +163,8 @@ export function rbacWildcardProblems(objects: Manifest[]): string[] {
       const at = `${where} rules[${index}]`;
       for (const field of ['apiGroups', 'resources', 'verbs', 'resourceNames'] as const) {
         for (const value of rule[field] ?? []) {
-          if (typeof value !== 'string' || value.includes('*')) problems.push(`${at}: ${field} contains ${JSON.stringify(value)}`);
+          if (typeof value !== 'string' || value.includes('*'))
+            problems.push(`${at}: ${field} contains ${JSON.stringify(value)}`);
         }
       }
       if ((rule.verbs ?? []).length === 0) problems.push(`${at}: no verbs`);
@@ -170,7 +180,9 @@ export function rbacWildcardProblems(objects: Manifest[]): string[] {
 /** The rules of a role that name a core-group resource (e.g. "secrets"). */
 function grants(role: Manifest, group: string, resource: string): boolean {
   return (role.rules ?? []).some(
-    (rule: any) => (rule.apiGroups ?? []).includes(group) && (rule.resources ?? []).some((r: string) => r === resource || r.startsWith(`${resource}/`)),
+    (rule: any) =>
+      (rule.apiGroups ?? []).includes(group) &&
+      (rule.resources ?? []).some((r: string) => r === resource || r.startsWith(`${resource}/`)),
   );
 }
 
@@ -178,7 +190,10 @@ function grants(role: Manifest, group: string, resource: string): boolean {
  * Secrets are granted only by namespaced Roles in `namespace`, and each such Role is bound only by RoleBindings in
  * that namespace. Returns the problems and the Roles found.
  */
-export function secretAccessProblems(objects: Manifest[], namespace: string): { problems: string[]; roles: Manifest[] } {
+export function secretAccessProblems(
+  objects: Manifest[],
+  namespace: string,
+): { problems: string[]; roles: Manifest[] } {
   const problems: string[] = [];
   const roles: Manifest[] = [];
   for (const role of objects.filter((o) => o.kind === 'Role' || o.kind === 'ClusterRole')) {
@@ -187,7 +202,8 @@ export function secretAccessProblems(objects: Manifest[], namespace: string): { 
       problems.push(`${describeObject(role)}: a ClusterRole grants Secrets`);
       continue;
     }
-    if (role.metadata.namespace !== namespace) problems.push(`${describeObject(role)}: grants Secrets outside namespace ${namespace}`);
+    if (role.metadata.namespace !== namespace)
+      problems.push(`${describeObject(role)}: grants Secrets outside namespace ${namespace}`);
     roles.push(role);
   }
   for (const binding of objects.filter((o) => o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding')) {
@@ -234,9 +250,12 @@ export function workerNetworkPolicyProblems(
 ): string[] {
   const problems: string[] = [];
   const spec = policy.spec;
-  const same = (a: Record<string, string> | undefined, b: Record<string, string>) => JSON.stringify(sorted(a ?? {})) === JSON.stringify(sorted(b));
-  if (!same(spec.podSelector?.matchLabels, selectors.worker)) problems.push('podSelector does not select exactly the worker pods');
-  if (JSON.stringify([...(spec.policyTypes ?? [])].sort()) !== JSON.stringify(['Egress', 'Ingress'])) problems.push('policyTypes is not Ingress and Egress');
+  const same = (a: Record<string, string> | undefined, b: Record<string, string>) =>
+    JSON.stringify(sorted(a ?? {})) === JSON.stringify(sorted(b));
+  if (!same(spec.podSelector?.matchLabels, selectors.worker))
+    problems.push('podSelector does not select exactly the worker pods');
+  if (JSON.stringify([...(spec.policyTypes ?? [])].sort()) !== JSON.stringify(['Egress', 'Ingress']))
+    problems.push('policyTypes is not Ingress and Egress');
 
   const ingress = spec.ingress ?? [];
   if (ingress.length !== 1) problems.push(`${ingress.length} ingress rules, expected 1`);
@@ -264,7 +283,8 @@ export function workerNetworkPolicyProblems(
     const ipBlocks = to.filter((peer: any) => peer.ipBlock);
     if (ipBlocks.length > 0) {
       for (const { ipBlock } of ipBlocks) {
-        if (ipBlock.cidr !== '0.0.0.0/0') problems.push(`egress ipBlock ${ipBlock.cidr}: expected 0.0.0.0/0 with exceptions`);
+        if (ipBlock.cidr !== '0.0.0.0/0')
+          problems.push(`egress ipBlock ${ipBlock.cidr}: expected 0.0.0.0/0 with exceptions`);
         const except: string[] = ipBlock.except ?? [];
         for (const range of [...REQUIRED_EXCEPTIONS, ...extraExceptions]) {
           if (!except.includes(range)) problems.push(`egress to 0.0.0.0/0 does not except ${range}`);
@@ -273,7 +293,10 @@ export function workerNetworkPolicyProblems(
       if (to.length !== ipBlocks.length) problems.push('an egress rule mixes ipBlocks with selectors');
       const allowed = ports.map((p: any) => `${p.port}/${p.protocol ?? 'TCP'}`).sort();
       const expected = egressPorts.map((p) => `${p}/TCP`).sort();
-      if (JSON.stringify(allowed) !== JSON.stringify(expected)) problems.push(`egress to public addresses on ${allowed.join(', ') || 'every port'}, expected ${expected.join(', ')}`);
+      if (JSON.stringify(allowed) !== JSON.stringify(expected))
+        problems.push(
+          `egress to public addresses on ${allowed.join(', ') || 'every port'}, expected ${expected.join(', ')}`,
+        );
       internet = true;
       continue;
     }

@@ -55,12 +55,24 @@ export interface OperatorEnv {
    * kinds) until `predicate` holds; `predicate` gets undefined while the object does not exist (so it can wait for a
    * deletion). Resolves with what satisfied it; rejects after `timeoutMs` with the last state seen.
    */
-  waitFor<T = any>(kind: string, namespace: string | undefined, name: string, predicate: (object: any) => boolean, timeoutMs?: number): Promise<T>;
+  waitFor<T = any>(
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+    predicate: (object: any) => boolean,
+    timeoutMs?: number,
+  ): Promise<T>;
   /** Ready=True for the object's current generation (status.observedGeneration == metadata.generation). */
   waitReady<T = any>(kind: string, namespace: string | undefined, name: string, timeoutMs?: number): Promise<T>;
   /** Ready=False with this reason (any generation). */
   /** Until Ready is False with this reason (or one of these). */
-  waitNotReady<T = any>(kind: string, namespace: string | undefined, name: string, reason: string | string[], timeoutMs?: number): Promise<T>;
+  waitNotReady<T = any>(
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+    reason: string | string[],
+    timeoutMs?: number,
+  ): Promise<T>;
   /** A Secret's value under `key` (default "key"), decoded; undefined when the Secret or the key is absent. */
   readSecret(namespace: string, name: string, key?: string): Promise<string | undefined>;
   /** Stops the manager, the API and the control plane. Safe to call more than once. */
@@ -118,7 +130,12 @@ export async function startOperatorEnv(options: OperatorEnvOptions = {}): Promis
     reconcilerVault = new VaultClient(api.url, api.operatorKey);
     manager = new Manager({
       client: managerClient,
-      reconcilers: createReconcilers(reconcilerVault, { ...options.runtime, workerImage: options.workerImage, apiUrl: api.url, workerSecret: options.workerSecret }),
+      reconcilers: createReconcilers(reconcilerVault, {
+        ...options.runtime,
+        workerImage: options.workerImage,
+        apiUrl: api.url,
+        workerSecret: options.workerSecret,
+      }),
       logger,
       leaderElection: false,
       resyncMs: options.resyncMs ?? 3_000,
@@ -160,9 +177,14 @@ export async function startOperatorEnv(options: OperatorEnvOptions = {}): Promis
         lastError = error;
       }
       if (Date.now() > deadline) {
-        const seen = last === undefined ? 'absent' : JSON.stringify({ metadata: (last as KubeObject).metadata, status: (last as KubeObject).status });
+        const seen =
+          last === undefined
+            ? 'absent'
+            : JSON.stringify({ metadata: (last as KubeObject).metadata, status: (last as KubeObject).status });
         const why = lastError instanceof Error ? ` (last error: ${lastError.message})` : '';
-        throw new Error(`timed out after ${timeoutMs} ms waiting for ${kind} ${namespace ? `${namespace}/` : ''}${name}; last seen: ${seen}${why}`);
+        throw new Error(
+          `timed out after ${timeoutMs} ms waiting for ${kind} ${namespace ? `${namespace}/` : ''}${name}; last seen: ${seen}${why}`,
+        );
       }
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
@@ -188,7 +210,8 @@ export async function startOperatorEnv(options: OperatorEnvOptions = {}): Promis
         namespace,
         name,
         (object) =>
-          readyCondition(object)?.status === 'True' && object.status?.observedGeneration === object.metadata?.generation,
+          readyCondition(object)?.status === 'True' &&
+          object.status?.observedGeneration === object.metadata?.generation,
         timeoutMs,
       ),
     waitNotReady: (kind, namespace, name, reason, timeoutMs) =>
@@ -196,11 +219,16 @@ export async function startOperatorEnv(options: OperatorEnvOptions = {}): Promis
         kind,
         namespace,
         name,
-        (object) => readyCondition(object)?.status === 'False' && [reason].flat().includes(readyCondition(object)?.reason ?? ''),
+        (object) =>
+          readyCondition(object)?.status === 'False' && [reason].flat().includes(readyCondition(object)?.reason ?? ''),
         timeoutMs,
       ),
     readSecret: async (namespace, name, key = 'key') => {
-      const secret = await admin.find<KubeObject & { data?: Record<string, string> }>(Resources.secrets, namespace, name);
+      const secret = await admin.find<KubeObject & { data?: Record<string, string> }>(
+        Resources.secrets,
+        namespace,
+        name,
+      );
       const data = secret?.data?.[key];
       return data === undefined ? undefined : Buffer.from(data, 'base64').toString('utf8');
     },

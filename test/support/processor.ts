@@ -56,7 +56,9 @@ export async function startProcessor(routes: Record<string, Route>): Promise<Pro
       };
       arrived.push(entry);
       const route = routes[`${entry.method} ${entry.path}`];
-      const reply: Reply = route ? route(entry) : { status: 404, body: { error: { type: 'invalid_request_error', message: `no route ${entry.path}` } } };
+      const reply: Reply = route
+        ? route(entry)
+        : { status: 404, body: { error: { type: 'invalid_request_error', message: `no route ${entry.path}` } } };
       response.writeHead(reply.status ?? 200, { 'content-type': 'application/json', ...reply.headers });
       response.end(reply.body === undefined ? '' : JSON.stringify(reply.body));
     });

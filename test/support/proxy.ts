@@ -22,11 +22,13 @@ export function send(base: string, method: string, path: string, options: SendOp
   let body: Buffer | undefined;
   if (options.json !== undefined) {
     body = Buffer.from(JSON.stringify(options.json));
-    if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['Content-Type'] = 'application/json';
+    if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type'))
+      headers['Content-Type'] = 'application/json';
   } else if (options.body !== undefined) {
     body = Buffer.isBuffer(options.body) ? options.body : Buffer.from(options.body);
   }
-  if (body && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-length')) headers['Content-Length'] = String(body.length);
+  if (body && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-length'))
+    headers['Content-Length'] = String(body.length);
   return new Promise((resolve, reject) => {
     // The path is sent exactly as given (a URL string would be normalized: dot segments, backslashes).
     const { hostname, port } = new URL(base);
@@ -35,7 +37,12 @@ export function send(base: string, method: string, path: string, options: SendOp
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
       response.on('end', () => {
         const data = Buffer.concat(chunks);
-        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: data, json: () => JSON.parse(data.toString('utf8')) });
+        resolve({
+          status: response.statusCode ?? 0,
+          headers: response.headers,
+          body: data,
+          json: () => JSON.parse(data.toString('utf8')),
+        });
       });
       response.on('error', reject);
     });
@@ -46,7 +53,12 @@ export function send(base: string, method: string, path: string, options: SendOp
 
 /** Answers with what arrived: method, url, headers, and the body as text. */
 export function echo(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
-  const answer = JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body: body.toString('utf8') });
+  const answer = JSON.stringify({
+    method: req.method,
+    url: req.url,
+    headers: req.headers,
+    body: body.toString('utf8'),
+  });
   res.writeHead(200, { 'content-type': 'application/json', 'x-echo': 'yes' });
   res.end(answer);
 }

@@ -25,7 +25,11 @@ test('etcd endpoints, TLS and secrets from files', () => {
       TOKENVAULT_KEK_FILE: join(dir, 'kek'),
     },
   });
-  expect(config.store).toEqual({ kind: 'etcd', endpoints: ['https://a:2379', 'https://b:2379'], tls: { caFile: '/ca.pem', certFile: undefined, keyFile: undefined } });
+  expect(config.store).toEqual({
+    kind: 'etcd',
+    endpoints: ['https://a:2379', 'https://b:2379'],
+    tls: { caFile: '/ca.pem', certFile: undefined, keyFile: undefined },
+  });
   expect(config.operatorKeyHash).toBe(hashKey(operatorKey));
   expect(config.keyEncryptionKeys).toEqual([Buffer.alloc(32, 7)]);
 });
@@ -34,7 +38,9 @@ test('several key-encryption keys, primary first, separated by newlines or comma
   const [a, b, c] = [1, 2, 3].map((n) => Buffer.alloc(32, n));
   const dir = mkdtempSync(join(tmpdir(), 'tv-config-'));
   writeFileSync(join(dir, 'keks'), `${a.toString('base64')}\n${b.toString('base64')}\r\n\n${c.toString('base64')}\n`);
-  expect(loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_KEK_FILE: join(dir, 'keks') } }).keyEncryptionKeys).toEqual([a, b, c]);
+  expect(
+    loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_KEK_FILE: join(dir, 'keks') } }).keyEncryptionKeys,
+  ).toEqual([a, b, c]);
   const inline = `${b.toString('base64')}, ${a.toString('base64')}`;
   expect(loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_KEK: inline } }).keyEncryptionKeys).toEqual([b, a]);
   expect(loadConfig({ env: { TOKENVAULT_STORE: 'memory' } }).keyEncryptionKeys).toBeUndefined();
@@ -76,7 +82,14 @@ test('every bad value is reported at once, naming flag and variable, without ech
   }
   expect(error).toBeInstanceOf(ConfigError);
   const text = error!.message;
-  for (const name of ['TOKENVAULT_PORT', 'TOKENVAULT_STORE', 'TOKENVAULT_LOG_LEVEL', 'TOKENVAULT_KEK', 'TOKENVAULT_BODY_LIMIT_BYTES', 'TOKENVAULT_OPERATOR_KEY_FILE']) {
+  for (const name of [
+    'TOKENVAULT_PORT',
+    'TOKENVAULT_STORE',
+    'TOKENVAULT_LOG_LEVEL',
+    'TOKENVAULT_KEK',
+    'TOKENVAULT_BODY_LIMIT_BYTES',
+    'TOKENVAULT_OPERATOR_KEY_FILE',
+  ]) {
     expect(text).toContain(name);
   }
   expect(text).toContain('--port');
@@ -95,7 +108,11 @@ test('unknown flags are refused', () => {
 test('expression budget and decoded-size limits: defaults, variables, and bad values named', () => {
   const defaults = loadConfig({ env: { TOKENVAULT_STORE: 'memory' } });
   expect(defaults.expressions).toEqual({ renderMs: 10, budgetMs: 250, deadlineMs: 5000, memoryUnits: 10_000_000 });
-  expect(defaults.decoded).toEqual({ proxyResponseBytes: 10 * 1024 * 1024, reactorResultBytes: 4 * 1024 * 1024, sandboxHostBytes: 64 * 1024 * 1024 });
+  expect(defaults.decoded).toEqual({
+    proxyResponseBytes: 10 * 1024 * 1024,
+    reactorResultBytes: 4 * 1024 * 1024,
+    sandboxHostBytes: 64 * 1024 * 1024,
+  });
   const set = loadConfig({
     env: {
       TOKENVAULT_STORE: 'memory',
@@ -110,14 +127,27 @@ test('expression budget and decoded-size limits: defaults, variables, and bad va
   });
   expect(set.expressions).toEqual({ renderMs: 5, budgetMs: 50, deadlineMs: 1000, memoryUnits: 100_000 });
   expect(set.decoded).toEqual({ proxyResponseBytes: 2048, reactorResultBytes: 4096, sandboxHostBytes: 8192 });
-  expect(() => loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_EXPRESSION_BUDGET_MS: '0', TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES: 'big' } })).toThrow(
-    /TOKENVAULT_EXPRESSION_BUDGET_MS[\s\S]*TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES/,
-  );
+  expect(() =>
+    loadConfig({
+      env: {
+        TOKENVAULT_STORE: 'memory',
+        TOKENVAULT_EXPRESSION_BUDGET_MS: '0',
+        TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES: 'big',
+      },
+    }),
+  ).toThrow(/TOKENVAULT_EXPRESSION_BUDGET_MS[\s\S]*TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES/);
 });
 
 test('rate limits: defaults, variables, 0 for none, replicas auto or a number, bad values named', () => {
   const defaults = loadConfig({ env: { TOKENVAULT_STORE: 'memory' } });
-  expect(defaults.rateLimits).toEqual({ apiPerKey: 1000, apiPerTenant: 5000, callsPerKey: 500, callsPerTenant: 2000, windowSeconds: 1, replicas: 'auto' });
+  expect(defaults.rateLimits).toEqual({
+    apiPerKey: 1000,
+    apiPerTenant: 5000,
+    callsPerKey: 500,
+    callsPerTenant: 2000,
+    windowSeconds: 1,
+    replicas: 'auto',
+  });
   const set = loadConfig({
     env: {
       TOKENVAULT_STORE: 'memory',
@@ -129,10 +159,26 @@ test('rate limits: defaults, variables, 0 for none, replicas auto or a number, b
       TOKENVAULT_RATE_LIMIT_REPLICAS: '3',
     },
   });
-  expect(set.rateLimits).toEqual({ apiPerKey: 0, apiPerTenant: 10, callsPerKey: 3, callsPerTenant: 4, windowSeconds: 60, replicas: 3 });
+  expect(set.rateLimits).toEqual({
+    apiPerKey: 0,
+    apiPerTenant: 10,
+    callsPerKey: 3,
+    callsPerTenant: 4,
+    windowSeconds: 60,
+    replicas: 3,
+  });
   expect(() =>
-    loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_RATE_LIMIT_API_PER_KEY: '-1', TOKENVAULT_RATE_LIMIT_WINDOW_SECONDS: '0', TOKENVAULT_RATE_LIMIT_REPLICAS: 'many' } }),
-  ).toThrow(/TOKENVAULT_RATE_LIMIT_API_PER_KEY[\s\S]*TOKENVAULT_RATE_LIMIT_WINDOW_SECONDS[\s\S]*TOKENVAULT_RATE_LIMIT_REPLICAS/);
+    loadConfig({
+      env: {
+        TOKENVAULT_STORE: 'memory',
+        TOKENVAULT_RATE_LIMIT_API_PER_KEY: '-1',
+        TOKENVAULT_RATE_LIMIT_WINDOW_SECONDS: '0',
+        TOKENVAULT_RATE_LIMIT_REPLICAS: 'many',
+      },
+    }),
+  ).toThrow(
+    /TOKENVAULT_RATE_LIMIT_API_PER_KEY[\s\S]*TOKENVAULT_RATE_LIMIT_WINDOW_SECONDS[\s\S]*TOKENVAULT_RATE_LIMIT_REPLICAS/,
+  );
 });
 
 test('the worker secret, the metrics port and the dedicated workers’ NetworkPolicy (issue 12)', () => {
@@ -144,7 +190,9 @@ test('the worker secret, the metrics port and the dedicated workers’ NetworkPo
   expect(config.controller.dedicatedNetworkPolicy).toBeUndefined();
   expect(loadConfig({ env: base }).metricsPort).toBeUndefined();
   // Too short a secret is refused without being echoed.
-  expect(() => loadConfig({ env: { ...base, TOKENVAULT_WORKER_SECRET: 'short-secret-value' } })).toThrow(/TOKENVAULT_WORKER_SECRET: must be at least 32/);
+  expect(() => loadConfig({ env: { ...base, TOKENVAULT_WORKER_SECRET: 'short-secret-value' } })).toThrow(
+    /TOKENVAULT_WORKER_SECRET: must be at least 32/,
+  );
   try {
     loadConfig({ env: { ...base, TOKENVAULT_WORKER_SECRET: 'short-secret-value' } });
   } catch (error) {
@@ -152,15 +200,31 @@ test('the worker secret, the metrics port and the dedicated workers’ NetworkPo
   }
   expect(() => loadConfig({ env: { ...base, TOKENVAULT_METRICS_PORT: '70000' } })).toThrow(/TOKENVAULT_METRICS_PORT/);
 
-  const policy = { apiPodLabels: { 'app.kubernetes.io/component': 'api' }, apiNamespace: 'vault', exceptCidrs: ['10.0.0.0/8'] };
-  expect(loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: JSON.stringify(policy) } }).controller.dedicatedNetworkPolicy).toEqual({
+  const policy = {
+    apiPodLabels: { 'app.kubernetes.io/component': 'api' },
+    apiNamespace: 'vault',
+    exceptCidrs: ['10.0.0.0/8'],
+  };
+  expect(
+    loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: JSON.stringify(policy) } }).controller
+      .dedicatedNetworkPolicy,
+  ).toEqual({
     ...policy,
     apiPort: 8080,
     egressPorts: [443],
   });
-  expect(loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: 'none' } }).controller.dedicatedNetworkPolicy).toBeNull();
-  expect(() => loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: '{"apiPodLabels":{},"egressPorts":[0],"exceptCidrs":["x"]}' } })).toThrow(
-    /TOKENVAULT_DEDICATED_NETWORK_POLICY: invalid apiPodLabels.*egressPorts.*exceptCidrs/,
+  expect(
+    loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: 'none' } }).controller.dedicatedNetworkPolicy,
+  ).toBeNull();
+  expect(() =>
+    loadConfig({
+      env: {
+        ...base,
+        TOKENVAULT_DEDICATED_NETWORK_POLICY: '{"apiPodLabels":{},"egressPorts":[0],"exceptCidrs":["x"]}',
+      },
+    }),
+  ).toThrow(/TOKENVAULT_DEDICATED_NETWORK_POLICY: invalid apiPodLabels.*egressPorts.*exceptCidrs/);
+  expect(() => loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: 'open' } })).toThrow(
+    /must be JSON or 'none'/,
   );
-  expect(() => loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: 'open' } })).toThrow(/must be JSON or 'none'/);
 });

@@ -49,7 +49,13 @@ describe('setCondition', () => {
   test('leaves the input alone and the other conditions in place', () => {
     const input: Condition[] = [
       { type: 'Ready', status: 'True', reason: 'Reconciled', message: '', lastTransitionTime: '2026-01-01T00:00:00Z' },
-      { type: 'Degraded', status: 'False', reason: 'AsExpected', message: '', lastTransitionTime: '2026-01-01T00:00:00Z' },
+      {
+        type: 'Degraded',
+        status: 'False',
+        reason: 'AsExpected',
+        message: '',
+        lastTransitionTime: '2026-01-01T00:00:00Z',
+      },
     ];
     const snapshot = structuredClone(input);
     const output = setCondition(input, notReady('ApiUnavailable'), t1);

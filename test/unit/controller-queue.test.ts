@@ -2,7 +2,13 @@
 // concurrently with itself, bounded concurrency, per-key exponential backoff with jitter reset by success,
 // addAfter, requeue-after, resync, pause/resume.
 import { afterEach, beforeEach, describe, expect, jest, test } from '@jest/globals';
-import { backoffDelay, DEFAULT_BACKOFF, WorkQueue, type ProcessInfo, type ProcessResult } from '../../src/controller/queue.js';
+import {
+  backoffDelay,
+  DEFAULT_BACKOFF,
+  WorkQueue,
+  type ProcessInfo,
+  type ProcessResult,
+} from '../../src/controller/queue.js';
 
 beforeEach(() => {
   jest.useFakeTimers();
@@ -14,7 +20,12 @@ afterEach(() => {
 
 /** A process function whose runs the test finishes by hand. */
 function controllable() {
-  const runs: Array<{ key: string; info: ProcessInfo; finish(result?: ProcessResult): void; fail(error: Error): void }> = [];
+  const runs: Array<{
+    key: string;
+    info: ProcessInfo;
+    finish(result?: ProcessResult): void;
+    fail(error: Error): void;
+  }> = [];
   const active = new Map<string, number>();
   let maxActive = 0;
   let maxSameKey = 0;
@@ -22,7 +33,10 @@ function controllable() {
     new Promise<ProcessResult>((resolve, reject) => {
       active.set(key, (active.get(key) ?? 0) + 1);
       maxSameKey = Math.max(maxSameKey, active.get(key)!);
-      maxActive = Math.max(maxActive, [...active.values()].reduce((a, b) => a + b, 0));
+      maxActive = Math.max(
+        maxActive,
+        [...active.values()].reduce((a, b) => a + b, 0),
+      );
       const end = () => active.set(key, active.get(key)! - 1);
       runs.push({
         key,

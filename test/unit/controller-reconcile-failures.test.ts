@@ -53,7 +53,11 @@ describe('an unreachable vault', () => {
   });
 
   test('backs off per object, doubling each failure up to the cap, while Ready=False says ApiUnavailable', async () => {
-    const object: VaultObject = { kind: 'Application', metadata: { name: 'shop', namespace: 'acme', generation: 1 }, spec: {} };
+    const object: VaultObject = {
+      kind: 'Application',
+      metadata: { name: 'shop', namespace: 'acme', generation: 1 },
+      spec: {},
+    };
     const fake = fakeContext(object);
     const delays: number[] = [];
     const attempts: number[] = [];
@@ -79,7 +83,11 @@ describe('an unreachable vault', () => {
   });
 
   test('a success after the outage resets the backoff', async () => {
-    const object: VaultObject = { kind: 'Application', metadata: { name: 'shop', namespace: 'acme', generation: 1 }, spec: {} };
+    const object: VaultObject = {
+      kind: 'Application',
+      metadata: { name: 'shop', namespace: 'acme', generation: 1 },
+      spec: {},
+    };
     const fake = fakeContext(object);
     let down = true;
     const attempts: number[] = [];
@@ -124,7 +132,10 @@ describe('a formula still used by reactors', () => {
     kind: 'Tenant',
     metadata: { name: 'acme', namespace: 'acme' },
     spec: {},
-    status: { id: 'tenant-1', conditions: [{ type: 'Ready', status: 'True', reason: 'Reconciled', message: '', lastTransitionTime: '' }] },
+    status: {
+      id: 'tenant-1',
+      conditions: [{ type: 'Ready', status: 'True', reason: 'Reconciled', message: '', lastTransitionTime: '' }],
+    },
   };
   const vaultAnswering = (error: Error) => ({ call: async () => Promise.reject(error) }) as unknown as VaultClient;
 
@@ -143,7 +154,12 @@ describe('a formula still used by reactors', () => {
   test('another conflict is not mistaken for it, whatever its wording', async () => {
     const object = deletingFormula();
     const fake = fakeContext(object, { 'Tenant/acme/acme': tenant });
-    const refused = new VaultRefused(409, 'The formula is used by nobody but was changed; retry.', undefined, 'TV_CONFLICT');
+    const refused = new VaultRefused(
+      409,
+      'The formula is used by nobody but was changed; retry.',
+      undefined,
+      'TV_CONFLICT',
+    );
     await formulaReconciler(vaultAnswering(refused)).reconcile(fake.ctx.key, fake.ctx);
     expect(fake.readyReason()).toBe('VaultRefused');
   });

@@ -140,8 +140,23 @@ test('a tampered ciphertext fails with DecryptionFailed and one log line of ids,
 
   expect(lines).toHaveLength(6);
   const entry = JSON.parse(lines[0]);
-  expect(entry).toMatchObject({ level: 50, tenant_id: tenant, dek_id: dekId, kek_id: ring.primaryId, reason: 'ciphertext failed authentication' });
-  expect(Object.keys(entry).sort()).toEqual(['dek_id', 'kek_id', 'level', 'msg', 'reason', 'service', 'tenant_id', 'time']);
+  expect(entry).toMatchObject({
+    level: 50,
+    tenant_id: tenant,
+    dek_id: dekId,
+    kek_id: ring.primaryId,
+    reason: 'ciphertext failed authentication',
+  });
+  expect(Object.keys(entry).sort()).toEqual([
+    'dek_id',
+    'kek_id',
+    'level',
+    'msg',
+    'reason',
+    'service',
+    'tenant_id',
+    'time',
+  ]);
   const text = lines.join('');
   expect(text).not.toContain(plaintext);
   expect(text).not.toContain('token-1');
@@ -153,7 +168,11 @@ test('a tampered wrapped key fails with DecryptionFailed naming the KEK, and onl
   const store = memoryStore();
   const ring = KeyRing.generate();
   const tenant = randomUUID();
-  const ciphertext = await new TenantCrypto(store, ring, capturedLogger().logger).encrypt(tenant, 'token-1', 'card-data');
+  const ciphertext = await new TenantCrypto(store, ring, capturedLogger().logger).encrypt(
+    tenant,
+    'token-1',
+    'card-data',
+  );
   const fingerprint = await new TenantCrypto(store, ring, capturedLogger().logger).fingerprint(tenant, 'card-data');
 
   const record = await readRecord(store, tenant);
@@ -186,18 +205,26 @@ test('a wrapped key moved to another tenant does not unwrap', async () => {
   const ciphertext = await crypto.encrypt(tenant, 'token-1', 'data');
   // An attacker with write access to etcd copies the key record and the data to another tenant.
   await store.put(keys.tenantCrypto(other), (await store.get(keys.tenantCrypto(tenant)))!.value);
-  await expectDecryptionFailed(new TenantCrypto(store, ring, capturedLogger().logger).decrypt(other, 'token-1', ciphertext));
+  await expectDecryptionFailed(
+    new TenantCrypto(store, ring, capturedLogger().logger).decrypt(other, 'token-1', ciphertext),
+  );
 });
 
 test('a KEK missing from the ring fails with DecryptionFailed', async () => {
   const store = memoryStore();
   const tenant = randomUUID();
-  const ciphertext = await new TenantCrypto(store, KeyRing.generate(), capturedLogger().logger).encrypt(tenant, 't', 'data');
+  const ciphertext = await new TenantCrypto(store, KeyRing.generate(), capturedLogger().logger).encrypt(
+    tenant,
+    't',
+    'data',
+  );
   const { logger, lines } = capturedLogger();
   await expectDecryptionFailed(new TenantCrypto(store, KeyRing.generate(), logger).decrypt(tenant, 't', ciphertext));
   expect(JSON.parse(lines[0]).reason).toBe('key-encryption key not configured');
   // Decrypting in a tenant with no keys at all creates none.
-  await expectDecryptionFailed(new TenantCrypto(store, KeyRing.generate(), logger).decrypt(randomUUID(), 't', ciphertext));
+  await expectDecryptionFailed(
+    new TenantCrypto(store, KeyRing.generate(), logger).decrypt(randomUUID(), 't', ciphertext),
+  );
   expect(JSON.parse(lines[1]).reason).toBe('tenant has no key record');
 });
 
@@ -209,7 +236,9 @@ test('fingerprints are deterministic within a tenant and differ across tenants',
   const fingerprint = await crypto.fingerprint(tenant, 'card:4242424242424242');
   expect(bs58.decode(fingerprint)).toHaveLength(32);
   expect(await crypto.fingerprint(tenant, 'card:4242424242424242')).toBe(fingerprint);
-  expect(await new TenantCrypto(store, ring, capturedLogger().logger).fingerprint(tenant, 'card:4242424242424242')).toBe(fingerprint);
+  expect(
+    await new TenantCrypto(store, ring, capturedLogger().logger).fingerprint(tenant, 'card:4242424242424242'),
+  ).toBe(fingerprint);
   expect(await crypto.fingerprint(tenant, 'card:4242424242424243')).not.toBe(fingerprint);
   expect(await crypto.fingerprint(other, 'card:4242424242424242')).not.toBe(fingerprint);
 });
@@ -259,7 +288,11 @@ test('a data key added elsewhere is found by re-reading the record', async () =>
   record.data_keys[dekId] = ring.wrap(randomBytes(32), wrapAad(tenant, dekId));
   record.current = dekId;
   await store.put(keys.tenantCrypto(tenant), JSON.stringify(record));
-  const ciphertext = await new TenantCrypto(store, ring, capturedLogger().logger).encrypt(tenant, 't', 'under the new key');
+  const ciphertext = await new TenantCrypto(store, ring, capturedLogger().logger).encrypt(
+    tenant,
+    't',
+    'under the new key',
+  );
   expect(ciphertext.split('.')[1]).toBe(dekId);
   expect((await cached.decrypt(tenant, 't', ciphertext)).toString()).toBe('under the new key');
 });
@@ -279,7 +312,9 @@ test('a tenant deleted and created again under the same id gets new keys in a pr
     await eventually(async () => {
       const after = await crypto.encrypt(tenant, 't', 'new');
       expect(after.split('.')[1]).not.toBe(before.split('.')[1]);
-      expect((await new TenantCrypto(store, ring, capturedLogger().logger).decrypt(tenant, 't', after)).toString()).toBe('new');
+      expect(
+        (await new TenantCrypto(store, ring, capturedLogger().logger).decrypt(tenant, 't', after)).toString(),
+      ).toBe('new');
     });
   } finally {
     await crypto.stop();
@@ -306,7 +341,10 @@ test('rotateKeks re-wraps under the primary, keeps every ciphertext readable, an
   for (const tenant of tenants) {
     expect((await onlyB.decrypt(tenant, 'token', ciphertexts.get(tenant)!)).toString()).toBe(`data of ${tenant}`);
     const record = await readRecord(store, tenant);
-    expect([...Object.values(record.data_keys), record.fingerprint_key].map((w) => w.kek_id)).toEqual([kekId(b), kekId(b)]);
+    expect([...Object.values(record.data_keys), record.fingerprint_key].map((w) => w.kek_id)).toEqual([
+      kekId(b),
+      kekId(b),
+    ]);
   }
   // A ring that cannot open the records reports them instead of failing the run.
   expect(await rotateKeks(store, KeyRing.generate(), logger)).toEqual({ tenants: 3, rewrapped: 0, failed: 3 });

@@ -47,7 +47,10 @@ function one(expression: string): Promise<unknown> {
   return detokenize(expression, tokens);
 }
 
-async function invalidBody(promise: Promise<unknown>, expected: typeof Errors.InvalidBody = Errors.InvalidBody): Promise<VaultError> {
+async function invalidBody(
+  promise: Promise<unknown>,
+  expected: typeof Errors.InvalidBody = Errors.InvalidBody,
+): Promise<VaultError> {
   let caught: unknown;
   try {
     await promise;
@@ -83,9 +86,9 @@ describe('findTokenIds', () => {
   });
 
   test('liquid literals, short names, quoted values and tags are not token ids', () => {
-    expect(findTokenIds(['{{ true }}', '{{ nil | default: 1 }}', '{{ ab }}', "{{ 'quoted' }}", '{% if x %}{% endif %}'])).toEqual(
-      [],
-    );
+    expect(
+      findTokenIds(['{{ true }}', '{{ nil | default: 1 }}', '{{ ab }}', "{{ 'quoted' }}", '{% if x %}{% endif %}']),
+    ).toEqual([]);
     expect(findTokenIds(`{{ ${'a'.repeat(401)} }}`)).toEqual([]);
     expect(findTokenIds(`{{ ${'a'.repeat(400)} }}`)).toEqual(['a'.repeat(400)]);
   });
@@ -442,7 +445,10 @@ describe('renderTemplate and validateTemplate', () => {
       expiration_month: 4,
       expiration_year: 2031,
     });
-    const bankMask = { routing_number: '{{ data.routing_number }}', account_number: '{{ data.account_number | reveal_last: 4 }}' };
+    const bankMask = {
+      routing_number: '{{ data.routing_number }}',
+      account_number: '{{ data.account_number | reveal_last: 4 }}',
+    };
     expect(await renderTemplate(bankMask, { data: bank })).toEqual({
       routing_number: '021000021',
       account_number: 'XXXXXX7890',

@@ -26,7 +26,12 @@ async function busy(promise: Promise<unknown>): Promise<VaultError> {
 
 describe('FairShare', () => {
   test('a tenant at its cap waits, and starts when a slot comes free; other tenants are not held up', async () => {
-    const share = new FairShare({ tenantConcurrency: 2, reactorConcurrency: 2, queueLength: 5, queueTimeoutMs: 10_000 });
+    const share = new FairShare({
+      tenantConcurrency: 2,
+      reactorConcurrency: 2,
+      queueLength: 5,
+      queueTimeoutMs: 10_000,
+    });
     const held = [gate(), gate()];
     const running = held.map((g, i) => share.run('a', `r${i}`, () => g.done));
     let third = false;
@@ -44,7 +49,12 @@ describe('FairShare', () => {
   });
 
   test('a reactor at its cap does not hold up the tenant’s other reactors, even with its own waiters queued', async () => {
-    const share = new FairShare({ tenantConcurrency: 4, reactorConcurrency: 1, queueLength: 5, queueTimeoutMs: 10_000 });
+    const share = new FairShare({
+      tenantConcurrency: 4,
+      reactorConcurrency: 1,
+      queueLength: 5,
+      queueTimeoutMs: 10_000,
+    });
     const hung = gate();
     const first = share.run('a', 'hung', () => hung.done);
     const queued = share.run('a', 'hung', async () => 'second');
@@ -57,7 +67,10 @@ describe('FairShare', () => {
 
   test('a full queue is 429 at once, naming the queue length; a wait that runs out is 429 naming the cap', async () => {
     const limits: string[] = [];
-    const share = new FairShare({ tenantConcurrency: 1, reactorConcurrency: 1, queueLength: 1, queueTimeoutMs: 50 }, (limit) => limits.push(limit));
+    const share = new FairShare(
+      { tenantConcurrency: 1, reactorConcurrency: 1, queueLength: 1, queueTimeoutMs: 50 },
+      (limit) => limits.push(limit),
+    );
     const hung = gate();
     const running = share.run('a', 'r', () => hung.done);
     const waiting = share.run('a', 'r', async () => undefined);
@@ -76,7 +89,9 @@ describe('FairShare', () => {
     const share = new FairShare({ tenantConcurrency: 10, reactorConcurrency: 1, queueLength: 0, queueTimeoutMs: 50 });
     const hung = gate();
     const running = share.run('a', 'r', () => hung.done);
-    expect((await busy(share.run('a', 'r', async () => undefined))).detail).toContain('TOKENVAULT_RUNTIME_REACTOR_CONCURRENCY');
+    expect((await busy(share.run('a', 'r', async () => undefined))).detail).toContain(
+      'TOKENVAULT_RUNTIME_REACTOR_CONCURRENCY',
+    );
     hung.open();
     await running;
   });

@@ -4,7 +4,12 @@ import { describe, expect, test } from '@jest/globals';
 import type { TenantPrincipal } from '../../src/auth/principal.js';
 import { VaultError } from '../../src/errors/registry.js';
 import { bodyKind, detokenizeBody, type BodyDetokenizer } from '../../src/proxy/body.js';
-import { checkHeaderNames, forwardedRequestHeaders, returnedResponseHeaders, transformedHeaders } from '../../src/proxy/headers.js';
+import {
+  checkHeaderNames,
+  forwardedRequestHeaders,
+  returnedResponseHeaders,
+  transformedHeaders,
+} from '../../src/proxy/headers.js';
 import { joinDestination, proxySuffix } from '../../src/proxy/target.js';
 
 const principal = {} as TenantPrincipal;
@@ -15,7 +20,13 @@ const fake: BodyDetokenizer & { calls: unknown[] } = {
   async value(_principal, value) {
     fake.calls.push(value);
     const one = (v: unknown): unknown =>
-      typeof v === 'string' ? (v === '{{ t }}' ? { t: true } : v.replaceAll('{{ t }}', 'T')) : Array.isArray(v) ? v.map(one) : v;
+      typeof v === 'string'
+        ? v === '{{ t }}'
+          ? { t: true }
+          : v.replaceAll('{{ t }}', 'T')
+        : Array.isArray(v)
+          ? v.map(one)
+          : v;
     return one(value);
   },
   async text(_principal, text) {
@@ -39,10 +50,22 @@ describe('rule 1: joining the destination', () => {
   });
 
   test('bt-proxy-key is taken out of the query and decoded', () => {
-    expect(proxySuffix('/proxy?BT-PROXY-KEY=key_a%62c&z=1')).toEqual({ path: '', query: 'z=1', proxyKeys: ['key_abc'] });
+    expect(proxySuffix('/proxy?BT-PROXY-KEY=key_a%62c&z=1')).toEqual({
+      path: '',
+      query: 'z=1',
+      proxyKeys: ['key_abc'],
+    });
   });
 
-  test.each(['/proxy/..', '/proxy/a/../b', '/proxy/%2E%2e/x', '/proxy/.%2e', '/proxy/./a', '/proxy/a\\b', '/proxy/a%5Cb'])('%s is refused', (url) => {
+  test.each([
+    '/proxy/..',
+    '/proxy/a/../b',
+    '/proxy/%2E%2e/x',
+    '/proxy/.%2e',
+    '/proxy/./a',
+    '/proxy/a\\b',
+    '/proxy/a%5Cb',
+  ])('%s is refused', (url) => {
     expect(() => proxySuffix(url)).toThrow(VaultError);
   });
 });
@@ -55,9 +78,36 @@ describe('headers', () => {
 
   test('what is forwarded', () => {
     const out = forwardedRequestHeaders([
-      'Host', 'vault', 'BT-API-KEY', 'key_x', 'bt-proxy-url', 'https://d', 'BT-PROXY-KEY', 'k', 'Content-Length', '3',
-      'Connection', 'keep-alive, X-Gone', 'X-Gone', '1', 'Transfer-Encoding', 'chunked', 'Upgrade', 'h2c', 'Expect', '100-continue',
-      'Authorization', 'Bearer t', 'X-Multi', 'a', 'x-multi', 'b', 'BT-PROXY-CONNECTION', 'close', 'BT-PROXY-KEEP-ALIVE', 'timeout=1',
+      'Host',
+      'vault',
+      'BT-API-KEY',
+      'key_x',
+      'bt-proxy-url',
+      'https://d',
+      'BT-PROXY-KEY',
+      'k',
+      'Content-Length',
+      '3',
+      'Connection',
+      'keep-alive, X-Gone',
+      'X-Gone',
+      '1',
+      'Transfer-Encoding',
+      'chunked',
+      'Upgrade',
+      'h2c',
+      'Expect',
+      '100-continue',
+      'Authorization',
+      'Bearer t',
+      'X-Multi',
+      'a',
+      'x-multi',
+      'b',
+      'BT-PROXY-CONNECTION',
+      'close',
+      'BT-PROXY-KEEP-ALIVE',
+      'timeout=1',
     ]);
     expect(out).toEqual({ Authorization: 'Bearer t', 'X-Multi': ['a', 'b'], connection: 'close' });
   });
@@ -67,13 +117,26 @@ describe('headers', () => {
   });
 
   test('response headers: hop-by-hop and the destination trace id dropped; length kept only when streaming', () => {
-    const headers = { connection: 'x-drop', 'x-drop': '1', 'keep-alive': 'timeout=5', 'transfer-encoding': 'chunked', 'bt-trace-id': 'theirs', 'content-length': '2', 'set-cookie': ['a', 'b'] };
-    expect(returnedResponseHeaders(headers, { keepLength: true })).toEqual({ 'content-length': '2', 'set-cookie': ['a', 'b'] });
+    const headers = {
+      connection: 'x-drop',
+      'x-drop': '1',
+      'keep-alive': 'timeout=5',
+      'transfer-encoding': 'chunked',
+      'bt-trace-id': 'theirs',
+      'content-length': '2',
+      'set-cookie': ['a', 'b'],
+    };
+    expect(returnedResponseHeaders(headers, { keepLength: true })).toEqual({
+      'content-length': '2',
+      'set-cookie': ['a', 'b'],
+    });
     expect(returnedResponseHeaders(headers, { keepLength: false })).toEqual({ 'set-cookie': ['a', 'b'] });
   });
 
   test('transform headers are made sendable', () => {
-    expect(transformedHeaders({ 'X-N': 1, 'X-A': ['a', 'b'], Host: 'h', 'BT-PROXY-X': 'y', 'X-Null': null }, 'request')).toEqual({ 'X-N': '1', 'X-A': ['a', 'b'] });
+    expect(
+      transformedHeaders({ 'X-N': 1, 'X-A': ['a', 'b'], Host: 'h', 'BT-PROXY-X': 'y', 'X-Null': null }, 'request'),
+    ).toEqual({ 'X-N': '1', 'X-A': ['a', 'b'] });
     expect(() => transformedHeaders({ 'bad name': 'x' }, 'request')).toThrow(/not valid/);
     expect(() => transformedHeaders({ 'X-Obj': { a: 1 } }, 'request')).toThrow(/must be a string/);
     expect(() => transformedHeaders({ 'X-Nl': 'a\nb' }, 'request')).toThrow(/invalid value/);
@@ -95,8 +158,11 @@ describe('body detokenization by content type', () => {
   });
 
   test('JSON: value strings only, in place; keys, escapes and numbers untouched', async () => {
-    const raw = '{"{{ t }}": "{{ t }}", "a\\"{{ t }}\\"": ["x {{ t }} \\u0041", 123456789012345678901, {"k" :"{{ t }}"}], "n": 1.0}';
-    expect(await run('application/json', raw)).toBe('{"{{ t }}": {"t":true}, "a\\"{{ t }}\\"": ["x T A", 123456789012345678901, {"k" :{"t":true}}], "n": 1.0}');
+    const raw =
+      '{"{{ t }}": "{{ t }}", "a\\"{{ t }}\\"": ["x {{ t }} \\u0041", 123456789012345678901, {"k" :"{{ t }}"}], "n": 1.0}';
+    expect(await run('application/json', raw)).toBe(
+      '{"{{ t }}": {"t":true}, "a\\"{{ t }}\\"": ["x T A", 123456789012345678901, {"k" :{"t":true}}], "n": 1.0}',
+    );
   });
 
   test('JSON without expressions in values is the same buffer; invalid JSON with {{ is a 400', async () => {
@@ -106,7 +172,9 @@ describe('body detokenization by content type', () => {
   });
 
   test('form: values decoded, detokenized, encoded again', async () => {
-    expect(await run('application/x-www-form-urlencoded', 'a=%7B%7B+t+%7D%7D&b=x+{{ t }}&{{ t }}=1&c')).toBe('a=%7B%22t%22%3Atrue%7D&b=x+T&{{ t }}=1&c');
+    expect(await run('application/x-www-form-urlencoded', 'a=%7B%7B+t+%7D%7D&b=x+{{ t }}&{{ t }}=1&c')).toBe(
+      'a=%7B%22t%22%3Atrue%7D&b=x+T&{{ t }}=1&c',
+    );
   });
 
   test('text: rendered in place; opaque: untouched', async () => {
@@ -115,6 +183,8 @@ describe('body detokenization by content type', () => {
   });
 
   test('a body with expressions that is not UTF-8 is a 400', async () => {
-    await expect(detokenizeBody(fake, principal, 'text/plain', Buffer.from([0x7b, 0x7b, 0xff, 0x7d, 0x7d]))).rejects.toThrow(VaultError);
+    await expect(
+      detokenizeBody(fake, principal, 'text/plain', Buffer.from([0x7b, 0x7b, 0xff, 0x7d, 0x7d])),
+    ).rejects.toThrow(VaultError);
   });
 });

@@ -9,17 +9,37 @@ import { readEnvelope } from '../../src/runtime/worker/failures.js';
 import { parseInvocation } from '../../src/runtime/worker/server.js';
 
 const code = 'module.exports = async () => 1';
-const valid = { tenantId: 't', codeHash: createHash('sha256').update(code).digest('hex'), code, args: { a: 1 }, configuration: {}, bt: null, kind: 'reactor' };
+const valid = {
+  tenantId: 't',
+  codeHash: createHash('sha256').update(code).digest('hex'),
+  code,
+  args: { a: 1 },
+  configuration: {},
+  bt: null,
+  kind: 'reactor',
+};
 
 describe('parseInvocation', () => {
   test('accepts a contract request and fills defaults', () => {
     const { args: _args, configuration: _configuration, ...minimal } = valid;
-    expect(parseInvocation(minimal)).toEqual({ request: { ...minimal, args: null, configuration: {}, bt: null, limits: undefined } });
-    expect(parseInvocation({ ...valid, bt: { apiKey: 'key_x' }, limits: { cpuMs: 100 } })).toMatchObject({ request: { bt: { apiKey: 'key_x' }, limits: { cpuMs: 100 } } });
+    expect(parseInvocation(minimal)).toEqual({
+      request: { ...minimal, args: null, configuration: {}, bt: null, limits: undefined },
+    });
+    expect(parseInvocation({ ...valid, bt: { apiKey: 'key_x' }, limits: { cpuMs: 100 } })).toMatchObject({
+      request: { bt: { apiKey: 'key_x' }, limits: { cpuMs: 100 } },
+    });
   });
 
   test('reports every problem by field', () => {
-    const parsed = parseInvocation({ tenantId: '', codeHash: 'abc', code: 'x'.repeat(50_001), configuration: [], bt: { apiKey: 1 }, kind: 'job', limits: { cpuMs: 0, memoryMb: 5000, timeoutMs: 1.5 } });
+    const parsed = parseInvocation({
+      tenantId: '',
+      codeHash: 'abc',
+      code: 'x'.repeat(50_001),
+      configuration: [],
+      bt: { apiKey: 1 },
+      kind: 'job',
+      limits: { cpuMs: 0, memoryMb: 5000, timeoutMs: 1.5 },
+    });
     expect(parsed).toEqual({
       errors: {
         tenantId: [expect.any(String)],
@@ -46,19 +66,40 @@ describe('readEnvelope', () => {
   });
 
   test('a custom response keeps only well-formed string headers', () => {
-    const envelope = readEnvelope(JSON.stringify({ t: 'custom', status: 409, headers: { Location: 'https://x', 'Bad Name': 'y', 'X-Split': 'a\r\nb', 'X-Num': 5, 'X-Obj': {} }, body: 'moved' }));
+    const envelope = readEnvelope(
+      JSON.stringify({
+        t: 'custom',
+        status: 409,
+        headers: { Location: 'https://x', 'Bad Name': 'y', 'X-Split': 'a\r\nb', 'X-Num': 5, 'X-Obj': {} },
+        body: 'moved',
+      }),
+    );
     expect(envelope).toEqual({
       ok: false,
-      error: expect.objectContaining({ kind: 'custom_response', status: 409, headers: { Location: 'https://x', 'X-Num': '5' }, body: 'moved' }),
+      error: expect.objectContaining({
+        kind: 'custom_response',
+        status: 409,
+        headers: { Location: 'https://x', 'X-Num': '5' },
+        body: 'moved',
+      }),
     });
   });
 
   test('a custom response keeps the vault’s frame: status 400-599 only, no framing, cookie or platform headers', () => {
-    expect(readEnvelope(JSON.stringify({ t: 'custom', status: 302, headers: { Location: 'https://x' }, body: 'moved' }))).toMatchObject({
+    expect(
+      readEnvelope(JSON.stringify({ t: 'custom', status: 302, headers: { Location: 'https://x' }, body: 'moved' })),
+    ).toMatchObject({
       ok: false,
       error: { kind: 'thrown', status: 500, errors: { error: [expect.stringContaining('from 400 to 599')] } },
     });
-    const headers = { 'Content-Length': '1', 'transfer-encoding': 'chunked', 'Set-Cookie': 'a=b', 'BT-TRACE-ID': 'x', 'Proxy-Foo': 'y', 'X-Kept': 'z' };
+    const headers = {
+      'Content-Length': '1',
+      'transfer-encoding': 'chunked',
+      'Set-Cookie': 'a=b',
+      'BT-TRACE-ID': 'x',
+      'Proxy-Foo': 'y',
+      'X-Kept': 'z',
+    };
     const kept = readEnvelope(JSON.stringify({ t: 'custom', status: 429, headers, body: {} }));
     expect(kept).toMatchObject({ ok: false, error: { status: 429 } });
     expect(!kept.ok && kept.error.headers).toEqual({ 'X-Kept': 'z' });
@@ -73,19 +114,33 @@ describe('readEnvelope', () => {
 
 describe('basis-theory-js casing', () => {
   test('tokens are camelCased except their data and metadata; lists too', () => {
-    const token = { id: 't', created_at: 'now', search_indexes: ['{{ data }}'], data: { card_number: '4242' }, metadata: { order_id: '1' }, privacy: { impact_level: 'high' } };
-    expect(camelTokens(token)).toEqual({ id: 't', createdAt: 'now', searchIndexes: ['{{ data }}'], data: { card_number: '4242' }, metadata: { order_id: '1' }, privacy: { impactLevel: 'high' } });
+    const token = {
+      id: 't',
+      created_at: 'now',
+      search_indexes: ['{{ data }}'],
+      data: { card_number: '4242' },
+      metadata: { order_id: '1' },
+      privacy: { impact_level: 'high' },
+    };
+    expect(camelTokens(token)).toEqual({
+      id: 't',
+      createdAt: 'now',
+      searchIndexes: ['{{ data }}'],
+      data: { card_number: '4242' },
+      metadata: { order_id: '1' },
+      privacy: { impactLevel: 'high' },
+    });
     expect(camelTokens({ data: [token], pagination: { total_items: 1, page_number: 1 } })).toEqual({
       data: [expect.objectContaining({ createdAt: 'now', data: { card_number: '4242' } })],
       pagination: { totalItems: 1, pageNumber: 1 },
     });
-    expect([camelCase('fingerprint_expression'), camelCase('ID'), camelCase('already_camelCase'), snakeCase('fingerprintExpression'), snakeCase('searchIndexes')]).toEqual([
-      'fingerprintExpression',
-      'id',
-      'alreadyCamelCase',
-      'fingerprint_expression',
-      'search_indexes',
-    ]);
+    expect([
+      camelCase('fingerprint_expression'),
+      camelCase('ID'),
+      camelCase('already_camelCase'),
+      snakeCase('fingerprintExpression'),
+      snakeCase('searchIndexes'),
+    ]).toEqual(['fingerprintExpression', 'id', 'alreadyCamelCase', 'fingerprint_expression', 'search_indexes']);
   });
 });
 
@@ -113,7 +168,10 @@ describe('RuntimeClient retries', () => {
       },
       close: async () => {},
     } as unknown as Dispatcher;
-    return { calls, client: new RuntimeClient({ workerUrl: 'http://worker.invalid', defaultTimeoutMs: 1000, dispatcher }) };
+    return {
+      calls,
+      client: new RuntimeClient({ workerUrl: 'http://worker.invalid', defaultTimeoutMs: 1000, dispatcher }),
+    };
   }
 
   const request = valid as never;
@@ -125,7 +183,10 @@ describe('RuntimeClient retries', () => {
   });
 
   test('only once: a second failure is 503 TV_RUNTIME_UNAVAILABLE', async () => {
-    const { calls, client } = scripted([{ sent: false, code: 'ECONNREFUSED' }, { sent: false, code: 'ECONNRESET' }]);
+    const { calls, client } = scripted([
+      { sent: false, code: 'ECONNREFUSED' },
+      { sent: false, code: 'ECONNRESET' },
+    ]);
     const error = await client.invoke(request).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(VaultError);
     expect(error).toMatchObject({ status: 503, code: 'TV_RUNTIME_UNAVAILABLE' });
@@ -140,7 +201,10 @@ describe('RuntimeClient retries', () => {
 
   test('a worker that does not answer in time is 503 with its own detail, not retried', async () => {
     const { calls, client } = scripted([{ sent: true, code: 'UND_ERR_HEADERS_TIMEOUT' }]);
-    await expect(client.invoke(request)).rejects.toMatchObject({ status: 503, detail: 'The reactor runtime did not answer in time; retry later.' });
+    await expect(client.invoke(request)).rejects.toMatchObject({
+      status: 503,
+      detail: 'The reactor runtime did not answer in time; retry later.',
+    });
     expect(calls).toHaveLength(1);
   });
 });

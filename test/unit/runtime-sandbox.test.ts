@@ -25,18 +25,25 @@ beforeAll(() => {
     metrics,
     outbound: async (request): Promise<OutboundResponse> => {
       outboundCalls.push(request);
-      if (request.url.startsWith('https://refused.example')) throw new Error('The destination is not allowed by the outbound destination policy.');
+      if (request.url.startsWith('https://refused.example'))
+        throw new Error('The destination is not allowed by the outbound destination policy.');
       return {
         status: 201,
         headers: { 'content-type': 'application/json', 'x-multi': ['a', 'b'] },
-        body: Buffer.from(JSON.stringify({ echoed: request.body?.toString('utf8') ?? null, method: request.method, ünï: 'cödé' })),
+        body: Buffer.from(
+          JSON.stringify({ echoed: request.body?.toString('utf8') ?? null, method: request.method, ünï: 'cödé' }),
+        ),
       };
     },
     bt: {
       async call(apiKey: string, call: BtCall): Promise<BtAnswer> {
         btCalls.push({ apiKey, call });
         if (call.op === 'tokens.retrieve' && (call.params as { id: string }).id === 'missing') {
-          return { status: 404, data: { title: 'Not Found', status: 404 }, message: 'Request failed with status code 404' };
+          return {
+            status: 404,
+            data: { title: 'Not Found', status: 404 },
+            message: 'Request failed with status code 404',
+          };
         }
         return { status: 201, data: { id: 'tok_1', type: 'token', createdAt: 'now', data: call.params } };
       },
@@ -71,7 +78,8 @@ function value(result: InvocationResult) {
   return result.result as any;
 }
 
-const NORMAL = 'module.exports = async function (req) { return { raw: { hello: req.configuration.greeting + " " + req.args.name } }; };';
+const NORMAL =
+  'module.exports = async function (req) { return { raw: { hello: req.configuration.greeting + " " + req.args.name } }; };';
 
 /** After abuse: the worker keeps serving. */
 async function expectStillServing() {
@@ -108,7 +116,9 @@ describe('the code contract', () => {
 
   test('a proxy transform also gets bt as req.args.bt', async () => {
     const code = 'module.exports = async (req) => ({ same: req.args.bt === req.bt, body: req.args.body })';
-    expect(value(await run(code, { kind: 'transform', args: { body: { a: 1 }, headers: {} }, bt: { apiKey: BT_KEY } }))).toEqual({ same: true, body: { a: 1 } });
+    expect(
+      value(await run(code, { kind: 'transform', args: { body: { a: 1 }, headers: {} }, bt: { apiKey: BT_KEY } })),
+    ).toEqual({ same: true, body: { a: 1 } });
   });
 
   test('every invocation gets a fresh context: globals and patched built-ins do not carry over', async () => {
@@ -125,7 +135,11 @@ describe('the code contract', () => {
     for (let i = 0; i < 3; i++) {
       expect(value(await run(code))).toEqual({ counter: 1, map: 'function', stringify: 'function' });
     }
-    expect(value(await run('module.exports = async () => ({ leak: typeof leak, polluted: ({}).polluted, map: typeof [].map })'))).toEqual({
+    expect(
+      value(
+        await run('module.exports = async () => ({ leak: typeof leak, polluted: ({}).polluted, map: typeof [].map })'),
+      ),
+    ).toEqual({
       leak: 'undefined',
       map: 'function',
     });
@@ -135,7 +149,8 @@ describe('the code contract', () => {
     const COUNTER = `
       globalThis.counter = (globalThis.counter || 0) + 1;
       module.exports = async (req) => ({ counter: globalThis.counter, calls: (globalThis.calls = (globalThis.calls || 0) + 1), bt: req.bt !== null, polluted: ({}).polluted });`;
-    const warm = (key: string, overrides: Partial<InvocationRequest> = {}) => run(COUNTER, { contextKey: key, ...overrides });
+    const warm = (key: string, overrides: Partial<InvocationRequest> = {}) =>
+      run(COUNTER, { contextKey: key, ...overrides });
 
     test('invocations of one reactor may reuse its context: the module runs once, its state persists', async () => {
       const first = value(await warm('reactor:warm-1'));
@@ -147,7 +162,10 @@ describe('the code contract', () => {
     test('another reactor with the same code, or the same reactor with another configuration, starts fresh', async () => {
       await warm('reactor:warm-2');
       expect(value(await warm('reactor:warm-3'))).toMatchObject({ counter: 1, calls: 1 });
-      expect(value(await warm('reactor:warm-2', { configuration: { greeting: 'Hi' } }))).toMatchObject({ counter: 1, calls: 1 });
+      expect(value(await warm('reactor:warm-2', { configuration: { greeting: 'Hi' } }))).toMatchObject({
+        counter: 1,
+        calls: 1,
+      });
     });
 
     test('built-ins one reactor pollutes stay in its own context', async () => {
@@ -179,7 +197,8 @@ describe('the code contract', () => {
 
     test('32 invocations of one reactor at once each find a warm context the next time (no context churn under load)', async () => {
       const limits = { memoryMb: 128 };
-      const round = () => Promise.all(Array.from({ length: 32 }, () => warm('reactor:concurrent', { limits }).then(value)));
+      const round = () =>
+        Promise.all(Array.from({ length: 32 }, () => warm('reactor:concurrent', { limits }).then(value)));
       const first = await round();
       expect(first.every((result) => result.counter === 1)).toBe(true);
       const second = await round();
@@ -211,7 +230,11 @@ describe('the code contract', () => {
         const before = await starts();
         outboundCalls.length = 0;
         for (let i = 1; i <= 8; i++) {
-          expect(value(await run(code, { contextKey: 'reactor:sync-quick' }))).toEqual({ runs: i, uuid: 36, echoed: 'Ada' });
+          expect(value(await run(code, { contextKey: 'reactor:sync-quick' }))).toEqual({
+            runs: i,
+            uuid: 36,
+            echoed: 'Ada',
+          });
         }
         expect(outboundCalls).toHaveLength(8);
         const after = await starts();
@@ -233,7 +256,8 @@ describe('the code contract', () => {
             }
             return { runs };
           };`;
-        for (let i = 1; i <= 5; i++) expect(value(await run(code, { contextKey: 'reactor:sync-slow' }))).toEqual({ runs: i });
+        for (let i = 1; i <= 5; i++)
+          expect(value(await run(code, { contextKey: 'reactor:sync-slow' }))).toEqual({ runs: i });
         const before = await starts();
         outboundCalls.length = 0;
         // The spinning call starts synchronously, is stopped after 20 ms, and runs again from scratch: a fresh context
@@ -248,9 +272,11 @@ describe('the code contract', () => {
       });
 
       test('an allocation bomb in a warm reactor that starts synchronously is the memory limit, and the pool keeps serving', async () => {
-        const code = "module.exports = async (req) => { if (!req.args.bomb) return 'ok'; const a = []; for (let i = 0; ; i++) a.push(new Array(100000).fill('x' + i)); };";
+        const code =
+          "module.exports = async (req) => { if (!req.args.bomb) return 'ok'; const a = []; for (let i = 0; ; i++) a.push(new Array(100000).fill('x' + i)); };";
         const limits = { cpuMs: 5000, timeoutMs: 20000 };
-        for (let i = 0; i < 5; i++) expect(value(await run(code, { contextKey: 'reactor:sync-bomb', limits }))).toBe('ok');
+        for (let i = 0; i < 5; i++)
+          expect(value(await run(code, { contextKey: 'reactor:sync-bomb', limits }))).toBe('ok');
         const error = failure(await run(code, { contextKey: 'reactor:sync-bomb', limits, args: { bomb: true } }));
         expect(error).toMatchObject({ kind: 'memory', status: 500 });
         expect(value(await run(code, { contextKey: 'reactor:sync-bomb', limits }))).toBe('ok');
@@ -288,7 +314,10 @@ describe('the code contract', () => {
     const code = 'module.exports = async () => "compiled once"';
     const counts = async () => {
       const { values } = await metrics.compileCache.get();
-      return { hit: values.find((v) => v.labels.result === 'hit')?.value ?? 0, miss: values.find((v) => v.labels.result === 'miss')?.value ?? 0 };
+      return {
+        hit: values.find((v) => v.labels.result === 'hit')?.value ?? 0,
+        miss: values.find((v) => v.labels.result === 'miss')?.value ?? 0,
+      };
     };
     const before = await counts();
     const isolates = pool.isolates;
@@ -302,7 +331,9 @@ describe('the code contract', () => {
   });
 
   test('a code hash that does not match the code is refused', async () => {
-    await expect(pool.invoke({ ...request('module.exports = async () => 1'), codeHash: 'a'.repeat(64) })).rejects.toBeInstanceOf(InvalidInvocation);
+    await expect(
+      pool.invoke({ ...request('module.exports = async () => 1'), codeHash: 'a'.repeat(64) }),
+    ).rejects.toBeInstanceOf(InvalidInvocation);
   });
 });
 
@@ -332,7 +363,11 @@ describe('errors', () => {
     ['RateLimitError', 429, 'Rate Limit Exceeded'],
     ['ServiceUnavailableError', 503, 'Service Unavailable'],
   ])('%s is %d with {status, detail, errors}', async (name, status, detail) => {
-    const error = failure(await run(`const { ${name} } = require('${SDK}'); module.exports = async () => { throw new ${name}({ card: 'invalid number', nested: { a: 1 } }); };`));
+    const error = failure(
+      await run(
+        `const { ${name} } = require('${SDK}'); module.exports = async () => { throw new ${name}({ card: 'invalid number', nested: { a: 1 } }); };`,
+      ),
+    );
     expect(error).toEqual({
       kind: 'sdk',
       status,
@@ -340,14 +375,31 @@ describe('errors', () => {
       detail,
       errors: { card: ['invalid number'], nested: ['{"a":1}'] },
     });
-    const plain = failure(await run(`const errors = require('${SDK}'); module.exports = async () => { throw new errors.${name}('just a message'); };`));
+    const plain = failure(
+      await run(
+        `const errors = require('${SDK}'); module.exports = async () => { throw new errors.${name}('just a message'); };`,
+      ),
+    );
     expect(plain).toMatchObject({ kind: 'sdk', status, detail, errors: { error: ['just a message'] } });
   });
 
   test('ReactorRuntimeError is 500 (or the status its error carries) with the message', async () => {
-    const error = failure(await run(`const { ReactorRuntimeError } = require('${SDK}'); module.exports = async () => { throw new ReactorRuntimeError(new Error('card network down')); };`));
-    expect(error).toMatchObject({ kind: 'sdk', status: 500, detail: 'Reactor Runtime Error', errors: { error: ['card network down'] } });
-    const withStatus = failure(await run(`const { ReactorRuntimeError } = require('${SDK}'); module.exports = async () => { throw new ReactorRuntimeError({ status: 502, reason: 'upstream' }); };`));
+    const error = failure(
+      await run(
+        `const { ReactorRuntimeError } = require('${SDK}'); module.exports = async () => { throw new ReactorRuntimeError(new Error('card network down')); };`,
+      ),
+    );
+    expect(error).toMatchObject({
+      kind: 'sdk',
+      status: 500,
+      detail: 'Reactor Runtime Error',
+      errors: { error: ['card network down'] },
+    });
+    const withStatus = failure(
+      await run(
+        `const { ReactorRuntimeError } = require('${SDK}'); module.exports = async () => { throw new ReactorRuntimeError({ status: 502, reason: 'upstream' }); };`,
+      ),
+    );
     expect(withStatus).toMatchObject({ kind: 'sdk', status: 502 });
   });
 
@@ -356,7 +408,12 @@ describe('errors', () => {
       await run(`const { CustomHttpResponseError } = require('${SDK}');
         module.exports = async () => { throw new CustomHttpResponseError({ status: 418, headers: { 'X-Teapot': 'yes', 'Bad Header': 'no' }, body: { short: 'and stout' } }); };`),
     );
-    expect(error).toMatchObject({ kind: 'custom_response', status: 418, headers: { 'X-Teapot': 'yes' }, body: { short: 'and stout' } });
+    expect(error).toMatchObject({
+      kind: 'custom_response',
+      status: 418,
+      headers: { 'X-Teapot': 'yes' },
+      body: { short: 'and stout' },
+    });
     expect(error.headers).not.toHaveProperty('Bad Header');
   });
 
@@ -368,20 +425,43 @@ describe('errors', () => {
       detail: 'The reactor code threw an error.',
       errors: { error: ['no card'] },
     });
-    expect(failure(await run("module.exports = async () => { throw 'a string'; }")).errors).toEqual({ error: ['a string'] });
+    expect(failure(await run("module.exports = async () => { throw 'a string'; }")).errors).toEqual({
+      error: ['a string'],
+    });
     expect(failure(await run("throw new Error('at the top');")).errors).toEqual({ error: ['at the top'] });
-    expect(failure(await run('module.exports = async () => undefinedThing.x')).errors).toEqual({ error: ['undefinedThing is not defined'] });
+    expect(failure(await run('module.exports = async () => undefinedThing.x')).errors).toEqual({
+      error: ['undefinedThing is not defined'],
+    });
   });
 
   test('a result that is not JSON is invalid_result 500', async () => {
-    expect(failure(await run('module.exports = async () => 10n'))).toMatchObject({ kind: 'invalid_result', status: 500 });
-    expect(failure(await run('module.exports = async () => { const a = {}; a.a = a; return a; }'))).toMatchObject({ kind: 'invalid_result', status: 500 });
-    expect(failure(await run('module.exports = async () => () => 1'))).toMatchObject({ kind: 'invalid_result', status: 500 });
+    expect(failure(await run('module.exports = async () => 10n'))).toMatchObject({
+      kind: 'invalid_result',
+      status: 500,
+    });
+    expect(failure(await run('module.exports = async () => { const a = {}; a.a = a; return a; }'))).toMatchObject({
+      kind: 'invalid_result',
+      status: 500,
+    });
+    expect(failure(await run('module.exports = async () => () => 1'))).toMatchObject({
+      kind: 'invalid_result',
+      status: 500,
+    });
   });
 });
 
 describe('require and the global scope', () => {
-  test.each(['fs', 'child_process', 'net', 'http', 'vm', 'worker_threads', 'process', 'isolated-vm', '../../src/cli.js'])('require(%j) is refused by name', async (name) => {
+  test.each([
+    'fs',
+    'child_process',
+    'net',
+    'http',
+    'vm',
+    'worker_threads',
+    'process',
+    'isolated-vm',
+    '../../src/cli.js',
+  ])('require(%j) is refused by name', async (name) => {
     const error = failure(await run(`module.exports = async () => require(${JSON.stringify(name)})`));
     expect(error.kind).toBe('thrown');
     expect((error.errors as any).error[0]).toBe(
@@ -390,8 +470,12 @@ describe('require and the global scope', () => {
   });
 
   test('there is no process, and constructors lead nowhere', async () => {
-    expect(failure(await run('module.exports = async () => process.env')).errors).toEqual({ error: ['process is not defined'] });
-    expect(failure(await run("module.exports = async () => globalThis.constructor.constructor('return process')()")).errors).toEqual({ error: ['process is not defined'] });
+    expect(failure(await run('module.exports = async () => process.env')).errors).toEqual({
+      error: ['process is not defined'],
+    });
+    expect(
+      failure(await run("module.exports = async () => globalThis.constructor.constructor('return process')()")).errors,
+    ).toEqual({ error: ['process is not defined'] });
     const probe = value(
       await run(`module.exports = async () => ({
         globals: ['process', 'require', 'global', '__tv_call', '__tv_sync', '__tv_module', 'SharedArrayBuffer', 'Atomics', 'WebAssembly'].filter((n) => typeof globalThis[n] !== 'undefined'),
@@ -424,7 +508,12 @@ describe('require and the global scope', () => {
     );
     expect(out).toEqual({
       bt: 'function',
-      sdk: expect.arrayContaining(['BadRequestError', 'CustomHttpResponseError', 'ReactorRuntimeError', 'ServiceUnavailableError']),
+      sdk: expect.arrayContaining([
+        'BadRequestError',
+        'CustomHttpResponseError',
+        'ReactorRuntimeError',
+        'ServiceUnavailableError',
+      ]),
       fetch: true,
       uuid: true,
       randomUUID: true,
@@ -452,7 +541,13 @@ describe('require and the global scope', () => {
         };
       }`),
     );
-    expect(out).toEqual({ order: ['early', 'late'], text: 'héllo €', b64: 'aGVsbG8=', back: 'hello', form: 'a=1+2&b=x%26y' });
+    expect(out).toEqual({
+      order: ['early', 'late'],
+      text: 'héllo €',
+      b64: 'aGVsbG8=',
+      back: 'hello',
+      form: 'a=1+2&b=x%26y',
+    });
   });
 });
 
@@ -474,7 +569,11 @@ describe('bridges', () => {
       body: { echoed: '{"amount":5}', method: 'POST', ünï: 'cödé' },
     });
     expect(outboundCalls).toHaveLength(1);
-    expect(outboundCalls[0]).toMatchObject({ url: 'https://api.example.com/charge', method: 'POST', headers: { 'x-card': 'Ada', 'content-type': 'text/plain;charset=UTF-8' } });
+    expect(outboundCalls[0]).toMatchObject({
+      url: 'https://api.example.com/charge',
+      method: 'POST',
+      headers: { 'x-card': 'Ada', 'content-type': 'text/plain;charset=UTF-8' },
+    });
   });
 
   test('a refused destination is a FetchError inside the code', async () => {
@@ -483,7 +582,10 @@ describe('bridges', () => {
         try { await fetch('https://refused.example/x'); return 'called'; } catch (e) { return { name: e.name, message: e.message }; }
       }`),
     );
-    expect(out).toEqual({ name: 'FetchError', message: expect.stringContaining('not allowed by the outbound destination policy') });
+    expect(out).toEqual({
+      name: 'FetchError',
+      message: expect.stringContaining('not allowed by the outbound destination policy'),
+    });
   });
 
   test('bt calls reach the host with the reactor key; API errors surface like the SDK', async () => {
@@ -503,7 +605,12 @@ describe('bridges', () => {
     expect(out).toEqual({
       created: 'tok_1',
       tokenized: 'tok_1',
-      error: { name: 'BasisTheoryApiError', status: 404, data: { title: 'Not Found', status: 404 }, message: 'Request failed with status code 404' },
+      error: {
+        name: 'BasisTheoryApiError',
+        status: 404,
+        data: { title: 'Not Found', status: 404 },
+        message: 'Request failed with status code 404',
+      },
     });
     expect(btCalls.map((c) => c.call.op)).toEqual(['tokens.create', 'tokenize', 'tokens.retrieve']);
     expect(btCalls.every((c) => c.apiKey === BT_KEY)).toBe(true);
@@ -515,13 +622,22 @@ describe('bridges', () => {
         try { const bt = await new BasisTheory().init(req.args.key); return typeof bt.tokens.create; } catch (e) { return e.message; }
       }`;
     expect(value(await run(code, { bt: { apiKey: BT_KEY }, args: { key: BT_KEY } }))).toBe('function');
-    expect(value(await run(code, { bt: { apiKey: BT_KEY }, args: { key: 'key_someone_else' } }))).toMatch(/own application's key/);
+    expect(value(await run(code, { bt: { apiKey: BT_KEY }, args: { key: 'key_someone_else' } }))).toMatch(
+      /own application's key/,
+    );
     expect(value(await run(code, { args: { key: BT_KEY } }))).toMatch(/has no application/);
   });
 });
 
 describe("Node's Buffer and the WHATWG URL (pure JS inside the sandbox)", () => {
-  const SAMPLES = ['', 'hello', 'key_test_123:', 'héllo wörld €', 'emoji 😀🎉 and 中文', '\u0000\u007f\u0080\u07ff\u0800\uffff'];
+  const SAMPLES = [
+    '',
+    'hello',
+    'key_test_123:',
+    'héllo wörld €',
+    'emoji 😀🎉 and 中文',
+    '\u0000\u007f\u0080\u07ff\u0800\uffff',
+  ];
   const ENCODINGS = ['utf8', 'base64', 'base64url', 'hex', 'latin1'] as const;
 
   test('round trips through every encoding give what Node gives', async () => {
@@ -555,7 +671,14 @@ describe("Node's Buffer and the WHATWG URL (pure JS inside the sandbox)", () => 
   });
 
   test('decoding is as lenient as Node: malformed UTF-8, base64 with whitespace or either alphabet, odd hex', async () => {
-    const inputs = { bytes: [0xe2, 0x82, 0x41, 0xf0, 0x9f, 0x98, 0xed, 0xa0, 0x80, 0xc0, 0xaf, 0xf0, 0x9f, 0x98, 0x80], b64: 'Zm9v\nYmFy YQ', b64url: '-_8', mixed: 'ab$c d=e', hex: 'abcdefzz12', oddHex: 'abc' };
+    const inputs = {
+      bytes: [0xe2, 0x82, 0x41, 0xf0, 0x9f, 0x98, 0xed, 0xa0, 0x80, 0xc0, 0xaf, 0xf0, 0x9f, 0x98, 0x80],
+      b64: 'Zm9v\nYmFy YQ',
+      b64url: '-_8',
+      mixed: 'ab$c d=e',
+      hex: 'abcdefzz12',
+      oddHex: 'abc',
+    };
     const out = value(
       await run(
         `module.exports = async ({ args: a }) => [Buffer.from(a.bytes).toString(), Buffer.from(a.b64, 'base64').toString('hex'), Buffer.from(a.b64url, 'base64').toString('hex'),
@@ -618,12 +741,21 @@ describe("Node's Buffer and the WHATWG URL (pure JS inside the sandbox)", () => 
         }`),
     );
     expect(out).toEqual({
-      b: 'Hello world', isView: true, tail: 'world',
-      joined: 'abczz', total: 'abcd', alloc: '000000',
-      isBuffer: [true, false, false], byteLength: [3, 2, 11],
-      equals: [true, false], json: { type: 'Buffer', data: [72, 101] }, direct: { type: 'Buffer', data: [1, 255] },
-      fromJson: 'hi', unknown: 'TypeError: Unknown encoding: utf7',
-      hmac: createHmac('sha256', 'secret').update('payload').digest('hex'), digest: createHash('sha256').update('abc').digest('base64'),
+      b: 'Hello world',
+      isView: true,
+      tail: 'world',
+      joined: 'abczz',
+      total: 'abcd',
+      alloc: '000000',
+      isBuffer: [true, false, false],
+      byteLength: [3, 2, 11],
+      equals: [true, false],
+      json: { type: 'Buffer', data: [72, 101] },
+      direct: { type: 'Buffer', data: [1, 255] },
+      fromJson: 'hi',
+      unknown: 'TypeError: Unknown encoding: utf7',
+      hmac: createHmac('sha256', 'secret').update('payload').digest('hex'),
+      digest: createHash('sha256').update('abc').digest('base64'),
       hexUpdate: createHash('md5').update('abc').digest('hex'),
     });
   });
@@ -645,7 +777,19 @@ describe("Node's Buffer and the WHATWG URL (pure JS inside the sandbox)", () => 
     ['wss://socket.example:443/chat'],
     ['http:\\\\backslash.example\\a\\b'],
   ];
-  const PARTS = ['href', 'origin', 'protocol', 'username', 'password', 'host', 'hostname', 'port', 'pathname', 'search', 'hash'] as const;
+  const PARTS = [
+    'href',
+    'origin',
+    'protocol',
+    'username',
+    'password',
+    'host',
+    'hostname',
+    'port',
+    'pathname',
+    'search',
+    'hash',
+  ] as const;
 
   test('URL parses and resolves like Node', async () => {
     const out = value(
@@ -662,7 +806,12 @@ describe("Node's Buffer and the WHATWG URL (pure JS inside the sandbox)", () => 
     expect(out).toEqual(
       URL_CASES.map(([input, base]) => {
         const url = new URL(input, base);
-        return { parts: Object.fromEntries(PARTS.map((name) => [name, url[name]])), string: url.toString(), json: JSON.stringify({ url }), params: [...url.searchParams] };
+        return {
+          parts: Object.fromEntries(PARTS.map((name) => [name, url[name]])),
+          string: url.toString(),
+          json: JSON.stringify({ url }),
+          params: [...url.searchParams],
+        };
       }),
     );
   });
@@ -752,8 +901,18 @@ describe("Node's Buffer and the WHATWG URL (pure JS inside the sandbox)", () => 
         return { seen, escape, sameRealm };
       }`),
     );
-    expect(probe).toEqual({ seen: ['undefined', 'undefined', 'undefined', 'undefined', 'undefined', 'undefined'], escape: 'process is not defined', sameRealm: true });
-    expect(value(await run("module.exports = async () => [Buffer.from('ok').toString(), new URL('https://a.example/x').pathname]"))).toEqual(['ok', '/x']);
+    expect(probe).toEqual({
+      seen: ['undefined', 'undefined', 'undefined', 'undefined', 'undefined', 'undefined'],
+      escape: 'process is not defined',
+      sameRealm: true,
+    });
+    expect(
+      value(
+        await run(
+          "module.exports = async () => [Buffer.from('ok').toString(), new URL('https://a.example/x').pathname]",
+        ),
+      ),
+    ).toEqual(['ok', '/x']);
   });
 });
 
@@ -765,18 +924,25 @@ describe('abuse: each is a clean error and the pool keeps serving', () => {
   });
 
   test('a loop at the top level of the module is a CPU timeout', async () => {
-    expect(failure(await run('while (true) {} module.exports = async () => 1'))).toMatchObject({ kind: 'timeout', status: 408 });
+    expect(failure(await run('while (true) {} module.exports = async () => 1'))).toMatchObject({
+      kind: 'timeout',
+      status: 408,
+    });
     await expectStillServing();
   });
 
   test('a loop inside a promise executor is a CPU timeout', async () => {
-    expect(failure(await run('module.exports = async () => { await new Promise((r) => { while (true) {} }); }'))).toMatchObject({ kind: 'timeout', status: 408 });
+    expect(
+      failure(await run('module.exports = async () => { await new Promise((r) => { while (true) {} }); }')),
+    ).toMatchObject({ kind: 'timeout', status: 408 });
     await expectStillServing();
   });
 
   test('a loop after an await (in a continuation) is a CPU timeout', async () => {
     const started = Date.now();
-    const error = failure(await run('module.exports = async () => { await new Promise((r) => setTimeout(r, 5)); await null; for (;;) {} }'));
+    const error = failure(
+      await run('module.exports = async () => { await new Promise((r) => setTimeout(r, 5)); await null; for (;;) {} }'),
+    );
     expect(error).toMatchObject({ kind: 'timeout', status: 408 });
     expect(error.detail).toContain('CPU');
     expect(Date.now() - started).toBeLessThan(900);
@@ -805,7 +971,8 @@ describe('abuse: each is a clean error and the pool keeps serving', () => {
 
   // Close to the heap limit V8 spends its time collecting garbage, which counts as CPU: these get a larger CPU budget
   // so that the memory limit, not the CPU limit, is what stops them.
-  const BOMB = "module.exports = async () => { const a = []; for (let i = 0; ; i++) a.push(new Array(100000).fill('x' + i)); }";
+  const BOMB =
+    "module.exports = async () => { const a = []; for (let i = 0; ; i++) a.push(new Array(100000).fill('x' + i)); }";
   test('an allocation bomb hits the memory limit (500 Reactor Memory Limit)', async () => {
     // Wall-clock raised too: on a loaded machine, allocating up to the heap limit (GC included) can outlast 1 s.
     const error = failure(await run(BOMB, { limits: { cpuMs: 5000, timeoutMs: 20000 } }));
@@ -822,23 +989,39 @@ describe('abuse: each is a clean error and the pool keeps serving', () => {
   });
 
   test('string doubling runs out of memory or into an error, never the process', async () => {
-    const error = failure(await run("module.exports = async () => { let s = 'x'; const keep = []; for (;;) { s = s + s; keep.push(s + '!'); } }"));
+    const error = failure(
+      await run(
+        "module.exports = async () => { let s = 'x'; const keep = []; for (;;) { s = s + s; keep.push(s + '!'); } }",
+      ),
+    );
     expect(['memory', 'thrown', 'timeout']).toContain(error.kind);
     await expectStillServing();
   });
 
   test('deep recursion is a runtime error', async () => {
     const error = failure(await run('module.exports = async () => { const f = (n) => f(n + 1) + 1; return f(0); }'));
-    expect(error).toMatchObject({ kind: 'thrown', status: 500, errors: { error: ['Maximum call stack size exceeded'] } });
+    expect(error).toMatchObject({
+      kind: 'thrown',
+      status: 500,
+      errors: { error: ['Maximum call stack size exceeded'] },
+    });
     await expectStillServing();
   });
 
   test('timers and host calls cannot be used to run forever or flood the host', async () => {
     const started = Date.now();
-    const error = failure(await run('module.exports = async () => { const tick = () => setTimeout(tick, 0); tick(); await new Promise(() => {}); }'));
+    const error = failure(
+      await run(
+        'module.exports = async () => { const tick = () => setTimeout(tick, 0); tick(); await new Promise(() => {}); }',
+      ),
+    );
     expect(error.kind).toBe('timeout');
     expect(Date.now() - started).toBeLessThan(1500);
-    const flood = value(await run("module.exports = async () => { const all = []; for (let i = 0; i < 100; i++) all.push(fetch('https://api.example.com/' + i).then(() => 'ok', (e) => e.message)); return (await Promise.all(all)).filter((m) => m !== 'ok').length; }"));
+    const flood = value(
+      await run(
+        "module.exports = async () => { const all = []; for (let i = 0; i < 100; i++) all.push(fetch('https://api.example.com/' + i).then(() => 'ok', (e) => e.message)); return (await Promise.all(all)).filter((m) => m !== 'ok').length; }",
+      ),
+    );
     expect(flood).toBeGreaterThan(0); // beyond 64 concurrent calls they are refused
     await expectStillServing();
   });
@@ -876,9 +1059,15 @@ describe('copy limits (issue 12, point 7)', () => {
 
   test('a result over the limit is result_too_large 502 naming the setting; one under it passes', async () => {
     const error = failure(await runSmall("module.exports = async () => ({ raw: 'x'.repeat(100 * 1024) });"));
-    expect(error).toMatchObject({ kind: 'result_too_large', status: 502, errors: { limit: ['TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES'] } });
+    expect(error).toMatchObject({
+      kind: 'result_too_large',
+      status: 502,
+      errors: { limit: ['TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES'] },
+    });
     expect(error.detail).toContain('65536');
-    expect(value(await runSmall("module.exports = async () => ({ raw: 'x'.repeat(60 * 1024) });")).raw).toHaveLength(60 * 1024);
+    expect(value(await runSmall("module.exports = async () => ({ raw: 'x'.repeat(60 * 1024) });")).raw).toHaveLength(
+      60 * 1024,
+    );
   });
 
   test('hash inputs, fetch bodies and their sum count against the host limit, and catching the error changes nothing', async () => {
@@ -888,7 +1077,11 @@ describe('copy limits (issue 12, point 7)', () => {
       try { for (let i = 0; i < 100; i++) hash.update(big); } catch (e) { return { raw: 'caught' }; }
       return { raw: hash.digest('hex') };
     };`;
-    expect(failure(await runSmall(hashLoop))).toMatchObject({ kind: 'host_limit', status: 502, errors: { limit: ['TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES'] } });
+    expect(failure(await runSmall(hashLoop))).toMatchObject({
+      kind: 'host_limit',
+      status: 502,
+      errors: { limit: ['TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES'] },
+    });
     const fetches = `module.exports = async () => {
       const body = 'y'.repeat(100 * 1024);
       for (let i = 0; i < 5; i++) await fetch('https://example.com/', { method: 'POST', body });
@@ -896,7 +1089,8 @@ describe('copy limits (issue 12, point 7)', () => {
     };`;
     expect(failure(await runSmall(fetches)).kind).toBe('host_limit');
     // Under the limit, and counted afresh for every invocation.
-    const modest = "module.exports = async () => ({ raw: require('crypto').createHash('sha256').update('y'.repeat(200 * 1024)).digest('hex') });";
+    const modest =
+      "module.exports = async () => ({ raw: require('crypto').createHash('sha256').update('y'.repeat(200 * 1024)).digest('hex') });";
     for (let i = 0; i < 3; i++) expect(value(await runSmall(modest)).raw).toMatch(/^[0-9a-f]{64}$/);
   });
 });

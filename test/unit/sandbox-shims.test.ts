@@ -15,7 +15,12 @@ interface Shims {
   usp: { urlSearchParams: () => typeof URLSearchParams };
   web: { web: () => { TextEncoder: typeof TextEncoder; TextDecoder: typeof TextDecoder; Headers: typeof Headers } };
   crypto: { cryptoModule: () => Pick<typeof nodeCrypto, 'createHash' | 'createHmac' | 'randomUUID'> };
-  host: { connectHost: (call: (...args: unknown[]) => void, sync: (op: string, json: string, parts: unknown) => string) => void };
+  host: {
+    connectHost: (
+      call: (...args: unknown[]) => void,
+      sync: (op: string, json: string, parts: unknown) => string,
+    ) => void;
+  };
 }
 const dir = '../../src/runtime/worker/sandbox-code/';
 async function load<T>(name: string): Promise<T> {
@@ -94,19 +99,55 @@ function plain(value: unknown): unknown {
 }
 
 // Node takes any case of each name at run time; its types list only some spellings.
-const ENCODINGS = ['utf8', 'utf-8', 'hex', 'base64', 'base64url', 'latin1', 'binary', 'ascii', 'utf16le', 'ucs2', 'UTF8', 'Hex'] as BufferEncoding[];
+const ENCODINGS = [
+  'utf8',
+  'utf-8',
+  'hex',
+  'base64',
+  'base64url',
+  'latin1',
+  'binary',
+  'ascii',
+  'utf16le',
+  'ucs2',
+  'UTF8',
+  'Hex',
+] as BufferEncoding[];
 
 describe('Buffer (buffer.js) against Node', () => {
   test('from a string and back, in every encoding, for fixed and random strings', () => {
     const next = random(1);
     const strings = [
-      '', 'hello', 'ünïcödé', '€', '😀', '\ud800', 'a\udc00b', 'deadbeef', 'DEADBEEFz1', 'abc', 'a', 'zz',
-      'aGVsbG8=', 'aGVsbG8', 'aGV sbG8=', 'aGVs#bG8', '-_-_', '+/+/', 'YQ==YQ==', '=abc', 'key_test:',
+      '',
+      'hello',
+      'ünïcödé',
+      '€',
+      '😀',
+      '\ud800',
+      'a\udc00b',
+      'deadbeef',
+      'DEADBEEFz1',
+      'abc',
+      'a',
+      'zz',
+      'aGVsbG8=',
+      'aGVsbG8',
+      'aGV sbG8=',
+      'aGVs#bG8',
+      '-_-_',
+      '+/+/',
+      'YQ==YQ==',
+      '=abc',
+      'key_test:',
       ...Array.from({ length: 200 }, () => randomString(next, 40)),
     ];
     for (const s of strings) {
       for (const encoding of ENCODINGS) {
-        expect([s, encoding, outcome(() => S.from(s, encoding))]).toEqual([s, encoding, outcome(() => Buffer.from(s, encoding))]);
+        expect([s, encoding, outcome(() => S.from(s, encoding))]).toEqual([
+          s,
+          encoding,
+          outcome(() => Buffer.from(s, encoding)),
+        ]);
         const bytes = Buffer.from(s, 'utf8');
         expect([s, encoding, S.from(bytes).toString(encoding)]).toEqual([s, encoding, bytes.toString(encoding)]);
       }
@@ -120,7 +161,11 @@ describe('Buffer (buffer.js) against Node', () => {
       const start = Math.floor(next() * 70) - 3;
       const end = Math.floor(next() * 70) - 3;
       for (const encoding of ENCODINGS) {
-        expect([bytes, encoding, S.from(bytes).toString(encoding)]).toEqual([bytes, encoding, Buffer.from(bytes).toString(encoding)]);
+        expect([bytes, encoding, S.from(bytes).toString(encoding)]).toEqual([
+          bytes,
+          encoding,
+          Buffer.from(bytes).toString(encoding),
+        ]);
         expect(S.from(bytes).toString(encoding, start, end)).toBe(Buffer.from(bytes).toString(encoding, start, end));
       }
     }
@@ -182,13 +227,16 @@ describe('Buffer (buffer.js) against Node', () => {
       (B) => B.from('a').constructor.name,
       (B) => B.name,
     ];
-    for (const c of cases) expect([c.toString(), outcome(() => c(S))]).toEqual([c.toString(), outcome(() => c(Buffer))]);
+    for (const c of cases)
+      expect([c.toString(), outcome(() => c(S))]).toEqual([c.toString(), outcome(() => c(Buffer))]);
     const next = random(3);
     for (let i = 0; i < 200; i++) {
       const s = randomString(next, 30);
       for (const encoding of ENCODINGS) expect(S.byteLength(s, encoding)).toBe(Buffer.byteLength(s, encoding));
     }
-    expect(outcome(() => S.byteLength(42 as unknown as string))).toEqual(outcome(() => Buffer.byteLength(42 as unknown as string)));
+    expect(outcome(() => S.byteLength(42 as unknown as string))).toEqual(
+      outcome(() => Buffer.byteLength(42 as unknown as string)),
+    );
     expect(S.byteLength(new Uint16Array(3))).toBe(Buffer.byteLength(new Uint16Array(3)));
   });
 
@@ -237,11 +285,26 @@ describe('Buffer (buffer.js) against Node', () => {
       (B) => B.from('héllo').toLocaleString(),
       (B) => B.from([1, 2, 3]).map((x) => x * 2) instanceof B,
     ];
-    for (const c of cases) expect([c.toString(), outcome(() => c(S))]).toEqual([c.toString(), outcome(() => c(Buffer))]);
+    for (const c of cases)
+      expect([c.toString(), outcome(() => c(S))]).toEqual([c.toString(), outcome(() => c(Buffer))]);
   });
 
   test('atob and btoa', () => {
-    const inputs = ['', 'hello', 'aGVsbG8=', 'aGVsbG8', ' aGVs bG8= ', 'a', 'ab=c', '!!!!', 'ÿþ', '€', 'YQ', 'YQ=', 'YQ=='];
+    const inputs = [
+      '',
+      'hello',
+      'aGVsbG8=',
+      'aGVsbG8',
+      ' aGVs bG8= ',
+      'a',
+      'ab=c',
+      '!!!!',
+      'ÿþ',
+      '€',
+      'YQ',
+      'YQ=',
+      'YQ==',
+    ];
     // Both throw for what they refuse (Node a DOMException, the shim an Error): compared by value only.
     for (const s of inputs) {
       const shimB = outcome(() => shimBtoa(s)) as { value?: unknown };
@@ -255,24 +318,101 @@ describe('Buffer (buffer.js) against Node', () => {
 });
 
 describe('URL (url.js) against Node', () => {
-  const BASES = [undefined, 'https://example.com/a/b?q=1#f', 'file:///C:/dir/file', 'http://user:pw@host:8080/p/', 'mailto:ada@example.com', 'sc://host/path'];
+  const BASES = [
+    undefined,
+    'https://example.com/a/b?q=1#f',
+    'file:///C:/dir/file',
+    'http://user:pw@host:8080/p/',
+    'mailto:ada@example.com',
+    'sc://host/path',
+  ];
   const INPUTS = [
-    'https://example.com', 'https://EXAMPLE.com:443/./a/../b/%2e/c?x=y z#frag ment', 'http://example.com:80/', 'HTTP://Ex.COM',
-    'https://user:pa ss@example.com/', 'https://@example.com', 'https://:@example.com', 'https://a@b@c/', 'https://example.com:65536',
-    'https://example.com:0x1', 'https://exa mple.com', 'https://[::1]:3000/x', 'https://[0:0:0:0:0:ffff:7f00:1]/', 'https://[1:2::3]/',
-    'https://[::ffff:192.168.0.1]', 'https://[::1', 'http://192.168.0.1/', 'http://0x7f.1/', 'http://127.1/', 'http://4294967295/',
-    'http://4294967296/', 'http://1.2.3.4.5/', 'http://1.2.3.09/', 'http://bücher.de/', 'http://xn--bcher-kva.de/', 'http://ÉXAMPLE.com',
-    'http://example.com/ä?ä#ä', 'http://example.com/a\\b', 'http://example.com/%zz', "http://example.com/?'", 'ws://example.com/',
-    'wss://example.com:443/', 'ftp://example.com:21/', 'file:///etc/passwd', 'file://localhost/etc', 'file://host/share', 'file:c:\\x\\y',
-    'file:///C|/x', 'mailto:Ada@Example.com', 'data:text/plain,hi there', 'blob:https://example.com/uuid', 'sc://ñ/x', 'sc:/a/../b',
-    'urn:isbn:0451450523', 'javascript:alert(1)', '  https://trim.example.com  ', 'ht\ttp://tab.example.com', '//other.example/x', '/abs',
-    'rel/path', '../up', '?only=query', '#only-frag', '', '.', '..', 'https:', 'https:/x', 'https:relative', 'http://a/b/c/d;p?q',
-    'non-special://host:123/p', 'non-special://[1:2::3]:80/', 'a:', 'a:/', 'a://', '\u0000https://x', 'http://example.com/\u00a0',
+    'https://example.com',
+    'https://EXAMPLE.com:443/./a/../b/%2e/c?x=y z#frag ment',
+    'http://example.com:80/',
+    'HTTP://Ex.COM',
+    'https://user:pa ss@example.com/',
+    'https://@example.com',
+    'https://:@example.com',
+    'https://a@b@c/',
+    'https://example.com:65536',
+    'https://example.com:0x1',
+    'https://exa mple.com',
+    'https://[::1]:3000/x',
+    'https://[0:0:0:0:0:ffff:7f00:1]/',
+    'https://[1:2::3]/',
+    'https://[::ffff:192.168.0.1]',
+    'https://[::1',
+    'http://192.168.0.1/',
+    'http://0x7f.1/',
+    'http://127.1/',
+    'http://4294967295/',
+    'http://4294967296/',
+    'http://1.2.3.4.5/',
+    'http://1.2.3.09/',
+    'http://bücher.de/',
+    'http://xn--bcher-kva.de/',
+    'http://ÉXAMPLE.com',
+    'http://example.com/ä?ä#ä',
+    'http://example.com/a\\b',
+    'http://example.com/%zz',
+    "http://example.com/?'",
+    'ws://example.com/',
+    'wss://example.com:443/',
+    'ftp://example.com:21/',
+    'file:///etc/passwd',
+    'file://localhost/etc',
+    'file://host/share',
+    'file:c:\\x\\y',
+    'file:///C|/x',
+    'mailto:Ada@Example.com',
+    'data:text/plain,hi there',
+    'blob:https://example.com/uuid',
+    'sc://ñ/x',
+    'sc:/a/../b',
+    'urn:isbn:0451450523',
+    'javascript:alert(1)',
+    '  https://trim.example.com  ',
+    'ht\ttp://tab.example.com',
+    '//other.example/x',
+    '/abs',
+    'rel/path',
+    '../up',
+    '?only=query',
+    '#only-frag',
+    '',
+    '.',
+    '..',
+    'https:',
+    'https:/x',
+    'https:relative',
+    'http://a/b/c/d;p?q',
+    'non-special://host:123/p',
+    'non-special://[1:2::3]:80/',
+    'a:',
+    'a:/',
+    'a://',
+    '\u0000https://x',
+    'http://example.com/\u00a0',
   ];
 
   function fields(url: URL): Record<string, string> {
     const { href, origin, protocol, username, password, host, hostname, port, pathname, search, hash } = url;
-    return { href, origin, protocol, username, password, host, hostname, port, pathname, search, hash, json: url.toJSON(), string: String(url) };
+    return {
+      href,
+      origin,
+      protocol,
+      username,
+      password,
+      host,
+      hostname,
+      port,
+      pathname,
+      search,
+      hash,
+      json: url.toJSON(),
+      string: String(url),
+    };
   }
   function parsed(U: typeof URL, input: string, base: string | undefined): unknown {
     return outcome(() => fields(base === undefined ? new U(input) : new U(input, base)));
@@ -297,16 +437,40 @@ describe('URL (url.js) against Node', () => {
       }
     }
     expect(outcome(() => new SURL('x', 'not a base'))).toEqual(outcome(() => new URL('x', 'not a base')));
-    expect(outcome(() => new (SURL as unknown as new () => URL)())).toEqual(outcome(() => new (URL as unknown as new () => URL)()));
+    expect(outcome(() => new (SURL as unknown as new () => URL)())).toEqual(
+      outcome(() => new (URL as unknown as new () => URL)()),
+    );
   });
 
   test('setters', () => {
     const setters: Array<[keyof URL, string]> = [
-      ['href', 'https://other.example/x'], ['href', 'not a url'], ['protocol', 'http'], ['protocol', 'ftp:'], ['protocol', 'file'],
-      ['protocol', 'sc'], ['protocol', '1x'], ['username', 'ad a'], ['password', 'p@ss'], ['host', 'new.example:99'], ['host', ''],
-      ['host', '[::1]:1'], ['hostname', 'h.example:1'], ['hostname', 'h.example'], ['port', '8443'], ['port', '443'], ['port', ''],
-      ['port', '12ab'], ['port', '99999'], ['pathname', '/a b/../c'], ['pathname', 'no-slash'], ['search', '?a=1&b=2 3'], ['search', ''],
-      ['search', 'x#y'], ['hash', '#h i'], ['hash', ''], ['hash', 'x'],
+      ['href', 'https://other.example/x'],
+      ['href', 'not a url'],
+      ['protocol', 'http'],
+      ['protocol', 'ftp:'],
+      ['protocol', 'file'],
+      ['protocol', 'sc'],
+      ['protocol', '1x'],
+      ['username', 'ad a'],
+      ['password', 'p@ss'],
+      ['host', 'new.example:99'],
+      ['host', ''],
+      ['host', '[::1]:1'],
+      ['hostname', 'h.example:1'],
+      ['hostname', 'h.example'],
+      ['port', '8443'],
+      ['port', '443'],
+      ['port', ''],
+      ['port', '12ab'],
+      ['port', '99999'],
+      ['pathname', '/a b/../c'],
+      ['pathname', 'no-slash'],
+      ['search', '?a=1&b=2 3'],
+      ['search', ''],
+      ['search', 'x#y'],
+      ['hash', '#h i'],
+      ['hash', ''],
+      ['hash', 'x'],
     ];
     for (const start of ['https://user@example.com:8080/p?q#f', 'file:///x/y', 'mailto:a@b', 'sc://h/p']) {
       for (const [name, value] of setters) {
@@ -340,7 +504,9 @@ describe('URL (url.js) against Node', () => {
   test('URL.parse, the tag and the enumerable accessors', () => {
     expect(SURL.parse('https://x.example/a')?.href).toBe(URL.parse('https://x.example/a')?.href);
     expect(SURL.parse('nope')).toBe(URL.parse('nope'));
-    expect(Object.prototype.toString.call(new SURL('https://x'))).toBe(Object.prototype.toString.call(new URL('https://x')));
+    expect(Object.prototype.toString.call(new SURL('https://x'))).toBe(
+      Object.prototype.toString.call(new URL('https://x')),
+    );
     expect(Object.keys(SURL.prototype).sort()).toEqual(Object.keys(URL.prototype).sort());
   });
 });
@@ -349,8 +515,22 @@ describe('URLSearchParams (url-search-params.js) against Node', () => {
   test('parsing and serializing', () => {
     const next = random(4);
     const inputs: unknown[] = [
-      '', '?', '?a=1', 'a=1&a=2&b', 'a+b=c+d', '%41=%zz&%e2%82%ac=%E2%82', '&&a==b&', 'ü=ö', '%FF=%C3%28', '?%3F=%26',
-      [['a', '1'], ['b', 'é']], { x: '1', y: 'ü' }, new URLSearchParams('k=v'),
+      '',
+      '?',
+      '?a=1',
+      'a=1&a=2&b',
+      'a+b=c+d',
+      '%41=%zz&%e2%82%ac=%E2%82',
+      '&&a==b&',
+      'ü=ö',
+      '%FF=%C3%28',
+      '?%3F=%26',
+      [
+        ['a', '1'],
+        ['b', 'é'],
+      ],
+      { x: '1', y: 'ü' },
+      new URLSearchParams('k=v'),
       ...Array.from({ length: 100 }, () => randomString(next, 20)),
     ];
     for (const init of inputs) {
@@ -397,7 +577,17 @@ describe('TextEncoder and TextDecoder (web.js) against Node', () => {
       expect(decoder.decode(bytes)).toBe(new TextDecoder().decode(bytes));
     }
     // Every truncated and overlong sequence the WHATWG decoder turns into U+FFFD.
-    for (const seq of [[0xc0, 0x80], [0xe0, 0x80, 0x80], [0xed, 0xa0, 0x80], [0xf0, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xe2, 0x82], [0xf0, 0x9f, 0x98], [0x80], [0xff]]) {
+    for (const seq of [
+      [0xc0, 0x80],
+      [0xe0, 0x80, 0x80],
+      [0xed, 0xa0, 0x80],
+      [0xf0, 0x80],
+      [0xf4, 0x90, 0x80, 0x80],
+      [0xe2, 0x82],
+      [0xf0, 0x9f, 0x98],
+      [0x80],
+      [0xff],
+    ]) {
       expect(decoder.decode(new Uint8Array(seq))).toBe(new TextDecoder().decode(new Uint8Array(seq)));
     }
     expect(encoder.encoding).toBe(new TextEncoder().encoding);
@@ -417,7 +607,14 @@ describe('Headers (web.js) against Node', () => {
       out.push(h.get('X-B'), [...h], h.has('nope'));
       h.set('x-b', 'one');
       h.delete('content-type');
-      out.push([...h.entries()], new H([['a', '1'], ['a', '2']]).get('a'), outcome(() => new H({ 'bad name': 'x' })));
+      out.push(
+        [...h.entries()],
+        new H([
+          ['a', '1'],
+          ['a', '2'],
+        ]).get('a'),
+        outcome(() => new H({ 'bad name': 'x' })),
+      );
       out.push([...new H(new H({ z: '1', a: '2' })).keys()], [...new H({ z: '1', a: '2' }).values()]);
       const visited: string[] = [];
       new H({ b: '1', a: '2', c: '3' }).forEach((value, name) => visited.push(name + value));

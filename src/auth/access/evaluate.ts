@@ -60,7 +60,9 @@ function decideFor(principal: Rights, token: TokenFacts, permission: TokenPermis
 
 /** True when the principal could reach some token with the permission (the route-level check for rule keys). */
 export function mayEver(principal: Holder, permission: TokenPermission): boolean {
-  return mayEverFor(principal, permission) && (principal.ceiling === undefined || mayEverFor(principal.ceiling, permission));
+  return (
+    mayEverFor(principal, permission) && (principal.ceiling === undefined || mayEverFor(principal.ceiling, permission))
+  );
 }
 
 function mayEverFor(principal: Rights, permission: TokenPermission): boolean {

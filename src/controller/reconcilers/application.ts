@@ -159,7 +159,11 @@ export function applicationReconciler(vault: VaultClient): Reconciler<Applicatio
         if (!keyWritten && !(await secretHasKey(ctx, namespace, keySecretRef))) {
           const regenerated = await vault.call<VaultApplication>('POST', `${path}/regenerate`, { tenantId });
           await writeKeySecret(ctx, object, keySecretRef, regenerated!.key!);
-          await ctx.event('Normal', 'KeyRegenerated', `The key was missing from Secret ${keySecretRef.name}; wrote a new one (the old one is revoked).`);
+          await ctx.event(
+            'Normal',
+            'KeyRegenerated',
+            `The key was missing from Secret ${keySecretRef.name}; wrote a new one (the old one is revoked).`,
+          );
         }
 
         await writeStatus(ctx, object, Ready(), id);
@@ -168,7 +172,11 @@ export function applicationReconciler(vault: VaultClient): Reconciler<Applicatio
   };
 }
 
-async function finalize(vault: VaultClient, ctx: ReconcileContext<ApplicationObject>, object: ApplicationObject): Promise<void> {
+async function finalize(
+  vault: VaultClient,
+  ctx: ReconcileContext<ApplicationObject>,
+  object: ApplicationObject,
+): Promise<void> {
   if (!object.metadata?.finalizers?.includes(FINALIZER)) return;
   const namespace = object.metadata.namespace!;
   const tenant = ctx.get<VaultObject>('Tenant', namespace, object.spec.tenantRef?.name ?? '');
@@ -178,7 +186,11 @@ async function finalize(vault: VaultClient, ctx: ReconcileContext<ApplicationObj
     await vault.call('DELETE', `/applications/${id}`, { tenantId }, true);
     await ctx.event('Normal', 'Deleted', `Deleted vault application ${id}.`);
   } else if (object.status?.id && isConditionTrue(object.status.conditions, 'Ready')) {
-    await ctx.event('Warning', 'Orphaned', `Tenant ${object.spec.tenantRef?.name} is gone; vault application ${id} stays in its tenant.`);
+    await ctx.event(
+      'Warning',
+      'Orphaned',
+      `Tenant ${object.spec.tenantRef?.name} is gone; vault application ${id} stays in its tenant.`,
+    );
   }
   await removeFinalizer(ctx, object);
 }

@@ -2,7 +2,15 @@
 // (id, observedGeneration, a Ready condition), the tenant a namespaced object points at, Secrets that carry generated
 // keys (owned by the object, so Kubernetes deletes them with it), and how a vault failure becomes a condition.
 import { Resources, isNotFound, type KubeObject, type ResourceRef } from '../kube.js';
-import { isConditionTrue, notReady, ready, removeCondition, setCondition, type Condition, type ConditionUpdate } from '../conditions.js';
+import {
+  isConditionTrue,
+  notReady,
+  ready,
+  removeCondition,
+  setCondition,
+  type Condition,
+  type ConditionUpdate,
+} from '../conditions.js';
 import type { ReconcileContext, ReconcileResult } from '../manager.js';
 import { VaultRefused, VaultUnavailable, type VaultClient } from '../vault-client.js';
 
@@ -10,7 +18,13 @@ export const GROUP = 'tokenvault.dev';
 export const VERSION = 'v1alpha1';
 export const FINALIZER = 'tokenvault.dev/finalizer';
 
-const crd = (kind: string, plural: string, namespaced = true): ResourceRef => ({ group: GROUP, version: VERSION, plural, kind, namespaced });
+const crd = (kind: string, plural: string, namespaced = true): ResourceRef => ({
+  group: GROUP,
+  version: VERSION,
+  plural,
+  kind,
+  namespaced,
+});
 
 export const Kinds = {
   Tenant: crd('Tenant', 'tenants'),
@@ -43,13 +57,20 @@ export function managedBy(object: KubeObject): string {
 export async function ensureFinalizer<T extends VaultObject>(ctx: ReconcileContext<T>, object: T): Promise<void> {
   const finalizers = object.metadata?.finalizers ?? [];
   if (finalizers.includes(FINALIZER)) return;
-  await ctx.patch({ metadata: { finalizers: [...finalizers, FINALIZER], resourceVersion: object.metadata?.resourceVersion } });
+  await ctx.patch({
+    metadata: { finalizers: [...finalizers, FINALIZER], resourceVersion: object.metadata?.resourceVersion },
+  });
 }
 
 export async function removeFinalizer<T extends VaultObject>(ctx: ReconcileContext<T>, object: T): Promise<void> {
   const finalizers = object.metadata?.finalizers ?? [];
   if (!finalizers.includes(FINALIZER)) return;
-  await ctx.patch({ metadata: { finalizers: finalizers.filter((f) => f !== FINALIZER), resourceVersion: object.metadata?.resourceVersion } });
+  await ctx.patch({
+    metadata: {
+      finalizers: finalizers.filter((f) => f !== FINALIZER),
+      resourceVersion: object.metadata?.resourceVersion,
+    },
+  });
 }
 
 /**
@@ -108,7 +129,8 @@ export async function writeStatus<T extends VaultObject>(
 ): Promise<void> {
   const generation = object.metadata?.generation;
   let conditions = setCondition(object.status?.conditions, { ...update, observedGeneration: generation });
-  for (const other of others.set ?? []) conditions = setCondition(conditions, { ...other, observedGeneration: generation });
+  for (const other of others.set ?? [])
+    conditions = setCondition(conditions, { ...other, observedGeneration: generation });
   for (const type of others.remove ?? []) conditions = removeCondition(conditions, type);
   const status: VaultStatus = { conditions, observedGeneration: generation };
   if (id !== undefined) status.id = id;
@@ -191,21 +213,33 @@ export async function writeKeySecret(
     await ctx.client.create(Resources.secrets, namespace, body);
     return;
   }
-  await ctx.client.patch(Resources.secrets, namespace, ref.name, { metadata: { ownerReferences: body.metadata.ownerReferences }, data: body.data });
+  await ctx.client.patch(Resources.secrets, namespace, ref.name, {
+    metadata: { ownerReferences: body.metadata.ownerReferences },
+    data: body.data,
+  });
 }
 
 /** Whether the Secret already holds a value under the key (a key generated earlier must not be replaced on resync). */
-export async function secretHasKey(ctx: ReconcileContext, namespace: string, ref: { name: string; key?: string }): Promise<boolean> {
+export async function secretHasKey(
+  ctx: ReconcileContext,
+  namespace: string,
+  ref: { name: string; key?: string },
+): Promise<boolean> {
   const secret = await ctx.readSecret(namespace, ref.name);
   return Boolean(secret?.data?.[ref.key ?? 'key']);
 }
 
 /** A value from a Secret (`{name, key}`), or NotReadyYet naming what is missing. */
-export async function secretValue(ctx: ReconcileContext, namespace: string, ref: { name: string; key: string }): Promise<string> {
+export async function secretValue(
+  ctx: ReconcileContext,
+  namespace: string,
+  ref: { name: string; key: string },
+): Promise<string> {
   const secret = await ctx.readSecret(namespace, ref.name);
   const data = secret?.data?.[ref.key];
   if (!secret) throw new NotReadyYet('SecretNotFound', `Secret ${namespace}/${ref.name} does not exist.`);
-  if (data === undefined) throw new NotReadyYet('SecretKeyNotFound', `Secret ${namespace}/${ref.name} has no key ${ref.key}.`);
+  if (data === undefined)
+    throw new NotReadyYet('SecretKeyNotFound', `Secret ${namespace}/${ref.name} has no key ${ref.key}.`);
   return Buffer.from(data, 'base64').toString('utf8');
 }
 

@@ -67,12 +67,14 @@ export async function resolveConfiguration(
 function convert(name: string, text: string, type: ConfigurationType, fromSecret: boolean): string | number | boolean {
   const source = fromSecret ? `the Secret value of configuration.${name}` : `configuration.${name}`;
   if (type === 'number') {
-    if (!NUMBER.test(text.trim())) throw new NotReadyYet('InvalidConfiguration', `${source} is not a JSON number (type number).`, 30_000);
+    if (!NUMBER.test(text.trim()))
+      throw new NotReadyYet('InvalidConfiguration', `${source} is not a JSON number (type number).`, 30_000);
     return Number(text.trim());
   }
   if (type === 'boolean') {
     const word = text.trim();
-    if (word !== 'true' && word !== 'false') throw new NotReadyYet('InvalidConfiguration', `${source} is not "true" or "false" (type boolean).`, 30_000);
+    if (word !== 'true' && word !== 'false')
+      throw new NotReadyYet('InvalidConfiguration', `${source} is not "true" or "false" (type boolean).`, 30_000);
     return word === 'true';
   }
   return text;
@@ -86,12 +88,20 @@ export function sameValue(a: unknown, b: unknown): boolean {
 function canonical(value: unknown): string {
   return JSON.stringify(value ?? null, (_key, v: unknown) =>
     v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)))
+      ? Object.fromEntries(
+          Object.entries(v as Record<string, unknown>)
+            .filter(([, x]) => x !== undefined)
+            .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)),
+        )
       : v,
   );
 }
 
 /** Whether any of the fields differs between the desired body and the vault's resource (absent counts as null). */
-export function differs(desired: Record<string, unknown>, current: Record<string, unknown>, fields: readonly string[]): boolean {
+export function differs(
+  desired: Record<string, unknown>,
+  current: Record<string, unknown>,
+  fields: readonly string[],
+): boolean {
   return fields.some((field) => !sameValue(desired[field], current[field]));
 }

@@ -63,7 +63,12 @@ export function formulaBody(object: FormulaObject, type: 'private' | 'official')
     icon: spec.icon,
     code: spec.code,
     configuration: (spec.configuration ?? []).map(({ name, description, type: t }) => ({ name, description, type: t })),
-    request_parameters: (spec.requestParameters ?? []).map(({ name, description, type: t, optional }) => ({ name, description, type: t, optional: optional ?? false })),
+    request_parameters: (spec.requestParameters ?? []).map(({ name, description, type: t, optional }) => ({
+      name,
+      description,
+      type: t,
+      optional: optional ?? false,
+    })),
   };
 }
 
@@ -82,7 +87,10 @@ function formulaReconcilerFor(vault: VaultClient, scope: Scope): Reconciler<Form
       if (!object) return;
       const namespace = key.namespace;
       const id = object.metadata!.uid!;
-      const tenantKey: ObjectKey[] = object.spec.tenantRef?.name && namespace ? [{ kind: 'Tenant', namespace, name: object.spec.tenantRef.name }] : [];
+      const tenantKey: ObjectKey[] =
+        object.spec.tenantRef?.name && namespace
+          ? [{ kind: 'Tenant', namespace, name: object.spec.tenantRef.name }]
+          : [];
       ctx.references.set(tenantKey);
       return reportingFailures(ctx, object, async () => {
         if (object.metadata?.deletionTimestamp) {
@@ -110,7 +118,11 @@ function formulaReconcilerFor(vault: VaultClient, scope: Scope): Reconciler<Form
         let current = await scope.get(vault, id, tenantId);
         if (!current) {
           try {
-            current = await vault.call<Record<string, unknown>>('POST', scope.path, { tenantId, managedBy: owner, body: { ...body, id } });
+            current = await vault.call<Record<string, unknown>>('POST', scope.path, {
+              tenantId,
+              managedBy: owner,
+              body: { ...body, id },
+            });
             await ctx.event('Normal', 'Created', `Created reactor formula ${id}.`);
           } catch (error) {
             if (!(error instanceof VaultRefused) || error.status !== 409) throw error;
@@ -148,7 +160,8 @@ export function formulaReconciler(vault: VaultClient): Reconciler<FormulaObject>
       // Deleting: a Tenant that is gone took (or kept, Retain) its data; nothing is left to do here.
       return ctx.get<VaultObject>('Tenant', namespace, object.spec.tenantRef?.name ?? '')?.status?.id;
     },
-    get: (vault, id, tenantId) => vault.call<Record<string, unknown>>('GET', `/reactor-formulas/${id}`, { tenantId }, true),
+    get: (vault, id, tenantId) =>
+      vault.call<Record<string, unknown>>('GET', `/reactor-formulas/${id}`, { tenantId }, true),
   });
 }
 

@@ -19,7 +19,13 @@ import {
   writeStatus,
   type VaultObject,
 } from './common.js';
-import { differs, tenantResourceReferences, resolveConfiguration, sameValue, type ConfigurationSpec } from './configuration.js';
+import {
+  differs,
+  tenantResourceReferences,
+  resolveConfiguration,
+  sameValue,
+  type ConfigurationSpec,
+} from './configuration.js';
 
 export type ProxySpec = {
   tenantRef: { name: string };
@@ -35,7 +41,15 @@ export type ProxySpec = {
 
 export type ProxyObject = VaultObject<ProxySpec>;
 
-const FIELDS = ['name', 'destination_url', 'request_transform', 'response_transform', 'application', 'configuration', 'require_auth'] as const;
+const FIELDS = [
+  'name',
+  'destination_url',
+  'request_transform',
+  'response_transform',
+  'application',
+  'configuration',
+  'require_auth',
+] as const;
 
 /** The URL as the API stores it (WHATWG-parsed), so an equal destination does not look changed. */
 function normalizeUrl(url: string): string {
@@ -49,7 +63,10 @@ function normalizeUrl(url: string): string {
 }
 
 /** The merge patch that turns `current` into `desired` (only the fields that differ). */
-export function proxyPatch(desired: Record<string, unknown>, current: Record<string, unknown>): Record<string, unknown> {
+export function proxyPatch(
+  desired: Record<string, unknown>,
+  current: Record<string, unknown>,
+): Record<string, unknown> {
   const patch: Record<string, unknown> = {};
   for (const field of FIELDS) {
     if (sameValue(desired[field], current[field])) continue;
@@ -84,10 +101,13 @@ export function proxyReconciler(vault: VaultClient): Reconciler<ProxyObject> {
 
       return reportingFailures(ctx, object, async () => {
         // The key Secret is owned by the object: Kubernetes deletes it.
-        if (object.metadata?.deletionTimestamp) return deleteFromTenant(ctx, object, vault, spec.tenantRef, `/proxies/${id}`);
+        if (object.metadata?.deletionTimestamp)
+          return deleteFromTenant(ctx, object, vault, spec.tenantRef, `/proxies/${id}`);
         await ensureFinalizer(ctx, object);
         const tenantId = tenantIdOf(ctx, namespace, spec.tenantRef);
-        const applicationId = spec.applicationRef ? readyIdOf(ctx, 'Application', namespace, spec.applicationRef.name) : undefined;
+        const applicationId = spec.applicationRef
+          ? readyIdOf(ctx, 'Application', namespace, spec.applicationRef.name)
+          : undefined;
         const configuration = await resolveConfiguration(ctx, namespace, spec.configuration);
         const desired: Record<string, unknown> = {
           name: spec.displayName ?? object.metadata!.name!,
@@ -99,14 +119,22 @@ export function proxyReconciler(vault: VaultClient): Reconciler<ProxyObject> {
           require_auth: spec.requireAuth ?? true,
         };
         const request = { tenantId, managedBy: managedBy(object) };
-        const current = await fetchOrCreate(ctx, vault, { collection: '/proxies', id, noun: 'proxy' }, request, { ...desired, id });
+        const current = await fetchOrCreate(ctx, vault, { collection: '/proxies', id, noun: 'proxy' }, request, {
+          ...desired,
+          id,
+        });
         if (differs(desired, current, FIELDS)) {
           const patch = proxyPatch(desired, current);
-          await vault.call('PATCH', `/proxies/${id}`, { ...request, body: patch, contentType: 'application/merge-patch+json' });
+          await vault.call('PATCH', `/proxies/${id}`, {
+            ...request,
+            body: patch,
+            contentType: 'application/merge-patch+json',
+          });
           await ctx.event('Normal', 'Updated', `Updated proxy ${id}.`);
         }
         const proxyKey = current.key;
-        if (typeof proxyKey !== 'string') throw new NotReadyYet('KeyUnavailable', 'The vault did not show the proxy key.', 30_000);
+        if (typeof proxyKey !== 'string')
+          throw new NotReadyYet('KeyUnavailable', 'The vault did not show the proxy key.', 30_000);
         const secret = await ctx.readSecret(namespace, keyRef.name);
         const stored = secret?.data?.[keyRef.key];
         if (stored === undefined || Buffer.from(stored, 'base64').toString('utf8') !== proxyKey) {

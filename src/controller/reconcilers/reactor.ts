@@ -47,11 +47,15 @@ export function reactorReconciler(vault: VaultClient): Reconciler<ReactorObject>
       const id = object.metadata!.uid!;
       const formulaKind = spec.formulaRef ? (spec.formulaRef.kind ?? 'ReactorFormula') : undefined;
       const formulaNamespace = formulaKind === 'ReactorFormula' ? namespace : undefined;
-      const formula: ObjectKey[] = spec.formulaRef && formulaKind ? [{ kind: formulaKind, namespace: formulaNamespace, name: spec.formulaRef.name }] : [];
+      const formula: ObjectKey[] =
+        spec.formulaRef && formulaKind
+          ? [{ kind: formulaKind, namespace: formulaNamespace, name: spec.formulaRef.name }]
+          : [];
       ctx.references.set(tenantResourceReferences(namespace, spec, ...formula));
 
       return reportingFailures(ctx, object, async () => {
-        if (object.metadata?.deletionTimestamp) return deleteFromTenant(ctx, object, vault, spec.tenantRef, `/reactors/${id}`);
+        if (object.metadata?.deletionTimestamp)
+          return deleteFromTenant(ctx, object, vault, spec.tenantRef, `/reactors/${id}`);
         await ensureFinalizer(ctx, object);
         const tenantId = tenantIdOf(ctx, namespace, spec.tenantRef);
         let formulaId: string | undefined;
@@ -60,7 +64,9 @@ export function reactorReconciler(vault: VaultClient): Reconciler<ReactorObject>
           formulaId = readyIdOf(ctx, formulaKind, formulaNamespace, spec.formulaRef.name);
           types = declaredTypes(ctx.get<FormulaObject>(formulaKind, formulaNamespace, spec.formulaRef.name));
         }
-        const applicationId = spec.applicationRef ? readyIdOf(ctx, 'Application', namespace, spec.applicationRef.name) : undefined;
+        const applicationId = spec.applicationRef
+          ? readyIdOf(ctx, 'Application', namespace, spec.applicationRef.name)
+          : undefined;
         const configuration = await resolveConfiguration(ctx, namespace, spec.configuration, (name) => types.get(name));
 
         const desired: Record<string, unknown> = {
@@ -71,9 +77,18 @@ export function reactorReconciler(vault: VaultClient): Reconciler<ReactorObject>
         };
         const request = { tenantId, managedBy: managedBy(object) };
         const body = { ...desired, id, ...(formulaId ? { formula: { id: formulaId } } : {}) };
-        const current = await fetchOrCreate(ctx, vault, { collection: '/reactors', id, noun: 'reactor' }, request, body);
+        const current = await fetchOrCreate(
+          ctx,
+          vault,
+          { collection: '/reactors', id, noun: 'reactor' },
+          request,
+          body,
+        );
         if (differs(desired, current, FIELDS)) {
-          await vault.call('PUT', `/reactors/${id}`, { ...request, body: { ...desired, application: desired.application ?? null } });
+          await vault.call('PUT', `/reactors/${id}`, {
+            ...request,
+            body: { ...desired, application: desired.application ?? null },
+          });
           await ctx.event('Normal', 'Updated', `Updated reactor ${id}.`);
         }
         await writeStatus(ctx, object, Ready(), id);

@@ -33,7 +33,15 @@ export const DEFAULT_NETWORK_POLICY: DedicatedNetworkPolicy = {
   apiPodLabels: { 'app.kubernetes.io/component': 'api' },
   apiPort: 8080,
   egressPorts: [443],
-  exceptCidrs: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '100.64.0.0/10', '127.0.0.0/8', '0.0.0.0/8'],
+  exceptCidrs: [
+    '10.0.0.0/8',
+    '172.16.0.0/12',
+    '192.168.0.0/16',
+    '169.254.0.0/16',
+    '100.64.0.0/10',
+    '127.0.0.0/8',
+    '0.0.0.0/8',
+  ],
 };
 
 export interface RuntimeSpec {
@@ -114,7 +122,12 @@ export function workerResources(spec: RuntimeSpec, worker: DedicatedWorkerDefaul
   const limits = { ...worker.resources?.limits, ...spec.resources?.limits };
   for (const [name, limit] of Object.entries(limits)) {
     const request = requests[name];
-    if (request !== undefined && spec.resources?.requests?.[name] === undefined && parseQuantity(request)! > parseQuantity(limit)!) requests[name] = limit;
+    if (
+      request !== undefined &&
+      spec.resources?.requests?.[name] === undefined &&
+      parseQuantity(request)! > parseQuantity(limit)!
+    )
+      requests[name] = limit;
   }
   const resources: WorkerResources = {
     ...(Object.keys(limits).length > 0 ? { limits } : {}),
@@ -124,7 +137,10 @@ export function workerResources(spec: RuntimeSpec, worker: DedicatedWorkerDefaul
 }
 
 /** Why the Tenant's spec.runtime asks for more than the controller allows, or undefined. */
-export function runtimeOverLimits(spec: RuntimeSpec, worker: DedicatedWorkerDefaults = {}): { reason: string; message: string } | undefined {
+export function runtimeOverLimits(
+  spec: RuntimeSpec,
+  worker: DedicatedWorkerDefaults = {},
+): { reason: string; message: string } | undefined {
   if (worker.maxReplicas !== undefined && (spec.replicas ?? 1) > worker.maxReplicas) {
     return {
       reason: 'WorkerReplicasTooMany',
@@ -134,7 +150,11 @@ export function runtimeOverLimits(spec: RuntimeSpec, worker: DedicatedWorkerDefa
   for (const kind of ['requests', 'limits'] as const) {
     for (const [name, quantity] of Object.entries(spec.resources?.[kind] ?? {})) {
       const value = parseQuantity(quantity);
-      if (value === undefined) return { reason: 'WorkerResourcesInvalid', message: `spec.runtime.resources.${kind}.${name} is not a quantity.` };
+      if (value === undefined)
+        return {
+          reason: 'WorkerResourcesInvalid',
+          message: `spec.runtime.resources.${kind}.${name} is not a quantity.`,
+        };
       const cap = worker.maxResources?.[name];
       if (cap !== undefined && value > parseQuantity(cap)!) {
         return {
@@ -163,16 +183,28 @@ function ownedMetadata(owner: VaultObject, name: string, labels: Record<string, 
 }
 
 /** The worker Deployment: the chart's worker, restricted the same way. */
-export function workerDeployment(owner: VaultObject, name: string, spec: RuntimeSpec, image: string, defaults: RuntimeDefaults): KubeObject {
+export function workerDeployment(
+  owner: VaultObject,
+  name: string,
+  spec: RuntimeSpec,
+  image: string,
+  defaults: RuntimeDefaults,
+): KubeObject {
   const selector = workerSelector(owner);
   const labels = workerLabels(selector);
   const env: Array<Record<string, unknown>> = [{ name: 'TOKENVAULT_PORT', value: String(WORKER_PORT) }];
   const resources = workerResources(spec, defaults.worker);
   if (defaults.apiUrl) env.unshift({ name: 'TOKENVAULT_API_URL', value: defaults.apiUrl });
-  if (defaults.workerSecret) env.push({ name: 'TOKENVAULT_WORKER_SECRET', valueFrom: { secretKeyRef: { name, key: WORKER_SECRET_KEY } } });
+  if (defaults.workerSecret)
+    env.push({ name: 'TOKENVAULT_WORKER_SECRET', valueFrom: { secretKeyRef: { name, key: WORKER_SECRET_KEY } } });
   // Environment from a Secret is read at start: a changed secret rolls the workers (the hash, not the secret).
   const annotations = defaults.workerSecret
-    ? { 'tokenvault.dev/worker-secret-hash': createHash('sha256').update(defaults.workerSecret).digest('hex').slice(0, 16) }
+    ? {
+        'tokenvault.dev/worker-secret-hash': createHash('sha256')
+          .update(defaults.workerSecret)
+          .digest('hex')
+          .slice(0, 16),
+      }
     : undefined;
   return {
     apiVersion: 'apps/v1',
@@ -186,7 +218,9 @@ export function workerDeployment(owner: VaultObject, name: string, spec: Runtime
         spec: {
           automountServiceAccountToken: false,
           enableServiceLinks: false,
-          ...(defaults.worker?.imagePullSecrets?.length ? { imagePullSecrets: defaults.worker.imagePullSecrets.map((secret) => ({ name: secret })) } : {}),
+          ...(defaults.worker?.imagePullSecrets?.length
+            ? { imagePullSecrets: defaults.worker.imagePullSecrets.map((secret) => ({ name: secret })) }
+            : {}),
           securityContext: {
             runAsNonRoot: true,
             runAsUser: 10001,
@@ -258,7 +292,9 @@ export function workerNetworkPolicy(owner: VaultObject, name: string, policy: De
   const selector = workerSelector(owner);
   const apiPeer = {
     podSelector: { matchLabels: policy.apiPodLabels },
-    ...(policy.apiNamespace ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': policy.apiNamespace } } } : {}),
+    ...(policy.apiNamespace
+      ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': policy.apiNamespace } } }
+      : {}),
   };
   const dns = [
     { port: 53, protocol: 'UDP' },
@@ -317,7 +353,9 @@ export async function reconcileRuntime(
   if (!spec.dedicated) {
     // worker_url first: from now on the shared workers serve the tenant; then the dedicated ones can go.
     if (tenant.runtime) {
-      tenant = (await vault.call<VaultTenantRuntime>('PUT', `/admin/tenants/${id}`, { body: { ...body, runtime: null } }))!;
+      tenant = (await vault.call<VaultTenantRuntime>('PUT', `/admin/tenants/${id}`, {
+        body: { ...body, runtime: null },
+      }))!;
       await ctx.event('Normal', 'RuntimeShared', 'Invocations run on the shared workers again.');
     }
     let deleted = false;
@@ -354,7 +392,12 @@ export async function reconcileRuntime(
     );
   }
   // Namespace editors may write Tenants (the aggregated edit role): the image that runs is the cluster admin's choice.
-  if (spec.image !== undefined && spec.image !== defaults.workerImage && defaults.allowedImages && !defaults.allowedImages.includes('*')) {
+  if (
+    spec.image !== undefined &&
+    spec.image !== defaults.workerImage &&
+    defaults.allowedImages &&
+    !defaults.allowedImages.includes('*')
+  ) {
     if (!defaults.allowedImages.includes(spec.image)) {
       throw new NotReadyYet(
         'WorkerImageNotAllowed',
@@ -370,21 +413,49 @@ export async function reconcileRuntime(
   if (networkPolicy) owned.push(Resources.networkPolicies);
   if (defaults.workerSecret) owned.push(Resources.secrets);
   for (const resource of owned) {
-    const existing = ctx.get(resource.kind, namespace, name) ?? (await ctx.client.find(resource, namespace, name, { signal: ctx.signal }));
+    const existing =
+      ctx.get(resource.kind, namespace, name) ??
+      (await ctx.client.find(resource, namespace, name, { signal: ctx.signal }));
     if (existing && !ownedBy(existing, object)) {
-      throw new NotReadyYet('WorkerNameTaken', `${resource.kind} ${namespace}/${name} exists and does not belong to this Tenant.`, 60_000);
+      throw new NotReadyYet(
+        'WorkerNameTaken',
+        `${resource.kind} ${namespace}/${name} exists and does not belong to this Tenant.`,
+        60_000,
+      );
     }
   }
   const apply = { type: 'apply' as const, fieldManager: FIELD_MANAGER, force: true, signal: ctx.signal };
   // The fence and the secret first: no worker pod runs without them.
-  if (networkPolicy) await ctx.client.patch(Resources.networkPolicies, namespace, name, workerNetworkPolicy(object, name, networkPolicy), apply);
-  if (defaults.workerSecret) await ctx.client.patch(Resources.secrets, namespace, name, workerSecretObject(object, name, defaults.workerSecret), apply);
-  await ctx.client.patch(Resources.deployments, namespace, name, workerDeployment(object, name, spec, image, defaults), apply);
+  if (networkPolicy)
+    await ctx.client.patch(
+      Resources.networkPolicies,
+      namespace,
+      name,
+      workerNetworkPolicy(object, name, networkPolicy),
+      apply,
+    );
+  if (defaults.workerSecret)
+    await ctx.client.patch(
+      Resources.secrets,
+      namespace,
+      name,
+      workerSecretObject(object, name, defaults.workerSecret),
+      apply,
+    );
+  await ctx.client.patch(
+    Resources.deployments,
+    namespace,
+    name,
+    workerDeployment(object, name, spec, image, defaults),
+    apply,
+  );
   await ctx.client.patch(Resources.services, namespace, name, workerService(object, name), apply);
 
   const url = workerUrl(name, namespace);
   if (tenant.runtime?.worker_url !== url) {
-    tenant = (await vault.call<VaultTenantRuntime>('PUT', `/admin/tenants/${id}`, { body: { ...body, runtime: { worker_url: url } } }))!;
+    tenant = (await vault.call<VaultTenantRuntime>('PUT', `/admin/tenants/${id}`, {
+      body: { ...body, runtime: { worker_url: url } },
+    }))!;
     await ctx.event('Normal', 'RuntimeDedicated', `Invocations run on the dedicated workers ${name} (${url}).`);
   }
 
@@ -393,7 +464,17 @@ export async function reconcileRuntime(
   const wanted = spec.replicas ?? 1;
   const condition: ConditionUpdate =
     available > 0
-      ? { type: RUNTIME_READY, status: 'True', reason: 'WorkersAvailable', message: `${available}/${wanted} dedicated workers available.` }
-      : { type: RUNTIME_READY, status: 'False', reason: 'WorkersUnavailable', message: `No dedicated worker of ${name} is available yet (0/${wanted}).` };
+      ? {
+          type: RUNTIME_READY,
+          status: 'True',
+          reason: 'WorkersAvailable',
+          message: `${available}/${wanted} dedicated workers available.`,
+        }
+      : {
+          type: RUNTIME_READY,
+          status: 'False',
+          reason: 'WorkersUnavailable',
+          message: `No dedicated worker of ${name} is available yet (0/${wanted}).`,
+        };
   return { tenant, condition };
 }

@@ -80,7 +80,11 @@ interface VaultApplication {
  * What the vault tenant should be: name and settings as the API writes them (booleans as "true"/"false"), and the
  * tenant's own rate limits (an empty object clears them: the global limits apply).
  */
-export function desiredTenant(object: TenantObject): { name: string; settings: Record<string, string>; rate_limits: Record<string, number> } {
+export function desiredTenant(object: TenantObject): {
+  name: string;
+  settings: Record<string, string>;
+  rate_limits: Record<string, number>;
+} {
   const settings: Record<string, string> = {};
   const given = object.spec.settings ?? {};
   if (given.deduplicateTokens !== undefined) settings.deduplicate_tokens = String(given.deduplicateTokens);
@@ -96,7 +100,10 @@ export function desiredTenant(object: TenantObject): { name: string; settings: R
 
 function sameRateLimits(current: Record<string, number> | undefined, desired: Record<string, number>): boolean {
   const have = current ?? {};
-  return Object.keys(have).length === Object.keys(desired).length && Object.entries(desired).every(([name, value]) => have[name] === value);
+  return (
+    Object.keys(have).length === Object.keys(desired).length &&
+    Object.entries(desired).every(([name, value]) => have[name] === value)
+  );
 }
 
 export function tenantReconciler(vault: VaultClient, runtimeDefaults: RuntimeDefaults = {}): Reconciler<TenantObject> {
@@ -131,10 +138,14 @@ export function tenantReconciler(vault: VaultClient, runtimeDefaults: RuntimeDef
         let keyWritten = false;
         if (!tenant) {
           try {
-            const created = await vault.call<{ tenant: VaultTenant; application: { key: string } }>('POST', '/admin/tenants', {
-              managedBy: owner,
-              body: { id, ...desired },
-            });
+            const created = await vault.call<{ tenant: VaultTenant; application: { key: string } }>(
+              'POST',
+              '/admin/tenants',
+              {
+                managedBy: owner,
+                body: { id, ...desired },
+              },
+            );
             tenant = created!.tenant;
             // A new tenant: its key is the only one that works, whatever the Secret held before.
             await writeKeySecret(ctx, object, secretRef, created!.application.key);
@@ -144,24 +155,44 @@ export function tenantReconciler(vault: VaultClient, runtimeDefaults: RuntimeDef
             if (!(error instanceof VaultRefused && error.status === 409)) throw error;
             // Made by an earlier attempt that stopped before its status write (or a delete still in progress).
             tenant = await vault.call<VaultTenant>('GET', `/admin/tenants/${id}`, {}, true);
-            if (!tenant) throw new NotReadyYet('TenantConflict', `The vault tenant ${id} exists but cannot be read (a delete may be in progress).`);
+            if (!tenant)
+              throw new NotReadyYet(
+                'TenantConflict',
+                `The vault tenant ${id} exists but cannot be read (a delete may be in progress).`,
+              );
           }
         }
 
-        const settingsDiffer = Object.entries(desired.settings).some(([name, value]) => tenant!.settings?.[name] !== value);
-        if (tenant.name !== desired.name || settingsDiffer || !sameRateLimits(tenant.rate_limits, desired.rate_limits)) {
+        const settingsDiffer = Object.entries(desired.settings).some(
+          ([name, value]) => tenant!.settings?.[name] !== value,
+        );
+        if (
+          tenant.name !== desired.name ||
+          settingsDiffer ||
+          !sameRateLimits(tenant.rate_limits, desired.rate_limits)
+        ) {
           tenant = (await vault.call<VaultTenant>('PUT', `/admin/tenants/${id}`, { body: desired }))!;
           await ctx.event('Normal', 'Updated', `Updated vault tenant ${id}.`);
         }
 
         if (!keyWritten && !(await secretHasKey(ctx, namespace, secretRef))) {
           await writeKeySecret(ctx, object, secretRef, await recoverManagementKey(vault, object, id));
-          await ctx.event('Normal', 'KeyRegenerated', `The management key was missing from Secret ${secretRef.name}; wrote a new one (the old one is revoked).`);
+          await ctx.event(
+            'Normal',
+            'KeyRegenerated',
+            `The management key was missing from Secret ${secretRef.name}; wrote a new one (the old one is revoked).`,
+          );
         }
 
         // Dedicated workers (or their removal). RuntimeReady reports them; Ready does not wait for them.
         const runtime = await reconcileRuntime(vault, ctx, object, tenant, desired, runtimeDefaults);
-        await writeStatus(ctx, object, Ready(), id, runtime.condition ? { set: [runtime.condition] } : { remove: [RUNTIME_READY] });
+        await writeStatus(
+          ctx,
+          object,
+          Ready(),
+          id,
+          runtime.condition ? { set: [runtime.condition] } : { remove: [RUNTIME_READY] },
+        );
       });
     },
   };
@@ -187,13 +218,19 @@ async function recoverManagementKey(vault: VaultClient, object: TenantObject, te
   }
   found.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
   if (found.length > 0) {
-    const regenerated = await vault.call<VaultApplication>('POST', `/applications/${found[0].id}/regenerate`, { tenantId });
+    const regenerated = await vault.call<VaultApplication>('POST', `/applications/${found[0].id}/regenerate`, {
+      tenantId,
+    });
     return regenerated!.key!;
   }
   const created = await vault.call<VaultApplication>('POST', '/applications', {
     tenantId,
     managedBy: managedBy(object),
-    body: { name: `${desiredTenant(object).name} management`, type: 'management', permissions: permissionsFor('management') },
+    body: {
+      name: `${desiredTenant(object).name} management`,
+      type: 'management',
+      permissions: permissionsFor('management'),
+    },
   });
   return created!.key!;
 }

@@ -20,7 +20,12 @@ export interface ApplicationTemplate {
 }
 
 /** A private application's one rule: `permissions` on tokens under `container`, read with `transform`. */
-function rule(description: string, container: string, transform: AccessRule['transform'], permissions: string[]): AccessRule {
+function rule(
+  description: string,
+  container: string,
+  transform: AccessRule['transform'],
+  permissions: string[],
+): AccessRule {
   return { description, priority: 1, container, transform, permissions };
 }
 
@@ -28,7 +33,8 @@ export const APPLICATION_TEMPLATES: readonly ApplicationTemplate[] = [
   {
     id: '5d3b4b1e-6c0a-4d0e-9a55-0b1a7c6f0001',
     name: 'Collect data in the browser',
-    description: 'A public application for Elements or a mobile app: creates tokens (and sessions), reads nothing back.',
+    description:
+      'A public application for Elements or a mobile app: creates tokens (and sessions), reads nothing back.',
     application_type: 'public',
     template_type: 'starters',
     is_starter: true,
@@ -38,7 +44,8 @@ export const APPLICATION_TEMPLATES: readonly ApplicationTemplate[] = [
   {
     id: '5d3b4b1e-6c0a-4d0e-9a55-0b1a7c6f0002',
     name: 'Use tokens from a server',
-    description: 'A private server application: creates tokens, reads them masked, and uses their data in reactors, the proxy and detokenization without seeing it.',
+    description:
+      'A private server application: creates tokens, reads them masked, and uses their data in reactors, the proxy and detokenization without seeing it.',
     application_type: 'private',
     template_type: 'starters',
     is_starter: true,
@@ -48,7 +55,8 @@ export const APPLICATION_TEMPLATES: readonly ApplicationTemplate[] = [
   {
     id: '5d3b4b1e-6c0a-4d0e-9a55-0b1a7c6f0003',
     name: 'Manage the tenant',
-    description: 'A management application: applications, reactors, proxies, the tenant, reports and logs; no token data.',
+    description:
+      'A management application: applications, reactors, proxies, the tenant, reports and logs; no token data.',
     application_type: 'management',
     template_type: 'starters',
     is_starter: true,
@@ -58,7 +66,8 @@ export const APPLICATION_TEMPLATES: readonly ApplicationTemplate[] = [
   {
     id: '5d3b4b1e-6c0a-4d0e-9a55-0b1a7c6f0004',
     name: 'Process card payments',
-    description: 'A private application that creates card tokens, reads them masked and forwards them through the proxy or reactors.',
+    description:
+      'A private application that creates card tokens, reads them masked and forwards them through the proxy or reactors.',
     application_type: 'private',
     template_type: 'payments',
     is_starter: false,
@@ -73,12 +82,15 @@ export const APPLICATION_TEMPLATES: readonly ApplicationTemplate[] = [
     template_type: 'banking',
     is_starter: false,
     permissions: [],
-    rules: [rule('Bank accounts: create, read masked, use', '/bank/', 'mask', ['token:create', 'token:read', 'token:use'])],
+    rules: [
+      rule('Bank accounts: create, read masked, use', '/bank/', 'mask', ['token:create', 'token:read', 'token:use']),
+    ],
   },
   {
     id: '5d3b4b1e-6c0a-4d0e-9a55-0b1a7c6f0006',
     name: 'Reveal personal data',
-    description: 'A private application for a back office that must see personal data (PII) in plaintext. Grant it sparingly.',
+    description:
+      'A private application for a back office that must see personal data (PII) in plaintext. Grant it sparingly.',
     application_type: 'private',
     template_type: 'pii',
     is_starter: false,

@@ -10,16 +10,26 @@ import { Errors } from '../../errors/registry.js';
 import type { ApplicationType } from '../../auth/permissions.js';
 
 /** 403 unless the caller holds every management permission the application holds or would hold. */
-export function assertMayGrant(principal: TenantPrincipal, type: ApplicationType, permissions: readonly string[]): void {
+export function assertMayGrant(
+  principal: TenantPrincipal,
+  type: ApplicationType,
+  permissions: readonly string[],
+): void {
   if (type !== 'management') return;
   const lacking = permissions.filter((permission) => !principal.permissions.has(permission));
   if (lacking.length > 0) {
-    throw new Errors.Forbidden(`A key cannot grant or take over management permissions it does not hold; it lacks ${lacking.join(', ')}.`);
+    throw new Errors.Forbidden(
+      `A key cannot grant or take over management permissions it does not hold; it lacks ${lacking.join(', ')}.`,
+    );
   }
 }
 
 /** 403 when a reactor or proxy that runs with an application's rights is written without application:update. */
-export function assertMayDelegate(principal: TenantPrincipal, applicationId: string | undefined, what: 'reactor' | 'proxy'): void {
+export function assertMayDelegate(
+  principal: TenantPrincipal,
+  applicationId: string | undefined,
+  what: 'reactor' | 'proxy',
+): void {
   if (applicationId === undefined || principal.permissions.has('application:update')) return;
   throw new Errors.Forbidden(
     `A ${what} with an application runs with that application's rights: writing it needs application:update too (the right that can already take the application's key).`,

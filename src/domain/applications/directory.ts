@@ -19,7 +19,13 @@ export interface LiveApplication {
  * rules and expiry. A renamed application keeps its grant; anything else changes it.
  */
 export function grantOf(record: ApplicationRecord): string {
-  const material = JSON.stringify([record.key_hash ?? null, record.type, record.permissions, record.rules, record.expires_at ?? null]);
+  const material = JSON.stringify([
+    record.key_hash ?? null,
+    record.type,
+    record.permissions,
+    record.rules,
+    record.expires_at ?? null,
+  ]);
   return createHash('sha256').update(material).digest('base64url');
 }
 

@@ -14,10 +14,17 @@ export interface CreateApplicationBody {
   id?: string;
 }
 
-export type UpdateApplicationBody = Omit<CreateApplicationBody, 'type' | 'create_key' | 'id'> & { type?: ApplicationType };
+export type UpdateApplicationBody = Omit<CreateApplicationBody, 'type' | 'create_key' | 'id'> & {
+  type?: ApplicationType;
+};
 
 const name = nameSchema();
-const permissions = { type: 'array', uniqueItems: true, maxItems: 100, items: { type: 'string', enum: ALL_PERMISSIONS } };
+const permissions = {
+  type: 'array',
+  uniqueItems: true,
+  maxItems: 100,
+  items: { type: 'string', enum: ALL_PERMISSIONS },
+};
 const rules = { type: 'array', maxItems: 100, items: accessRuleSchema(ALL_PERMISSIONS) };
 const expiresAt = { type: 'string', format: 'date-time' };
 
@@ -41,5 +48,11 @@ export const validateUpdateApplication = compile<UpdateApplicationBody>({
   type: 'object',
   additionalProperties: false,
   required: ['name'],
-  properties: { name, type: { type: 'string', enum: [...APPLICATION_TYPES] }, permissions, rules, expires_at: expiresAt },
+  properties: {
+    name,
+    type: { type: 'string', enum: [...APPLICATION_TYPES] },
+    permissions,
+    rules,
+    expires_at: expiresAt,
+  },
 });

@@ -72,8 +72,11 @@ export function keyIndexEntry(record: ApplicationRecord): KeyIndexEntry {
 
 /** The writes that store an application: the record and, when it has a key, its index entry. */
 export function createApplicationOps(record: ApplicationRecord): TxnOp[] {
-  const ops: TxnOp[] = [{ type: 'put', key: keys.application(record.tenant_id, record.id), value: encode('application', record) }];
-  if (record.key_hash) ops.push({ type: 'put', key: keys.apiKey(record.key_hash), value: encode('key-index', keyIndexEntry(record)) });
+  const ops: TxnOp[] = [
+    { type: 'put', key: keys.application(record.tenant_id, record.id), value: encode('application', record) },
+  ];
+  if (record.key_hash)
+    ops.push({ type: 'put', key: keys.apiKey(record.key_hash), value: encode('key-index', keyIndexEntry(record)) });
   return ops;
 }
 
@@ -91,7 +94,13 @@ export class ApplicationService {
   constructor(private readonly store: Store) {}
 
   /** Builds (does not store) a new application with a fresh key, after checking its permissions and rules. */
-  prepare(tenantId: string, actor: string, body: CreateApplicationBody, givenKey?: string, managedBy?: ManagedBy): NewApplication {
+  prepare(
+    tenantId: string,
+    actor: string,
+    body: CreateApplicationBody,
+    givenKey?: string,
+    managedBy?: ManagedBy,
+  ): NewApplication {
     checkGrants(body.type, body.permissions ?? [], body.rules ?? [], body.expires_at);
     const { key, ...keyFields } = body.create_key === false ? { key: undefined, keys: [] } : newKey(actor, givenKey);
     const record: ApplicationRecord = {
@@ -114,7 +123,13 @@ export class ApplicationService {
     chosenId(principal, body.id);
     assertMayGrant(principal, body.type, body.permissions ?? []);
     assertMayOutlive(principal, body.expires_at);
-    const { record, key } = this.prepare(principal.tenantId, actorId(principal), body, undefined, managedByOf(principal));
+    const { record, key } = this.prepare(
+      principal.tenantId,
+      actorId(principal),
+      body,
+      undefined,
+      managedByOf(principal),
+    );
     await this.insert(record);
     return toApplication(record, key);
   }
@@ -137,7 +152,10 @@ export class ApplicationService {
     if (ids && ids.length > 0) records = records.filter((r) => ids.includes(r.id));
     if (types && types.length > 0) records = records.filter((r) => types.includes(r.type));
     records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
-    return paginate(records.map((r) => toApplication(r)), paging);
+    return paginate(
+      records.map((r) => toApplication(r)),
+      paging,
+    );
   }
 
   async get(tenantId: string, id: string): Promise<Application> {
@@ -175,7 +193,12 @@ export class ApplicationService {
     assertMayGrant(principal, current.value.type, current.value.permissions);
     assertMayOutlive(principal, current.value.expires_at);
     const { key, ...keyFields } = newKey(actor);
-    const record: ApplicationRecord = { ...current.value, ...keyFields, modified_at: new Date().toISOString(), modified_by: actor };
+    const record: ApplicationRecord = {
+      ...current.value,
+      ...keyFields,
+      modified_at: new Date().toISOString(),
+      modified_by: actor,
+    };
     await this.replace(current.modRevision, record, revokeKey(current.value));
     return toApplication(record, key);
   }
@@ -199,7 +222,10 @@ export class ApplicationService {
 
   private async replace(expected: number, record: ApplicationRecord, extra: TxnOp[]): Promise<void> {
     const written = await this.store.txn({
-      compare: [{ key: keys.application(record.tenant_id, record.id), modRevision: expected }, ...(extra.length ? keyIsFree(record) : [])],
+      compare: [
+        { key: keys.application(record.tenant_id, record.id), modRevision: expected },
+        ...(extra.length ? keyIsFree(record) : []),
+      ],
       success: [...extra, ...createApplicationOps(record)],
     });
     if (!written) throw new Errors.Conflict('The application was changed by another request; retry.');

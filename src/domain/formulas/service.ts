@@ -44,7 +44,12 @@ export type FormulaOwner =
   | { operator: true; official: true; managedBy?: ManagedBy };
 
 export function ownerOf(principal: TenantPrincipal): FormulaOwner {
-  return { tenantId: principal.tenantId, actor: actorId(principal), operator: principal.operator, managedBy: managedByOf(principal) };
+  return {
+    tenantId: principal.tenantId,
+    actor: actorId(principal),
+    operator: principal.operator,
+    managedBy: managedByOf(principal),
+  };
 }
 
 export function operatorOwner(managedBy?: ManagedBy): FormulaOwner {
@@ -117,7 +122,11 @@ export class FormulaService {
     return formula;
   }
 
-  async delete(owner: FormulaOwner, id: string, reactorName: (usage: ReactorUsage) => Promise<string | undefined>): Promise<void> {
+  async delete(
+    owner: FormulaOwner,
+    id: string,
+    reactorName: (usage: ReactorUsage) => Promise<string | undefined>,
+  ): Promise<void> {
     const current = await this.loadOwned(owner, id);
     assertMayChange(current.value, owner, 'reactor formula');
     const users: string[] = [];
@@ -127,7 +136,9 @@ export class FormulaService {
       else users.push(`${name} (${usage.reactorId})`);
     }
     if (users.length > 0) {
-      throw new Errors.FormulaInUse(`The formula is used by ${users.length} reactor${users.length === 1 ? '' : 's'}: ${users.slice(0, 20).join(', ')}. Delete them first.`);
+      throw new Errors.FormulaInUse(
+        `The formula is used by ${users.length} reactor${users.length === 1 ? '' : 's'}: ${users.slice(0, 20).join(', ')}. Delete them first.`,
+      );
     }
     if (!(await this.store.compareAndDelete(storeKey(owner, id), current.modRevision))) {
       throw new Errors.Conflict('The formula was changed while it was being deleted; retry.');
@@ -140,15 +151,27 @@ export class FormulaService {
    * (ids do not move between the two), so only that place is read; both are read when it is not there.
    */
   async get(tenantId: string, id: string, official?: boolean): Promise<Formula> {
-    return this.find(tenantId, id, official, async (_prefix, key) => (await getRecord<Formula>(this.store, 'formula', key))?.value);
+    return this.find(
+      tenantId,
+      id,
+      official,
+      async (_prefix, key) => (await getRecord<Formula>(this.store, 'formula', key))?.value,
+    );
   }
 
   /** `get` through the watched cache of formula records: what invocations read. */
   async cached(tenantId: string, id: string, official?: boolean): Promise<Formula> {
-    return this.find(tenantId, id, official, (prefix, key) => this.records.get(prefix, key, async () => (await getRecord<Formula>(this.store, 'formula', key))?.value));
+    return this.find(tenantId, id, official, (prefix, key) =>
+      this.records.get(prefix, key, async () => (await getRecord<Formula>(this.store, 'formula', key))?.value),
+    );
   }
 
-  private async find(tenantId: string, id: string, official: boolean | undefined, read: (prefix: string, key: string) => Promise<Formula | undefined>): Promise<Formula> {
+  private async find(
+    tenantId: string,
+    id: string,
+    official: boolean | undefined,
+    read: (prefix: string, key: string) => Promise<Formula | undefined>,
+  ): Promise<Formula> {
     const own = () => read(keys.formulas(tenantId), keys.formula(tenantId, id));
     const shared = () => read(keys.officialFormulas, keys.officialFormula(id));
     if (official !== undefined) {
@@ -212,20 +235,26 @@ function fields(body: FormulaBody) {
 /** What a schema cannot say: who may write which type, unique names, no leaf that is also a parent, code compiles. */
 function checkBody(owner: FormulaOwner, body: FormulaBody): void {
   if ('official' in owner ? body.type !== 'official' : body.type !== 'private') {
-    if ('official' in owner) throw new Errors.InvalidBody({ errors: { type: ['the operator creates official formulas here'] } });
+    if ('official' in owner)
+      throw new Errors.InvalidBody({ errors: { type: ['the operator creates official formulas here'] } });
     throw new Errors.Forbidden('Official formulas are created by the operator; tenant keys create private formulas.');
   }
   const errors: Record<string, string[]> = {};
   const configNames = new Set<string>();
   (body.configuration ?? []).forEach((element, i) => {
-    if (/[.\s]/.test(element.name)) (errors[`configuration[${i}].name`] ??= []).push('must not contain dots or spaces (nested configuration is not supported)');
-    if (configNames.has(element.name)) (errors[`configuration[${i}].name`] ??= []).push(`${element.name} is declared twice`);
+    if (/[.\s]/.test(element.name))
+      (errors[`configuration[${i}].name`] ??= []).push(
+        'must not contain dots or spaces (nested configuration is not supported)',
+      );
+    if (configNames.has(element.name))
+      (errors[`configuration[${i}].name`] ??= []).push(`${element.name} is declared twice`);
     configNames.add(element.name);
   });
   const parameterNames = (body.request_parameters ?? []).map((p) => p.name);
   parameterNames.forEach((name, i) => {
     const at = `request_parameters[${i}].name`;
-    if (/\s/.test(name) || name.split('.').some((part) => part === '')) (errors[at] ??= []).push('must be names separated by single dots');
+    if (/\s/.test(name) || name.split('.').some((part) => part === ''))
+      (errors[at] ??= []).push('must be names separated by single dots');
     if (parameterNames.indexOf(name) !== i) (errors[at] ??= []).push(`${name} is declared twice`);
     const parent = parameterNames.find((other) => other !== name && name.startsWith(`${other}.`));
     if (parent) (errors[at] ??= []).push(`cannot be nested under ${parent}, which is declared as a value`);

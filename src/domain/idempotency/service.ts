@@ -30,7 +30,12 @@ export class IdempotencyService {
   ) {}
 
   /** Runs `handle` once per (caller, idempotency key); repeats replay its answer. Without a key it just runs. */
-  async run(principal: TenantPrincipal, idempotencyKey: string | undefined, request: { route: string; body: unknown }, handle: () => Promise<Answer>): Promise<Answer> {
+  async run(
+    principal: TenantPrincipal,
+    idempotencyKey: string | undefined,
+    request: { route: string; body: unknown },
+    handle: () => Promise<Answer>,
+  ): Promise<Answer> {
     if (idempotencyKey === undefined) return handle();
     if (idempotencyKey.length === 0 || idempotencyKey.length > 255) {
       throw new Errors.InvalidHeader({ errors: { 'BT-IDEMPOTENCY-KEY': ['must be 1 to 255 characters'] } });
@@ -40,7 +45,11 @@ export class IdempotencyService {
     const key = keys.idempotency(tenantId, hash);
     const requestHash = sha256(JSON.stringify(request.body ?? null));
 
-    const claimed = await this.store.create(key, encode('idempotency', { request: requestHash, state: 'pending' } satisfies StoredAnswer), { ttlSeconds: TTL_SECONDS });
+    const claimed = await this.store.create(
+      key,
+      encode('idempotency', { request: requestHash, state: 'pending' } satisfies StoredAnswer),
+      { ttlSeconds: TTL_SECONDS },
+    );
     if (!claimed) return this.replay(tenantId, key, requestHash);
 
     let answer: Answer;
@@ -52,7 +61,11 @@ export class IdempotencyService {
       throw error;
     }
     const sealed = await this.cipher.encrypt(tenantId, `idempotency:${tenantId}:${hash}`, JSON.stringify(answer));
-    await this.store.put(key, encode('idempotency', { request: requestHash, state: 'done', sealed } satisfies StoredAnswer), { ttlSeconds: TTL_SECONDS });
+    await this.store.put(
+      key,
+      encode('idempotency', { request: requestHash, state: 'done', sealed } satisfies StoredAnswer),
+      { ttlSeconds: TTL_SECONDS },
+    );
     return answer;
   }
 

@@ -101,7 +101,13 @@ export class ProxyHandler {
     const url = this.forwarder.checkUrl(joinDestination(input.base, input.suffix)).href;
     let headers = forwardedRequestHeaders(input.rawHeaders);
     let body = input.principal
-      ? await detokenizeBody(this.detokenizer, input.principal, headerValue(headers, 'content-type'), input.body, this.maxJsonDepth)
+      ? await detokenizeBody(
+          this.detokenizer,
+          input.principal,
+          headerValue(headers, 'content-type'),
+          input.body,
+          this.maxJsonDepth,
+        )
       : input.body;
 
     if (proxy?.requestTransform) {
@@ -128,7 +134,11 @@ export class ProxyHandler {
     };
     if (!proxy?.responseTransform) {
       const response = await this.forwarder.stream(input.label, request);
-      return { status: response.status, headers: returnedResponseHeaders(response.headers, { keepLength: true }), body: response.body };
+      return {
+        status: response.status,
+        headers: returnedResponseHeaders(response.headers, { keepLength: true }),
+        body: response.body,
+      };
     }
 
     const response = await this.forwarder.buffer(input.label, request);
@@ -187,7 +197,8 @@ function applyOutput(output: TransformOutput, body: Buffer, headers: HeaderMap, 
     else if (typeof output.body === 'string') nextBody = Buffer.from(output.body, 'utf8');
     else {
       nextBody = Buffer.from(JSON.stringify(output.body), 'utf8');
-      if (headerValue(nextHeaders, 'content-type') === undefined) nextHeaders = { ...nextHeaders, 'content-type': 'application/json' };
+      if (headerValue(nextHeaders, 'content-type') === undefined)
+        nextHeaders = { ...nextHeaders, 'content-type': 'application/json' };
     }
   }
   return { body: nextBody, headers: withoutHeaders(nextHeaders, 'content-length') };

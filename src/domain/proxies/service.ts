@@ -136,7 +136,8 @@ export class ProxyService {
       created_at: new Date().toISOString(),
       created_by: actorId(principal),
     };
-    if (await this.store.get(keys.proxy(tenantId, id))) throw new Errors.Conflict(`A proxy with the id ${id} already exists.`);
+    if (await this.store.get(keys.proxy(tenantId, id)))
+      throw new Errors.Conflict(`A proxy with the id ${id} already exists.`);
     const written = await this.store.txn({
       compare: [
         { key: keys.proxyKey(record.key_hash), modRevision: 0 },
@@ -156,7 +157,11 @@ export class ProxyService {
     return this.toProxy(value, { withKey: mayReadKey(principal) });
   }
 
-  async list(principal: TenantPrincipal, paging: PageRequest, filter: { ids?: string[]; name?: string }): Promise<Page<Proxy>> {
+  async list(
+    principal: TenantPrincipal,
+    paging: PageRequest,
+    filter: { ids?: string[]; name?: string },
+  ): Promise<Page<Proxy>> {
     let records = await listRecords<ProxyRecord>(this.store, 'proxy', keys.proxies(principal.tenantId));
     if (filter.ids && filter.ids.length > 0) {
       const ids = new Set(filter.ids.map((id) => id.toLowerCase()));
@@ -185,7 +190,8 @@ export class ProxyService {
         destination_url: patch.destination_url ?? current.destination_url,
         request_transform: 'request_transform' in patch ? patch.request_transform : current.request_transform,
         response_transform: 'response_transform' in patch ? patch.response_transform : current.response_transform,
-        application: 'application' in patch ? patch.application : current.application_id ? { id: current.application_id } : null,
+        application:
+          'application' in patch ? patch.application : current.application_id ? { id: current.application_id } : null,
         require_auth: patch.require_auth ?? current.require_auth,
         configuration: configuration,
       };
@@ -294,9 +300,14 @@ export class ProxyService {
       errors.destination_url = [error.detail];
     }
     if (body.application) {
-      const application = await getRecord<ApplicationRecord>(this.store, 'application', keys.application(tenantId, body.application.id.toLowerCase()));
+      const application = await getRecord<ApplicationRecord>(
+        this.store,
+        'application',
+        keys.application(tenantId, body.application.id.toLowerCase()),
+      );
       if (!application) errors['application.id'] = ['no such application'];
-      else if (application.value.type === 'management') errors['application.id'] = ['must be a public or private application'];
+      else if (application.value.type === 'management')
+        errors['application.id'] = ['must be a public or private application'];
     }
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
     if (body.request_transform) assertCompiles(body.request_transform.code, 'request_transform.code');
@@ -318,18 +329,28 @@ export class ProxyService {
     return found;
   }
 
-  private async sealConfiguration(tenantId: string, id: string, configuration: Record<string, string>): Promise<string> {
+  private async sealConfiguration(
+    tenantId: string,
+    id: string,
+    configuration: Record<string, string>,
+  ): Promise<string> {
     return this.cipher.encrypt(tenantId, `proxy:${tenantId}:${id}`, JSON.stringify(configuration));
   }
 
   private async openConfiguration(record: ProxyRecord): Promise<Record<string, string>> {
-    const plaintext = await this.cipher.decrypt(record.tenant_id, `proxy:${record.tenant_id}:${record.id}`, record.sealed_configuration);
+    const plaintext = await this.cipher.decrypt(
+      record.tenant_id,
+      `proxy:${record.tenant_id}:${record.id}`,
+      record.sealed_configuration,
+    );
     return JSON.parse(plaintext.toString('utf8')) as Record<string, string>;
   }
 
   private async toProxy(record: ProxyRecord, options: { withKey: boolean }): Promise<Proxy> {
     const key = options.withKey
-      ? (await this.cipher.decrypt(record.tenant_id, keyAad(record.tenant_id, record.id), record.sealed_key)).toString('utf8')
+      ? (await this.cipher.decrypt(record.tenant_id, keyAad(record.tenant_id, record.id), record.sealed_key)).toString(
+          'utf8',
+        )
       : undefined;
     return {
       id: record.id,
@@ -339,7 +360,9 @@ export class ProxyService {
       destination_url: record.destination_url,
       ...(record.request_transform ? { request_transform: record.request_transform } : {}),
       ...(record.response_transform ? { response_transform: record.response_transform } : {}),
-      ...(record.application_id ? { application: { id: record.application_id }, application_id: record.application_id } : {}),
+      ...(record.application_id
+        ? { application: { id: record.application_id }, application_id: record.application_id }
+        : {}),
       configuration: await this.openConfiguration(record),
       require_auth: record.require_auth,
       created_at: record.created_at,
@@ -359,7 +382,11 @@ function keyAad(tenantId: string, id: string): string {
 }
 
 function indexEntry(record: ProxyRecord): string {
-  return encode('proxy-key', { tenant_id: record.tenant_id, proxy_id: record.id, revision: randomUUID() } satisfies ProxyKeyEntry);
+  return encode('proxy-key', {
+    tenant_id: record.tenant_id,
+    proxy_id: record.id,
+    revision: randomUUID(),
+  } satisfies ProxyKeyEntry);
 }
 
 /** The record as stored: optional fields that are unset are left out. */

@@ -69,5 +69,9 @@ function output(result: unknown, which: string): TransformOutput {
 }
 
 export function invalid(which: string, detail: string): ReactorFailure {
-  return new ReactorFailure(500, 'Reactor Runtime Error', `The ${which} transform returned an invalid result: ${detail}.`);
+  return new ReactorFailure(
+    500,
+    'Reactor Runtime Error',
+    `The ${which} transform returned an invalid result: ${detail}.`,
+  );
 }

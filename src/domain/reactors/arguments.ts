@@ -7,7 +7,8 @@ import type { ParameterType, RequestParameter } from '../formulas/schema.js';
 const MISSING = Symbol('missing');
 
 export function applyParameters(args: unknown, parameters: RequestParameter[]): Record<string, unknown> {
-  const source = args !== null && typeof args === 'object' && !Array.isArray(args) ? (args as Record<string, unknown>) : {};
+  const source =
+    args !== null && typeof args === 'object' && !Array.isArray(args) ? (args as Record<string, unknown>) : {};
   const result: Record<string, unknown> = {};
   const errors: Record<string, string[]> = {};
   for (const parameter of parameters) {
@@ -24,7 +25,7 @@ export function applyParameters(args: unknown, parameters: RequestParameter[]): 
     write(result, parameter.name, cast);
   }
   if (Object.keys(errors).length > 0) {
-    throw new Errors.InvalidBody({ detail: 'The args do not satisfy the formula\'s request parameters.', errors });
+    throw new Errors.InvalidBody({ detail: "The args do not satisfy the formula's request parameters.", errors });
   }
   return result;
 }
@@ -32,7 +33,8 @@ export function applyParameters(args: unknown, parameters: RequestParameter[]): 
 function read(source: Record<string, unknown>, path: string): unknown {
   let current: unknown = source;
   for (const part of path.split('.')) {
-    if (current === null || typeof current !== 'object' || Array.isArray(current) || !Object.hasOwn(current, part)) return MISSING;
+    if (current === null || typeof current !== 'object' || Array.isArray(current) || !Object.hasOwn(current, part))
+      return MISSING;
     current = (current as Record<string, unknown>)[part];
   }
   return current === undefined ? MISSING : current;
@@ -52,7 +54,11 @@ function write(target: Record<string, unknown>, path: string, value: unknown): v
 function castTo(value: unknown, type: ParameterType): unknown {
   switch (type) {
     case 'string':
-      return typeof value === 'string' ? value : typeof value === 'number' || typeof value === 'boolean' ? String(value) : MISSING;
+      return typeof value === 'string'
+        ? value
+        : typeof value === 'number' || typeof value === 'boolean'
+          ? String(value)
+          : MISSING;
     case 'number': {
       if (typeof value === 'number') return value;
       if (typeof value === 'string' && value.trim() !== '') {
@@ -63,7 +69,8 @@ function castTo(value: unknown, type: ParameterType): unknown {
     }
     case 'boolean':
       if (typeof value === 'boolean') return value;
-      if (typeof value === 'string' && /^(true|false)$/i.test(value.trim())) return value.trim().toLowerCase() === 'true';
+      if (typeof value === 'string' && /^(true|false)$/i.test(value.trim()))
+        return value.trim().toLowerCase() === 'true';
       return MISSING;
   }
 }

@@ -27,7 +27,8 @@ export class BtKeys {
     if (!application) throw new Errors.Conflict("The reactor's application no longer exists; update the reactor.");
     const cacheKey = `${tenantId}/${applicationId}`;
     const cached = this.minted.get(cacheKey);
-    if (cached && cached.grant === application.grant && cached.expiresAt - Date.now() > (LIFETIME_SECONDS * 1000) / 2) return cached.key;
+    if (cached && cached.grant === application.grant && cached.expiresAt - Date.now() > (LIFETIME_SECONDS * 1000) / 2)
+      return cached.key;
 
     const key = generateApiKey();
     const expiresAt = Date.now() + LIFETIME_SECONDS * 1000;

@@ -85,7 +85,9 @@ export class ReactorService {
   /** Formula id by reactor key, remembered from earlier calls (a reactor's formula cannot change). */
   private readonly formulaIds = new LRUCache<string, { id: string; official: boolean }>({ max: 10_000 });
   /** Decrypted configuration by reactor key, with the ciphertext it came from (a new version does not match). */
-  private readonly configurations = new LRUCache<string, { sealed: string; values: ConfigurationValues }>({ max: 10_000 });
+  private readonly configurations = new LRUCache<string, { sealed: string; values: ConfigurationValues }>({
+    max: 10_000,
+  });
   /** Reactor records invocations read, watched per tenant: a changed or deleted reactor applies at once everywhere. */
   private readonly records: PrefixWatchedCache<ReactorRecord>;
 
@@ -151,10 +153,14 @@ export class ReactorService {
   async list(tenantId: string, paging: PageRequest, filter: { ids?: string[]; name?: string }): Promise<Page<Reactor>> {
     let records = await listRecords<ReactorRecord>(this.store, 'reactor', keys.reactors(tenantId));
     if (filter.ids && filter.ids.length > 0) records = records.filter((r) => filter.ids!.includes(r.id));
-    if (filter.name !== undefined) records = records.filter((r) => r.name.toLowerCase().includes(filter.name!.toLowerCase()));
+    if (filter.name !== undefined)
+      records = records.filter((r) => r.name.toLowerCase().includes(filter.name!.toLowerCase()));
     records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
     const page = paginate(records, paging);
-    return { ...page, data: await Promise.all(page.data.map(async (r) => this.toReactor(r, await this.openConfiguration(r)))) };
+    return {
+      ...page,
+      data: await Promise.all(page.data.map(async (r) => this.toReactor(r, await this.openConfiguration(r)))),
+    };
   }
 
   /** PUT: name, configuration and application are replaced; the formula cannot change. */
@@ -165,9 +171,17 @@ export class ReactorService {
   /** JSON merge patch over name, configuration and application. */
   async patch(principal: TenantPrincipal, id: string, patch: Partial<ReactorBody>): Promise<Reactor> {
     return this.replace(principal, id, (current, configuration) => {
-      const merged: ReactorBody = { name: patch.name ?? current.name, application: current.application_id ? { id: current.application_id } : undefined };
+      const merged: ReactorBody = {
+        name: patch.name ?? current.name,
+        application: current.application_id ? { id: current.application_id } : undefined,
+      };
       if (patch.application !== undefined) merged.application = patch.application;
-      merged.configuration = patch.configuration === undefined ? configuration : patch.configuration === null ? {} : mergeConfiguration(configuration, patch.configuration);
+      merged.configuration =
+        patch.configuration === undefined
+          ? configuration
+          : patch.configuration === null
+            ? {}
+            : mergeConfiguration(configuration, patch.configuration);
       if (patch.formula) merged.formula = patch.formula;
       if (patch.code) merged.code = patch.code;
       return merged;
@@ -179,8 +193,14 @@ export class ReactorService {
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'reactor');
     const ops: TxnOp[] = [{ type: 'delete', key: keys.reactor(tenantId, id) }];
-    if (current.value.formula_id) ops.push({ type: 'delete', key: keys.formulaRef(current.value.formula_id, tenantId, id) });
-    if (!(await this.store.txn({ compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }], success: ops }))) {
+    if (current.value.formula_id)
+      ops.push({ type: 'delete', key: keys.formulaRef(current.value.formula_id, tenantId, id) });
+    if (
+      !(await this.store.txn({
+        compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }],
+        success: ops,
+      }))
+    ) {
       throw new Errors.Conflict('The reactor was changed while it was being deleted; retry.');
     }
     this.records.forget(keys.reactor(tenantId, id));
@@ -199,7 +219,11 @@ export class ReactorService {
     if (principal.permissions.has('application:update')) return;
     for (const usage of await this.formulas.usages(formulaId)) {
       if (usage.tenantId !== principal.tenantId) continue;
-      const reactor = await getRecord<ReactorRecord>(this.store, 'reactor', keys.reactor(usage.tenantId, usage.reactorId));
+      const reactor = await getRecord<ReactorRecord>(
+        this.store,
+        'reactor',
+        keys.reactor(usage.tenantId, usage.reactorId),
+      );
       assertMayDelegate(principal, reactor?.value.application_id, 'reactor');
     }
   }
@@ -213,7 +237,11 @@ export class ReactorService {
     const reactorKey = keys.reactor(tenantId, id);
     const known = this.formulaIds.get(reactorKey);
     const [loaded, knownFormula, read] = await Promise.allSettled([
-      this.records.get(keys.reactors(tenantId), reactorKey, async () => (await getRecord<ReactorRecord>(this.store, 'reactor', reactorKey))?.value),
+      this.records.get(
+        keys.reactors(tenantId),
+        reactorKey,
+        async () => (await getRecord<ReactorRecord>(this.store, 'reactor', reactorKey))?.value,
+      ),
       known ? this.formulaOf(tenantId, known.id, known.official, true) : Promise.resolve(undefined),
       this.detokenizer.read(principal, args ?? {}),
     ]);
@@ -274,7 +302,8 @@ export class ReactorService {
     if (body.formula && body.formula.id !== current.value.formula_id) {
       throw new Errors.InvalidBody({ errors: { 'formula.id': ['cannot be changed; create a new reactor'] } });
     }
-    if (body.code !== undefined && current.value.formula_id) throw new Errors.InvalidBody({ errors: { code: ['this reactor runs a formula'] } });
+    if (body.code !== undefined && current.value.formula_id)
+      throw new Errors.InvalidBody({ errors: { code: ['this reactor runs a formula'] } });
     const formula = current.value.formula_id ? await this.formulaOf(tenantId, current.value.formula_id) : undefined;
     const configuration = body.configuration ?? {};
     await this.check(tenantId, body, formula, configuration);
@@ -287,7 +316,9 @@ export class ReactorService {
       modified_at: new Date().toISOString(),
       modified_by: actorId(principal),
     };
-    if (!(await this.store.compareAndSwap(keys.reactor(tenantId, id), current.modRevision, encode('reactor', record)))) {
+    if (
+      !(await this.store.compareAndSwap(keys.reactor(tenantId, id), current.modRevision, encode('reactor', record)))
+    ) {
       throw new Errors.Conflict('The reactor was changed by another request; retry.');
     }
     this.records.forget(keys.reactor(tenantId, id));
@@ -295,7 +326,12 @@ export class ReactorService {
   }
 
   /** Configuration against the formula's contract, the application, and inline code that compiles. */
-  private async check(tenantId: string, body: ReactorBody, formula: Formula | undefined, configuration: ConfigurationValues) {
+  private async check(
+    tenantId: string,
+    body: ReactorBody,
+    formula: Formula | undefined,
+    configuration: ConfigurationValues,
+  ) {
     const errors: Record<string, string[]> = {};
     if (formula) {
       for (const element of formula.configuration) {
@@ -304,13 +340,19 @@ export class ReactorService {
         else if (typeof value !== element.type) errors[`configuration.${element.name}`] = [`must be a ${element.type}`];
       }
       for (const name of Object.keys(configuration)) {
-        if (!formula.configuration.some((e) => e.name === name)) errors[`configuration.${name}`] = ['is not declared by the formula'];
+        if (!formula.configuration.some((e) => e.name === name))
+          errors[`configuration.${name}`] = ['is not declared by the formula'];
       }
     }
     if (body.application) {
-      const application = await getRecord<ApplicationRecord>(this.store, 'application', keys.application(tenantId, body.application.id));
+      const application = await getRecord<ApplicationRecord>(
+        this.store,
+        'application',
+        keys.application(tenantId, body.application.id),
+      );
       if (!application) errors['application.id'] = ['no such application'];
-      else if (application.value.type === 'management') errors['application.id'] = ['must be a public or private application'];
+      else if (application.value.type === 'management')
+        errors['application.id'] = ['must be a public or private application'];
     }
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
     if (body.code !== undefined) assertCompiles(body.code);
@@ -319,7 +361,9 @@ export class ReactorService {
   /** The formula, or 400 naming formula.id when there is none; `cached` for invocations (FormulaService.cached). */
   private async formulaOf(tenantId: string, formulaId: string, official?: boolean, cached = false): Promise<Formula> {
     try {
-      return await (cached ? this.formulas.cached(tenantId, formulaId, official) : this.formulas.get(tenantId, formulaId, official));
+      return await (cached
+        ? this.formulas.cached(tenantId, formulaId, official)
+        : this.formulas.get(tenantId, formulaId, official));
     } catch (error) {
       if (error instanceof VaultError && error.status === 404) {
         throw new Errors.InvalidBody({ errors: { 'formula.id': ['no such reactor formula'] } });
@@ -348,12 +392,24 @@ export class ReactorService {
   }
 
   private async openConfiguration(record: ReactorRecord): Promise<ConfigurationValues> {
-    const plaintext = await this.cipher.decrypt(record.tenant_id, `reactor:${record.tenant_id}:${record.id}`, record.sealed_configuration);
+    const plaintext = await this.cipher.decrypt(
+      record.tenant_id,
+      `reactor:${record.tenant_id}:${record.id}`,
+      record.sealed_configuration,
+    );
     return JSON.parse(plaintext.toString('utf8')) as ConfigurationValues;
   }
 
-  private async toReactor(record: ReactorRecord, configuration: ConfigurationValues, formula?: Formula): Promise<Reactor> {
-    const resolved = formula ?? (record.formula_id ? await this.formulas.get(record.tenant_id, record.formula_id).catch(() => undefined) : undefined);
+  private async toReactor(
+    record: ReactorRecord,
+    configuration: ConfigurationValues,
+    formula?: Formula,
+  ): Promise<Reactor> {
+    const resolved =
+      formula ??
+      (record.formula_id
+        ? await this.formulas.get(record.tenant_id, record.formula_id).catch(() => undefined)
+        : undefined);
     return {
       id: record.id,
       tenant_id: record.tenant_id,
@@ -402,7 +458,9 @@ export function failureToError(failure: InvocationFailure): VaultError | CustomR
     return new CustomResponse(failure.status, customResponseHeaders(failure.headers), failure.body);
   }
   // Limits of the runtime, not the code's own errors: answered with their registry codes, which name the limit.
-  if (failure.kind === 'result_too_large') return new Errors.ReactorResultTooLarge({ detail: failure.detail, errors: failure.errors as FieldErrors });
-  if (failure.kind === 'host_limit') return new Errors.SandboxHostLimit({ detail: failure.detail, errors: failure.errors as FieldErrors });
+  if (failure.kind === 'result_too_large')
+    return new Errors.ReactorResultTooLarge({ detail: failure.detail, errors: failure.errors as FieldErrors });
+  if (failure.kind === 'host_limit')
+    return new Errors.SandboxHostLimit({ detail: failure.detail, errors: failure.errors as FieldErrors });
   return new ReactorFailure(failure.status, failure.title, failure.detail, failure.errors);
 }

@@ -15,7 +15,12 @@ export const validateAuthorizeSession = compile<AuthorizeSessionBody>({
   required: ['nonce'],
   properties: {
     nonce: { type: 'string', minLength: 1, maxLength: 100 },
-    permissions: { type: 'array', uniqueItems: true, maxItems: 50, items: { type: 'string', enum: SESSION_PERMISSIONS } },
+    permissions: {
+      type: 'array',
+      uniqueItems: true,
+      maxItems: 50,
+      items: { type: 'string', enum: SESSION_PERMISSIONS },
+    },
     rules: { type: 'array', maxItems: 100, items: accessRuleSchema(SESSION_PERMISSIONS) },
     expires_at: { type: 'string', format: 'date-time' },
   },

@@ -65,7 +65,9 @@ export class SessionService {
       permissions: [],
       rules: [],
       created_at: new Date(now).toISOString(),
-      expires_at: new Date(now + Math.min(this.options.defaultTtlSeconds, this.options.maxSeconds) * 1000).toISOString(),
+      expires_at: new Date(
+        now + Math.min(this.options.defaultTtlSeconds, this.options.maxSeconds) * 1000,
+      ).toISOString(),
     };
     const created = await this.store.txn({
       compare: [{ key: keys.apiKey(session.key_hash), modRevision: 0 }],
@@ -88,7 +90,8 @@ export class SessionService {
     if (principal.kind !== 'application' || principal.applicationType === 'public') {
       throw new Errors.Forbidden('Sessions are authorized with a private or management application key.');
     }
-    if (principal.operator) throw new Errors.Forbidden('The operator key administers tenants; it does not authorize sessions.');
+    if (principal.operator)
+      throw new Errors.Forbidden('The operator key administers tenants; it does not authorize sessions.');
     const body = validateAuthorizeSession(requestBody);
     const permissions = body.permissions ?? [];
     const rules = body.rules ?? [];
@@ -98,7 +101,9 @@ export class SessionService {
     const granted = new Set([...permissions, ...rules.flatMap((rule) => rule.permissions)]);
     const lacking = [...granted].filter((permission) => !mayEver(principal, permission as TokenPermission));
     if (lacking.length > 0) {
-      throw new Errors.Forbidden(`A session gets a subset of its authorizer's rights; the key lacks ${lacking.join(', ')}.`);
+      throw new Errors.Forbidden(
+        `A session gets a subset of its authorizer's rights; the key lacks ${lacking.join(', ')}.`,
+      );
     }
     // The authorizer as stored now: the session is tied to this grant (a minted reactor key stands for its application).
     const authorizer = await this.applications.get(principal.tenantId, principal.applicationId);
@@ -108,7 +113,11 @@ export class SessionService {
     const nonce = await getRecord<{ session_id: string }>(this.store, 'session-nonce', nonceKey);
     const spent = () => new Errors.InvalidBody({ errors: { nonce: ['is unknown, expired or already used'] } });
     if (!nonce) throw spent();
-    const found = await getRecord<SessionRecord>(this.store, 'session', keys.session(principal.tenantId, nonce.value.session_id));
+    const found = await getRecord<SessionRecord>(
+      this.store,
+      'session',
+      keys.session(principal.tenantId, nonce.value.session_id),
+    );
     if (!found) throw spent();
 
     const now = Date.now();
@@ -117,7 +126,11 @@ export class SessionService {
     if (expiry <= now) throw new Errors.InvalidBody({ errors: { expires_at: ['must be in the future'] } });
     if (expiry > Date.parse(found.value.created_at) + this.options.maxSeconds * 1000) {
       throw new Errors.InvalidBody({
-        errors: { expires_at: [`must be within ${this.options.maxSeconds} seconds of the session creation (TOKENVAULT_SESSION_MAX_SECONDS)`] },
+        errors: {
+          expires_at: [
+            `must be within ${this.options.maxSeconds} seconds of the session creation (TOKENVAULT_SESSION_MAX_SECONDS)`,
+          ],
+        },
       });
     }
     const session: SessionRecord = {

@@ -33,7 +33,7 @@ export class TenantDirectory {
   get(tenantId: string): Promise<TenantRecord | undefined> {
     return this.cache.get(tenantId, async () => {
       const entry = await this.store.get(keys.tenant(tenantId));
-      const record = entry ? (decode<TenantRecord>('tenant', entry.value)) : undefined;
+      const record = entry ? decode<TenantRecord>('tenant', entry.value) : undefined;
       return record && !record.deleting ? record : undefined;
     });
   }

@@ -70,7 +70,12 @@ const rateLimit = { type: 'integer', minimum: 0, maximum: 10_000_000 };
 const rateLimitsObject = {
   type: 'object',
   additionalProperties: false,
-  properties: { api_per_key: rateLimit, api_per_tenant: rateLimit, calls_per_key: rateLimit, calls_per_tenant: rateLimit },
+  properties: {
+    api_per_key: rateLimit,
+    api_per_tenant: rateLimit,
+    calls_per_key: rateLimit,
+    calls_per_tenant: rateLimit,
+  },
 };
 const rateLimits = { ...rateLimitsObject, type: ['object', 'null'] };
 

@@ -8,12 +8,24 @@ import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
-import { createApplicationOps, toApplication, type Application, type ApplicationRecord, type ApplicationService } from '../applications/service.js';
+import {
+  createApplicationOps,
+  toApplication,
+  type Application,
+  type ApplicationRecord,
+  type ApplicationService,
+} from '../applications/service.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
 import { MANAGEMENT_DEFAULT } from '../../auth/permissions.js';
 import type { UsageReport, UsageService } from '../usage/service.js';
 import { assertMayChange, type ManagedBy } from '../../auth/ownership.js';
-import type { AdminUpdateTenantBody, CreateTenantBody, TenantRateLimits, TenantRuntime, TenantSettings } from './schema.js';
+import type {
+  AdminUpdateTenantBody,
+  CreateTenantBody,
+  TenantRateLimits,
+  TenantRuntime,
+  TenantSettings,
+} from './schema.js';
 import { encode } from '../../store/codec.js';
 
 export interface TenantRecord {
@@ -57,7 +69,11 @@ export class TenantService {
   ) {}
 
   /** Operator: a tenant and its first management application, whose key is returned once. */
-  async create(body: CreateTenantBody, managementKey?: string, managedBy?: ManagedBy): Promise<{ tenant: Tenant; application: Application }> {
+  async create(
+    body: CreateTenantBody,
+    managementKey?: string,
+    managedBy?: ManagedBy,
+  ): Promise<{ tenant: Tenant; application: Application }> {
     const now = new Date().toISOString();
     const tenant: TenantRecord = {
       id: body.id ?? randomUUID(),
@@ -72,7 +88,11 @@ export class TenantService {
     const { record, key } = this.applications.prepare(
       tenant.id,
       OPERATOR_ACTOR_ID,
-      { name: body.management_application_name ?? `${body.name} management`, type: 'management', permissions: MANAGEMENT_DEFAULT },
+      {
+        name: body.management_application_name ?? `${body.name} management`,
+        type: 'management',
+        permissions: MANAGEMENT_DEFAULT,
+      },
       managementKey,
       managedBy,
     );
@@ -81,7 +101,10 @@ export class TenantService {
         { key: keys.tenant(tenant.id), modRevision: 0 },
         { key: keys.apiKey(record.key_hash!), modRevision: 0 },
       ],
-      success: [{ type: 'put', key: keys.tenant(tenant.id), value: encode('tenant', tenant) }, ...createApplicationOps(record)],
+      success: [
+        { type: 'put', key: keys.tenant(tenant.id), value: encode('tenant', tenant) },
+        ...createApplicationOps(record),
+      ],
     });
     if (!created) throw new Errors.Conflict(`A tenant with id ${tenant.id} already exists.`);
     return { tenant, application: toApplication(record, key) };
@@ -98,7 +121,12 @@ export class TenantService {
   }
 
   /** Name and settings; `runtime` (operator only: the route of tenant keys refuses it) is kept when absent, cleared by null. */
-  async update(id: string, actor: string, body: AdminUpdateTenantBody, caller: { operator?: boolean } = { operator: true }): Promise<Tenant> {
+  async update(
+    id: string,
+    actor: string,
+    body: AdminUpdateTenantBody,
+    caller: { operator?: boolean } = { operator: true },
+  ): Promise<Tenant> {
     const current = await this.load(id);
     assertMayChange(current.value, caller, 'tenant');
     const tenant: TenantRecord = {
@@ -110,7 +138,8 @@ export class TenantService {
     };
     if (body.runtime === null) delete tenant.runtime;
     else if (body.runtime !== undefined) tenant.runtime = { worker_url: body.runtime.worker_url.replace(/\/+$/, '') };
-    if (body.rate_limits === null || (body.rate_limits !== undefined && Object.keys(body.rate_limits).length === 0)) delete tenant.rate_limits;
+    if (body.rate_limits === null || (body.rate_limits !== undefined && Object.keys(body.rate_limits).length === 0))
+      delete tenant.rate_limits;
     else if (body.rate_limits !== undefined) tenant.rate_limits = body.rate_limits;
     const written = await this.store.compareAndSwap(keys.tenant(id), current.modRevision, encode('tenant', tenant));
     if (!written) throw new Errors.Conflict('The tenant was changed by another request; retry.');
@@ -138,7 +167,9 @@ export class TenantService {
       this.changed(id);
     }
     const keyHashes = [
-      ...(await listRecords<ApplicationRecord>(this.store, 'application', keys.applications(id))).flatMap((a) => a.key_hash ?? []),
+      ...(await listRecords<ApplicationRecord>(this.store, 'application', keys.applications(id))).flatMap(
+        (a) => a.key_hash ?? [],
+      ),
       ...(await listRecords<{ key_hash: string }>(this.store, 'session', keys.sessions(id))).map((s) => s.key_hash),
     ];
     for (let i = 0; i < keyHashes.length; i += DELETE_BATCH) {

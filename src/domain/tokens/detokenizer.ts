@@ -54,14 +54,20 @@ export class Detokenizer {
   /** The tokens' records: ≤ 100 of them, all existing and unexpired (400 otherwise, saying nothing about the others). */
   private async records(principal: TenantPrincipal, ids: string[]): Promise<TokenRecord[]> {
     if (ids.length > MAX_TOKENS_PER_REQUEST) {
-      throw new Errors.InvalidBody(`At most ${MAX_TOKENS_PER_REQUEST} tokens can be detokenized in one request; this one names ${ids.length}.`);
+      throw new Errors.InvalidBody(
+        `At most ${MAX_TOKENS_PER_REQUEST} tokens can be detokenized in one request; this one names ${ids.length}.`,
+      );
     }
     const entries = await this.store.getMany(ids.map((id) => keys.token(principal.tenantId, id)));
     const records: TokenRecord[] = [];
     for (const id of ids) {
       const entry = entries.get(keys.token(principal.tenantId, id));
-      const record = entry ? (decode<TokenRecord>('token', entry.value)) : undefined;
-      if (!record || isExpired(record)) throw new Errors.InvalidBody({ detail: `The token ${id} does not exist.`, errors: { token: [`${id} does not exist`] } });
+      const record = entry ? decode<TokenRecord>('token', entry.value) : undefined;
+      if (!record || isExpired(record))
+        throw new Errors.InvalidBody({
+          detail: `The token ${id} does not exist.`,
+          errors: { token: [`${id} does not exist`] },
+        });
       records.push(record);
     }
     return records;

@@ -27,7 +27,9 @@ export class ExpirySweeper {
         .then((deleted) => {
           if (deleted > 0) this.logger.info({ deleted }, 'expired tokens deleted');
         })
-        .catch((error: Error) => this.logger.warn({ error_name: error.name, code: (error as { code?: string }).code }, 'expiry sweep failed'))
+        .catch((error: Error) =>
+          this.logger.warn({ error_name: error.name, code: (error as { code?: string }).code }, 'expiry sweep failed'),
+        )
         .finally(() => (this.running = undefined));
     }, this.intervalSeconds * 1000);
     this.timer.unref();
@@ -46,7 +48,9 @@ export class ExpirySweeper {
       const tenantId = tenant.key.slice(keys.tenants.length);
       const prefix = keys.expiring(tenantId);
       for (;;) {
-        const due = (await this.store.range(prefix, { limit: BATCH })).filter((e) => e.key.slice(prefix.length) < cutoff);
+        const due = (await this.store.range(prefix, { limit: BATCH })).filter(
+          (e) => e.key.slice(prefix.length) < cutoff,
+        );
         if (due.length === 0) break;
         for (const entry of due) {
           const id = entry.key.slice(entry.key.lastIndexOf('/') + 1);

@@ -78,7 +78,12 @@ export const validateCreateToken = compile<CreateTokenBody>({
 export const validateTokenPatch = compile<TokenFields>({
   type: 'object',
   additionalProperties: false,
-  properties: { ...tokenFields, metadata: { type: ['object', 'null'] }, mask: {}, fingerprint_expression: { type: ['string', 'null'], maxLength: 2000 } },
+  properties: {
+    ...tokenFields,
+    metadata: { type: ['object', 'null'] },
+    mask: {},
+    fingerprint_expression: { type: ['string', 'null'], maxLength: 2000 },
+  },
 });
 
 /** The fields of a token after a merge patch is applied, checked as a create would check them. */

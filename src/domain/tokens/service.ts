@@ -11,7 +11,16 @@ import type { Compare, Store, TxnOp } from '../../store/store.js';
 import { decide, mayEver, revealsPlaintext, type TokenFacts, type Transform } from '../../auth/access/evaluate.js';
 import type { TenantDirectory } from '../tenants/directory.js';
 import type { UsageService } from '../usage/service.js';
-import { isExpired, seal, toToken, transformed, unseal, type DataCipher, type Token, type TokenRecord } from './records.js';
+import {
+  isExpired,
+  seal,
+  toToken,
+  transformed,
+  unseal,
+  type DataCipher,
+  type Token,
+  type TokenRecord,
+} from './records.js';
 import { validateMergedToken, type CreateTokenBody, type Template, type TokenFields } from './schema.js';
 import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
@@ -66,7 +75,10 @@ export class TokenService {
     }
 
     for (let attempt = 0; attempt < 5; attempt++) {
-      const existing = deduplicate && derived.fingerprint ? await this.byFingerprint(tenantId, body.type, derived.fingerprint) : undefined;
+      const existing =
+        deduplicate && derived.fingerprint
+          ? await this.byFingerprint(tenantId, body.type, derived.fingerprint)
+          : undefined;
       if (existing) return this.deduplicated(principal, existing.value);
 
       const now = new Date();
@@ -86,13 +98,19 @@ export class TokenService {
         sealed: await seal(this.cipher, tenantId, id, { d: body.data, m: derived.masked }),
       };
       const compare: Compare[] = [{ key: keys.token(tenantId, id), modRevision: 0 }];
-      if (deduplicate && record.fingerprint) compare.push({ key: keys.fingerprint(tenantId, record.type, record.fingerprint), modRevision: 0 });
+      if (deduplicate && record.fingerprint)
+        compare.push({ key: keys.fingerprint(tenantId, record.type, record.fingerprint), modRevision: 0 });
       const written = await this.store.txn({
         compare,
-        success: [...indexOps(record, 'put'), ...this.usage.createOps(tenantId, record.type, id, now), tokenPut(record)],
+        success: [
+          ...indexOps(record, 'put'),
+          ...this.usage.createOps(tenantId, record.type, id, now),
+          tokenPut(record),
+        ],
       });
       if (written) return this.asSeenBy(principal, record, { d: body.data, m: derived.masked });
-      if (await this.store.get(keys.token(tenantId, id))) throw new Errors.Conflict(`A token with the id ${id} already exists.`);
+      if (await this.store.get(keys.token(tenantId, id)))
+        throw new Errors.Conflict(`A token with the id ${id} already exists.`);
       // Lost a deduplication race: the next round finds the winner.
     }
     throw new Errors.Conflict('The token could not be created because of concurrent writes; retry.');
@@ -111,7 +129,8 @@ export class TokenService {
     for (let attempt = 0; attempt < 5; attempt++) {
       const current = await this.load(tenantId, id);
       const before = current.value;
-      if (!decide(principal, facts(before), 'token:update')) throw new Errors.Forbidden('The key may not update this token.');
+      if (!decide(principal, facts(before), 'token:update'))
+        throw new Errors.Forbidden('The key may not update this token.');
       if (isPublicKey(principal) && before.created_by !== actorId(principal)) {
         throw new Errors.Forbidden('A public key may only update tokens it created.');
       }
@@ -131,20 +150,32 @@ export class TokenService {
           { ...patch, deduplicate_token: undefined },
         ),
       );
-      if (merged.data === undefined || merged.data === null) throw new Errors.InvalidBody({ errors: { data: ['cannot be removed'] } });
+      if (merged.data === undefined || merged.data === null)
+        throw new Errors.InvalidBody({ errors: { data: ['cannot be removed'] } });
       const containers = merged.containers ?? [TOKEN_TYPES.get(before.type)!.defaultContainer];
       const after = { id, type: before.type, containers };
       if (!decide(principal, after, 'token:update')) {
         throw new Errors.Forbidden('The key may not move this token into that container.');
       }
-      const next = { mask: merged.mask, containers, fingerprint_expression: merged.fingerprint_expression, search_indexes: merged.search_indexes };
-      const widened = VISIBILITY_FIELDS.filter((field) => JSON.stringify(before[field] ?? null) !== JSON.stringify(next[field] ?? null));
+      const next = {
+        mask: merged.mask,
+        containers,
+        fingerprint_expression: merged.fingerprint_expression,
+        search_indexes: merged.search_indexes,
+      };
+      const widened = VISIBILITY_FIELDS.filter(
+        (field) => JSON.stringify(before[field] ?? null) !== JSON.stringify(next[field] ?? null),
+      );
       if (widened.length > 0 && !(revealsPlaintext(principal, facts(before)) && revealsPlaintext(principal, after))) {
         throw new Errors.Forbidden(
           `Changing ${widened.join(', ')} changes who sees the plaintext: it needs the right to read this token's plaintext (token:read with reveal) in its current and its new containers.`,
         );
       }
-      if (merged.expires_at && utc(merged.expires_at) !== before.expires_at && Date.parse(merged.expires_at) <= Date.now()) {
+      if (
+        merged.expires_at &&
+        utc(merged.expires_at) !== before.expires_at &&
+        Date.parse(merged.expires_at) <= Date.now()
+      ) {
         throw new Errors.InvalidBody({ errors: { expires_at: ['must be in the future'] } });
       }
       const settings = (await this.tenants.get(tenantId))?.settings;
@@ -173,7 +204,8 @@ export class TokenService {
 
   async delete(principal: TenantPrincipal, id: string): Promise<void> {
     const current = await this.load(principal.tenantId, id);
-    if (!decide(principal, facts(current.value), 'token:delete')) throw new Errors.Forbidden('The key may not delete this token.');
+    if (!decide(principal, facts(current.value), 'token:delete'))
+      throw new Errors.Forbidden('The key may not delete this token.');
     const deleted = await this.remove(current.value, current.modRevision);
     if (!deleted) throw new Errors.Conflict('The token was changed while it was being deleted; retry.');
   }
@@ -202,7 +234,10 @@ export class TokenService {
     let scanned = 0;
     let exhausted = false;
     while (found.length < query.size && scanned < LIST_SCAN_LIMIT) {
-      const batch = await this.store.range(prefix, { startAfter: after, limit: Math.min(100, LIST_SCAN_LIMIT - scanned) });
+      const batch = await this.store.range(prefix, {
+        startAfter: after,
+        limit: Math.min(100, LIST_SCAN_LIMIT - scanned),
+      });
       if (batch.length === 0) {
         exhausted = true;
         break;
@@ -216,10 +251,21 @@ export class TokenService {
         if (found.length === query.size) break;
       }
     }
-    const data = await Promise.all(found.map(async ({ record, transform }) => toToken(record, transformed(await unseal(this.cipher, record), transform))));
-    await this.usage.touch(tenantId, data.map((t) => t.id));
-    const next = !exhausted && after !== undefined && (await this.store.range(prefix, { startAfter: after, limit: 1 })).length > 0;
-    return { pagination: { page_size: query.size, ...(next ? { next: encodeCursor(after!.slice(prefix.length)) } : {}) }, data };
+    const data = await Promise.all(
+      found.map(async ({ record, transform }) =>
+        toToken(record, transformed(await unseal(this.cipher, record), transform)),
+      ),
+    );
+    await this.usage.touch(
+      tenantId,
+      data.map((t) => t.id),
+    );
+    const next =
+      !exhausted && after !== undefined && (await this.store.range(prefix, { startAfter: after, limit: 1 })).length > 0;
+    return {
+      pagination: { page_size: query.size, ...(next ? { next: encodeCursor(after!.slice(prefix.length)) } : {}) },
+      data,
+    };
   }
 
   /**
@@ -234,30 +280,50 @@ export class TokenService {
     if (query.ids?.length) {
       if (query.ids.length > 100) throw new Errors.InvalidQuery({ errors: { id: ['at most 100 ids'] } });
       const entries = await this.store.getMany(query.ids.map((id) => keys.token(tenantId, id)));
-      matched = [...entries.values()].map((entry) => decode<TokenRecord>('token', entry.value)).flatMap((record) => readable(principal, record, query));
+      matched = [...entries.values()]
+        .map((entry) => decode<TokenRecord>('token', entry.value))
+        .flatMap((record) => readable(principal, record, query));
     } else {
       const prefix = keys.tokens(tenantId);
       matched = [];
       let after: string | undefined;
-      for (let scanned = 0; ; ) {
-        const batch = await this.store.range(prefix, { startAfter: after, limit: Math.min(500, this.pageScanLimit + 1 - scanned) });
+      for (let scanned = 0; ;) {
+        const batch = await this.store.range(prefix, {
+          startAfter: after,
+          limit: Math.min(500, this.pageScanLimit + 1 - scanned),
+        });
         if (batch.length === 0) break;
         scanned += batch.length;
         if (scanned > this.pageScanLimit) {
           throw new Errors.InvalidQuery({
             detail: `Page paging counts every token and reads at most ${this.pageScanLimit} (TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT); this tenant has more. Page by cursor: GET /v2/tokens with start=pagination.next.`,
-            errors: { page: [`page paging reads at most ${this.pageScanLimit} tokens; use cursor paging (/v2/tokens)`] },
+            errors: {
+              page: [`page paging reads at most ${this.pageScanLimit} tokens; use cursor paging (/v2/tokens)`],
+            },
           });
         }
-        for (const entry of batch) matched.push(...readable(principal, decode<TokenRecord>('token', entry.value), query));
+        for (const entry of batch)
+          matched.push(...readable(principal, decode<TokenRecord>('token', entry.value), query));
         after = batch[batch.length - 1].key;
       }
     }
     const slice = matched.slice((page - 1) * query.size, page * query.size);
-    const data = await Promise.all(slice.map(async ({ record, transform }) => toToken(record, transformed(await unseal(this.cipher, record), transform))));
-    await this.usage.touch(tenantId, data.map((t) => t.id));
+    const data = await Promise.all(
+      slice.map(async ({ record, transform }) =>
+        toToken(record, transformed(await unseal(this.cipher, record), transform)),
+      ),
+    );
+    await this.usage.touch(
+      tenantId,
+      data.map((t) => t.id),
+    );
     return {
-      pagination: { total_items: matched.length, page_number: page, page_size: query.size, total_pages: Math.ceil(matched.length / query.size) },
+      pagination: {
+        total_items: matched.length,
+        page_number: page,
+        page_size: query.size,
+        total_pages: Math.ceil(matched.length / query.size),
+      },
       data,
     };
   }
@@ -272,7 +338,10 @@ export class TokenService {
       const transform = matches(record, query) ? decide(principal, facts(record), 'token:read') : undefined;
       if (transform) data.push(toToken(record, transformed(await unseal(this.cipher, record), transform)));
     }
-    await this.usage.touch(principal.tenantId, data.map((t) => t.id));
+    await this.usage.touch(
+      principal.tenantId,
+      data.map((t) => t.id),
+    );
     return { pagination: { page_size: query.size }, data: data.slice(0, query.size) };
   }
 
@@ -294,7 +363,11 @@ export class TokenService {
   }
 
   /** The answer to a write: the token, with data only as far as the writer may read it. */
-  private async asSeenBy(principal: TenantPrincipal, record: TokenRecord, content?: { d: unknown; m?: unknown }): Promise<Token> {
+  private async asSeenBy(
+    principal: TenantPrincipal,
+    record: TokenRecord,
+    content?: { d: unknown; m?: unknown },
+  ): Promise<Token> {
     const transform = decide(principal, facts(record), 'token:read');
     if (!transform) return toToken(record);
     return toToken(record, transformed(content ?? (await unseal(this.cipher, record)), transform));
@@ -309,7 +382,10 @@ export class TokenService {
   ): Promise<{ fingerprint?: string; masked?: unknown }> {
     const type = TOKEN_TYPES.get(typeName)!;
     const errors: FieldErrors = { ...type.validate(fields.data) };
-    for (const [name, template] of [['mask', fields.mask], ['fingerprint_expression', fields.fingerprint_expression]] as const) {
+    for (const [name, template] of [
+      ['mask', fields.mask],
+      ['fingerprint_expression', fields.fingerprint_expression],
+    ] as const) {
       const problem = template === undefined || template === null ? undefined : validateTemplate(template);
       if (problem) errors[name] = [problem];
     }
@@ -317,11 +393,17 @@ export class TokenService {
 
     const context = { data: fields.data };
     let fingerprintInput: string | undefined;
-    if (fields.fingerprint_expression) fingerprintInput = String(await renderTemplate(fields.fingerprint_expression, context));
+    if (fields.fingerprint_expression)
+      fingerprintInput = String(await renderTemplate(fields.fingerprint_expression, context));
     else if (fingerprintByDefault) fingerprintInput = type.fingerprintInput(fields.data);
-    const masked = fields.mask !== undefined && fields.mask !== null ? await renderTemplate(fields.mask, context) : type.mask?.(fields.data);
+    const masked =
+      fields.mask !== undefined && fields.mask !== null
+        ? await renderTemplate(fields.mask, context)
+        : type.mask?.(fields.data);
     return {
-      fingerprint: fingerprintInput ? await this.cipher.fingerprint(tenantId, `${typeName}:${fingerprintInput}`) : undefined,
+      fingerprint: fingerprintInput
+        ? await this.cipher.fingerprint(tenantId, `${typeName}:${fingerprintInput}`)
+        : undefined,
       masked,
     };
   }
@@ -367,7 +449,8 @@ function tokenPut(record: TokenRecord): TxnOp {
 /** The fingerprint and expiry index entries of a token, to write or to delete. */
 function indexOps(record: TokenRecord, type: 'put' | 'delete'): TxnOp[] {
   const entries: Array<[string, string]> = [];
-  if (record.fingerprint && type === 'put') entries.push([keys.fingerprint(record.tenant_id, record.type, record.fingerprint), record.id]);
+  if (record.fingerprint && type === 'put')
+    entries.push([keys.fingerprint(record.tenant_id, record.type, record.fingerprint), record.id]);
   if (record.expires_at) entries.push([keys.expiry(record.tenant_id, record.expires_at, record.id), '']);
   return entries.map(([key, value]) => (type === 'put' ? { type, key, value } : { type, key }));
 }
@@ -377,7 +460,11 @@ export function facts(record: TokenRecord): TokenFacts {
 }
 
 /** The record with the caller's read transform, if it passes the filters and the caller may read it; else nothing. */
-function readable(principal: TenantPrincipal, record: TokenRecord, query: TokenListQuery): Array<{ record: TokenRecord; transform: Transform }> {
+function readable(
+  principal: TenantPrincipal,
+  record: TokenRecord,
+  query: TokenListQuery,
+): Array<{ record: TokenRecord; transform: Transform }> {
   const transform = matches(record, query) ? decide(principal, facts(record), 'token:read') : undefined;
   return transform ? [{ record, transform }] : [];
 }
@@ -396,7 +483,9 @@ function matches(record: TokenRecord, query: TokenListQuery): boolean {
 export function mergePatch(target: unknown, patch: unknown): unknown {
   if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
   const result: Record<string, unknown> =
-    target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+    target !== null && typeof target === 'object' && !Array.isArray(target)
+      ? { ...(target as Record<string, unknown>) }
+      : {};
   for (const [name, value] of Object.entries(patch as Record<string, unknown>)) {
     if (value === undefined) continue;
     if (value === null) delete result[name];
@@ -414,6 +503,7 @@ const encodeCursor = (id: string) => Buffer.from(id, 'utf8').toString('base64url
 
 function decodeCursor(cursor: string): string {
   const id = Buffer.from(cursor, 'base64url').toString('utf8');
-  if (!/^[A-Za-z0-9_.:@~+=-]{1,400}$/.test(id)) throw new Errors.InvalidQuery({ errors: { start: ['is not a cursor this service issued'] } });
+  if (!/^[A-Za-z0-9_.:@~+=-]{1,400}$/.test(id))
+    throw new Errors.InvalidQuery({ errors: { start: ['is not a cursor this service issued'] } });
   return id;
 }

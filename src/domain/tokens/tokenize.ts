@@ -10,10 +10,14 @@ import { MAX_TOKENS_PER_REQUEST } from './detokenizer.js';
 export async function tokenize(tokens: TokenService, principal: TenantPrincipal, value: unknown): Promise<unknown> {
   const requests = countRequests(value);
   if (requests > MAX_TOKENS_PER_REQUEST) {
-    throw new Errors.InvalidBody(`At most ${MAX_TOKENS_PER_REQUEST} tokens can be created in one request; this one holds ${requests}.`);
+    throw new Errors.InvalidBody(
+      `At most ${MAX_TOKENS_PER_REQUEST} tokens can be created in one request; this one holds ${requests}.`,
+    );
   }
-  return walk(value, async (request) => tokens.create(principal, validateCreateToken(request)), async (leaf) =>
-    (await tokens.create(principal, validateCreateToken({ type: 'token', data: leaf }))).id,
+  return walk(
+    value,
+    async (request) => tokens.create(principal, validateCreateToken(request)),
+    async (leaf) => (await tokens.create(principal, validateCreateToken({ type: 'token', data: leaf }))).id,
   );
 }
 
@@ -42,7 +46,8 @@ async function walk(
   }
   if (typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [name, item] of Object.entries(value as Record<string, unknown>)) out[name] = await walk(item, onRequest, onLeaf);
+    for (const [name, item] of Object.entries(value as Record<string, unknown>))
+      out[name] = await walk(item, onRequest, onLeaf);
     return out;
   }
   return onLeaf(value);

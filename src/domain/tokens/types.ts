@@ -54,10 +54,19 @@ export function canonicalJson(value: unknown): string {
 type Check = (value: unknown) => string | undefined;
 
 const cardNumber: Check = (v) =>
-  typeof v !== 'string' || !/^\d{13,19}$/.test(v) ? 'must be 13 to 19 digits' : luhn(v) ? undefined : 'must pass the Luhn check';
+  typeof v !== 'string' || !/^\d{13,19}$/.test(v)
+    ? 'must be 13 to 19 digits'
+    : luhn(v)
+      ? undefined
+      : 'must pass the Luhn check';
 const routingNumber: Check = (v) =>
-  typeof v !== 'string' || !/^\d{9}$/.test(v) ? 'must be 9 digits' : abaChecksum(v) ? undefined : 'must pass the ABA checksum';
-const accountNumber: Check = (v) => (typeof v === 'string' && /^\d{3,17}$/.test(v) ? undefined : 'must be 3 to 17 digits');
+  typeof v !== 'string' || !/^\d{9}$/.test(v)
+    ? 'must be 9 digits'
+    : abaChecksum(v)
+      ? undefined
+      : 'must pass the ABA checksum';
+const accountNumber: Check = (v) =>
+  typeof v === 'string' && /^\d{3,17}$/.test(v) ? undefined : 'must be 3 to 17 digits';
 
 /** A type whose data is one string checked by `check`. */
 function stringType(name: string, defaultContainer: string, check: Check, options: { strip?: RegExp } = {}): TokenType {
@@ -104,14 +113,28 @@ const TYPES: TokenType[] = [
     defaultContainer: '/pci/high/',
     validate: objectValidator({
       number: { check: cardNumber, required: true },
-      expiration_month: { check: (v) => (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 12 ? undefined : 'must be a whole number from 1 to 12') },
-      expiration_year: { check: (v) => (Number.isInteger(v) && (v as number) >= 1000 && (v as number) <= 9999 ? undefined : 'must be a four-digit year') },
+      expiration_month: {
+        check: (v) =>
+          Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 12
+            ? undefined
+            : 'must be a whole number from 1 to 12',
+      },
+      expiration_year: {
+        check: (v) =>
+          Number.isInteger(v) && (v as number) >= 1000 && (v as number) <= 9999
+            ? undefined
+            : 'must be a four-digit year',
+      },
       cvc: { check: (v) => (typeof v === 'string' && /^\d{3,4}$/.test(v) ? undefined : 'must be 3 or 4 digits') },
     }),
     fingerprintInput: (data) => (data as { number: string }).number,
     mask: (data) => {
       const card = data as { number: string; expiration_month?: number; expiration_year?: number };
-      return { number: maskDigits(card.number), expiration_month: card.expiration_month, expiration_year: card.expiration_year };
+      return {
+        number: maskDigits(card.number),
+        expiration_month: card.expiration_month,
+        expiration_year: card.expiration_year,
+      };
     },
   },
   {
@@ -136,13 +159,17 @@ const TYPES: TokenType[] = [
   stringType(
     'social_security_number',
     '/pii/high/',
-    (v) => (typeof v === 'string' && /^\d{3}-?\d{2}-?\d{4}$/.test(v) ? undefined : 'must be 9 digits, dashes allowed (123-45-6789)'),
+    (v) =>
+      typeof v === 'string' && /^\d{3}-?\d{2}-?\d{4}$/.test(v)
+        ? undefined
+        : 'must be 9 digits, dashes allowed (123-45-6789)',
     { strip: /-/g },
   ),
   stringType(
     'employer_id_number',
     '/pii/high/',
-    (v) => (typeof v === 'string' && /^\d{2}-?\d{7}$/.test(v) ? undefined : 'must be 9 digits, dashes allowed (12-3456789)'),
+    (v) =>
+      typeof v === 'string' && /^\d{2}-?\d{7}$/.test(v) ? undefined : 'must be 9 digits, dashes allowed (12-3456789)',
     { strip: /-/g },
   ),
 ];

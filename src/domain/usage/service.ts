@@ -44,7 +44,9 @@ export class UsageService {
   /** Records that tokens were read or used this month; one transaction for those not yet recorded. */
   async touch(tenantId: string, ids: string[], now = new Date()): Promise<void> {
     const month = monthOf(now);
-    const fresh = [...new Set(ids)].map((id) => keys.active(tenantId, month, id)).filter((key) => !this.written.has(key));
+    const fresh = [...new Set(ids)]
+      .map((id) => keys.active(tenantId, month, id))
+      .filter((key) => !this.written.has(key));
     if (fresh.length === 0) return;
     await this.store.txn({ success: fresh.map((key) => ({ type: 'put' as const, key, value: '' })) });
     for (const key of fresh) this.written.set(key, true);
@@ -56,7 +58,10 @@ export class UsageService {
     await Promise.all(
       lastCreated.map(async (entry) => {
         const type = entry.key.slice(keys.lastCreated(tenantId).length);
-        metrics[type] = { count: await this.store.count(keys.tokensOfType(tenantId, type)), last_created_at: entry.value };
+        metrics[type] = {
+          count: await this.store.count(keys.tokensOfType(tenantId, type)),
+          last_created_at: entry.value,
+        };
       }),
     );
     const total = Object.values(metrics).reduce((sum, { count }) => sum + count, 0);

@@ -16,9 +16,11 @@ export function authenticate(authenticator: Authenticator) {
     const principal = await authenticator.authenticate(req.get('bt-api-key'), tenant?.toLowerCase());
     const owner = req.get('bt-managed-by');
     if (owner !== undefined) {
-      if (principal.kind !== 'operator' && !principal.operator) throw new Errors.Forbidden('BT-MANAGED-BY is for the operator key only.');
+      if (principal.kind !== 'operator' && !principal.operator)
+        throw new Errors.Forbidden('BT-MANAGED-BY is for the operator key only.');
       const managedBy = parseManagedBy(owner);
-      if (!managedBy) throw new Errors.InvalidHeader({ errors: { 'BT-MANAGED-BY': ['must be Kind/namespace/name or Kind/name'] } });
+      if (!managedBy)
+        throw new Errors.InvalidHeader({ errors: { 'BT-MANAGED-BY': ['must be Kind/namespace/name or Kind/name'] } });
       principal.managedBy = managedBy;
     }
     req.principal = principal;

@@ -14,7 +14,10 @@ export const RETRY_AFTER_SECONDS = 1;
 export function sendProblem(res: Response, error: VaultError): void {
   if (error.status === 503) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
   for (const [name, value] of Object.entries(error.headers ?? {})) res.setHeader(name, value);
-  res.status(error.status).type('application/problem+json').send(JSON.stringify(toProblem(error)));
+  res
+    .status(error.status)
+    .type('application/problem+json')
+    .send(JSON.stringify(toProblem(error)));
 }
 
 /**
@@ -22,7 +25,10 @@ export function sendProblem(res: Response, error: VaultError): void {
  * src/runtime/custom-response.ts): its status, headers and body, a string body as text and anything else as JSON. The
  * one writer for reactors and the proxy alike.
  */
-export function sendCustomResponse(res: Response, response: { status: number; headers: Record<string, string>; body: unknown }): void {
+export function sendCustomResponse(
+  res: Response,
+  response: { status: number; headers: Record<string, string>; body: unknown },
+): void {
   res.status(response.status).set(response.headers);
   if (typeof response.body === 'string') res.send(response.body);
   else res.json(response.body);
@@ -34,7 +40,15 @@ export function errorHandler(logger: Logger) {
     if (vaultError.status >= 500) {
       // The error's own message may quote data; log its class and stack frames only.
       const e = error as Error;
-      logger.error({ trace_id: req.traceId, code: vaultError.code, error_name: e?.name, stack: e?.stack?.split('\n').slice(1).join('\n') }, 'request failed');
+      logger.error(
+        {
+          trace_id: req.traceId,
+          code: vaultError.code,
+          error_name: e?.name,
+          stack: e?.stack?.split('\n').slice(1).join('\n'),
+        },
+        'request failed',
+      );
     }
     if (res.headersSent) {
       res.destroy();

@@ -15,10 +15,15 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
 
   router.post('/applications', requirePermission('application:create'), async (req, res) => {
     const principal = tenantPrincipal(req);
-    const answer = await idempotency.run(principal, req.get('bt-idempotency-key'), { route: 'POST /applications', body: req.body }, async () => ({
-      status: 201,
-      body: await applications.create(principal, validateCreateApplication(req.body)),
-    }));
+    const answer = await idempotency.run(
+      principal,
+      req.get('bt-idempotency-key'),
+      { route: 'POST /applications', body: req.body },
+      async () => ({
+        status: 201,
+        body: await applications.create(principal, validateCreateApplication(req.body)),
+      }),
+    );
     res.status(answer.status).json(answer.body);
   });
 
@@ -27,7 +32,8 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
     const ids = listQuery(req, 'id');
     const types = listQuery(req, 'type');
     const unknownType = types?.find((type) => !APPLICATION_TYPES.includes(type as ApplicationType));
-    if (unknownType !== undefined) throw new Errors.InvalidQuery({ errors: { type: [`must be one of: ${APPLICATION_TYPES.join(', ')}`] } });
+    if (unknownType !== undefined)
+      throw new Errors.InvalidQuery({ errors: { type: [`must be one of: ${APPLICATION_TYPES.join(', ')}`] } });
     res.json(await applications.list(tenantPrincipal(req).tenantId, parsePaging(req.query), ids, types));
   });
 
@@ -44,7 +50,9 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
   router.put('/applications/:id', requirePermission('application:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    await sendOnce(idempotency, req, res, 200, async () => applications.update(principal, id, validateUpdateApplication(req.body)));
+    await sendOnce(idempotency, req, res, 200, async () =>
+      applications.update(principal, id, validateUpdateApplication(req.body)),
+    );
   });
 
   router.delete('/applications/:id', requirePermission('application:delete'), async (req, res) => {
@@ -78,9 +86,15 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
     tenantPrincipal(req);
     const type = stringQuery(req, 'application_type');
     if (type !== undefined && !APPLICATION_TYPES.includes(type as ApplicationType)) {
-      throw new Errors.InvalidQuery({ errors: { application_type: [`must be one of: ${APPLICATION_TYPES.join(', ')}`] } });
+      throw new Errors.InvalidQuery({
+        errors: { application_type: [`must be one of: ${APPLICATION_TYPES.join(', ')}`] },
+      });
     }
-    res.json(type === undefined ? PERMISSIONS : PERMISSIONS.filter((p) => p.application_types.includes(type as ApplicationType)));
+    res.json(
+      type === undefined
+        ? PERMISSIONS
+        : PERMISSIONS.filter((p) => p.application_types.includes(type as ApplicationType)),
+    );
   });
 
   return router;

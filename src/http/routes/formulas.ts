@@ -31,7 +31,9 @@ export function formulaRoutes(formulas: FormulaService, reactors: ReactorService
   });
 
   router.delete('/reactor-formulas/:id', requirePermission('reactor:delete'), async (req, res) => {
-    await formulas.delete(ownerOf(tenantPrincipal(req)), uuidParam(req, 'id'), (usage) => reactors.nameOf(usage.tenantId, usage.reactorId));
+    await formulas.delete(ownerOf(tenantPrincipal(req)), uuidParam(req, 'id'), (usage) =>
+      reactors.nameOf(usage.tenantId, usage.reactorId),
+    );
     res.status(204).end();
   });
 
@@ -57,7 +59,9 @@ export function adminFormulaRoutes(formulas: FormulaService, reactors: ReactorSe
   });
 
   router.delete('/admin/reactor-formulas/:id', async (req, res) => {
-    await formulas.delete(operatorOwner(), uuidParam(req, 'id'), (usage) => reactors.nameOf(usage.tenantId, usage.reactorId));
+    await formulas.delete(operatorOwner(), uuidParam(req, 'id'), (usage) =>
+      reactors.nameOf(usage.tenantId, usage.reactorId),
+    );
     res.status(204).end();
   });
 

@@ -15,10 +15,15 @@ export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencySer
 
   router.post('/proxies', requirePermission('proxy:create'), async (req, res) => {
     const principal = tenantPrincipal(req);
-    const answer = await idempotency.run(principal, req.get('bt-idempotency-key'), { route: 'POST /proxies', body: req.body }, async () => ({
-      status: 201,
-      body: await proxies.create(principal, validateCreateProxy(req.body)),
-    }));
+    const answer = await idempotency.run(
+      principal,
+      req.get('bt-idempotency-key'),
+      { route: 'POST /proxies', body: req.body },
+      async () => ({
+        status: 201,
+        body: await proxies.create(principal, validateCreateProxy(req.body)),
+      }),
+    );
     res.status(answer.status).json(answer.body);
   });
 
@@ -35,12 +40,16 @@ export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencySer
   router.put('/proxies/:id', requirePermission('proxy:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    await sendOnce(idempotency, req, res, 200, async () => proxies.update(principal, id, validateUpdateProxy(req.body)));
+    await sendOnce(idempotency, req, res, 200, async () =>
+      proxies.update(principal, id, validateUpdateProxy(req.body)),
+    );
   });
 
   router.patch('/proxies/:id', requirePermission('proxy:update'), async (req, res) => {
     if (!req.is('application/merge-patch+json')) {
-      throw new Errors.UnsupportedMediaType('PATCH takes a JSON merge patch: Content-Type: application/merge-patch+json.');
+      throw new Errors.UnsupportedMediaType(
+        'PATCH takes a JSON merge patch: Content-Type: application/merge-patch+json.',
+      );
     }
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');

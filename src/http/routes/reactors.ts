@@ -5,7 +5,12 @@ import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
 import { listQuery, onlyQuery, stringQuery, uuidParam } from '../params.js';
 import { mayEver } from '../../auth/access/evaluate.js';
 import { parsePaging } from '../../domain/paging.js';
-import { validateCreateReactor, validatePatchReactor, validateReactBody, validateUpdateReactor } from '../../domain/reactors/schema.js';
+import {
+  validateCreateReactor,
+  validatePatchReactor,
+  validateReactBody,
+  validateUpdateReactor,
+} from '../../domain/reactors/schema.js';
 import { CustomResponse, type ReactorService } from '../../domain/reactors/service.js';
 import { sendOnce } from '../idempotent.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
@@ -14,7 +19,9 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
   const router = Router();
 
   router.post('/reactors', requirePermission('reactor:create'), async (req, res) => {
-    await sendOnce(idempotency, req, res, 201, async () => reactors.create(tenantPrincipal(req), validateCreateReactor(req.body)));
+    await sendOnce(idempotency, req, res, 201, async () =>
+      reactors.create(tenantPrincipal(req), validateCreateReactor(req.body)),
+    );
   });
 
   router.get('/reactors', requirePermission('reactor:read'), async (req, res) => {
@@ -30,16 +37,22 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
   router.put('/reactors/:id', requirePermission('reactor:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    await sendOnce(idempotency, req, res, 200, async () => reactors.update(principal, id, validateUpdateReactor(req.body)));
+    await sendOnce(idempotency, req, res, 200, async () =>
+      reactors.update(principal, id, validateUpdateReactor(req.body)),
+    );
   });
 
   router.patch('/reactors/:id', requirePermission('reactor:update'), async (req, res) => {
     if (!req.is('application/merge-patch+json')) {
-      throw new Errors.UnsupportedMediaType('PATCH takes a JSON merge patch: Content-Type: application/merge-patch+json.');
+      throw new Errors.UnsupportedMediaType(
+        'PATCH takes a JSON merge patch: Content-Type: application/merge-patch+json.',
+      );
     }
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    await sendOnce(idempotency, req, res, 200, async () => reactors.patch(principal, id, validatePatchReactor(req.body)));
+    await sendOnce(idempotency, req, res, 200, async () =>
+      reactors.patch(principal, id, validatePatchReactor(req.body)),
+    );
   });
 
   router.delete('/reactors/:id', requirePermission('reactor:delete'), async (req, res) => {

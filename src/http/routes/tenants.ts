@@ -27,13 +27,19 @@ export function tenantRoutes(tenants: TenantService, idempotency: IdempotencySer
     const principal = tenantPrincipal(req);
     // Validation would drop an unknown field silently; the runtime is refused outright, so nobody thinks it took.
     if (req.body && typeof req.body === 'object' && 'runtime' in req.body) {
-      throw new Errors.InvalidBody({ errors: { runtime: ['only the operator can set the runtime (Tenant spec.runtime in Kubernetes)'] } });
+      throw new Errors.InvalidBody({
+        errors: { runtime: ['only the operator can set the runtime (Tenant spec.runtime in Kubernetes)'] },
+      });
     }
     if (req.body && typeof req.body === 'object' && 'rate_limits' in req.body) {
-      throw new Errors.InvalidBody({ errors: { rate_limits: ['only the operator can set rate limits (Tenant spec.rateLimits in Kubernetes)'] } });
+      throw new Errors.InvalidBody({
+        errors: { rate_limits: ['only the operator can set rate limits (Tenant spec.rateLimits in Kubernetes)'] },
+      });
     }
     await sendOnce(idempotency, req, res, 200, async () =>
-      forTenantKey(await tenants.update(principal.tenantId, actorId(principal), validateUpdateTenant(req.body), principal)),
+      forTenantKey(
+        await tenants.update(principal.tenantId, actorId(principal), validateUpdateTenant(req.body), principal),
+      ),
     );
   });
 

@@ -19,10 +19,15 @@ export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idem
   router.post('/tokens', async (req, res) => {
     const principal = allowed(req, 'token:create');
     refuseEncrypted(req.body);
-    const answer = await idempotency.run(principal, req.get('bt-idempotency-key'), { route: 'POST /tokens', body: req.body }, async () => ({
-      status: 201,
-      body: await tokens.create(principal, validateCreateToken(req.body)),
-    }));
+    const answer = await idempotency.run(
+      principal,
+      req.get('bt-idempotency-key'),
+      { route: 'POST /tokens', body: req.body },
+      async () => ({
+        status: 201,
+        body: await tokens.create(principal, validateCreateToken(req.body)),
+      }),
+    );
     res.status(answer.status).json(answer.body);
   });
 
@@ -30,7 +35,11 @@ export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idem
   router.get(['/tokens', '/v2/tokens'], async (req, res) => {
     const principal = allowed(req, 'token:read');
     const query = listQuery(req);
-    res.json(query.page === undefined ? await tokens.list(principal, query) : await tokens.listPage(principal, query, query.page));
+    res.json(
+      query.page === undefined
+        ? await tokens.list(principal, query)
+        : await tokens.listPage(principal, query, query.page),
+    );
   });
 
   router.get('/tokens/:id', async (req, res) => {
@@ -40,12 +49,20 @@ export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idem
   router.patch('/tokens/:id', async (req, res) => {
     const principal = allowed(req, 'token:update');
     if (!req.is('application/merge-patch+json')) {
-      throw new Errors.UnsupportedMediaType('PATCH takes a JSON merge patch: Content-Type: application/merge-patch+json.');
+      throw new Errors.UnsupportedMediaType(
+        'PATCH takes a JSON merge patch: Content-Type: application/merge-patch+json.',
+      );
     }
     refuseEncrypted(req.body);
     // Validation would drop it silently; a caller moving a token by its privacy block must hear it did not move.
     if (isObject(req.body) && 'privacy' in req.body) {
-      throw new Errors.InvalidBody({ errors: { privacy: ['is accepted on create only; to move a token, patch containers (/<classification>/<impact_level>/)'] } });
+      throw new Errors.InvalidBody({
+        errors: {
+          privacy: [
+            'is accepted on create only; to move a token, patch containers (/<classification>/<impact_level>/)',
+          ],
+        },
+      });
     }
     const id = tokenId(req);
     await sendOnce(idempotency, req, res, 200, async () => tokens.update(principal, id, validateTokenPatch(req.body)));
@@ -59,10 +76,15 @@ export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idem
   router.post('/tokenize', async (req, res) => {
     const principal = allowed(req, 'token:create');
     if (req.body === undefined) throw new Errors.InvalidBody('The body must be JSON.');
-    const answer = await idempotency.run(principal, req.get('bt-idempotency-key'), { route: 'POST /tokenize', body: req.body }, async () => ({
-      status: 201,
-      body: await tokenize(tokens, principal, req.body),
-    }));
+    const answer = await idempotency.run(
+      principal,
+      req.get('bt-idempotency-key'),
+      { route: 'POST /tokenize', body: req.body },
+      async () => ({
+        status: 201,
+        body: await tokenize(tokens, principal, req.body),
+      }),
+    );
     res.status(answer.status).json(answer.body);
   });
 
@@ -82,7 +104,9 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /** Client-side encrypted (JWE) token data needs the /keys feature, which this deployment does not offer. */
 function refuseEncrypted(body: unknown): void {
   if (isObject(body) && 'encrypted' in body) {
-    throw new Errors.NotSupported('Client-side encryption (tokens with `encrypted` JWE data, and the /keys endpoints) is not supported by this deployment; send `data`.');
+    throw new Errors.NotSupported(
+      'Client-side encryption (tokens with `encrypted` JWE data, and the /keys endpoints) is not supported by this deployment; send `data`.',
+    );
   }
 }
 
@@ -109,20 +133,30 @@ const LIST_PARAMS = new Set(['size', 'start', 'page', 'id', 'type', 'container',
  */
 function listQuery(req: Request): TokenListQuery & { page?: number } {
   const query = req.query as Record<string, unknown>;
-  const unknown = Object.keys(query).filter((name) => !LIST_PARAMS.has(name) && !/^metadata(?:\.[^.[\]]+|\[[^\]]+\])$/.test(name));
+  const unknown = Object.keys(query).filter(
+    (name) => !LIST_PARAMS.has(name) && !/^metadata(?:\.[^.[\]]+|\[[^\]]+\])$/.test(name),
+  );
   if (unknown.length > 0) {
     throw new Errors.InvalidQuery({
       detail: `Token lists do not filter by ${unknown.join(', ')}.`,
-      errors: Object.fromEntries(unknown.map((name) => [name, [`is not a token list parameter (known: ${[...LIST_PARAMS].join(', ')}, metadata.<name>)`]])),
+      errors: Object.fromEntries(
+        unknown.map((name) => [
+          name,
+          [`is not a token list parameter (known: ${[...LIST_PARAMS].join(', ')}, metadata.<name>)`],
+        ]),
+      ),
     });
   }
   let page: number | undefined;
   const pageParam = stringQuery(req, 'page');
   if (pageParam !== undefined) {
     if (req.path.toLowerCase().startsWith('/v2/')) {
-      throw new Errors.InvalidQuery({ errors: { page: ['/v2/tokens pages by cursor: pass pagination.next as start'] } });
+      throw new Errors.InvalidQuery({
+        errors: { page: ['/v2/tokens pages by cursor: pass pagination.next as start'] },
+      });
     }
-    if (query.start !== undefined) throw new Errors.InvalidQuery({ errors: { page: ['give either page or start, not both'] } });
+    if (query.start !== undefined)
+      throw new Errors.InvalidQuery({ errors: { page: ['give either page or start, not both'] } });
     if (!/^\d{1,6}$/.test(pageParam) || Number(pageParam) < 1) {
       throw new Errors.InvalidQuery({ errors: { page: ['must be a whole number from 1 to 999999'] } });
     }
@@ -141,7 +175,12 @@ function listQuery(req: Request): TokenListQuery & { page?: number } {
     } catch {
       parsed = undefined;
     }
-    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || Object.values(parsed).some((v) => typeof v !== 'string')) {
+    if (
+      parsed === null ||
+      typeof parsed !== 'object' ||
+      Array.isArray(parsed) ||
+      Object.values(parsed).some((v) => typeof v !== 'string')
+    ) {
       throw new Errors.InvalidQuery({ errors: { metadata: ['must be a JSON object of strings'] } });
     }
     Object.assign(metadata, parsed);

@@ -31,7 +31,9 @@ export function unsupportedRoutes(): Router {
     for (const method of METHODS) {
       router[method](`${prefix}{/*rest}`, (req) => {
         tenantPrincipal(req);
-        throw new Errors.NotSupported(`${feature} is not supported by this deployment (${prefix}); see docs/api.md, "Not supported".`);
+        throw new Errors.NotSupported(
+          `${feature} is not supported by this deployment (${prefix}); see docs/api.md, "Not supported".`,
+        );
       });
     }
   }

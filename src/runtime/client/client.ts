@@ -113,14 +113,16 @@ export class RuntimeClient {
     this.maxAnswerBytes = this.maxResultBytes + ANSWER_OVERHEAD_BYTES;
     this.secretHeader = options.secret === undefined ? {} : { 'x-tokenvault-worker-secret': options.secret };
     const timeout = options.defaultTimeoutMs + this.marginMs;
-    this.pool = options.dispatcher ?? new Pool(new URL(options.workerUrl).origin, {
-      connections: options.connections ?? 32,
-      pipelining: 1,
-      keepAliveTimeout: 30_000,
-      headersTimeout: timeout,
-      bodyTimeout: timeout,
-      connectTimeout: 5000,
-    });
+    this.pool =
+      options.dispatcher ??
+      new Pool(new URL(options.workerUrl).origin, {
+        connections: options.connections ?? 32,
+        pipelining: 1,
+        keepAliveTimeout: 30_000,
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+        connectTimeout: 5000,
+      });
   }
 
   static fromConfig(config: Config, workerUrl = config.workerUrl): RuntimeClient {
@@ -139,12 +141,19 @@ export class RuntimeClient {
     const codeKey = `${request.tenantId}\u0000${request.codeHash}`;
     const outgoing: Outgoing =
       request.code !== undefined && this.codeSent.has(codeKey)
-        ? { body: JSON.stringify({ ...request, code: undefined }), withCode: () => JSON.stringify(request), timeoutMs, codeKey }
+        ? {
+            body: JSON.stringify({ ...request, code: undefined }),
+            withCode: () => JSON.stringify(request),
+            timeoutMs,
+            codeKey,
+          }
         : { body: JSON.stringify(request), timeoutMs, codeKey };
     const { body } = outgoing;
     if (body.length > BATCH_CHARS) return this.invokeOne(outgoing);
     return new Promise((resolve, reject) => {
-      const batch = this.batches.current((open) => open.items.length < MAX_BATCH_ITEMS && open.chars + body.length <= BATCH_CHARS);
+      const batch = this.batches.current(
+        (open) => open.items.length < MAX_BATCH_ITEMS && open.chars + body.length <= BATCH_CHARS,
+      );
       batch.items.push({ ...outgoing, resolve, reject });
       batch.chars += body.length;
     });
@@ -168,7 +177,8 @@ export class RuntimeClient {
   private async invokeOne(outgoing: Outgoing): Promise<InvocationResult> {
     const answer = await this.exchange(outgoing.body, outgoing.timeoutMs);
     // 409: the worker does not have the code (400 from a worker that predates leaving it out); nothing ran.
-    if ((answer.status === 409 || answer.status === 400) && outgoing.withCode) return this.invokeOne(carryingCode(outgoing));
+    if ((answer.status === 409 || answer.status === 400) && outgoing.withCode)
+      return this.invokeOne(carryingCode(outgoing));
     if (answer.status === 200) {
       this.codeSent.set(outgoing.codeKey, true);
       return asResult(parseOrUndefined(answer.body));
@@ -227,28 +237,40 @@ export class RuntimeClient {
       if (status === 200) this.codeSent.set(item.codeKey, true);
       settle(i, () => (status === 200 ? asResult((parsed as { result: unknown }).result) : thrown(refusal(status))));
     };
-    this.dispatch(`{"batch":[${items.map((item) => item.body).join(',')}]}`, Math.max(...items.map((item) => item.timeoutMs)), {
-      onData: (status, chunk) => {
-        if (status !== 200) return;
-        pending += decoder.write(chunk);
-        if (pending.length > this.maxAnswerBytes && pending.indexOf('\n') < 0) throw new AnswerTooLarge();
-        let end: number;
-        while ((end = pending.indexOf('\n')) >= 0) {
-          line(pending.slice(0, end));
-          pending = pending.slice(end + 1);
-        }
+    this.dispatch(
+      `{"batch":[${items.map((item) => item.body).join(',')}]}`,
+      Math.max(...items.map((item) => item.timeoutMs)),
+      {
+        onData: (status, chunk) => {
+          if (status !== 200) return;
+          pending += decoder.write(chunk);
+          if (pending.length > this.maxAnswerBytes && pending.indexOf('\n') < 0) throw new AnswerTooLarge();
+          let end: number;
+          while ((end = pending.indexOf('\n')) >= 0) {
+            line(pending.slice(0, end));
+            pending = pending.slice(end + 1);
+          }
+        },
+        onComplete: (status) => {
+          if (status === 400) return this.resend(unanswered());
+          for (const [i] of items.entries()) {
+            settle(i, () =>
+              thrown(
+                status === 200
+                  ? new Errors.RuntimeUnavailable(
+                      'The reactor runtime ended a batch without answering every invocation.',
+                    )
+                  : refusal(status),
+              ),
+            );
+          }
+        },
+        onError: (error, sent) => {
+          if (!sent) return this.resend(unanswered());
+          for (const [i] of items.entries()) settle(i, () => thrown(unavailable(error)));
+        },
       },
-      onComplete: (status) => {
-        if (status === 400) return this.resend(unanswered());
-        for (const [i] of items.entries()) {
-          settle(i, () => thrown(status === 200 ? new Errors.RuntimeUnavailable('The reactor runtime ended a batch without answering every invocation.') : refusal(status)));
-        }
-      },
-      onError: (error, sent) => {
-        if (!sent) return this.resend(unanswered());
-        for (const [i] of items.entries()) settle(i, () => thrown(unavailable(error)));
-      },
-    });
+    );
   }
 
   /** Each on its own (with the single invocation's retry). */
@@ -316,7 +338,11 @@ export class RuntimeClient {
         {
           path: '/invoke',
           method: 'POST',
-          headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...this.secretHeader },
+          headers: {
+            'content-type': 'application/json',
+            'content-length': String(Buffer.byteLength(body)),
+            ...this.secretHeader,
+          },
           body,
           headersTimeout: timeoutMs,
           bodyTimeout: timeoutMs,
@@ -343,7 +369,8 @@ function parseOrUndefined(text: string): unknown {
 }
 
 function asResult(value: unknown): InvocationResult {
-  if (value !== null && typeof value === 'object' && typeof (value as InvocationResult).ok === 'boolean') return value as InvocationResult;
+  if (value !== null && typeof value === 'object' && typeof (value as InvocationResult).ok === 'boolean')
+    return value as InvocationResult;
   throw new Errors.Internal('The reactor runtime answered with something that is not an invocation result.');
 }
 
@@ -351,7 +378,10 @@ function asResult(value: unknown): InvocationResult {
 function refusal(status: number): VaultError {
   if (status === 503 || status >= 502) return new Errors.RuntimeUnavailable();
   // The workers require a worker secret the API does not have: a deployment to fix, not a bug or the caller's fault.
-  if (status === 401) return new Errors.RuntimeUnavailable('The reactor workers refused this API: its worker secret (TOKENVAULT_WORKER_SECRET_FILE) is not theirs.');
+  if (status === 401)
+    return new Errors.RuntimeUnavailable(
+      'The reactor workers refused this API: its worker secret (TOKENVAULT_WORKER_SECRET_FILE) is not theirs.',
+    );
   // 4xx: the API sent something the worker refuses, which is a bug here, not the caller's fault.
   return new Errors.Internal(`The reactor runtime refused the invocation (${status}).`);
 }

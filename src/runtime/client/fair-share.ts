@@ -135,7 +135,7 @@ export class FairShare {
       else share.reactors.delete(reactor);
     }
     // The first waiters (in arrival order) that fit now start; one stuck behind its own reactor's cap is skipped.
-    for (let i = 0; i < share.waiting.length && share.running < this.limits.tenantConcurrency; ) {
+    for (let i = 0; i < share.waiting.length && share.running < this.limits.tenantConcurrency;) {
       const waiter = share.waiting[i];
       if (!this.fits(share, waiter.reactor)) {
         i++;
@@ -157,7 +157,9 @@ export class FairShare {
     const { tenantConcurrency, reactorConcurrency, queueLength, queueTimeoutMs } = this.limits;
     const reactorFull = reactor !== undefined && (share.reactors.get(reactor) ?? 0) >= reactorConcurrency;
     const tenantFull = share.running >= tenantConcurrency;
-    this.onBusy(why === 'queue' ? 'queue_length' : reactorFull && !tenantFull ? 'reactor_concurrency' : 'tenant_concurrency');
+    this.onBusy(
+      why === 'queue' ? 'queue_length' : reactorFull && !tenantFull ? 'reactor_concurrency' : 'tenant_concurrency',
+    );
     const cap =
       reactorFull && !tenantFull
         ? `this reactor already runs ${reactorConcurrency} invocations at once (${FAIR_SHARE_SETTINGS.reactorConcurrency})`
@@ -166,6 +168,9 @@ export class FairShare {
       why === 'queue'
         ? `The reactor runtime is busy: ${cap} and ${queueLength} more are waiting (${FAIR_SHARE_SETTINGS.queueLength}); retry later.`
         : `The reactor runtime is busy: ${cap}, and no slot came free within ${queueTimeoutMs} ms (${FAIR_SHARE_SETTINGS.queueTimeoutMs}); retry later.`;
-    return new Errors.RuntimeBusy({ detail, headers: { 'Retry-After': String(Math.max(1, Math.ceil(queueTimeoutMs / 1000))) } });
+    return new Errors.RuntimeBusy({
+      detail,
+      headers: { 'Retry-After': String(Math.max(1, Math.ceil(queueTimeoutMs / 1000))) },
+    });
   }
 }

@@ -87,7 +87,10 @@ export class RuntimeRouter {
  * `answer` settles like `invocation`, or with 408 RuntimeTimeout at `limitMs` + DEADLINE_GRACE_MS if that comes
  * first; `settled` resolves once the invocation itself has settled (it never rejects).
  */
-function withDeadline(invocation: Promise<InvocationResult>, limitMs: number | undefined): { answer: Promise<InvocationResult>; settled: Promise<void> } {
+function withDeadline(
+  invocation: Promise<InvocationResult>,
+  limitMs: number | undefined,
+): { answer: Promise<InvocationResult>; settled: Promise<void> } {
   const settled = invocation.then(
     () => undefined,
     () => undefined,

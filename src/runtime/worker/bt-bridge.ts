@@ -45,7 +45,12 @@ export class BtBridge {
   }
 
   async call(apiKey: string, call: BtCall, signal: AbortSignal): Promise<BtAnswer> {
-    if (!this.apiUrl) return { status: -1, data: null, message: 'the worker has no API URL configured (TOKENVAULT_API_URL), so bt cannot reach the vault' };
+    if (!this.apiUrl)
+      return {
+        status: -1,
+        data: null,
+        message: 'the worker has no API URL configured (TOKENVAULT_API_URL), so bt cannot reach the vault',
+      };
     const params = call.params ?? {};
     const options = (isObject(params.options) ? params.options : {}) as CallOptions;
     if (options.apiKey !== undefined && options.apiKey !== apiKey) {
@@ -66,7 +71,13 @@ export class BtBridge {
       headers['content-type'] = plan.contentType ?? 'application/json';
     }
     try {
-      const response = await undiciRequest(`${this.apiUrl}${plan.path}`, { method: plan.method, headers, body, signal, dispatcher: this.agent });
+      const response = await undiciRequest(`${this.apiUrl}${plan.path}`, {
+        method: plan.method,
+        headers,
+        body,
+        signal,
+        dispatcher: this.agent,
+      });
       const text = await response.body.text();
       let data: unknown = text === '' ? null : text;
       if (text !== '' && String(response.headers['content-type'] ?? '').includes('json')) {
@@ -78,7 +89,11 @@ export class BtBridge {
       }
       if (plan.camel) data = camelTokens(data);
       const ok = response.statusCode >= 200 && response.statusCode < 300;
-      return { status: response.statusCode, data, message: ok ? undefined : `Request failed with status code ${response.statusCode}` };
+      return {
+        status: response.statusCode,
+        data,
+        message: ok ? undefined : `Request failed with status code ${response.statusCode}`,
+      };
     } catch (error) {
       return { status: -1, data: null, message: (error as Error).message || 'the request to the vault failed' };
     }
@@ -91,7 +106,8 @@ export class BtBridge {
 
 function planFor(op: string, params: Record<string, unknown>): Plan {
   const id = () => {
-    if (typeof params.id !== 'string' || params.id === '') throw new Error(`${op}: the token id must be a non-empty string`);
+    if (typeof params.id !== 'string' || params.id === '')
+      throw new Error(`${op}: the token id must be a non-empty string`);
     return encodeURIComponent(params.id);
   };
   switch (op) {
@@ -100,7 +116,13 @@ function planFor(op: string, params: Record<string, unknown>): Plan {
     case 'tokens.retrieve':
       return { method: 'GET', path: `/tokens/${id()}`, camel: true };
     case 'tokens.update':
-      return { method: 'PATCH', path: `/tokens/${id()}`, body: snakeTokenBody(params.model), contentType: 'application/merge-patch+json', camel: true };
+      return {
+        method: 'PATCH',
+        path: `/tokens/${id()}`,
+        body: snakeTokenBody(params.model),
+        contentType: 'application/merge-patch+json',
+        camel: true,
+      };
     case 'tokens.delete':
       return { method: 'DELETE', path: `/tokens/${id()}`, camel: true };
     case 'tokens.list':

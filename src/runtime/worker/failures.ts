@@ -21,13 +21,25 @@ export const TITLES = {
  */
 export function resultTooLargeFailure(maxBytes: number): InvocationFailure {
   const detail = `The reactor code returned a result larger than the ${maxBytes} bytes allowed (TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES).`;
-  return { kind: 'result_too_large', status: 502, title: TITLES.resultTooLarge, detail, errors: { limit: ['TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES'] } };
+  return {
+    kind: 'result_too_large',
+    status: 502,
+    title: TITLES.resultTooLarge,
+    detail,
+    errors: { limit: ['TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES'] },
+  };
 }
 
 /** The code copied more into the worker process than allowed in one invocation (TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES): 502. */
 export function hostLimitFailure(maxBytes: number): InvocationFailure {
   const detail = `The reactor code passed more than the ${maxBytes} bytes allowed in one invocation to the host (hash inputs, fetch and bt requests; TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES).`;
-  return { kind: 'host_limit', status: 502, title: TITLES.hostLimit, detail, errors: { limit: ['TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES'] } };
+  return {
+    kind: 'host_limit',
+    status: 502,
+    title: TITLES.hostLimit,
+    detail,
+    errors: { limit: ['TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES'] },
+  };
 }
 
 export function compileFailure(message: string): InvocationFailure {
@@ -57,7 +69,13 @@ export function timeoutFailure(limit: 'cpu' | 'wall', ms: number): InvocationFai
     limit === 'cpu'
       ? `The reactor code used more than its CPU time limit of ${ms} ms.`
       : `The reactor code did not finish within its time limit of ${ms} ms.`;
-  const failure: InvocationFailure = { kind: 'timeout', status: 408, title: TITLES.timeout, detail, errors: { error: [detail] } };
+  const failure: InvocationFailure = {
+    kind: 'timeout',
+    status: 408,
+    title: TITLES.timeout,
+    detail,
+    errors: { error: [detail] },
+  };
   if (limit === 'cpu') cpuTimeouts.add(failure);
   return failure;
 }
@@ -93,7 +111,8 @@ export function readEnvelope(text: unknown, maxResultBytes = Number.POSITIVE_INF
   } catch {
     return { ok: false, error: thrownFailure('the reactor result could not be read') };
   }
-  if (value === null || typeof value !== 'object') return { ok: false, error: thrownFailure('the reactor result could not be read') };
+  if (value === null || typeof value !== 'object')
+    return { ok: false, error: thrownFailure('the reactor result could not be read') };
   switch (value.t) {
     case 'ok':
       return { ok: true, result: value.r ?? null };
@@ -119,12 +138,17 @@ function text1(value: unknown, fallback: string): string {
 
 /** An error class of the reactor-formulas SDK: its status (4xx/5xx, else 500) and `{status, detail, errors}`. */
 function sdkFailure(value: Record<string, unknown>): InvocationFailure {
-  const status = Number.isInteger(value.status) && (value.status as number) >= 400 && (value.status as number) <= 599 ? (value.status as number) : 500;
+  const status =
+    Number.isInteger(value.status) && (value.status as number) >= 400 && (value.status as number) <= 599
+      ? (value.status as number)
+      : 500;
   const detail = text1(value.detail, STATUS_CODES[status] ?? 'Error');
   const errors: Record<string, string[]> = {};
   if (value.errors !== null && typeof value.errors === 'object' && !Array.isArray(value.errors)) {
     for (const [key, messages] of Object.entries(value.errors as Record<string, unknown>)) {
-      errors[key] = Array.isArray(messages) ? messages.map((m) => (typeof m === 'string' ? m : JSON.stringify(m))) : [String(messages)];
+      errors[key] = Array.isArray(messages)
+        ? messages.map((m) => (typeof m === 'string' ? m : JSON.stringify(m)))
+        : [String(messages)];
     }
   }
   return { kind: 'sdk', status, title: STATUS_CODES[status] ?? detail, detail, errors };

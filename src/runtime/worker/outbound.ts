@@ -28,7 +28,9 @@ export const refuseOutbound: Outbound = async (request) => {
   } catch {
     // keep the generic name
   }
-  throw new Error(`outbound requests are not available in this worker (no destination policy is configured), so ${host} was not called`);
+  throw new Error(
+    `outbound requests are not available in this worker (no destination policy is configured), so ${host} was not called`,
+  );
 };
 
 /** Largest outbound response body handed to reactor code. */

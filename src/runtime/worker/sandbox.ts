@@ -286,9 +286,14 @@ export class SandboxPool {
     const outcome: InvocationOutcome = envelope.ok ? 'ok' : envelope.error.kind;
     this.options.metrics?.observeInvocation(outcome, durationMs / 1000);
     if (!envelope.ok && (outcome === 'timeout' || outcome === 'memory')) {
-      this.options.logger?.warn({ tenant_id: request.tenantId, code_hash: request.codeHash, outcome, duration_ms: durationMs }, 'reactor invocation stopped');
+      this.options.logger?.warn(
+        { tenant_id: request.tenantId, code_hash: request.codeHash, outcome, duration_ms: durationMs },
+        'reactor invocation stopped',
+      );
     }
-    return envelope.ok ? { ok: true, result: envelope.result, durationMs } : { ok: false, error: envelope.error, durationMs };
+    return envelope.ok
+      ? { ok: true, result: envelope.result, durationMs }
+      : { ok: false, error: envelope.error, durationMs };
   }
 
   /** Disposes every isolate; invocations still running fail. */
@@ -302,7 +307,8 @@ export class SandboxPool {
   }
 
   private limitsFor(request: InvocationRequest): InvocationLimits {
-    const pick = (value: number | undefined, fallback: number) => (Number.isInteger(value) && (value as number) > 0 ? (value as number) : fallback);
+    const pick = (value: number | undefined, fallback: number) =>
+      Number.isInteger(value) && (value as number) > 0 ? (value as number) : fallback;
     const defaults = this.options.limits;
     return {
       cpuMs: pick(request.limits?.cpuMs, defaults.cpuMs),
@@ -409,14 +415,23 @@ export class SandboxPool {
   }
 
   /** One invocation, in a warm context of the same reactor or a fresh one; a suspect's tasks go through `lane`. */
-  private async run(sandbox: CompiledSandbox, request: InvocationRequest, limits: InvocationLimits, started: number, lane?: Lane): Promise<Envelope> {
+  private async run(
+    sandbox: CompiledSandbox,
+    request: InvocationRequest,
+    limits: InvocationLimits,
+    started: number,
+    lane?: Lane,
+  ): Promise<Envelope> {
     const { isolate } = sandbox;
     const budgetNs = BigInt(limits.cpuMs) * 1_000_000n;
     // Made on the first fetch or bt call: aborting one builds a DOMException, measurable per invocation.
     let abort: AbortController | undefined;
     const signal = () => (abort ??= new AbortController()).signal;
     const hostTimers = new Set<NodeJS.Timeout>();
-    const reuseKey = request.contextKey === undefined ? undefined : `${request.contextKey}\u0000${JSON.stringify(request.configuration ?? {})}`;
+    const reuseKey =
+      request.contextKey === undefined
+        ? undefined
+        : `${request.contextKey}\u0000${JSON.stringify(request.configuration ?? {})}`;
     let context: SandboxContext | undefined;
     let entry: ivm.Reference | undefined;
     /** Host operations started and not yet answered: a context with any left is not reused. */
@@ -497,7 +512,8 @@ export class SandboxPool {
     const hostCall = (id: number, op: string, json: string, body: unknown) => {
       if (finished) return;
       if (op === 'done') {
-        if (typeof json === 'string' && json.length > maxResultBytes) return complete({ ok: false, error: resultTooLargeFailure(maxResultBytes) });
+        if (typeof json === 'string' && json.length > maxResultBytes)
+          return complete({ ok: false, error: resultTooLargeFailure(maxResultBytes) });
         return complete(readEnvelope(json, maxResultBytes));
       }
       if (op === 'limit') return complete({ ok: false, error: hostLimitFailure(maxHostBytes) });
@@ -526,11 +542,26 @@ export class SandboxPool {
           );
           return;
         case 'bt': {
-          if (request.bt === null || request.bt === undefined) return settle(id, false, 'this reactor has no application, so it has no bt client');
-          if (!this.options.bt) return settle(id, true, JSON.stringify({ status: -1, data: null, message: 'bt is not available in this worker' }));
+          if (request.bt === null || request.bt === undefined)
+            return settle(id, false, 'this reactor has no application, so it has no bt client');
+          if (!this.options.bt)
+            return settle(
+              id,
+              true,
+              JSON.stringify({ status: -1, data: null, message: 'bt is not available in this worker' }),
+            );
           this.options.bt.call(request.bt.apiKey, payload as unknown as BtCall, signal()).then(
             (result) => settle(id, true, JSON.stringify(result)),
-            (error: Error) => settle(id, true, JSON.stringify({ status: -1, data: null, message: error?.message || 'the request to the vault failed' })),
+            (error: Error) =>
+              settle(
+                id,
+                true,
+                JSON.stringify({
+                  status: -1,
+                  data: null,
+                  message: error?.message || 'the request to the vault failed',
+                }),
+              ),
           );
           return;
         }
@@ -556,7 +587,10 @@ export class SandboxPool {
       }
     };
 
-    const wallTimer = setTimeout(() => complete({ ok: false, error: timeoutFailure('wall', limits.timeoutMs) }), Math.max(0, wallLeftNow()));
+    const wallTimer = setTimeout(
+      () => complete({ ok: false, error: timeoutFailure('wall', limits.timeoutMs) }),
+      Math.max(0, wallLeftNow()),
+    );
     const hooks: InvocationHooks = { call: hostCall, sync: hostSync };
     const startArgs = () => [
       'start',
@@ -580,7 +614,10 @@ export class SandboxPool {
         this.options.metrics?.observeWarmStart('synchronous');
         return true;
       } catch (error) {
-        const sliced = timeout === SYNC_SLICE_MS && !sandbox.isolate.isDisposed && /timed out/i.test(String((error as Error)?.message));
+        const sliced =
+          timeout === SYNC_SLICE_MS &&
+          !sandbox.isolate.isDisposed &&
+          /timed out/i.test(String((error as Error)?.message));
         if (!sliced) throw error;
         sandbox.quickStarts = -1;
         this.options.metrics?.observeWarmStart('overran');
@@ -618,7 +655,10 @@ export class SandboxPool {
         const global = created.global;
         global.setIgnored(
           '__tv_call',
-          new ivm.Callback((id: number, op: string, json: string, body: unknown) => fresh.hooks?.call(id, op, json, body), { ignored: true }),
+          new ivm.Callback(
+            (id: number, op: string, json: string, body: unknown) => fresh.hooks?.call(id, op, json, body),
+            { ignored: true },
+          ),
         );
         global.setIgnored(
           '__tv_sync',
@@ -631,7 +671,7 @@ export class SandboxPool {
         const preludeRun = sandbox.track(sandbox.prelude.run(created, { reference: true, timeout: limits.cpuMs }));
         const moduleRun = issue(() => sandbox.script.run(created, { timeout: limits.cpuMs }));
         moduleRun.catch(() => undefined);
-        const reference = (await preludeRun);
+        const reference = await preludeRun;
         fresh.entry = reference;
         if (finished) return;
         entry = reference;
@@ -653,7 +693,9 @@ export class SandboxPool {
      * arrives from inside the last task, which still has to return). Nothing of this invocation runs in its context
      * afterwards, and the isolate is left idle for the next (possibly synchronous) start.
      */
-    const quiet = outcome.then(() => running).then(() => (tasks === 0 ? undefined : new Promise<void>((resolve) => (drained = resolve))));
+    const quiet = outcome
+      .then(() => running)
+      .then(() => (tasks === 0 ? undefined : new Promise<void>((resolve) => (drained = resolve))));
     quiet.catch(() => undefined); // a failed start is answered through `fail`
 
     let envelope: Envelope | undefined;
@@ -664,7 +706,10 @@ export class SandboxPool {
       // clock (and its CPU budget ends the call anyway).
       if (envelope.ok && reuseKey !== undefined) {
         let timer: NodeJS.Timeout | undefined;
-        await Promise.race([quiet.catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, wallLeftNow()))))]);
+        await Promise.race([
+          quiet.catch(() => undefined),
+          new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, wallLeftNow())))),
+        ]);
         clearTimeout(timer);
       }
       return envelope;
@@ -676,9 +721,13 @@ export class SandboxPool {
       if (used) {
         used.hooks = undefined;
         // Kept only after a success with nothing left running, and once its calls into the isolate have returned.
-        const reusable = reuseKey !== undefined && envelope?.ok === true && outstanding === 0 && ++used.uses < WARM_MAX_USES;
+        const reusable =
+          reuseKey !== undefined && envelope?.ok === true && outstanding === 0 && ++used.uses < WARM_MAX_USES;
         quiet.then(
-          () => (reusable && outstanding === 0 && tasks === 0 && used.entry !== undefined && sandbox.usable ? sandbox.park(reuseKey, used) : used.release()),
+          () =>
+            reusable && outstanding === 0 && tasks === 0 && used.entry !== undefined && sandbox.usable
+              ? sandbox.park(reuseKey, used)
+              : used.release(),
           () => used.release(),
         );
       }
@@ -701,7 +750,11 @@ export class SandboxPool {
     return thrownFailure('the sandbox failed while the code ran');
   }
 
-  private async fetch(payload: Record<string, unknown>, body: unknown, signal: AbortSignal): Promise<{ json: string; body: Buffer }> {
+  private async fetch(
+    payload: Record<string, unknown>,
+    body: unknown,
+    signal: AbortSignal,
+  ): Promise<{ json: string; body: Buffer }> {
     const url = typeof payload.url === 'string' ? payload.url : '';
     const method = (typeof payload.method === 'string' ? payload.method : 'GET').toUpperCase();
     const headers: Record<string, string> = {};
@@ -723,7 +776,12 @@ export class SandboxPool {
       if (value === undefined) continue;
       responseHeaders[name.toLowerCase()] = Array.isArray(value) ? value.map(String) : [String(value)];
     }
-    const meta = { status: response.status, statusText: STATUS_CODES[response.status] ?? '', headers: responseHeaders, url };
+    const meta = {
+      status: response.status,
+      statusText: STATUS_CODES[response.status] ?? '',
+      headers: responseHeaders,
+      url,
+    };
     return { json: JSON.stringify(meta), body: response.body };
   }
 }

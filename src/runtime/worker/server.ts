@@ -12,7 +12,13 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { Errors, toProblem, type FieldErrors, type VaultError } from '../../errors/registry.js';
 import type { Logger } from '../../observability/logger.js';
-import { MAX_BATCH_ITEMS, type BatchLine, type InvocationLimits, type InvocationRequest, type InvocationResult } from '../contract.js';
+import {
+  MAX_BATCH_ITEMS,
+  type BatchLine,
+  type InvocationLimits,
+  type InvocationRequest,
+  type InvocationResult,
+} from '../contract.js';
 import type { RuntimeMetrics } from './metrics.js';
 import { CodeRequired, InvalidInvocation, type SandboxPool } from './sandbox.js';
 
@@ -79,7 +85,9 @@ export function createWorkerHandler(options: {
       req.resume();
       return sendProblem(
         res,
-        new Errors.Unauthenticated('POST /invoke takes calls from the API only: the X-TokenVault-Worker-Secret header is missing or wrong.'),
+        new Errors.Unauthenticated(
+          'POST /invoke takes calls from the API only: the X-TokenVault-Worker-Secret header is missing or wrong.',
+        ),
       );
     }
     if (draining) {
@@ -92,7 +100,8 @@ export function createWorkerHandler(options: {
       return sendProblem(res, new Errors.UnsupportedMediaType('POST /invoke takes application/json.'));
     }
     const text = await readBody(req, bodyLimit);
-    if (text === undefined) return sendProblem(res, new Errors.PayloadTooLarge(`The invocation is larger than ${bodyLimit} bytes.`), true);
+    if (text === undefined)
+      return sendProblem(res, new Errors.PayloadTooLarge(`The invocation is larger than ${bodyLimit} bytes.`), true);
     let body: unknown;
     try {
       body = JSON.parse(text);
@@ -113,16 +122,29 @@ export function createWorkerHandler(options: {
   };
 
   /** One invocation, counted in flight; an error that is not the code's is a status (400 refused, 500 internal). */
-  const run = async (request: InvocationRequest): Promise<{ result: InvocationResult } | { status: number; detail: string }> => {
+  const run = async (
+    request: InvocationRequest,
+  ): Promise<{ result: InvocationResult } | { status: number; detail: string }> => {
     inFlight++;
     try {
       const result = await pool.invoke(request);
-      logger.debug({ tenant_id: request.tenantId, code_hash: request.codeHash, outcome: result.ok ? 'ok' : result.error.kind, duration_ms: result.durationMs }, 'invocation');
+      logger.debug(
+        {
+          tenant_id: request.tenantId,
+          code_hash: request.codeHash,
+          outcome: result.ok ? 'ok' : result.error.kind,
+          duration_ms: result.durationMs,
+        },
+        'invocation',
+      );
       return { result };
     } catch (error) {
       if (error instanceof InvalidInvocation) return { status: 400, detail: error.message };
       if (error instanceof CodeRequired) return { status: 409, detail: error.message };
-      logger.error({ error_name: (error as Error)?.name, stack: (error as Error)?.stack?.split('\n').slice(1).join('\n') }, 'invocation failed in the worker');
+      logger.error(
+        { error_name: (error as Error)?.name, stack: (error as Error)?.stack?.split('\n').slice(1).join('\n') },
+        'invocation failed in the worker',
+      );
       return { status: 500, detail: 'The invocation failed in the worker.' };
     } finally {
       inFlight--;
@@ -133,7 +155,10 @@ export function createWorkerHandler(options: {
   /** A batch: every invocation starts at once; each answer line is written when its invocation finishes. */
   const invokeBatch = (batch: unknown, res: ServerResponse) => {
     if (!Array.isArray(batch) || batch.length === 0 || batch.length > MAX_BATCH_ITEMS) {
-      return sendProblem(res, new Errors.InvalidBody({ errors: { batch: [`must be an array of 1 to ${MAX_BATCH_ITEMS} invocations`] } }));
+      return sendProblem(
+        res,
+        new Errors.InvalidBody({ errors: { batch: [`must be an array of 1 to ${MAX_BATCH_ITEMS} invocations`] } }),
+      );
     }
     res.writeHead(200, { 'content-type': 'application/x-ndjson' });
     let pending = batch.length;
@@ -156,7 +181,8 @@ export function createWorkerHandler(options: {
     };
     batch.forEach((item: unknown, i) => {
       const parsed = parseInvocation(item, maxLimits);
-      if ('errors' in parsed) return write({ i, status: 400, detail: `invalid invocation: ${Object.keys(parsed.errors).join(', ')}` });
+      if ('errors' in parsed)
+        return write({ i, status: 400, detail: `invalid invocation: ${Object.keys(parsed.errors).join(', ')}` });
       void run(parsed.request).then((outcome) => write({ i, ...outcome }));
     });
   };
@@ -181,7 +207,9 @@ export function createWorkerHandler(options: {
       case '/healthz':
         return send(res, 200, JSON.stringify({ status: 'ok' }));
       case '/readyz':
-        return draining ? send(res, 503, JSON.stringify({ status: 'draining' })) : send(res, 200, JSON.stringify({ status: 'ready' }));
+        return draining
+          ? send(res, 503, JSON.stringify({ status: 'draining' }))
+          : send(res, 200, JSON.stringify({ status: 'ready' }));
       case '/metrics':
         metrics.registry.metrics().then(
           (text) => send(res, 200, text, metrics.registry.contentType),
@@ -248,23 +276,32 @@ function readBody(req: IncomingMessage, limit: number): Promise<string | undefin
   });
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
 
 /**
  * Checks an /invoke body against contract.ts; every problem is reported, by field. Limits above `maxLimits` (the
  * worker's own configuration) are refused.
  */
-export function parseInvocation(body: unknown, maxLimits?: InvocationLimits): { request: InvocationRequest } | { errors: FieldErrors } {
+export function parseInvocation(
+  body: unknown,
+  maxLimits?: InvocationLimits,
+): { request: InvocationRequest } | { errors: FieldErrors } {
   const errors: FieldErrors = {};
   const problem = (field: string, message: string) => (errors[field] ??= []).push(message);
   if (!isObject(body)) return { errors: { body: ['must be a JSON object'] } };
   const { tenantId, codeHash, code, configuration, bt, kind, limits, contextKey } = body;
-  if (typeof tenantId !== 'string' || tenantId === '' || tenantId.length > 200) problem('tenantId', 'must be a string of 1 to 200 characters');
-  if (typeof codeHash !== 'string' || !/^[0-9a-f]{64}$/i.test(codeHash)) problem('codeHash', 'must be a SHA-256 in hex');
-  if (code !== undefined && typeof code !== 'string') problem('code', 'must be a string (or left out: see contract.ts)');
-  else if (typeof code === 'string' && code.length > MAX_CODE_LENGTH) problem('code', `must be at most ${MAX_CODE_LENGTH} characters`);
+  if (typeof tenantId !== 'string' || tenantId === '' || tenantId.length > 200)
+    problem('tenantId', 'must be a string of 1 to 200 characters');
+  if (typeof codeHash !== 'string' || !/^[0-9a-f]{64}$/i.test(codeHash))
+    problem('codeHash', 'must be a SHA-256 in hex');
+  if (code !== undefined && typeof code !== 'string')
+    problem('code', 'must be a string (or left out: see contract.ts)');
+  else if (typeof code === 'string' && code.length > MAX_CODE_LENGTH)
+    problem('code', `must be at most ${MAX_CODE_LENGTH} characters`);
   if (configuration !== undefined && !isObject(configuration)) problem('configuration', 'must be an object');
-  if (bt !== undefined && bt !== null && !(isObject(bt) && typeof bt.apiKey === 'string' && bt.apiKey !== '')) problem('bt', 'must be null or {apiKey}');
+  if (bt !== undefined && bt !== null && !(isObject(bt) && typeof bt.apiKey === 'string' && bt.apiKey !== ''))
+    problem('bt', 'must be null or {apiKey}');
   if (kind !== 'reactor' && kind !== 'transform') problem('kind', "must be 'reactor' or 'transform'");
   if (contextKey !== undefined && (typeof contextKey !== 'string' || contextKey === '' || contextKey.length > 200)) {
     problem('contextKey', 'must be a string of 1 to 200 characters');

@@ -17,7 +17,10 @@ module.exports = async function (req) {
   const body = JSON.stringify({
     amount,
     reference,
-    recipient: { pan: card.number, expiry: `${String(card.expiration_month).padStart(2, '0')}/${card.expiration_year}` },
+    recipient: {
+      pan: card.number,
+      expiry: `${String(card.expiration_month).padStart(2, '0')}/${card.expiration_year}`,
+    },
   });
   const signature = crypto.createHmac('sha256', PAYOUT_SIGNING_SECRET).update(body).digest('hex');
 
@@ -33,7 +36,12 @@ module.exports = async function (req) {
       const payout = await response.json();
       return {
         raw: { id: payout.id, status: payout.status },
-        tokenize: { receipt: { type: 'token', data: { approval_code: payout.approval_code, network_reference: payout.network_reference } } },
+        tokenize: {
+          receipt: {
+            type: 'token',
+            data: { approval_code: payout.approval_code, network_reference: payout.network_reference },
+          },
+        },
       };
     }
     case 409: {

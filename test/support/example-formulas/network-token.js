@@ -14,7 +14,11 @@ module.exports = async function (req) {
   const response = await fetch(`${PROCESSOR_URL}/v1/network_tokens`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${PROCESSOR_SECRET_KEY}` },
-    body: JSON.stringify({ pan: card.number, expiry: { month: card.expiration_month, year: card.expiration_year }, customer: customer_id }),
+    body: JSON.stringify({
+      pan: card.number,
+      expiry: { month: card.expiration_month, year: card.expiration_year },
+      customer: customer_id,
+    }),
   });
   if (!response.ok) {
     throw new ReactorRuntimeError(`network token provisioning failed with ${response.status}`);
@@ -25,7 +29,11 @@ module.exports = async function (req) {
   try {
     token = await bt.tokens.create({
       type: 'card',
-      data: { number: network_token.number, expiration_month: network_token.exp_month, expiration_year: network_token.exp_year },
+      data: {
+        number: network_token.number,
+        expiration_month: network_token.exp_month,
+        expiration_year: network_token.exp_year,
+      },
       metadata: { processor_token_id: id, customer_id },
     });
   } catch (error) {
