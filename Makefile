@@ -67,6 +67,8 @@ lint: typecheck
 	$(BIN)/tsc -p src/runtime/worker/sandbox-code/tsconfig.json
 	node hack/build-sandbox.mjs --check
 	$(BIN)/depcruise --config .dependency-cruiser.cjs src
+	$(BIN)/eslint src test bench
+	$(BIN)/prettier --check src test bench --log-level warn
 
 bench: build
 	hack/bench.sh
