@@ -158,7 +158,7 @@ under_load() {
 delete_one() {
   local component=$1 pod
   # jsonpath, not `| head`: under pipefail, head exiting early fails kubectl with SIGPIPE.
-  pod=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component" \
+  pod=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component,app.kubernetes.io/instance=$RELEASE" \
     --field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}')
   [[ -n $pod ]] || die "no $component pod to delete"
   pod=pod/$pod
@@ -433,9 +433,12 @@ wait_for 30 "Secret solo-backend-key" kubectl -n "$NAMESPACE" get secret solo-ba
 SOLO_KEY=$(kubectl -n "$NAMESPACE" get secret solo-backend-key -o jsonpath='{.data.key}' | base64 -d)
 SOLO_REACTOR_ID=$(kubectl -n "$NAMESPACE" get reactor solo-last4 -o jsonpath='{.status.id}')
 [[ -n $SOLO_KEY && -n $SOLO_REACTOR_ID ]] || die "tenant solo has no application key or reactor id"
-SHARED_WORKERS=$(kubectl -n "$NAMESPACE" get deployment -l app.kubernetes.io/component=worker -o name)
+# The chart's workers only: the dedicated Deployment carries the worker component label too.
+SHARED_SELECTOR=app.kubernetes.io/component=worker,app.kubernetes.io/instance=$RELEASE
+SHARED_WORKERS=$(kubectl -n "$NAMESPACE" get deployment -l "$SHARED_SELECTOR" -o name)
+[[ $SHARED_WORKERS == deployment.apps/* && $SHARED_WORKERS != *$'\n'* ]] || die "not one shared worker Deployment: $SHARED_WORKERS"
 kubectl -n "$NAMESPACE" scale "$SHARED_WORKERS" --replicas=0 >&2
-no_shared_worker() { [[ -z $(kubectl -n "$NAMESPACE" get pods -l app.kubernetes.io/component=worker -o name) ]]; }
+no_shared_worker() { [[ -z $(kubectl -n "$NAMESPACE" get pods -l "$SHARED_SELECTOR" -o name) ]]; }
 wait_for 60 "the shared workers to be gone" no_shared_worker || die "the shared worker pods did not go away"
 solo_answers() { [[ $(client react "$BASE" "$SOLO_KEY" "$SOLO_REACTOR_ID" 2>/dev/null) == *'"runtime":"dedicated"'* ]]; }
 wait_for 30 "tenant solo's reactor to answer on its dedicated worker" solo_answers ||
