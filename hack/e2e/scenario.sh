@@ -6,7 +6,10 @@
 # of every pod and of the control plane) at the end either way.
 #   1. helm install into a namespace enforcing the restricted Pod Security level; every pod Running and Ready.
 #   2. kubectl apply -k config/samples: every tokenvault resource Ready, the application key in its Secret.
-#   3. the official SDKs from this machine through the API Service's ClusterIP: a card token, the sample reactor.
+#   3. the official SDKs from this machine through the API Service's ClusterIP: a card token, the sample reactor;
+#      the sample proxy pointed at an HTTPS echo pod in the cluster: the detokenized number arrives there;
+#      the same SDK calls from a pod in the cluster, to the API Service's DNS name, with the key from its Secret;
+#      a dedicated-worker Tenant: its own worker Deployment, its reactor answers with the shared workers at zero.
 #   4. faults under a bounded load of token writes and reactor calls: an API pod, then a worker pod deleted; no
 #      500, every 503 with Retry-After, every acknowledged token reads back.
 #      Then the etcd pod (on a hostPath PersistentVolume): 503 with Retry-After while it is away, nothing lost.
