@@ -414,6 +414,9 @@ spec:
     module.exports = async function (req) {
       return { raw: { last4: req.args.card.number.slice(-4), runtime: 'dedicated' } };
     };
+  # Only the declared parameters reach the code.
+  requestParameters:
+    - {name: card.number, description: The card number, type: string}
 ---
 apiVersion: tokenvault.dev/v1alpha1
 kind: Reactor
