@@ -312,7 +312,7 @@ BASE=$(api_url)
 step "SDKs through the API Service: card token, sample reactor"
 client smoke "$BASE" "$KEY" "$REACTOR_ID" >&2 || die "the SDK smoke test through $BASE failed"
 
-step "the sample proxy to the HTTPS echo pod: the detokenized body arrives"
+step "the sample proxy to an HTTPS echo pod: body detokenized"
 kubectl -n "$NAMESPACE" rollout status deployment/e2e-echo --timeout=60s >&2 || die "the echo pod is not Ready"
 kubectl -n "$NAMESPACE" patch proxy echo --type merge \
   -p "{\"spec\":{\"destinationUrl\":\"https://$ECHO_HOST:8443/anything\"}}" >&2
@@ -326,7 +326,7 @@ wait_for 60 "the sample proxy to reach the echo pod" proxy_echoes ||
   { proxy_echoes >&2 || true; die "the sample proxy did not bring the detokenized body to https://$ECHO_HOST:8443 (reason above)"; }
 proxy_echoes >&2
 
-step "SDKs from a pod in the cluster: the API Service by DNS name, the key from the Secret"
+step "SDKs from a pod: API Service by DNS name, key from Secret"
 # The SDKs are dev dependencies, not in the image: the client pod runs the Node base image with this tree's
 # hack/e2e and node_modules mounted from the node (hostPath), so it lives in a namespace of its own (the restricted
 # level refuses hostPath) with a copy of the application key's Secret.
@@ -379,7 +379,7 @@ kubectl -n "$CLIENT_NAMESPACE" logs sdk-client >&2 || true
     die "the SDKs in a pod could not create a card token, call the reactor and the proxy through $API_DNS_URL (logs above)"; }
 kubectl delete namespace "$CLIENT_NAMESPACE" --wait=false >/dev/null
 
-step "a dedicated-worker tenant: its own worker Deployment runs its reactor"
+step "dedicated-worker tenant: its own Deployment runs its code"
 # Tenant solo with spec.runtime.dedicated: the controller makes Deployment tokenvault-worker-solo (the chart's
 # image: controller.workerImage defaults to it, so dedicatedWorkers.allowedImages may stay empty) and points the
 # vault tenant's worker_url at its Service. With the shared workers scaled to zero, solo's reactor still answers:
