@@ -8,6 +8,13 @@
 //                                                                      until SECONDS pass or SIGTERM; summary to OUT
 //   node hack/e2e/client.mjs verify BASE_URL KEY OUT                   every acknowledged token of OUT reads back
 //   node hack/e2e/client.mjs react  BASE_URL KEY REACTOR_ID           one reactor call on a new card token: prints raw
+//   node hack/e2e/client.mjs proxy  BASE_URL KEY PROXY_KEY            a card token (node-sdk), then the pre-configured
+//                                                                      proxy (basis-theory-js) with its number as a
+//                                                                      token expression: the echo must have received
+//                                                                      the detokenized number and the credential header
+//
+// It runs from the host (the scenario) and from a pod in the cluster (step "SDKs from a pod"), where BASE_URL is the
+// API Service's DNS name; KEY may be "-" to read it from the environment variable TOKENVAULT_E2E_KEY (a Secret).
 //
 // Every result is one JSON line on stdout; a failed expectation exits 1 with the reason on stderr.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -16,7 +23,8 @@ import { BasisTheory } from '@basis-theory/basis-theory-js';
 import { BasisTheoryClient } from '@basis-theory/node-sdk';
 
 const CARD = { number: '4242424242424242', expiration_month: 12, expiration_year: 2030, cvc: '123' };
-const [command, baseUrl, key, ...rest] = process.argv.slice(2);
+const [command, baseUrl, keyArgument, ...rest] = process.argv.slice(2);
+const key = keyArgument === '-' ? process.env.TOKENVAULT_E2E_KEY : keyArgument;
 
 function fail(message) {
   process.stderr.write(`client.mjs ${command}: ${message}\n`);
@@ -150,7 +158,35 @@ async function react() {
   console.log(JSON.stringify(answer?.raw ?? null));
 }
 
-const commands = { smoke, load, verify, react };
+/**
+ * The echo pod answers with what it received ({ method, path, headers, body }); the proxy passes that answer back.
+ * The card number must arrive in clear (detokenized on the way), with the credential the request transform adds.
+ */
+async function proxy() {
+  const [proxyKey, credential] = rest;
+  const client = nodeSdk();
+  const token = await client.tokens.create({ type: 'card', data: CARD });
+  const relay = await localhostRelay(baseUrl);
+  try {
+    const js = await new BasisTheory().init(key, { apiBaseUrl: relay.url, disableTelemetry: true });
+    const echoed = await js.proxy.post({
+      headers: { 'BT-PROXY-KEY': proxyKey },
+      body: { number: `{{ ${token.id} | json: '$.number' }}`, note: 'e2e' },
+    });
+    const received = typeof echoed?.body === 'string' ? JSON.parse(echoed.body) : echoed?.body;
+    if (received?.number !== CARD.number) {
+      fail(`the echo received ${JSON.stringify(received)} (answer ${JSON.stringify(echoed)}), expected the detokenized number`);
+    }
+    if (credential && echoed?.headers?.authorization !== `Bearer ${credential}`) {
+      fail(`the echo received no destination credential from the request transform: ${JSON.stringify(echoed?.headers)}`);
+    }
+    console.log(JSON.stringify({ token: token.id, echoed: 'number detokenized', path: echoed?.path }));
+  } finally {
+    relay.close();
+  }
+}
+
+const commands = { smoke, load, verify, react, proxy };
 if (!commands[command] || !baseUrl || !key) fail('usage: client.mjs smoke|load|verify BASE_URL KEY ...');
 try {
   await commands[command]();

@@ -6,7 +6,10 @@
 # of every pod and of the control plane) at the end either way.
 #   1. helm install into a namespace enforcing the restricted Pod Security level; every pod Running and Ready.
 #   2. kubectl apply -k config/samples: every tokenvault resource Ready, the application key in its Secret.
-#   3. the official SDKs from this machine through the API Service's ClusterIP: a card token, the sample reactor.
+#   3. the official SDKs from this machine through the API Service's ClusterIP: a card token, the sample reactor;
+#      the sample proxy pointed at an HTTPS echo pod in the cluster: the detokenized number arrives there;
+#      the same SDK calls from a pod in the cluster, to the API Service's DNS name, with the key from its Secret;
+#      a dedicated-worker Tenant: its own worker Deployment, its reactor answers with the shared workers at zero.
 #   4. faults under a bounded load of token writes and reactor calls: an API pod, then a worker pod deleted; no
 #      500, every 503 with Retry-After, every acknowledged token reads back.
 #      Then the etcd pod (on a hostPath PersistentVolume): 503 with Retry-After while it is away, nothing lost.
@@ -158,7 +161,7 @@ under_load() {
 delete_one() {
   local component=$1 pod
   # jsonpath, not `| head`: under pipefail, head exiting early fails kubectl with SIGPIPE.
-  pod=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component" \
+  pod=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component,app.kubernetes.io/instance=$RELEASE" \
     --field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}')
   [[ -n $pod ]] || die "no $component pod to delete"
   pod=pod/$pod
@@ -169,7 +172,13 @@ delete_one() {
 
 # --- the scenario -------------------------------------------------------------------------------------------------
 
+# The sample proxy's destination in the cluster: an HTTPS echo pod (hack/e2e/echo.mjs) behind a Service, with a
+# certificate of a CA made for the run. A Service address is private, so the chart allows the host name
+# (config.outbound.allowedHosts, TOKENVAULT_PROXY_ALLOWED_HOSTS) and trusts the CA (config.outbound.caBundle,
+# TOKENVAULT_PROXY_CA_FILE).
+ECHO_HOST=e2e-echo.$NAMESPACE.svc
 CHART_VALUES=(
+  --set "config.outbound.allowedHosts={$ECHO_HOST}" --set config.outbound.caBundle.configMapName=e2e-echo-ca
   --set "image.repository=${TOKENVAULT_IMAGE%:*}" --set "image.tag=${TOKENVAULT_IMAGE##*:}" --set image.pullPolicy=Never
   --set "etcd.image.repository=${ETCD_IMAGE%:*}" --set "etcd.image.tag=${ETCD_IMAGE##*:}" --set etcd.image.pullPolicy=Never
   # No volume provisioner on this node: etcd's claim binds the hostPath PersistentVolume made below.
@@ -222,10 +231,62 @@ YAML
 }
 make_etcd_volume
 
+# make_echo: the echo's CA (its ConfigMap must exist before helm install: the API pods mount it), its serving
+# certificate and the echo Deployment and Service, restricted like every pod of the namespace.
+make_echo() {
+  local dir=$WORK/echo-tls
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=tokenvault-e2e-echo-ca \
+    -keyout "$dir/ca.key" -out "$dir/ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=$ECHO_HOST" -keyout "$dir/tls.key" -out "$dir/tls.csr" 2>/dev/null
+  printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:%s,DNS:%s.cluster.local\n' \
+    "$ECHO_HOST" "$ECHO_HOST" >"$dir/tls.ext"
+  openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 2 \
+    -extfile "$dir/tls.ext" -out "$dir/tls.crt" 2>/dev/null
+  kubectl -n "$NAMESPACE" create configmap e2e-echo-ca --from-file=ca.crt="$dir/ca.crt" >/dev/null
+  kubectl -n "$NAMESPACE" create secret tls e2e-echo-tls --cert="$dir/tls.crt" --key="$dir/tls.key" >/dev/null
+  kubectl -n "$NAMESPACE" create configmap e2e-echo --from-file=echo.mjs="$E2E_HACK/echo.mjs" >/dev/null
+  kubectl -n "$NAMESPACE" apply -f - >/dev/null <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: e2e-echo, labels: {app: e2e-echo}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: e2e-echo}}
+  template:
+    metadata: {labels: {app: e2e-echo}}
+    spec:
+      automountServiceAccountToken: false
+      securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: {type: RuntimeDefault}}
+      containers:
+        - name: echo
+          image: $CLIENT_IMAGE
+          imagePullPolicy: Never
+          command: [node, /echo/echo.mjs]
+          ports: [{name: https, containerPort: 8443}]
+          readinessProbe: {tcpSocket: {port: 8443}, periodSeconds: 2}
+          resources: {requests: {cpu: 10m, memory: 32Mi}, limits: {memory: 128Mi}}
+          securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+          volumeMounts: [{name: script, mountPath: /echo}, {name: tls, mountPath: /tls}]
+      volumes:
+        - {name: script, configMap: {name: e2e-echo}}
+        - {name: tls, secret: {secretName: e2e-echo-tls}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: e2e-echo}
+spec:
+  selector: {app: e2e-echo}
+  ports: [{name: https, port: 8443, targetPort: https}]
+YAML
+}
+
 step "helm install (restricted namespace), every pod Ready"
 kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl label namespace "$NAMESPACE" --overwrite pod-security.kubernetes.io/enforce=restricted \
   pod-security.kubernetes.io/warn=restricted >/dev/null
+make_echo
 helm install "$RELEASE" "$REPO_ROOT/charts/tokenvault" -n "$NAMESPACE" "${CHART_VALUES[@]}" --wait --timeout 5m >&2 ||
   die "helm install did not complete"
 all_pods_ready
@@ -250,6 +311,149 @@ BASE=$(api_url)
 
 step "SDKs through the API Service: card token, sample reactor"
 client smoke "$BASE" "$KEY" "$REACTOR_ID" >&2 || die "the SDK smoke test through $BASE failed"
+
+step "the sample proxy to an HTTPS echo pod: body detokenized"
+kubectl -n "$NAMESPACE" rollout status deployment/e2e-echo --timeout=60s >&2 || die "the echo pod is not Ready"
+kubectl -n "$NAMESPACE" patch proxy echo --type merge \
+  -p "{\"spec\":{\"destinationUrl\":\"https://$ECHO_HOST:8443/anything\"}}" >&2
+PROXY_KEY=$(kubectl -n "$NAMESPACE" get secret echo-proxy-key -o jsonpath='{.data.key}' | base64 -d)
+[[ -n $PROXY_KEY ]] || die "Secret echo-proxy-key has no key"
+CREDENTIAL=$(kubectl -n "$NAMESPACE" get secret echo-credentials -o jsonpath='{.data.token}' | base64 -d)
+proxy_echoes() { client proxy "$BASE" "$KEY" "$PROXY_KEY" "$CREDENTIAL"; }
+# The controller reconciles the new destination within a watch; until then the proxy still goes to httpbin.org,
+# which nothing on this machine reaches.
+wait_for 60 "the sample proxy to reach the echo pod" proxy_echoes ||
+  { proxy_echoes >&2 || true; die "the sample proxy did not bring the detokenized body to https://$ECHO_HOST:8443 (reason above)"; }
+proxy_echoes >&2
+
+step "SDKs from a pod: API Service by DNS name, key from Secret"
+# The SDKs are dev dependencies, not in the image: the client pod runs the Node base image with this tree's
+# hack/e2e and node_modules mounted from the node (hostPath), so it lives in a namespace of its own (the restricted
+# level refuses hostPath) with a copy of the application key's Secret.
+CLIENT_NAMESPACE=$NAMESPACE-client
+API_HOST=$(kubectl -n "$NAMESPACE" get service -l 'app.kubernetes.io/component=api,!tokenvault.dev/metrics' -o jsonpath='{.items[0].metadata.name}')
+[[ -n $API_HOST ]] || die "no API Service in $NAMESPACE"
+API_DNS_URL=http://$API_HOST.$NAMESPACE.svc:8080
+kubectl delete namespace "$CLIENT_NAMESPACE" --ignore-not-found --wait=true --timeout=60s >/dev/null
+kubectl create namespace "$CLIENT_NAMESPACE" >/dev/null
+kubectl -n "$NAMESPACE" get secret backend-key -o jsonpath='{.data.key}' | base64 -d |
+  kubectl -n "$CLIENT_NAMESPACE" create secret generic backend-key --from-file=key=/dev/stdin >/dev/null
+kubectl -n "$NAMESPACE" get secret echo-proxy-key -o jsonpath='{.data.key}' | base64 -d |
+  kubectl -n "$CLIENT_NAMESPACE" create secret generic echo-proxy-key --from-file=key=/dev/stdin >/dev/null
+kubectl -n "$CLIENT_NAMESPACE" apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: sdk-client}
+spec:
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532}
+  containers:
+    - name: sdk
+      image: $CLIENT_IMAGE
+      imagePullPolicy: Never
+      workingDir: /e2e
+      env:
+        - {name: TOKENVAULT_E2E_KEY, valueFrom: {secretKeyRef: {name: backend-key, key: key}}}
+        - {name: PROXY_KEY, valueFrom: {secretKeyRef: {name: echo-proxy-key, key: key}}}
+      command:
+        - sh
+        - -c
+        - >-
+          node hack/e2e/client.mjs smoke $API_DNS_URL - $REACTOR_ID &&
+          node hack/e2e/client.mjs proxy $API_DNS_URL - "\$PROXY_KEY"
+      volumeMounts:
+        - {name: e2e, mountPath: /e2e/hack/e2e, readOnly: true}
+        - {name: node-modules, mountPath: /e2e/node_modules, readOnly: true}
+  volumes:
+    - {name: e2e, hostPath: {path: $E2E_HACK, type: Directory}}
+    - {name: node-modules, hostPath: {path: $(readlink -f "$REPO_ROOT/node_modules"), type: Directory}}
+YAML
+client_pod_done() {
+  [[ $(kubectl -n "$CLIENT_NAMESPACE" get pod sdk-client -o jsonpath='{.status.phase}') == @(Succeeded|Failed) ]]
+}
+wait_for 120 "the SDK client pod to finish" client_pod_done || true
+kubectl -n "$CLIENT_NAMESPACE" logs sdk-client >&2 || true
+[[ $(kubectl -n "$CLIENT_NAMESPACE" get pod sdk-client -o jsonpath='{.status.phase}') == Succeeded ]] ||
+  { kubectl -n "$CLIENT_NAMESPACE" describe pod sdk-client | tail -n 20 >&2;
+    die "the SDKs in a pod could not create a card token, call the reactor and the proxy through $API_DNS_URL (logs above)"; }
+kubectl delete namespace "$CLIENT_NAMESPACE" --wait=false >/dev/null
+
+step "dedicated-worker tenant: its own Deployment runs its code"
+# Tenant solo with spec.runtime.dedicated: the controller makes Deployment tokenvault-worker-solo (the chart's
+# image: controller.workerImage defaults to it, so dedicatedWorkers.allowedImages may stay empty) and points the
+# vault tenant's worker_url at its Service. With the shared workers scaled to zero, solo's reactor still answers:
+# it runs on the dedicated worker.
+kubectl -n "$NAMESPACE" apply -f - >&2 <<'YAML'
+apiVersion: tokenvault.dev/v1alpha1
+kind: Tenant
+metadata: {name: solo}
+spec:
+  displayName: Solo
+  managementKeySecretRef: {name: solo-management}
+  runtime: {dedicated: true, replicas: 1}
+  deletionPolicy: Retain
+---
+apiVersion: tokenvault.dev/v1alpha1
+kind: Application
+metadata: {name: solo-backend}
+spec:
+  tenantRef: {name: solo}
+  displayName: Solo backend
+  type: private
+  permissions: [token:create, token:read, token:use]
+  keySecretRef: {name: solo-backend-key}
+---
+apiVersion: tokenvault.dev/v1alpha1
+kind: ReactorFormula
+metadata: {name: solo-last4}
+spec:
+  tenantRef: {name: solo}
+  displayName: Solo last4
+  code: |
+    module.exports = async function (req) {
+      return { raw: { last4: req.args.card.number.slice(-4), runtime: 'dedicated' } };
+    };
+  # Only the declared parameters reach the code.
+  requestParameters:
+    - {name: card.number, description: The card number, type: string}
+---
+apiVersion: tokenvault.dev/v1alpha1
+kind: Reactor
+metadata: {name: solo-last4}
+spec:
+  tenantRef: {name: solo}
+  displayName: Solo last4
+  formulaRef: {name: solo-last4}
+  applicationRef: {name: solo-backend}
+YAML
+kubectl -n "$NAMESPACE" wait --for=condition=RuntimeReady tenant/solo --timeout=180s >&2 ||
+  { kubectl -n "$NAMESPACE" get tenant solo -o yaml >&2; die "tenant solo's dedicated workers are not available (RuntimeReady)"; }
+kubectl -n "$NAMESPACE" get deployment tokenvault-worker-solo >&2 || die "no Deployment tokenvault-worker-solo for tenant solo"
+for kind in applications reactorformulas reactors; do
+  kubectl -n "$NAMESPACE" wait --for=condition=Ready "$kind" --all --timeout=120s >&2 ||
+    { kubectl -n "$NAMESPACE" get "$kind" -o yaml >&2; die "tenant solo's $kind are not Ready"; }
+done
+wait_for 30 "Secret solo-backend-key" kubectl -n "$NAMESPACE" get secret solo-backend-key ||
+  die "the controller did not write solo's application key into Secret solo-backend-key"
+SOLO_KEY=$(kubectl -n "$NAMESPACE" get secret solo-backend-key -o jsonpath='{.data.key}' | base64 -d)
+SOLO_REACTOR_ID=$(kubectl -n "$NAMESPACE" get reactor solo-last4 -o jsonpath='{.status.id}')
+[[ -n $SOLO_KEY && -n $SOLO_REACTOR_ID ]] || die "tenant solo has no application key or reactor id"
+# The chart's workers only: the dedicated Deployment carries the worker component label too.
+SHARED_SELECTOR=app.kubernetes.io/component=worker,app.kubernetes.io/instance=$RELEASE
+SHARED_WORKERS=$(kubectl -n "$NAMESPACE" get deployment -l "$SHARED_SELECTOR" -o name)
+[[ $SHARED_WORKERS == deployment.apps/* && $SHARED_WORKERS != *$'\n'* ]] || die "not one shared worker Deployment: $SHARED_WORKERS"
+kubectl -n "$NAMESPACE" scale "$SHARED_WORKERS" --replicas=0 >&2
+no_shared_worker() { [[ -z $(kubectl -n "$NAMESPACE" get pods -l "$SHARED_SELECTOR" -o name) ]]; }
+wait_for 60 "the shared workers to be gone" no_shared_worker || die "the shared worker pods did not go away"
+solo_answers() { [[ $(client react "$BASE" "$SOLO_KEY" "$SOLO_REACTOR_ID" 2>/dev/null) == *'"runtime":"dedicated"'* ]]; }
+wait_for 30 "tenant solo's reactor to answer on its dedicated worker" solo_answers ||
+  { client react "$BASE" "$SOLO_KEY" "$SOLO_REACTOR_ID" >&2 || true;
+    die "with no shared worker running, tenant solo's reactor did not answer: it does not run on its dedicated worker"; }
+note "tenant solo's reactor answered from its dedicated worker with the shared workers scaled to 0"
+kubectl -n "$NAMESPACE" scale "$SHARED_WORKERS" --replicas=2 >&2
+kubectl -n "$NAMESPACE" rollout status "$SHARED_WORKERS" --timeout=120s >&2 || die "the shared workers did not come back"
+client smoke "$BASE" "$KEY" "$REACTOR_ID" >&2 || die "tenant acme's reactor does not answer with the shared workers back"
 
 step "fault: an API pod deleted under load"
 under_load "$LOAD_SECONDS" fault-api delete_one api
