@@ -185,6 +185,10 @@ CHART_VALUES=(
   --set etcd.persistence.storageClassName=e2e-local --set etcd.persistence.size=1Gi
   # No metrics-server: fixed replica counts.
   --set api.autoscaling.enabled=false --set api.replicas=2
+  # The load client goes flat out on one key (about 150 calls a second); during a rolling update the surge pods count
+  # as replicas, so each pod's share of the default per-key limits shrinks below that and the load would meet 429s.
+  # The limits themselves are tested in the integration tier (rate-limits.test.ts); here they are out of the way.
+  --set api.rateLimits.apiPerKey=20000 --set api.rateLimits.callsPerKey=20000
 )
 
 # A cluster kept from an earlier run (TOKENVAULT_E2E_KEEP=1) may hold the previous release: start from nothing.
