@@ -8,9 +8,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { openStore } from '../../src/store/open.js';
 import { startControlPlane, toolBinary, type ControlPlane } from '../support/control-plane.js';
 import { startTlsEtcd } from '../support/etcd.js';
+import { storeReaches } from '../support/store.js';
 import {
   describeObject,
   envOf,
@@ -473,21 +473,10 @@ test("the certificates the chart makes work with a real etcd: the API's client c
     certFile: write('client', 'tls.crt'),
     keyFile: write('client', 'tls.key'),
   };
-  const reaches = async (endpoint: string, tls: { caFile?: string; certFile?: string; keyFile?: string }) => {
-    const store = openStore({ kind: 'etcd', endpoints: [`https://${endpoint}`], tls });
-    try {
-      await store.ping();
-      return true;
-    } catch {
-      return false;
-    } finally {
-      await store.close();
-    }
-  };
-  const etcd = await startTlsEtcd(server, (endpoint) => reaches(endpoint, client));
+  const etcd = await startTlsEtcd(server, (endpoint) => storeReaches(endpoint, client));
   try {
-    expect(await reaches(etcd.endpoint, client)).toBe(true);
-    expect(await reaches(etcd.endpoint, { caFile: client.caFile })).toBe(false);
+    expect(await storeReaches(etcd.endpoint, client)).toBe(true);
+    expect(await storeReaches(etcd.endpoint, { caFile: client.caFile })).toBe(false);
     // (etcd's serving certificate, signed by the same CA, would get in too: only the etcd pods mount it, see above.)
   } finally {
     await etcd.stop();

@@ -6,11 +6,12 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generate } from 'selfsigned';
 import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/store/open.js';
 import { createTenant, startTestApi, TEST_KEK, type TestApi } from '../support/api.js';
 import { startTlsEtcd } from '../support/etcd.js';
+import { testAuthority } from '../support/https.js';
+import { storeReaches } from '../support/store.js';
 import { call } from '../support/http.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tokenvault-etcd-tls-'));
@@ -31,63 +32,11 @@ let files: {
   strangerKey: string;
 };
 
-/** Whether the store reaches etcd at `endpoint` with these files. */
-async function canConnect(
-  endpoint: string,
-  tls: { caFile?: string; certFile?: string; keyFile?: string },
-): Promise<boolean> {
-  const store = openStore({ kind: 'etcd', endpoints: [`https://${endpoint}`], tls });
-  try {
-    await store.ping();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await store.close();
-  }
-}
-
-async function authority(name: string) {
-  const notBeforeDate = new Date(Date.now() - 60_000);
-  const notAfterDate = new Date(Date.now() + 3600_000);
-  const ca = await generate([{ name: 'commonName', value: name }], {
-    keyType: 'ec',
-    algorithm: 'sha256',
-    notBeforeDate,
-    notAfterDate,
-    extensions: [
-      { name: 'basicConstraints', cA: true, critical: true },
-      { name: 'keyUsage', keyCertSign: true, cRLSign: true, critical: true },
-    ],
-  });
-  const leaf = (commonName: string, usage: { serverAuth?: boolean; clientAuth?: boolean }) =>
-    generate([{ name: 'commonName', value: commonName }], {
-      keyType: 'ec',
-      algorithm: 'sha256',
-      notBeforeDate,
-      notAfterDate,
-      ca: { key: ca.private, cert: ca.cert },
-      extensions: [
-        { name: 'basicConstraints', cA: false },
-        { name: 'keyUsage', digitalSignature: true, critical: true },
-        { name: 'extKeyUsage', ...usage },
-        {
-          name: 'subjectAltName',
-          altNames: [
-            { type: 2, value: 'localhost' },
-            { type: 7, ip: '127.0.0.1' },
-          ],
-        },
-      ],
-    });
-  return { ca, leaf };
-}
-
 beforeAll(async () => {
-  const ours = await authority('tokenvault etcd CA');
+  const ours = await testAuthority('tokenvault etcd CA', 1);
   const server = await ours.leaf('etcd', { serverAuth: true, clientAuth: true });
   const client = await ours.leaf('tokenvault-api', { clientAuth: true });
-  const stranger = await (await authority('another CA')).leaf('tokenvault-api', { clientAuth: true });
+  const stranger = await (await testAuthority('another CA', 1)).leaf('tokenvault-api', { clientAuth: true });
   files = {
     ca: file('ca.crt', ours.ca.cert),
     serverCert: file('server.crt', server.cert),
@@ -98,7 +47,7 @@ beforeAll(async () => {
     strangerKey: file('stranger.key', stranger.private),
   };
   etcd = await startTlsEtcd({ caFile: files.ca, certFile: files.serverCert, keyFile: files.serverKey }, (at) =>
-    canConnect(at, { caFile: files.ca, certFile: files.clientCert, keyFile: files.clientKey }),
+    storeReaches(at, { caFile: files.ca, certFile: files.clientCert, keyFile: files.clientKey }),
   );
   endpoint = etcd.endpoint;
 }, 40_000);

@@ -32,10 +32,24 @@ export function testCertificates(): Promise<TestCertificates> {
   return certificates;
 }
 
-async function makeCertificates(): Promise<TestCertificates> {
+/** A leaf certificate's use and the names it is valid for. */
+export interface LeafOptions {
+  serverAuth?: boolean;
+  clientAuth?: boolean;
+  /** DNS names; default localhost. */
+  dnsNames?: string[];
+  /** IP addresses; default 127.0.0.1. */
+  ips?: string[];
+}
+
+/**
+ * An EC P-256 certificate authority made for a test run, valid from a minute ago for `hours`, and a function that
+ * signs leaf certificates with it (the servers and clients of the HTTPS and etcd TLS tests).
+ */
+export async function testAuthority(name: string, hours = 24) {
   const notBeforeDate = new Date(Date.now() - 60_000);
-  const notAfterDate = new Date(Date.now() + 24 * 3600_000);
-  const ca = await generate([{ name: 'commonName', value: 'tokenvault test CA' }], {
+  const notAfterDate = new Date(Date.now() + hours * 3600_000);
+  const ca = await generate([{ name: 'commonName', value: name }], {
     keyType: 'ec',
     algorithm: 'sha256',
     notBeforeDate,
@@ -45,26 +59,35 @@ async function makeCertificates(): Promise<TestCertificates> {
       { name: 'keyUsage', keyCertSign: true, cRLSign: true, critical: true },
     ],
   });
-  const leaf = await generate([{ name: 'commonName', value: 'localhost' }], {
-    keyType: 'ec',
-    algorithm: 'sha256',
-    notBeforeDate,
-    notAfterDate,
-    ca: { key: ca.private, cert: ca.cert },
-    extensions: [
-      { name: 'basicConstraints', cA: false },
-      { name: 'keyUsage', digitalSignature: true, critical: true },
-      { name: 'extKeyUsage', serverAuth: true },
-      {
-        name: 'subjectAltName',
-        altNames: [
-          ...CERTIFICATE_NAMES.map((value) => ({ type: 2 as const, value })),
-          { type: 7, ip: '127.0.0.1' },
-          { type: 7, ip: '::1' },
-        ],
-      },
-    ],
-  });
+  const leaf = (
+    commonName: string,
+    { serverAuth, clientAuth, dnsNames = ['localhost'], ips = ['127.0.0.1'] }: LeafOptions,
+  ) =>
+    generate([{ name: 'commonName', value: commonName }], {
+      keyType: 'ec',
+      algorithm: 'sha256',
+      notBeforeDate,
+      notAfterDate,
+      ca: { key: ca.private, cert: ca.cert },
+      extensions: [
+        { name: 'basicConstraints', cA: false },
+        { name: 'keyUsage', digitalSignature: true, critical: true },
+        { name: 'extKeyUsage', ...(serverAuth ? { serverAuth } : {}), ...(clientAuth ? { clientAuth } : {}) },
+        {
+          name: 'subjectAltName',
+          altNames: [
+            ...dnsNames.map((value) => ({ type: 2 as const, value })),
+            ...ips.map((ip) => ({ type: 7 as const, ip })),
+          ],
+        },
+      ],
+    });
+  return { ca, leaf };
+}
+
+async function makeCertificates(): Promise<TestCertificates> {
+  const { ca, leaf: sign } = await testAuthority('tokenvault test CA');
+  const leaf = await sign('localhost', { serverAuth: true, dnsNames: CERTIFICATE_NAMES, ips: ['127.0.0.1', '::1'] });
   const directory = mkdtempSync(join(tmpdir(), 'tokenvault-ca-'));
   process.once('exit', () => rmSync(directory, { recursive: true, force: true }));
   const caFile = join(directory, 'ca.pem');
