@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: hack/tools.sh TOOL
 #   TOOL: etcd, kube-apiserver, kubectl, helm (the test tiers), or kubelet, kube-scheduler, kube-controller-manager,
-#   kube-proxy, coredns (the single-node cluster of `make e2e`, hack/e2e/).
+#   kube-proxy, coredns, kube-router (the single-node cluster of `make e2e`, hack/e2e/).
 #
 # Prints the absolute path of a binary the tests need, building it from the Go module proxy the first time.
 # Only the path goes to stdout, so callers can write BIN=$(hack/tools.sh etcd); progress goes to stderr.
@@ -14,7 +14,7 @@
 #      kube-apiserver/kubectl/helm, not whatever happens to be installed;
 #   3. a cache that survives between runs, outside the tracked tree:
 #      ${TOKENVAULT_TOOLS_DIR:-$HOME/.cache/tokenvault/tools}/<name>-v<version>/<tool>, built when missing.
-# etcd, the Kubernetes commands and CoreDNS are built from wrapper modules under hack/tools/<name>/ whose go.mod/go.sum pin the
+# etcd, the Kubernetes commands, CoreDNS and kube-router are built from wrapper modules under hack/tools/<name>/ whose go.mod/go.sum pin the
 # exact release; helm is `go install`ed at its pinned version (its go.mod has no replace directives, so go install
 # accepts it, and its own go.sum pins its dependencies).
 #
@@ -30,6 +30,7 @@ ETCD_MIN_VERSION=3.5.0
 KUBERNETES_VERSION=1.37.2  # must match the require in hack/tools/kubernetes/go.mod (rewrite it with its pin.sh)
 KUBERNETES_MIN_VERSION=1.30.0 # oldest kube-apiserver/kubectl accepted from KUBEBUILDER_ASSETS
 COREDNS_VERSION=1.15.0     # must match the require in hack/tools/coredns/go.mod
+KUBE_ROUTER_VERSION=2.1.0  # must match the require in hack/tools/kube-router/go.mod (docs/kubernetes.md, "End to end")
 HELM_VERSION=4.3.1
 HELM_MAJOR=4               # a helm from KUBEBUILDER_ASSETS must have this major version
 
@@ -115,6 +116,16 @@ tool_etcd() {
   echo "$cached"
 }
 
+# etcdctl of the same release: the e2e etcd image carries it, as the official image does.
+tool_etcdctl() {
+  local cached=$TOOLS_DIR/etcd-v$ETCD_VERSION/etcdctl
+  if [[ ! -x $cached || $("$cached" version 2>/dev/null | sed -n 's/^etcdctl version: *//p') != "$ETCD_VERSION" ]]; then
+    local -x CGO_ENABLED=0
+    go_build "$HACK_DIR/tools/etcd" go.etcd.io/etcd/etcdctl/v3 "$cached" -ldflags "-s -w"
+  fi
+  echo "$cached"
+}
+
 # --- the Kubernetes commands --------------------------------------------------------------------------------------
 
 # kube_version BINARY: the release a Kubernetes command reports, without the v ("1.37.2").
@@ -172,6 +183,25 @@ tool_coredns() {
   echo "$cached"
 }
 
+# --- kube-router --------------------------------------------------------------------------------------------------
+
+kube_router_version() {
+  "$1" --version 2>&1 | sed -n 's/.* version v\([0-9][0-9.]*\),.*/\1/p' | head -n1
+}
+
+# Only its network policy controller runs (make e2e): the bridge CNI plugin enforces no NetworkPolicy.
+tool_kube_router() {
+  local cached=$TOOLS_DIR/kube-router-v$KUBE_ROUTER_VERSION/kube-router
+  if [[ ! -x $cached || $(kube_router_version "$cached") != "$KUBE_ROUTER_VERSION" ]]; then
+    local -x CGO_ENABLED=0 # static, as kube-router's release build
+    go_build "$HACK_DIR/tools/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router "$cached" \
+      -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=v$KUBE_ROUTER_VERSION"
+    [[ $(kube_router_version "$cached") == "$KUBE_ROUTER_VERSION" ]] ||
+      die "the kube-router just built at $cached does not report version $KUBE_ROUTER_VERSION"
+  fi
+  echo "$cached"
+}
+
 # --- helm ---------------------------------------------------------------------------------------------------------
 
 helm_version() {
@@ -206,7 +236,7 @@ tool_helm() {
 # --- main -------------------------------------------------------------------------------------------------------
 
 usage() {
-  echo "usage: $0 etcd|kube-apiserver|kubectl|helm|kubelet|kube-scheduler|kube-controller-manager|kube-proxy|coredns" >&2
+  echo "usage: $0 etcd|kube-apiserver|kubectl|helm|kubelet|kube-scheduler|kube-controller-manager|kube-proxy|coredns|kube-router|etcdctl" >&2
   exit 2
 }
 
@@ -215,8 +245,10 @@ JOBS=$(build_jobs)
 
 case $1 in
   etcd) tool_etcd ;;
+  etcdctl) tool_etcdctl ;;
   kube-apiserver | kubectl | kubelet | kube-scheduler | kube-controller-manager | kube-proxy) tool_kube "$1" ;;
   coredns) tool_coredns ;;
+  kube-router) tool_kube_router ;;
   helm) tool_helm ;;
   *) usage ;;
 esac

@@ -5,7 +5,8 @@
 #
 # A real node, not envtest: containerd + runc (Debian packages) with their own config, root, state and socket;
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy built by hack/tools.sh from the
-# pinned Kubernetes release; a bridge CNI network with host-local IPAM; CoreDNS. Every file lives under $E2E_DIR
+# pinned Kubernetes release; kube-router's network policy controller (NetworkPolicy enforcement) built from its
+# module; a bridge CNI network with host-local IPAM; CoreDNS. Every file lives under $E2E_DIR
 # (TOKENVAULT_E2E_DIR, default /var/tmp/tokenvault-e2e), which `down` removes (the logs move to $E2E_DIR.logs).
 #
 # The pod and Service networks exist only on the bridge $E2E_BRIDGE of this machine: no masquerade, and a FORWARD
@@ -290,6 +291,18 @@ YAML
   start kube-proxy "$KUBE_PROXY" --config "$E2E_DIR/kube-proxy.yaml" --v=1
 }
 
+# kube-router's network policy controller, alone (no routing, no service proxy): the bridge plugin enforces no
+# NetworkPolicy, so without it the chart's policies would be objects nobody applies. It turns each policy into
+# iptables rules and ipsets on the FORWARD path of the bridged pod traffic (br_netfilter). It runs with the admin
+# credentials: a test cluster's component, like the others here.
+start_kube_router() {
+  start kube-router "$KUBE_ROUTER" --kubeconfig "$KUBECONFIG_ADMIN" --hostname-override "$NODE_NAME" \
+    --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+    --enable-ipv4=true --enable-ipv6=false --service-cluster-ip-range "$SERVICE_CIDR" \
+    --health-port 20244 --metrics-port 0 --v=1
+}
+kube_router_healthy() { curl -fs --max-time 2 http://127.0.0.1:20244/healthz >/dev/null; }
+
 # CoreDNS: the chart's etcd members and API find each other by Service DNS names. Runs non-root on port 53 with the
 # safe sysctl ip_unprivileged_port_start; no `forward`: there is no DNS beyond the cluster.
 start_coredns() {
@@ -389,6 +402,7 @@ resolve_tools() {
   KUBE_SCHEDULER=$(tool kube-scheduler)
   KUBELET=$(tool kubelet)
   KUBE_PROXY=$(tool kube-proxy)
+  KUBE_ROUTER=$(tool kube-router)
   KUBECTL=$(tool kubectl)
 }
 
@@ -402,7 +416,7 @@ up() {
     down
   fi
   mkdir -p "$E2E_DIR" "$LOGS" "$PIDS"
-  echo "KUBE_PROXY=$KUBE_PROXY" >"$E2E_DIR/tools.env"
+  printf 'KUBE_PROXY=%s\nKUBE_ROUTER=%s\n' "$KUBE_PROXY" "$KUBE_ROUTER" >"$E2E_DIR/tools.env"
   local started=$SECONDS
   make_pki
   setup_network
@@ -416,6 +430,9 @@ up() {
   start_kube_proxy
   start_kubelet
   wait_for 90 "node $NODE_NAME Ready" node_ready || { check_running kubelet; die "node $NODE_NAME is not Ready (see $LOGS/kubelet.log)"; }
+  start_kube_router
+  wait_for 60 "kube-router's network policy controller" kube_router_healthy ||
+    { check_running kube-router; die "kube-router is not healthy (see $LOGS/kube-router.log)"; }
   # The default ServiceAccount comes from the controller-manager: pods cannot be created before it exists.
   wait_for 60 "the default ServiceAccount" kubectl -n kube-system get serviceaccount default
   start_coredns
@@ -430,7 +447,7 @@ down() {
   need_root
   [[ -d $E2E_DIR ]] || return 0
   log "stopping the cluster under $E2E_DIR"
-  stop kubelet kube-proxy kube-scheduler kube-controller-manager
+  stop kubelet kube-router kube-proxy kube-scheduler kube-controller-manager
   # Every container and pod sandbox, while containerd still answers.
   if running containerd; then
     local task
@@ -455,6 +472,10 @@ down() {
   local kube_proxy
   kube_proxy=$(sed -n 's/^KUBE_PROXY=//p' "$E2E_DIR/tools.env" 2>/dev/null || true)
   [[ -x $kube_proxy ]] && { "$kube_proxy" --cleanup >/dev/null 2>&1 || true; }
+  # kube-router's chains and ipsets.
+  local kube_router
+  kube_router=$(sed -n 's/^KUBE_ROUTER=//p' "$E2E_DIR/tools.env" 2>/dev/null || true)
+  [[ -x $kube_router ]] && { "$kube_router" --cleanup-config >/dev/null 2>&1 || true; }
   local table chain
   for table in filter nat mangle; do
     for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY; do

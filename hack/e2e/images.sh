@@ -161,12 +161,15 @@ build_bases() {
   fi
 }
 
-# The chart runs etcd as /usr/local/bin/etcd (the official image's path): the pinned etcd on the runtime base.
+# The chart runs etcd as /usr/local/bin/etcd and its maintenance CronJobs /usr/local/bin/etcdctl (the official
+# image's paths): the pinned etcd and etcdctl on the runtime base. ETCD_IMAGE_LAYOUT names what build_etcd puts in
+# the image (bump it when that changes, so a cached image without the new content is not taken).
+ETCD_IMAGE_LAYOUT=2
 etcd_image() {
   local etcd version
   etcd=$(tool etcd)
   version=$("$etcd" --version | sed -n 's/^etcd Version: *//p')
-  echo "$ETCD_IMAGE_REPO:v$version-$BASE_HASH"
+  echo "$ETCD_IMAGE_REPO:v$version-$ETCD_IMAGE_LAYOUT-$BASE_HASH"
 }
 
 build_etcd() {
@@ -178,6 +181,7 @@ build_etcd() {
   local container
   container=$(buildah from --quiet "$RUNTIME_BASE")
   buildah copy --quiet --chmod 0755 "$container" "$(tool etcd)" /usr/local/bin/etcd >/dev/null
+  buildah copy --quiet --chmod 0755 "$container" "$(tool etcdctl)" /usr/local/bin/etcdctl >/dev/null
   buildah config --entrypoint '["/usr/local/bin/etcd"]' --cmd '[]' "$container"
   buildah commit --quiet --rm "$container" "$image" >/dev/null
   save "$image"

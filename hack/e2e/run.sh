@@ -18,7 +18,7 @@ ensure_packages
 
 started=$SECONDS
 log "tools (built into $CACHE_DIR/tools on the first run)"
-for name in etcd kube-apiserver kubectl helm kubelet kube-scheduler kube-controller-manager kube-proxy coredns; do
+for name in etcd etcdctl kube-apiserver kubectl helm kubelet kube-scheduler kube-controller-manager kube-proxy coredns kube-router; do
   tool "$name" >/dev/null
 done
 tools_done=$SECONDS

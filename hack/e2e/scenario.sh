@@ -10,14 +10,20 @@
 #      the sample proxy pointed at an HTTPS echo pod in the cluster: the detokenized number arrives there;
 #      the same SDK calls from a pod in the cluster, to the API Service's DNS name, with the key from its Secret;
 #      a dedicated-worker Tenant: its own worker Deployment, its reactor answers with the shared workers at zero.
-#   4. faults under a bounded load of token writes and reactor calls: an API pod, then a worker pod deleted; no
+#   4. NetworkPolicy enforced (kube-router's policy controller next to the bridge plugin): a pod of no component and
+#      a shared worker cannot reach etcd or the dedicated worker; each can reach the API; the API reaches them all.
+#   5. faults under a bounded load of token writes and reactor calls: an API pod, then a worker pod deleted; no
 #      500, every 503 with Retry-After, every acknowledged token reads back.
 #      Then the etcd pod (on a hostPath PersistentVolume): 503 with Retry-After while it is away, nothing lost.
-#   5. helm upgrade with one changed value completes on this 2-CPU node and keeps every token.
-#   6. a rolling restart of the API under load: no error, no dropped connection.
-#   7. GitOps under a controller fault: the controller pod deleted, a changed formula answers within 60 s, and the
-#      Lease has a new holder.
-#   8. helm uninstall keeps the CRDs, the custom resources and the key-encryption key Secret.
+#   6. helm upgrade with one changed value completes on this 2-CPU node and keeps every token.
+#   7. a rolling restart of the API under load: no error, no dropped connection.
+#   8. controller failover: two replicas, the leader's process frozen (SIGSTOP); the standby takes the Lease within
+#      the lease duration plus its retry periods and reconciles a formula changed meanwhile; thawed, the old leader
+#      does not take the Lease back.
+#   9. etcd from 1 to 3 members the documented way (member add as learner, upgrade, promote; the second upgrade with
+#      values-ha.yaml): three voting members, every token acknowledged so far reads back, and a member deleted under
+#      load costs no acknowledged write.
+#  10. helm uninstall keeps the CRDs, the custom resources and the key-encryption key Secret.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -189,6 +195,8 @@ CHART_VALUES=(
   # as replicas, so each pod's share of the default per-key limits shrinks below that and the load would meet 429s.
   # The limits themselves are tested in the integration tier (rate-limits.test.ts); here they are out of the way.
   --set api.rateLimits.apiPerKey=20000 --set api.rateLimits.callsPerKey=20000
+  # Two controllers: one leads, one stands by (the failover step).
+  --set controller.replicas=2
 )
 
 # A cluster kept from an earlier run (TOKENVAULT_E2E_KEEP=1) may hold the previous release: start from nothing.
@@ -208,9 +216,10 @@ fi
 # etcd's volume: a PersistentVolume on a directory of the node (a static one; the node has no provisioner), owned
 # by etcd's user (fsGroup does not apply to hostPath). The Pod Security level restricts the pods' own volumes; a
 # claim bound to a hostPath volume is allowed.
+# make_etcd_volume N: the volume of member N.
 make_etcd_volume() {
-  local dir=$E2E_DIR/volumes/etcd-0
-  kubectl delete pv tokenvault-e2e-etcd-0 --ignore-not-found --wait=true >/dev/null
+  local dir=$E2E_DIR/volumes/etcd-$1
+  kubectl delete pv "tokenvault-e2e-etcd-$1" --ignore-not-found --wait=true >/dev/null
   rm -rf "$dir"
   mkdir -p "$dir"
   chown 65532:65532 "$dir"
@@ -224,7 +233,7 @@ volumeBindingMode: WaitForFirstConsumer
 ---
 apiVersion: v1
 kind: PersistentVolume
-metadata: {name: tokenvault-e2e-etcd-0}
+metadata: {name: tokenvault-e2e-etcd-$1}
 spec:
   capacity: {storage: 8Gi}
   accessModes: [ReadWriteOnce]
@@ -233,7 +242,7 @@ spec:
   hostPath: {path: $dir, type: Directory}
 YAML
 }
-make_etcd_volume
+make_etcd_volume 0
 
 # make_echo: the echo's CA (its ConfigMap must exist before helm install: the API pods mount it), its serving
 # certificate and the echo Deployment and Service, restricted like every pod of the namespace.
@@ -459,6 +468,69 @@ kubectl -n "$NAMESPACE" scale "$SHARED_WORKERS" --replicas=2 >&2
 kubectl -n "$NAMESPACE" rollout status "$SHARED_WORKERS" --timeout=120s >&2 || die "the shared workers did not come back"
 client smoke "$BASE" "$KEY" "$REACTOR_ID" >&2 || die "tenant acme's reactor does not answer with the shared workers back"
 
+step "NetworkPolicy enforced (kube-router): only the API reaches etcd and the workers"
+# The bridge plugin enforces nothing; kube-router's policy controller (hack/e2e/cluster.sh) applies the chart's and
+# the controller's NetworkPolicies. A pod of the namespace that is none of the chart's components, a shared worker
+# (where any tenant's reactor code runs) and an API pod each try TCP connections; each probe also reaches something
+# it is allowed to, so a "closed" is the policy, not a broken network.
+pod_ip() { kubectl -n "$NAMESPACE" get pods -l "$1" --field-selector=status.phase=Running -o jsonpath='{.items[0].status.podIP}'; }
+pod_name() { kubectl -n "$NAMESPACE" get pods -l "$1" --field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}'; }
+selector_of() {
+  kubectl -n "$NAMESPACE" get "$1" -o go-template='{{range $k, $v := .spec.selector.matchLabels}}{{$k}}={{$v}},{{end}}' | sed 's/,$//'
+}
+API_PODS=app.kubernetes.io/component=api,app.kubernetes.io/instance=$RELEASE
+ETCD_AT=$(pod_ip "app.kubernetes.io/component=etcd,app.kubernetes.io/instance=$RELEASE"):2379
+API_AT=$(pod_ip "$API_PODS"):8080
+SHARED_WORKER_AT=$(pod_ip "$SHARED_SELECTOR"):8080
+SOLO_WORKER_AT=$(pod_ip "$(selector_of deployment/tokenvault-worker-solo)"):8080
+[[ $ETCD_AT != :* && $API_AT != :* && $SHARED_WORKER_AT != :* && $SOLO_WORKER_AT != :* ]] ||
+  die "could not find the pod addresses (etcd $ETCD_AT, API $API_AT, worker $SHARED_WORKER_AT, solo $SOLO_WORKER_AT)"
+kubectl -n "$NAMESPACE" apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: e2e-probe, labels: {app: e2e-probe}}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 0
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: probe
+      image: $CLIENT_IMAGE
+      imagePullPolicy: Never
+      command: [sleep, "600"]
+      resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: 64Mi}}
+      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+YAML
+kubectl -n "$NAMESPACE" wait --for=condition=Ready pod/e2e-probe --timeout=60s >&2 || die "the probe pod did not start"
+# probe POD TARGET...: the probe script run in POD (its image has node), one line per target.
+probe() {
+  local pod=$1
+  shift
+  kubectl -n "$NAMESPACE" exec -i "$pod" -- node --input-type=module - "$@" <"$E2E_HACK/probe.mjs"
+}
+# expect_probe POD WHO OPEN_TARGET CLOSED_TARGET...: OPEN_TARGET answers, every CLOSED_TARGET does not.
+expect_probe() {
+  local pod=$1 who=$2 open=$3 line
+  shift 3
+  local out
+  out=$(probe "$pod" "$open" "$@") || die "could not run the probe in $pod ($who)"
+  echo "$out" | sed "s/^/  $who -> /" >&2
+  [[ $(echo "$out" | sed -n 1p) == "$open open" ]] ||
+    die "$who could not reach $open, which its policy allows: the probe itself is broken ($out)"
+  while read -r line; do
+    [[ $line == *" open" ]] && die "$who reached ${line% open}: a NetworkPolicy is not enforced"
+  done < <(echo "$out" | sed 1d)
+  note "$who: $open open; closed: $*"
+}
+expect_probe e2e-probe "a pod of no component" "$API_AT" "$ETCD_AT" "$SHARED_WORKER_AT" "$SOLO_WORKER_AT"
+expect_probe "$(pod_name "$SHARED_SELECTOR")" "a shared worker" "$API_AT" "$ETCD_AT" "$SOLO_WORKER_AT"
+# The API may reach both (its calls to them work throughout); shown so the report has the other side.
+out=$(probe "$(pod_name "$API_PODS")" "$ETCD_AT" "$SHARED_WORKER_AT" "$SOLO_WORKER_AT") || die "could not run the probe in an API pod"
+[[ $out == *"$ETCD_AT open"*"$SHARED_WORKER_AT open"*"$SOLO_WORKER_AT open"* ]] ||
+  die "an API pod cannot reach etcd or a worker: $out"
+note "an API pod: $ETCD_AT, $SHARED_WORKER_AT and $SOLO_WORKER_AT open"
+kubectl -n "$NAMESPACE" delete pod e2e-probe --wait=false >/dev/null
+
 step "fault: an API pod deleted under load"
 under_load "$LOAD_SECONDS" fault-api delete_one api
 check_load "$WORK/fault-api.json" "API pod deleted" yes
@@ -494,19 +566,110 @@ restart_api() {
 under_load "$LOAD_SECONDS" rolling-restart restart_api
 check_load "$WORK/rolling-restart.json" "API rolling restart" no
 
-step "GitOps under a controller fault: the controller pod deleted, a changed formula answers within 60s"
-# The controller holds a Lease (15 s); its replacement takes over and reconciles the change. The new code answers
-# with a version field the sample's code does not have.
-old_controller=$(kubectl -n "$NAMESPACE" get pods -l app.kubernetes.io/component=controller -o jsonpath='{.items[0].metadata.name}')
-kubectl -n "$NAMESPACE" delete pod "$old_controller" --wait=false >&2
+step "controller failover: the leader frozen, the standby takes over within the lease, a changed formula answers"
+# Two controller replicas (CHART_VALUES): one holds the Lease and reconciles, the other stands by. The leader's
+# process is frozen (SIGSTOP through containerd: a hung or partitioned leader, which cannot release the Lease the way
+# a deleted pod does); the standby takes the Lease once it has not changed for a lease duration, and reconciles the
+# formula changed meanwhile. Thawed, the old leader finds the Lease gone and does not take it back.
+LEASE=$(kubectl -n "$NAMESPACE" get lease -o name | grep controller | head -n1)
+[[ -n $LEASE ]] || die "no controller Lease in $NAMESPACE"
+lease_field() { kubectl -n "$NAMESPACE" get "$LEASE" -o jsonpath="{.spec.$1}"; }
+CONTROLLER_PODS=app.kubernetes.io/component=controller,app.kubernetes.io/instance=$RELEASE
+two_controllers() { [[ $(kubectl -n "$NAMESPACE" get pods -l "$CONTROLLER_PODS" -o name | wc -l) == 2 ]]; }
+two_controllers || die "expected two controller pods (controller.replicas=2)"
+old_holder=$(lease_field holderIdentity)
+leader_pod=""
+for pod in $(kubectl -n "$NAMESPACE" get pods -l "$CONTROLLER_PODS" -o jsonpath='{.items[*].metadata.name}'); do
+  [[ $old_holder == "$pod"* ]] && leader_pod=$pod
+done
+[[ -n $leader_pod ]] || die "the Lease holder '$old_holder' is none of the controller pods"
+lease_seconds=$(lease_field leaseDurationSeconds)
+leader_container=$(kubectl -n "$NAMESPACE" get pod "$leader_pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
+leader_container=${leader_container#containerd://}
+ctr -n k8s.io tasks kill -s SIGSTOP "$leader_container" >&2 || die "could not freeze the leader's container"
+frozen_at=$SECONDS
 kubectl -n "$NAMESPACE" patch reactorformula card-summary --type merge -p '{"spec":{"code":"module.exports = async function (req) {\n  return { raw: { last4: req.args.card.number.slice(-4), version: 2 } };\n};\n"}}' >&2
-changed_at=$SECONDS
+new_holder() { local holder; holder=$(lease_field holderIdentity); [[ -n $holder && $holder != "$old_holder" ]]; }
+wait_for $((lease_seconds + 30)) "another controller to take the Lease" new_holder ||
+  { ctr -n k8s.io tasks kill -s SIGCONT "$leader_container" >&2 || true; die "no controller took the Lease from the frozen leader"; }
+takeover=$((SECONDS - frozen_at))
+# Expiry is judged from when the standby last saw the Lease change (the leader renews every retry period, 2 s, and
+# the standby reads it as often), and the standby looks every retry period: at most a lease duration plus about two
+# retry periods, plus this loop's polling and kubectl's own time on a busy node.
+((takeover <= lease_seconds + 8)) ||
+  { ctr -n k8s.io tasks kill -s SIGCONT "$leader_container" >&2 || true;
+    die "the standby took the Lease ${takeover}s after the leader froze; the lease duration is ${lease_seconds}s"; }
+note "leader $leader_pod frozen: $(lease_field holderIdentity) took the Lease after ${takeover}s (lease ${lease_seconds}s)"
 new_code_answers() { [[ $(client react "$BASE" "$KEY" "$REACTOR_ID" 2>/dev/null) == *'"version":2'* ]]; }
 wait_for 60 "the reactor to answer with the changed formula" new_code_answers ||
-  die "60s after the formula changed (and the controller pod was deleted) the reactor still runs the old code"
-note "changed formula answered $((SECONDS - changed_at))s after the change (controller pod replaced meanwhile)"
-leader=$(kubectl -n "$NAMESPACE" get lease -o jsonpath='{.items[0].spec.holderIdentity}')
-[[ -n $leader && $leader != *"$old_controller"* ]] || die "the Lease is still held by the deleted controller ($leader)"
+  { ctr -n k8s.io tasks kill -s SIGCONT "$leader_container" >&2 || true;
+    die "60s after the formula changed (leader frozen) the reactor still runs the old code"; }
+note "changed formula answered $((SECONDS - frozen_at))s after the leader froze"
+taken_by=$(lease_field holderIdentity)
+ctr -n k8s.io tasks kill -s SIGCONT "$leader_container" >&2 || die "could not thaw the old leader"
+sleep $((lease_seconds / 3 + 2))
+[[ $(lease_field holderIdentity) == "$taken_by" ]] ||
+  die "the thawed old leader took the Lease back (holder now $(lease_field holderIdentity), was $taken_by)"
+controllers_ready() {
+  [[ $(kubectl -n "$NAMESPACE" get pods -l "$CONTROLLER_PODS" -o jsonpath='{range .items[*]}{.status.containerStatuses[0].ready}{"\n"}{end}' | grep -c true) == 2 ]]
+}
+wait_for 120 "both controller pods Ready" controllers_ready || die "the controller pods are not both Ready after the thaw"
+
+step "etcd from 1 to 3 members (values-ha.yaml) the documented way: no data lost, a member deleted under load"
+# docs/kubernetes.md, "From 1 to 3 etcd members": each member added as a learner with etcdctl before it starts,
+# promoted once it has caught up; the second upgrade applies values-ha.yaml. This node has 2 CPUs and is one node:
+# hack/e2e/values-small-node.yaml keeps the requests small and lets the members share it (requireSeparateNodes off).
+ETCD_POD=$RELEASE-etcd
+ETCD_PEERS=$RELEASE-etcd-headless.$NAMESPACE.svc:2380
+etcdctl() {
+  kubectl -n "$NAMESPACE" exec "$ETCD_POD-0" -- /usr/local/bin/etcdctl --endpoints=https://127.0.0.1:2379 \
+    --cacert=/etc/etcd/tls/ca.crt --cert=/etc/etcd/tls/tls.crt --key=/etc/etcd/tls/tls.key "$@"
+}
+member_id() { etcdctl member list | awk -F', ' -v n="$1" '$3 == n { print $1 }'; }
+member_started() { etcdctl member list | awk -F', ' -v n="$1" '$3 == n && $2 == "started"' | grep -q .; }
+promote() {
+  local id
+  id=$(member_id "$1")
+  [[ -n $id ]] || die "no member $1 in: $(etcdctl member list)"
+  # A learner is promoted once it has caught up with the leader; until then etcd refuses.
+  wait_for 90 "$1 to be promoted" etcdctl member promote "$id" || die "member $1 could not be promoted: $(etcdctl member list)"
+}
+ETCD_SIZE=$(kubectl -n "$NAMESPACE" get statefulset "$ETCD_POD" -o jsonpath='{.spec.volumeClaimTemplates[0].spec.resources.requests.storage}')
+make_etcd_volume 1
+make_etcd_volume 2
+# A learner is never Ready (etcd's /readyz fails its non_learner check), so these upgrades cannot --wait: the
+# StatefulSet makes the new member, it starts as a learner, it is promoted, and only then does the rollout (which
+# also restarts the existing members: their --initial-cluster flag names the new one) go on.
+etcd_rolled() { kubectl -n "$NAMESPACE" rollout status "statefulset/$ETCD_POD" --timeout=180s >&2; }
+etcdctl member add "$ETCD_POD-1" --learner --peer-urls="http://$ETCD_POD-1.$ETCD_PEERS" >&2 || die "member add $ETCD_POD-1 failed"
+helm upgrade "$RELEASE" "$REPO_ROOT/charts/tokenvault" -n "$NAMESPACE" --reset-then-reuse-values \
+  --set etcd.replicas=2 --set etcd.initialClusterState=existing >&2 || die "helm upgrade to 2 etcd members failed"
+wait_for 120 "$ETCD_POD-1 started" member_started "$ETCD_POD-1" || die "member $ETCD_POD-1 did not start: $(etcdctl member list)"
+promote "$ETCD_POD-1"
+etcd_rolled || die "the etcd StatefulSet did not finish its rollout to 2 members"
+etcdctl member add "$ETCD_POD-2" --learner --peer-urls="http://$ETCD_POD-2.$ETCD_PEERS" >&2 || die "member add $ETCD_POD-2 failed"
+helm upgrade "$RELEASE" "$REPO_ROOT/charts/tokenvault" -n "$NAMESPACE" --reset-then-reuse-values \
+  -f "$REPO_ROOT/charts/tokenvault/values-ha.yaml" -f "$E2E_HACK/values-small-node.yaml" \
+  --set etcd.initialClusterState=existing --set "etcd.persistence.size=$ETCD_SIZE" >&2 ||
+  die "helm upgrade with values-ha.yaml failed"
+wait_for 120 "$ETCD_POD-2 started" member_started "$ETCD_POD-2" || die "member $ETCD_POD-2 did not start: $(etcdctl member list)"
+promote "$ETCD_POD-2"
+etcd_rolled || { kubectl -n "$NAMESPACE" get pods -o wide >&2; die "the etcd StatefulSet did not finish its rollout to 3 members"; }
+for deployment in $(kubectl -n "$NAMESPACE" get deployment -l "app.kubernetes.io/instance=$RELEASE" -o name); do
+  kubectl -n "$NAMESPACE" rollout status "$deployment" --timeout=180s >&2 || die "$deployment did not roll out with values-ha.yaml"
+done
+status=$(etcdctl endpoint status --cluster -w json) || die "etcdctl endpoint status failed"
+members=$(echo "$status" | node -e 'const s = JSON.parse(require("fs").readFileSync(0, "utf8")); const leaders = new Set(s.map((m) => m.Status.leader)); console.log(`${s.length} ${leaders.size} ${s.filter((m) => m.Status.isLearner).length}`)')
+[[ $members == "3 1 0" ]] || die "expected 3 voting members agreeing on one leader, got (members leaders learners) $members"
+all_pods_ready
+for acknowledged in fault-api fault-worker fault-etcd rolling-restart; do
+  client verify "$BASE" "$KEY" "$WORK/$acknowledged.json" >&2 || die "tokens acknowledged in step $acknowledged were lost going to 3 members"
+done
+note "3 voting members, one leader; every token acknowledged earlier reads back"
+delete_member() { kubectl -n "$NAMESPACE" delete pod "$ETCD_POD-1" --wait=true >&2; }
+under_load "$LOAD_SECONDS" ha-etcd-member delete_member
+check_load "$WORK/ha-etcd-member.json" "one of 3 etcd members deleted" yes
+all_pods_ready
 
 snapshot
 
