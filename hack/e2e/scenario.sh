@@ -23,7 +23,8 @@
 #   9. etcd from 1 to 3 members the documented way (member add as learner, upgrade, promote; the second upgrade with
 #      values-ha.yaml): three voting members, every token acknowledged so far reads back, and a member deleted under
 #      load costs no acknowledged write.
-#  10. helm uninstall keeps the CRDs, the custom resources and the key-encryption key Secret.
+#  10. the etcd snapshot and defragmentation CronJobs run once: the snapshot lands on its volume, without the KEK.
+#  11. helm uninstall keeps the CRDs, the custom resources and the key-encryption key Secret.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -197,6 +198,9 @@ CHART_VALUES=(
   --set api.rateLimits.apiPerKey=20000 --set api.rateLimits.callsPerKey=20000
   # Two controllers: one leads, one stands by (the failover step).
   --set controller.replicas=2
+  # The etcd maintenance CronJobs (snapshot, defragmentation): run once by hand in their step.
+  --set etcd.backup.enabled=true --set etcd.backup.persistence.storageClassName=e2e-local
+  --set etcd.backup.persistence.size=1Gi --set etcd.defrag.enabled=true
 )
 
 # A cluster kept from an earlier run (TOKENVAULT_E2E_KEEP=1) may hold the previous release: start from nothing.
@@ -216,10 +220,11 @@ fi
 # etcd's volume: a PersistentVolume on a directory of the node (a static one; the node has no provisioner), owned
 # by etcd's user (fsGroup does not apply to hostPath). The Pod Security level restricts the pods' own volumes; a
 # claim bound to a hostPath volume is allowed.
-# make_etcd_volume N: the volume of member N.
-make_etcd_volume() {
-  local dir=$E2E_DIR/volumes/etcd-$1
-  kubectl delete pv "tokenvault-e2e-etcd-$1" --ignore-not-found --wait=true >/dev/null
+# make_volume NAME CLAIM: a hostPath PersistentVolume bound ahead to the claim CLAIM of the namespace (the claims are
+# alike: without claimRef the etcd backup claim could take a member's volume).
+make_volume() {
+  local name=$1 claim=$2 dir=$E2E_DIR/volumes/$1
+  kubectl delete pv "tokenvault-e2e-$name" --ignore-not-found --wait=true >/dev/null
   rm -rf "$dir"
   mkdir -p "$dir"
   chown 65532:65532 "$dir"
@@ -233,16 +238,20 @@ volumeBindingMode: WaitForFirstConsumer
 ---
 apiVersion: v1
 kind: PersistentVolume
-metadata: {name: tokenvault-e2e-etcd-$1}
+metadata: {name: tokenvault-e2e-$name}
 spec:
   capacity: {storage: 8Gi}
   accessModes: [ReadWriteOnce]
   persistentVolumeReclaimPolicy: Retain
   storageClassName: e2e-local
+  claimRef: {namespace: $NAMESPACE, name: $claim}
   hostPath: {path: $dir, type: Directory}
 YAML
 }
+# make_etcd_volume N: the volume of member N (the StatefulSet's claim data-<pod>).
+make_etcd_volume() { make_volume "etcd-$1" "data-$RELEASE-etcd-$1"; }
 make_etcd_volume 0
+make_volume etcd-backup "$RELEASE-etcd-backup"
 
 # make_echo: the echo's CA (its ConfigMap must exist before helm install: the API pods mount it), its serving
 # certificate and the echo Deployment and Service, restricted like every pod of the namespace.
@@ -670,6 +679,37 @@ delete_member() { kubectl -n "$NAMESPACE" delete pod "$ETCD_POD-1" --wait=true >
 under_load "$LOAD_SECONDS" ha-etcd-member delete_member
 check_load "$WORK/ha-etcd-member.json" "one of 3 etcd members deleted" yes
 all_pods_ready
+
+step "etcd maintenance: the snapshot and defragmentation CronJobs run; the snapshot holds no key"
+# Each CronJob run once now (kubectl create job --from), against the three members. The snapshot lands on the backup
+# claim's volume; the key-encryption key (Secret <release>-kek) must not be in it: the jobs never mount it.
+run_cronjob() {
+  local cronjob=$RELEASE-etcd-$1 job=e2e-$1
+  kubectl -n "$NAMESPACE" delete job "$job" --ignore-not-found >/dev/null
+  kubectl -n "$NAMESPACE" create job "$job" --from="cronjob/$cronjob" >&2 || die "no CronJob $cronjob"
+  kubectl -n "$NAMESPACE" wait --for=condition=Complete "job/$job" --timeout=120s >&2 ||
+    { kubectl -n "$NAMESPACE" logs "job/$job" >&2 || true; die "the $cronjob job did not complete"; }
+  kubectl -n "$NAMESPACE" logs "job/$job" 2>/dev/null | tail -n 2 >&2 || true
+}
+run_cronjob backup
+SNAPSHOT=$E2E_DIR/volumes/etcd-backup/etcd-snapshot.db
+[[ -s $SNAPSHOT ]] || die "the backup job completed but $SNAPSHOT is missing or empty"
+kubectl -n "$NAMESPACE" get secret "$RELEASE-kek" -o jsonpath='{.data}' |
+  node -e '
+    const fs = require("fs");
+    const data = JSON.parse(fs.readFileSync(0, "utf8"));
+    const snapshot = fs.readFileSync(process.argv[1]);
+    for (const value of Object.values(data)) {
+      const text = Buffer.from(value, "base64").toString("utf8");
+      for (const line of text.split("\n").filter(Boolean)) {
+        for (const needle of [Buffer.from(line), Buffer.from(line, "base64")]) {
+          if (needle.length >= 16 && snapshot.includes(needle)) { console.error("the KEK is in the snapshot"); process.exit(1); }
+        }
+      }
+    }' "$SNAPSHOT" || die "the etcd snapshot contains the key-encryption key"
+note "snapshot of $(du -h "$SNAPSHOT" | cut -f1) on the backup volume, without the key-encryption key"
+run_cronjob defrag
+note "defragmentation of the three members completed"
 
 snapshot
 
