@@ -1,0 +1,112 @@
+// Whole-keyspace access to etcd for `tokenvault backup` and `tokenvault restore`: a consistent read of every key
+// under a prefix (one revision, paged) and bulk writes of many keys. Not part of the Store: the API never reads its
+// whole keyspace, and these calls take the raw bytes and the lease of each key, which the Store hides.
+import { Etcd3, type IRequestOp } from 'etcd3';
+import { MAX_TXN_OPS, prefixEnd } from './common.js';
+import { tlsCredentials, type EtcdStoreOptions } from './etcd.js';
+
+export interface KeyValue {
+  key: Buffer;
+  value: Buffer;
+}
+
+export interface ExportResult {
+  /** The etcd revision the export read at: every key as it was after that write. */
+  revision: number;
+  /** Keys exported. */
+  keys: number;
+  /** Keys left out because they belong to a lease (they would expire anyway; see docs/operations.md). */
+  leased: number;
+}
+
+/** Keys read per range call: small enough that a page of large tokens stays well under gRPC's message limits. */
+const PAGE_KEYS = 256;
+/** A restore transaction stays under etcd's default request limit (--max-request-bytes, 1.5 MiB). */
+const BATCH_BYTES = 1024 * 1024;
+
+export class EtcdKeyspace {
+  private readonly client: Etcd3;
+
+  constructor(
+    options: Pick<EtcdStoreOptions, 'endpoints' | 'tls'>,
+    private readonly timeoutMs = 30_000,
+  ) {
+    this.client = new Etcd3({
+      hosts: options.endpoints,
+      credentials: tlsCredentials(options.tls),
+      defaultCallOptions: () => ({ deadline: Date.now() + this.timeoutMs }),
+      grpcOptions: { 'grpc.max_receive_message_length': 64 * 1024 * 1024 },
+    });
+  }
+
+  /**
+   * Every key under `prefix` without a lease, in key order, as of one revision: the first page's revision pins the
+   * later pages, so writes during the export are not half in it. Fails if etcd compacts that revision meanwhile.
+   */
+  async export(prefix: string, each: (entry: KeyValue) => Promise<void> | void): Promise<ExportResult> {
+    const end = prefixEnd(prefix);
+    let start = Buffer.from(prefix);
+    let revision: string | undefined;
+    let keys = 0;
+    let leased = 0;
+    for (;;) {
+      const page = await this.client.kv.range({ key: start, range_end: end, limit: PAGE_KEYS, revision });
+      revision ??= page.header.revision;
+      for (const kv of page.kvs) {
+        if (kv.lease && kv.lease !== '0') {
+          leased++;
+          continue;
+        }
+        keys++;
+        await each({ key: kv.key, value: kv.value });
+      }
+      if (!page.more || page.kvs.length === 0) break;
+      // The next page starts just after the last key of this one.
+      start = Buffer.concat([page.kvs[page.kvs.length - 1].key, Buffer.from([0])]);
+    }
+    return { revision: Number(revision), keys, leased };
+  }
+
+  /** How many keys are under `prefix`. */
+  async count(prefix: string): Promise<number> {
+    const response = await this.client.kv.range({
+      key: Buffer.from(prefix),
+      range_end: prefixEnd(prefix),
+      count_only: true,
+    });
+    return Number(response.count);
+  }
+
+  /** Deletes every key under `prefix`; the number deleted. */
+  async deletePrefix(prefix: string): Promise<number> {
+    if (prefix === '') throw new Error('refusing to delete the whole keyspace');
+    const response = await this.client.kv.deleteRange({ key: Buffer.from(prefix), range_end: prefixEnd(prefix) });
+    return Number(response.deleted);
+  }
+
+  /** A writer that puts keys in transactions of up to MAX_TXN_OPS keys and about 1 MiB. */
+  writer(): { put(entry: KeyValue): Promise<void>; flush(): Promise<void> } {
+    let ops: IRequestOp[] = [];
+    let bytes = 0;
+    const flush = async () => {
+      if (ops.length === 0) return;
+      const batch = ops;
+      ops = [];
+      bytes = 0;
+      await this.client.kv.txn({ success: batch });
+    };
+    return {
+      put: async (entry) => {
+        const size = entry.key.length + entry.value.length;
+        if (ops.length >= MAX_TXN_OPS || (ops.length > 0 && bytes + size > BATCH_BYTES)) await flush();
+        ops.push({ request_put: { key: entry.key, value: entry.value } });
+        bytes += size;
+      },
+      flush,
+    };
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}
