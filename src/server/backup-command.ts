@@ -2,8 +2,11 @@
 // into a checksummed file (src/store/backup-file.ts), and its import into an empty etcd. The key-encryption keys go
 // to a separate file, never into the backup: the backup alone is ciphertext nobody can read. Why logical rather than
 // an etcd snapshot: docs/operations.md, "Backup and restore".
-import { writeFile } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { loadConfig, type Config } from '../config/config.js';
 import { kekId } from '../crypto/keyring.js';
 import { parseTenantCryptoRecord } from '../crypto/tenant-keys.js';
@@ -12,9 +15,9 @@ import { EtcdKeyspace } from '../store/etcd-keyspace.js';
 import { keys } from '../store/keys.js';
 
 const BACKUP_USAGE =
-  'usage: tokenvault backup --out FILE [--keys-out FILE] --store etcd://host:port (TOKENVAULT_KEK_FILE: the keys to copy to --keys-out)';
+  'usage: tokenvault backup --out FILE|- [--keys-out FILE] --store etcd://host:port (TOKENVAULT_KEK_FILE: the keys to copy to --keys-out)';
 const RESTORE_USAGE =
-  'usage: tokenvault restore --from FILE [--force] --store etcd://host:port (TOKENVAULT_KEK_FILE, optional: the key file, checked against the backup)';
+  'usage: tokenvault restore --from FILE|- [--force] --store etcd://host:port (TOKENVAULT_KEK_FILE, optional: the key file, checked against the backup)';
 
 /** `/tokenvault/t/<tenant>/crypto`: the record of a tenant's wrapped keys, which names the KEKs it needs. */
 const CRYPTO_KEY = new RegExp(`^${keys.root}t/[^/]+/crypto$`);
@@ -23,7 +26,10 @@ const CRYPTO_KEY = new RegExp(`^${keys.root}t/[^/]+/crypto$`);
 export async function backupCommand(argv: string[]): Promise<number> {
   const own = takeFlags(argv, ['out', 'keys-out'], []);
   if (typeof own === 'string' || own.values.out === undefined) return usage('backup', own, BACKUP_USAGE);
-  const out = path.resolve(own.values.out);
+  // `--out -`: the backup goes to standard output (kubectl exec … > file), and what is said goes to standard error.
+  const toStdout = own.values.out === '-';
+  const out = toStdout ? 'standard output' : path.resolve(own.values.out);
+  const say = toStdout ? process.stderr : process.stdout;
   const keysOut = own.values['keys-out'] === undefined ? undefined : path.resolve(own.values['keys-out']);
   if (keysOut === out) {
     process.stderr.write(
@@ -43,7 +49,7 @@ export async function backupCommand(argv: string[]): Promise<number> {
   }
 
   const started = Date.now();
-  const writer = new BackupWriter(out);
+  const writer = new BackupWriter(toStdout ? process.stdout : out);
   const kekIds = new Set<string>();
   try {
     await writer.header({ created_at: new Date().toISOString(), prefix: keys.root });
@@ -61,7 +67,7 @@ export async function backupCommand(argv: string[]): Promise<number> {
       etcd_revision: result.revision,
       kek_ids: [...kekIds].sort(),
     });
-    process.stdout.write(
+    say.write(
       `backup: ${result.keys} keys at etcd revision ${result.revision} (${result.leased} leased keys left out) in ${out}, ${bytes} bytes, ${Date.now() - started} ms\n`,
     );
   } catch (error) {
@@ -80,7 +86,7 @@ export async function backupCommand(argv: string[]): Promise<number> {
   const ring = config.keyEncryptionKeys!;
   // The same format as TOKENVAULT_KEK_FILE (primary first), so the restored API reads it as is.
   await writeFile(keysOut, `${ring.map((key) => key.toString('base64')).join('\n')}\n`, { mode: 0o600 });
-  process.stdout.write(`backup: ${ring.length} key-encryption keys in ${keysOut} (keep it apart from the backup)\n`);
+  say.write(`backup: ${ring.length} key-encryption keys in ${keysOut} (keep it apart from the backup)\n`);
   const missing = missingKeks(kekIds, ring);
   if (missing.length > 0) {
     process.stderr.write(
@@ -95,10 +101,22 @@ export async function backupCommand(argv: string[]): Promise<number> {
 export async function restoreCommand(argv: string[]): Promise<number> {
   const own = takeFlags(argv, ['from'], ['force']);
   if (typeof own === 'string' || own.values.from === undefined) return usage('restore', own, RESTORE_USAGE);
-  const from = path.resolve(own.values.from);
   const force = own.flags.has('force');
   const config = loadConfig({ argv: own.rest });
+  if (own.values.from !== '-') return restoreFile(path.resolve(own.values.from), config, force);
+  // `--from -` (kubectl exec -i … < file): the file is read twice (checked through, then written), so standard
+  // input goes to a private temporary file first.
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'tokenvault-restore-'));
+  try {
+    const spooled = path.join(dir, 'backup');
+    await pipeline(process.stdin, createWriteStream(spooled, { mode: 0o600 }));
+    return await restoreFile(spooled, config, force);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
 
+async function restoreFile(from: string, config: Config, force: boolean): Promise<number> {
   const started = Date.now();
   // The whole file is checked before etcd is touched: a damaged backup changes nothing.
   let checked;
@@ -129,7 +147,7 @@ export async function restoreCommand(argv: string[]): Promise<number> {
   const keyspace = openKeyspace(config, 'restore');
   if (!keyspace) return 1;
   try {
-    const present = await keyspace.count(keys.root);
+    const present = await keyspace.countUnleased(keys.root);
     if (present > 0 && !force) {
       process.stderr.write(
         `tokenvault restore: etcd already holds ${present} tokenvault keys; restore into an empty etcd, or pass --force to delete them first (stop the API first); nothing was restored\n`,

@@ -6,7 +6,7 @@
 // The file holds ciphertexts and wrapped keys only: never a KEK (docs/operations.md, "Backup and restore").
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { rename, rm, stat } from 'node:fs/promises';
+import { rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip, type Gzip } from 'node:zlib';
@@ -47,12 +47,26 @@ export class BackupWriter {
   private readonly hash: Hash = createHash('sha256');
   private readonly gzip: Gzip = createGzip();
   private readonly done: Promise<void>;
-  private readonly partial: string;
+  private readonly partial?: string;
+  private bytes = 0;
 
-  /** Writes to `<file>.partial` and renames on finish, so a failed backup never looks like a whole one. */
-  constructor(private readonly file: string) {
-    this.partial = `${file}.partial`;
-    this.done = pipeline(this.gzip, createWriteStream(this.partial, { mode: 0o600 }));
+  /**
+   * A file is written as `<file>.partial` and renamed on finish, so a failed backup never looks like a whole one. A
+   * stream (standard output) is written as is and left open.
+   */
+  constructor(private readonly target: string | NodeJS.WritableStream) {
+    this.gzip.on('data', (chunk: Buffer) => (this.bytes += chunk.length));
+    if (typeof target === 'string') {
+      this.partial = `${target}.partial`;
+      this.done = pipeline(this.gzip, createWriteStream(this.partial, { mode: 0o600 }));
+    } else {
+      this.done = new Promise((resolve, reject) => {
+        this.gzip.once('end', resolve);
+        this.gzip.once('error', reject);
+        target.once('error', reject);
+      });
+      this.gzip.pipe(target, { end: false });
+    }
     // Surfaced by finish() or abort(); without a handler a write error would be an unhandled rejection.
     this.done.catch(() => undefined);
   }
@@ -65,19 +79,19 @@ export class BackupWriter {
     await this.line({ k: entry.key.toString('base64'), v: entry.value.toString('base64') });
   }
 
-  /** Writes the trailer and checksum and puts the file in place; its size in bytes. */
+  /** Writes the trailer and checksum and puts the file in place; the backup's size in bytes. */
   async finish(trailer: Omit<BackupTrailer, 'end'>): Promise<number> {
     await this.line({ end: true, ...trailer });
     this.gzip.end(`${JSON.stringify({ sha256: this.hash.digest('hex') })}\n`);
     await this.done;
-    await rename(this.partial, this.file);
-    return (await stat(this.file)).size;
+    if (typeof this.target === 'string') await rename(this.partial!, this.target);
+    return this.bytes;
   }
 
   async abort(): Promise<void> {
     this.gzip.destroy();
     await this.done.catch(() => undefined);
-    await rm(this.partial, { force: true });
+    if (this.partial) await rm(this.partial, { force: true });
   }
 
   private async line(value: unknown): Promise<void> {

@@ -1,7 +1,7 @@
 // Whole-keyspace access to etcd for `tokenvault backup` and `tokenvault restore`: a consistent read of every key
 // under a prefix (one revision, paged) and bulk writes of many keys. Not part of the Store: the API never reads its
 // whole keyspace, and these calls take the raw bytes and the lease of each key, which the Store hides.
-import { Etcd3, type IRequestOp } from 'etcd3';
+import { Etcd3, type IKeyValue, type IRequestOp } from 'etcd3';
 import { MAX_TXN_OPS, prefixEnd } from './common.js';
 import { tlsCredentials, type EtcdStoreOptions } from './etcd.js';
 
@@ -20,9 +20,11 @@ export interface ExportResult {
 }
 
 /** Keys read per range call: small enough that a page of large tokens stays well under gRPC's message limits. */
-const PAGE_KEYS = 256;
+const PAGE_KEYS = 512;
 /** A restore transaction stays under etcd's default request limit (--max-request-bytes, 1.5 MiB). */
 const BATCH_BYTES = 1024 * 1024;
+/** Restore transactions sent before waiting for an answer. */
+const WRITES_IN_FLIGHT = 4;
 
 export class EtcdKeyspace {
   private readonly client: Etcd3;
@@ -44,37 +46,54 @@ export class EtcdKeyspace {
    * later pages, so writes during the export are not half in it. Fails if etcd compacts that revision meanwhile.
    */
   async export(prefix: string, each: (entry: KeyValue) => Promise<void> | void): Promise<ExportResult> {
+    let keys = 0;
+    let leased = 0;
+    const revision = await this.pages(prefix, false, async (kv) => {
+      if (kv.lease && kv.lease !== '0') {
+        leased++;
+        return;
+      }
+      keys++;
+      await each({ key: kv.key, value: kv.value });
+    });
+    return { revision, keys, leased };
+  }
+
+  /**
+   * How many keys under `prefix` belong to no lease: what a restore would collide with. Leased keys are left out,
+   * since a running API registers itself under a lease (src/ratelimit/replicas.ts) even in an empty vault.
+   */
+  async countUnleased(prefix: string): Promise<number> {
+    let count = 0;
+    await this.pages(prefix, true, (kv) => {
+      if (!kv.lease || kv.lease === '0') count++;
+    });
+    return count;
+  }
+
+  /** Pages through `prefix` at the first page's revision (returned), calling `each` per key in key order. */
+  private async pages(
+    prefix: string,
+    keysOnly: boolean,
+    each: (kv: IKeyValue) => Promise<void> | void,
+  ): Promise<number> {
     const end = prefixEnd(prefix);
     let start = Buffer.from(prefix);
     let revision: string | undefined;
-    let keys = 0;
-    let leased = 0;
     for (;;) {
-      const page = await this.client.kv.range({ key: start, range_end: end, limit: PAGE_KEYS, revision });
+      const page = await this.client.kv.range({
+        key: start,
+        range_end: end,
+        limit: PAGE_KEYS,
+        revision,
+        keys_only: keysOnly,
+      });
       revision ??= page.header.revision;
-      for (const kv of page.kvs) {
-        if (kv.lease && kv.lease !== '0') {
-          leased++;
-          continue;
-        }
-        keys++;
-        await each({ key: kv.key, value: kv.value });
-      }
-      if (!page.more || page.kvs.length === 0) break;
+      for (const kv of page.kvs) await each(kv);
+      if (!page.more || page.kvs.length === 0) return Number(revision);
       // The next page starts just after the last key of this one.
       start = Buffer.concat([page.kvs[page.kvs.length - 1].key, Buffer.from([0])]);
     }
-    return { revision: Number(revision), keys, leased };
-  }
-
-  /** How many keys are under `prefix`. */
-  async count(prefix: string): Promise<number> {
-    const response = await this.client.kv.range({
-      key: Buffer.from(prefix),
-      range_end: prefixEnd(prefix),
-      count_only: true,
-    });
-    return Number(response.count);
   }
 
   /** Deletes every key under `prefix`; the number deleted. */
@@ -84,25 +103,44 @@ export class EtcdKeyspace {
     return Number(response.deleted);
   }
 
-  /** A writer that puts keys in transactions of up to MAX_TXN_OPS keys and about 1 MiB. */
+  /**
+   * A writer that puts keys in transactions of up to MAX_TXN_OPS keys and about 1 MiB, a few in flight at once (the
+   * keys are distinct, so their order does not matter; etcd's fsync per transaction is what a restore waits for).
+   * `flush` sends the rest and waits for everything; the first failure fails it.
+   */
   writer(): { put(entry: KeyValue): Promise<void>; flush(): Promise<void> } {
     let ops: IRequestOp[] = [];
     let bytes = 0;
-    const flush = async () => {
+    const inFlight = new Set<Promise<void>>();
+    let failure: Error | undefined;
+    const send = async () => {
       if (ops.length === 0) return;
       const batch = ops;
       ops = [];
       bytes = 0;
-      await this.client.kv.txn({ success: batch });
+      while (inFlight.size >= WRITES_IN_FLIGHT) await Promise.race(inFlight);
+      if (failure !== undefined) throw failure;
+      const sent: Promise<void> = this.client.kv.txn({ success: batch }).then(
+        () => void inFlight.delete(sent),
+        (error: unknown) => {
+          failure ??= error instanceof Error ? error : new Error(String(error));
+          inFlight.delete(sent);
+        },
+      );
+      inFlight.add(sent);
     };
     return {
       put: async (entry) => {
         const size = entry.key.length + entry.value.length;
-        if (ops.length >= MAX_TXN_OPS || (ops.length > 0 && bytes + size > BATCH_BYTES)) await flush();
+        if (ops.length >= MAX_TXN_OPS || (ops.length > 0 && bytes + size > BATCH_BYTES)) await send();
         ops.push({ request_put: { key: entry.key, value: entry.value } });
         bytes += size;
       },
-      flush,
+      flush: async () => {
+        await send();
+        await Promise.all(inFlight);
+        if (failure !== undefined) throw failure;
+      },
     };
   }
 

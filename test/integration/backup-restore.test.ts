@@ -4,7 +4,7 @@
 // key file is unreadable (a problem document, not a crash); a damaged backup file is refused before etcd is touched;
 // a non-empty keyspace is refused without --force.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -65,10 +65,32 @@ function runCli(
   });
 }
 
+/** The CLI with bytes in and out: for `--out -` and `--from -`. */
+function runCliBytes(
+  args: string[],
+  env: Record<string, string>,
+  input?: Buffer,
+): Promise<{ code: number; stdout: Buffer; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', ...args], {
+      env: { PATH: process.env.PATH ?? '', TOKENVAULT_LOG_LEVEL: 'warn', ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+      timeout: 60_000,
+    });
+    const out: Buffer[] = [];
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? 1, stdout: Buffer.concat(out), stderr: err }));
+    child.stdin.end(input);
+  });
+}
+
 async function keyCount(etcd: EtcdProcess): Promise<number> {
   const keyspace = new EtcdKeyspace({ endpoints: [etcd.endpoint] });
   try {
-    return await keyspace.count(keys.root);
+    return await keyspace.countUnleased(keys.root);
   } finally {
     keyspace.close();
   }
@@ -298,6 +320,35 @@ test('a damaged, truncated or foreign backup file is refused with a clear error,
   }
   expect(await keyCount(target)).toBe(0);
 }, 120_000);
+
+test('backup to standard output and restore from standard input (kubectl exec)', async () => {
+  const from = await newEtcd();
+  const to = await newEtcd();
+  const keyspace = new EtcdKeyspace({ endpoints: [from.endpoint] });
+  const writer = keyspace.writer();
+  for (let i = 0; i < 1000; i++) {
+    await writer.put({ key: Buffer.from(`${keys.root}test/${i}`), value: randomBytes(i % 50) });
+  }
+  await writer.flush();
+  keyspace.close();
+  const backup = await runCliBytes(['backup', '--out', '-'], { TOKENVAULT_STORE: storeUrl(from) });
+  expect(backup.code).toBe(0);
+  // What is said goes to standard error, so standard output is the backup alone.
+  expect(backup.stderr).toMatch(/^backup: 1000 keys at etcd revision \d+ .* in standard output/);
+  expect(backup.stdout.subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b]));
+  const restore = await runCliBytes(['restore', '--from', '-'], { TOKENVAULT_STORE: storeUrl(to) }, backup.stdout);
+  expect(restore.stderr).toBe('');
+  expect(restore.code).toBe(0);
+  expect(await keyCount(to)).toBe(1000);
+  const cut = await runCliBytes(
+    ['restore', '--from', '-', '--force'],
+    { TOKENVAULT_STORE: storeUrl(to) },
+    backup.stdout.subarray(0, 100),
+  );
+  expect(cut.code).toBe(1);
+  expect(cut.stderr).toContain('nothing was restored');
+  expect(await keyCount(to)).toBe(1000);
+}, 60_000);
 
 test('usage errors', async () => {
   expect((await runCli(['backup'], {})).code).toBe(2);
