@@ -1,17 +1,23 @@
 // The chart's backup CronJob with etcd.backup.method=tokenvault: `tokenvault backup` in the tokenvault image with the
 // etcd client certificate and nothing else (never the KEK), into the backup volume; the default stays etcdctl.
-// Rendering only (helm template): chart-day-two.test.ts applies the CronJobs to a real kube-apiserver.
+// And the documented restore of the key Secrets (docs/operations.md, "On Kubernetes"): exported, the release gone,
+// created again from the export before `helm install`, the new release keeps them, in a real kube-apiserver.
 import path from 'node:path';
-import { beforeAll, expect, test } from '@jest/globals';
-import { toolBinary } from '../support/control-plane.js';
+import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { startControlPlane, toolBinary, type ControlPlane } from '../support/control-plane.js';
 import { find, parseManifests, repoRoot, run, type Manifest } from '../support/manifests.js';
 
 const chartDir = path.join(repoRoot, 'charts/tokenvault');
 let helm: string;
+let plane: ControlPlane;
 
 beforeAll(async () => {
-  helm = await toolBinary('helm');
-});
+  [plane, helm] = await Promise.all([startControlPlane(), toolBinary('helm')]);
+}, 120_000);
+
+afterAll(async () => {
+  await plane?.stop();
+}, 30_000);
 
 async function template(args: string[]): Promise<Manifest[]> {
   const { stdout } = await run(helm, ['template', 'tv', chartDir, '--namespace', 'vault', ...args]);
@@ -71,3 +77,32 @@ test('the default stays etcdctl snapshot save; an unknown method is refused by t
     /etcd\/backup\/method/,
   );
 });
+
+test('the key Secrets, exported as docs/operations.md says and created again, are adopted by a new release', async () => {
+  const namespace = 'tokenvault-restore';
+  const release = ['tokenvault', chartDir, '--namespace', namespace, '--set', 'crds.enabled=false'];
+  const helmIn = (args: string[]) => run(helm, args, { env: plane.env });
+  await helmIn(['install', ...release, '--create-namespace']);
+  const secrets = ['tokenvault-kek', 'tokenvault-operator-key'];
+  // The export: `kubectl get secret -o json | jq 'del(.metadata.resourceVersion, .metadata.uid,
+  // .metadata.creationTimestamp, .metadata.managedFields)'`.
+  const exported: Record<string, any> = {};
+  for (const secret of secrets) {
+    const object = JSON.parse((await plane.kubectl(['get', 'secret', secret, '-n', namespace, '-o', 'json'])).stdout);
+    for (const field of ['resourceVersion', 'uid', 'creationTimestamp', 'managedFields']) delete object.metadata[field];
+    exported[secret] = object;
+  }
+  // The release and its Secrets are gone (they are kept on uninstall, so delete them as a lost cluster would).
+  await helmIn(['uninstall', 'tokenvault', '--namespace', namespace]);
+  for (const secret of secrets) await plane.kubectl(['delete', 'secret', secret, '-n', namespace]);
+  // Restore: the Secrets first, then install; the chart reuses them rather than making new keys.
+  for (const secret of secrets) {
+    await plane.kubectl(['apply', '-f', '-'], { input: JSON.stringify(exported[secret]) });
+  }
+  await helmIn(['install', ...release]);
+  for (const secret of secrets) {
+    const after = JSON.parse((await plane.kubectl(['get', 'secret', secret, '-n', namespace, '-o', 'json'])).stdout);
+    expect(after.data).toEqual(exported[secret].data);
+    expect(after.metadata.annotations['meta.helm.sh/release-name']).toBe('tokenvault');
+  }
+}, 120_000);
