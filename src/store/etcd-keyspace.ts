@@ -78,21 +78,18 @@ export class EtcdKeyspace {
     each: (kv: IKeyValue) => Promise<void> | void,
   ): Promise<number> {
     const end = prefixEnd(prefix);
-    let start = Buffer.from(prefix);
-    let revision: string | undefined;
+    const read = (start: Buffer, revision?: string) =>
+      this.client.kv.range({ key: start, range_end: end, limit: PAGE_KEYS, revision, keys_only: keysOnly });
+    let page = await read(Buffer.from(prefix));
+    const revision = page.header.revision;
     for (;;) {
-      const page = await this.client.kv.range({
-        key: start,
-        range_end: end,
-        limit: PAGE_KEYS,
-        revision,
-        keys_only: keysOnly,
-      });
-      revision ??= page.header.revision;
+      const last = page.kvs.at(-1);
+      // The next page (from just after this one's last key) is read while this one is handled.
+      const next = page.more && last ? read(Buffer.concat([last.key, Buffer.from([0])]), revision) : undefined;
+      next?.catch(() => undefined); // awaited below; a failure while `each` runs must not go unhandled
       for (const kv of page.kvs) await each(kv);
-      if (!page.more || page.kvs.length === 0) return Number(revision);
-      // The next page starts just after the last key of this one.
-      start = Buffer.concat([page.kvs[page.kvs.length - 1].key, Buffer.from([0])]);
+      if (!next) return Number(revision);
+      page = await next;
     }
   }
 
