@@ -156,8 +156,18 @@ async function restoreFile(from: string, config: Config, force: boolean): Promis
     }
     const deleted = present > 0 ? await keyspace.deletePrefix(keys.root) : 0;
     const writer = keyspace.writer();
-    await readBackup(from, (entry) => writer.put(entry));
-    await writer.flush();
+    try {
+      await readBackup(from, (entry) => writer.put(entry));
+      await writer.flush();
+    } catch (error) {
+      // The file was whole a moment ago: it changed during the restore, or etcd failed. Either way etcd now holds
+      // part of the backup, which the next attempt must replace.
+      const what = error instanceof BackupFileError ? error.message : `etcd failed: ${(error as Error).message}`;
+      process.stderr.write(
+        `tokenvault restore: ${what}; etcd now holds part of the backup: run the restore again with --force\n`,
+      );
+      return 1;
+    }
     process.stdout.write(
       `restore: ${trailer.keys} keys from ${from} (etcd revision ${trailer.etcd_revision} of the source)${deleted > 0 ? `, ${deleted} existing keys deleted first` : ''}, ${Date.now() - started} ms\n`,
     );
