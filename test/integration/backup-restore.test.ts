@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { kekId } from '../../src/crypto/keyring.js';
+import { EtcdStore } from '../../src/store/etcd.js';
 import { EtcdKeyspace } from '../../src/store/etcd-keyspace.js';
 import { keys } from '../../src/store/keys.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
@@ -349,6 +350,43 @@ test('backup to standard output and restore from standard input (kubectl exec)',
   expect(cut.stderr).toContain('nothing was restored');
   expect(await keyCount(to)).toBe(1000);
 }, 60_000);
+
+test('a backup is one point in time: a write made while it runs is wholly in it or wholly out of it', async () => {
+  const etcd = await newEtcd();
+  const keyspace = new EtcdKeyspace({ endpoints: [etcd.endpoint] });
+  const store = new EtcdStore({ endpoints: [etcd.endpoint] });
+  try {
+    const writer = keyspace.writer();
+    for (let i = 0; i < 3000; i++) {
+      await writer.put({ key: Buffer.from(`${keys.root}m/${String(i).padStart(5, '0')}`), value: Buffer.from('x') });
+    }
+    await writer.flush();
+    // Halfway through the export (pages of 512 keys), one transaction writes a key before the export's position and
+    // one after it: read at the moving head of etcd, the export would hold the second without the first.
+    const seen: string[] = [];
+    let entries = 0;
+    await keyspace.export(keys.root, async (entry) => {
+      seen.push(entry.key.toString());
+      if (++entries === 1500) {
+        await store.txn({
+          success: [
+            { type: 'put', key: `${keys.root}a/pair`, value: 'one' },
+            { type: 'put', key: `${keys.root}z/pair`, value: 'two' },
+          ],
+        });
+      }
+    });
+    expect(seen).toHaveLength(3000);
+    expect(seen.filter((key) => key.endsWith('/pair'))).toEqual([]);
+    // The next backup has both.
+    const next: string[] = [];
+    await keyspace.export(keys.root, (entry) => void next.push(entry.key.toString()));
+    expect(next.filter((key) => key.endsWith('/pair'))).toEqual([`${keys.root}a/pair`, `${keys.root}z/pair`]);
+  } finally {
+    keyspace.close();
+    await store.close();
+  }
+});
 
 test('usage errors', async () => {
   expect((await runCli(['backup'], {})).code).toBe(2);
