@@ -51,13 +51,21 @@ export async function backupCommand(argv: string[]): Promise<number> {
   const started = Date.now();
   const writer = new BackupWriter(toStdout ? process.stdout : out);
   const kekIds = new Set<string>();
+  const unreadable: string[] = [];
   try {
     await writer.header({ created_at: new Date().toISOString(), prefix: keys.root });
     const result = await keyspace.export(keys.root, async (entry) => {
       const key = entry.key.toString('utf8');
       if (CRYPTO_KEY.test(key)) {
-        const record = parseTenantCryptoRecord(entry.value.toString('utf8'));
-        for (const wrapped of [...Object.values(record.data_keys), record.fingerprint_key]) kekIds.add(wrapped.kek_id);
+        try {
+          const record = parseTenantCryptoRecord(entry.value.toString('utf8'));
+          for (const wrapped of [...Object.values(record.data_keys), record.fingerprint_key]) {
+            kekIds.add(wrapped.kek_id);
+          }
+        } catch {
+          // Backed up as it is (the API reports it as TV_DECRYPTION_FAILED too); it just names no KEK.
+          unreadable.push(key);
+        }
       }
       await writer.entry(entry);
     });
@@ -77,6 +85,11 @@ export async function backupCommand(argv: string[]): Promise<number> {
     keyspace.close();
   }
 
+  if (unreadable.length > 0) {
+    process.stderr.write(
+      `tokenvault backup: ${unreadable.length} tenant key records are not valid (backed up as they are, but no KEK opens them): ${unreadable.slice(0, 5).join(', ')}\n`,
+    );
+  }
   if (keysOut === undefined) {
     process.stderr.write(
       `tokenvault backup: no --keys-out: the backup is readable only with the key-encryption keys ${[...kekIds].sort().join(', ') || '(none yet)'}; back them up apart from it\n`,
@@ -85,7 +98,9 @@ export async function backupCommand(argv: string[]): Promise<number> {
   }
   const ring = config.keyEncryptionKeys!;
   // The same format as TOKENVAULT_KEK_FILE (primary first), so the restored API reads it as is.
-  await writeFile(keysOut, `${ring.map((key) => key.toString('base64')).join('\n')}\n`, { mode: 0o600 });
+  // A new file, so the mode applies (an existing file would keep its own).
+  await rm(keysOut, { force: true });
+  await writeFile(keysOut, `${ring.map((key) => key.toString('base64')).join('\n')}\n`, { mode: 0o600, flag: 'wx' });
   say.write(`backup: ${ring.length} key-encryption keys in ${keysOut} (keep it apart from the backup)\n`);
   const missing = missingKeks(kekIds, ring);
   if (missing.length > 0) {

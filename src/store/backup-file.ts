@@ -5,7 +5,7 @@
 // when the cut lands on a block end, and a file whose last line is missing is caught by nothing else.
 // The file holds ciphertexts and wrapped keys only: never a KEK (docs/operations.md, "Backup and restore").
 import { createHash, type Hash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createReadStream, createWriteStream, rmSync } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { pipeline } from 'node:stream/promises';
@@ -58,6 +58,8 @@ export class BackupWriter {
     this.gzip.on('data', (chunk: Buffer) => (this.bytes += chunk.length));
     if (typeof target === 'string') {
       this.partial = `${target}.partial`;
+      // A new file, so the mode applies (a leftover of a failed run would keep its own).
+      rmSync(this.partial, { force: true });
       this.done = pipeline(this.gzip, createWriteStream(this.partial, { mode: 0o600 }));
     } else {
       this.done = new Promise((resolve, reject) => {

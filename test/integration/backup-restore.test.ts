@@ -180,6 +180,9 @@ afterAll(async () => {
 });
 
 test('backup, lose etcd and its data dir, restore into a new etcd: every token, key and reactor is back', async () => {
+  // Leftovers readable by all (an earlier key file, a failed run's partial file) do not make the new files so.
+  await writeFile(keyFile, 'old\n', { mode: 0o644 });
+  await writeFile(`${backupFile}.partial`, 'old\n', { mode: 0o644 });
   const backup = await runCli(['backup', '--out', backupFile, '--keys-out', keyFile], {
     TOKENVAULT_STORE: storeUrl(source),
     TOKENVAULT_KEK: KEK.toString('base64'),
