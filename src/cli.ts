@@ -1,6 +1,7 @@
 // The `tokenvault` command: one subcommand per process (see docs/architecture.md).
 import { ConfigError, loadConfig, SETTINGS, type LoadOptions } from './config/config.js';
 import { createLogger, type Logger } from './observability/logger.js';
+import { backupCommand, restoreCommand } from './server/backup-command.js';
 import { keysCommand } from './server/keys-command.js';
 import { startApi } from './server/api.js';
 import { devBanner, startDev } from './server/dev.js';
@@ -15,6 +16,8 @@ commands:
   worker      run reactor code in sandboxes (TOKENVAULT_API_URL: the API, for reactor code's bt client)
   controller  reconcile Kubernetes custom resources into the vault (KUBECONFIG or in-cluster; TOKENVAULT_API_URL and the operator key)
   keys rotate re-wrap every tenant's data keys under the primary key-encryption key
+  backup      write the vault's etcd data to a checksummed file (--out), and the key-encryption keys to another (--keys-out)
+  restore     load a backup file (--from) into an empty etcd (--force: replace what is there)
 
 Every flag has an environment variable; see docs/configuration.md.`;
 
@@ -40,6 +43,10 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'keys':
       return keysCommand(rest);
+    case 'backup':
+      return backupCommand(rest);
+    case 'restore':
+      return restoreCommand(rest);
     case 'worker': {
       const config = loadConfig({ argv: rest, requireStore: false });
       const logger = createLogger(config.logLevel);

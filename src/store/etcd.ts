@@ -537,7 +537,7 @@ function rangeStart(prefix: string): Buffer {
   return prefix === '' ? Buffer.from([0]) : Buffer.from(prefix);
 }
 
-function tlsCredentials(tls: EtcdStoreOptions['tls']): IOptions['credentials'] {
+export function tlsCredentials(tls: EtcdStoreOptions['tls']): IOptions['credentials'] {
   if (!tls) return undefined;
   return {
     // gRPC falls back to the system roots when no CA is given; etcd3's type insists on one.

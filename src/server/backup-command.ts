@@ -1,0 +1,241 @@
+// `tokenvault backup` and `tokenvault restore`: a logical export of the vault's etcd keys (src/store/etcd-keyspace.ts)
+// into a checksummed file (src/store/backup-file.ts), and its import into an empty etcd. The key-encryption keys go
+// to a separate file, never into the backup: the backup alone is ciphertext nobody can read. Why logical rather than
+// an etcd snapshot: docs/operations.md, "Backup and restore".
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { loadConfig, type Config } from '../config/config.js';
+import { kekId } from '../crypto/keyring.js';
+import { parseTenantCryptoRecord } from '../crypto/tenant-keys.js';
+import { BackupFileError, BackupWriter, readBackup } from '../store/backup-file.js';
+import { EtcdKeyspace } from '../store/etcd-keyspace.js';
+import { keys } from '../store/keys.js';
+
+const BACKUP_USAGE =
+  'usage: tokenvault backup --out FILE|- [--keys-out FILE] --store etcd://host:port (TOKENVAULT_KEK_FILE: the keys to copy to --keys-out)';
+const RESTORE_USAGE =
+  'usage: tokenvault restore --from FILE|- [--force] --store etcd://host:port (TOKENVAULT_KEK_FILE, optional: the key file, checked against the backup)';
+
+/** `/tokenvault/t/<tenant>/crypto`: the record of a tenant's wrapped keys, which names the KEKs it needs. */
+const CRYPTO_KEY = new RegExp(`^${keys.root}t/[^/]+/crypto$`);
+
+/** `tokenvault backup`: the exit code. */
+export async function backupCommand(argv: string[]): Promise<number> {
+  const own = takeFlags(argv, ['out', 'keys-out'], []);
+  if (typeof own === 'string' || own.values.out === undefined) return usage('backup', own, BACKUP_USAGE);
+  // `--out -`: the backup goes to standard output (kubectl exec … > file), and what is said goes to standard error.
+  const toStdout = own.values.out === '-';
+  const out = toStdout ? 'standard output' : path.resolve(own.values.out);
+  const say = toStdout ? process.stderr : process.stdout;
+  const keysOut = own.values['keys-out'] === undefined ? undefined : path.resolve(own.values['keys-out']);
+  if (keysOut === out) {
+    process.stderr.write(
+      'tokenvault backup: --keys-out must be another file than --out (the keys never go with the data)\n',
+    );
+    return 2;
+  }
+  const config = loadConfig({ argv: own.rest });
+  const keyspace = openKeyspace(config, 'backup');
+  if (!keyspace) return 1;
+  if (keysOut !== undefined && config.keyEncryptionKeys === undefined) {
+    process.stderr.write(
+      'tokenvault backup: --keys-out needs the keys: set TOKENVAULT_KEK_FILE (or --kek-file, TOKENVAULT_KEK)\n',
+    );
+    keyspace.close();
+    return 1;
+  }
+
+  const started = Date.now();
+  const writer = new BackupWriter(toStdout ? process.stdout : out);
+  const kekIds = new Set<string>();
+  const unreadable: string[] = [];
+  try {
+    await writer.header({ created_at: new Date().toISOString(), prefix: keys.root });
+    const result = await keyspace.export(keys.root, async (entry) => {
+      const key = entry.key.toString('utf8');
+      if (CRYPTO_KEY.test(key)) {
+        try {
+          const record = parseTenantCryptoRecord(entry.value.toString('utf8'));
+          for (const wrapped of [...Object.values(record.data_keys), record.fingerprint_key]) {
+            kekIds.add(wrapped.kek_id);
+          }
+        } catch {
+          // Backed up as it is (the API reports it as TV_DECRYPTION_FAILED too); it just names no KEK.
+          unreadable.push(key);
+        }
+      }
+      await writer.entry(entry);
+    });
+    const bytes = await writer.finish({
+      keys: result.keys,
+      leased_skipped: result.leased,
+      etcd_revision: result.revision,
+      kek_ids: [...kekIds].sort(),
+    });
+    say.write(
+      `backup: ${result.keys} keys at etcd revision ${result.revision} (${result.leased} leased keys left out) in ${out}, ${bytes} bytes, ${Date.now() - started} ms\n`,
+    );
+  } catch (error) {
+    await writer.abort();
+    throw error;
+  } finally {
+    keyspace.close();
+  }
+
+  if (unreadable.length > 0) {
+    process.stderr.write(
+      `tokenvault backup: ${unreadable.length} tenant key records are not valid (backed up as they are, but no KEK opens them): ${unreadable.slice(0, 5).join(', ')}\n`,
+    );
+  }
+  if (keysOut === undefined) {
+    process.stderr.write(
+      `tokenvault backup: no --keys-out: the backup is readable only with the key-encryption keys ${[...kekIds].sort().join(', ') || '(none yet)'}; back them up apart from it\n`,
+    );
+    return 0;
+  }
+  const ring = config.keyEncryptionKeys!;
+  // The same format as TOKENVAULT_KEK_FILE (primary first), so the restored API reads it as is.
+  // A new file, so the mode applies (an existing file would keep its own).
+  await rm(keysOut, { force: true });
+  await writeFile(keysOut, `${ring.map((key) => key.toString('base64')).join('\n')}\n`, { mode: 0o600, flag: 'wx' });
+  say.write(`backup: ${ring.length} key-encryption keys in ${keysOut} (keep it apart from the backup)\n`);
+  const missing = missingKeks(kekIds, ring);
+  if (missing.length > 0) {
+    process.stderr.write(
+      `tokenvault backup: the backup needs key-encryption keys that are not configured: ${missing.join(', ')}; add them to TOKENVAULT_KEK_FILE and back up again\n`,
+    );
+    return 1;
+  }
+  return 0;
+}
+
+/** `tokenvault restore`: the exit code. */
+export async function restoreCommand(argv: string[]): Promise<number> {
+  const own = takeFlags(argv, ['from'], ['force']);
+  if (typeof own === 'string' || own.values.from === undefined) return usage('restore', own, RESTORE_USAGE);
+  const force = own.flags.has('force');
+  const config = loadConfig({ argv: own.rest });
+  if (own.values.from !== '-') return restoreFile(path.resolve(own.values.from), config, force);
+  // `--from -` (kubectl exec -i … < file): the file is read twice (checked through, then written), so standard
+  // input goes to a private temporary file first.
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'tokenvault-restore-'));
+  try {
+    const spooled = path.join(dir, 'backup');
+    await pipeline(process.stdin, createWriteStream(spooled, { mode: 0o600 }));
+    return await restoreFile(spooled, config, force);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function restoreFile(from: string, config: Config, force: boolean): Promise<number> {
+  const started = Date.now();
+  // The whole file is checked before etcd is touched: a damaged backup changes nothing.
+  let checked;
+  try {
+    checked = await readBackup(from);
+  } catch (error) {
+    if (error instanceof BackupFileError) {
+      process.stderr.write(`tokenvault restore: ${error.message}; nothing was restored\n`);
+      return 1;
+    }
+    throw error;
+  }
+  const { trailer } = checked;
+  if (config.keyEncryptionKeys !== undefined) {
+    const missing = missingKeks(new Set(trailer.kek_ids), config.keyEncryptionKeys);
+    if (missing.length > 0) {
+      process.stderr.write(
+        `tokenvault restore: the configured keys do not include ${missing.join(', ')}, which the backup's data needs (wrong key file?); nothing was restored\n`,
+      );
+      return 1;
+    }
+  } else if (trailer.kek_ids.length > 0) {
+    process.stderr.write(
+      `tokenvault restore: no key file given (TOKENVAULT_KEK_FILE), so it was not checked; the API needs the key-encryption keys ${trailer.kek_ids.join(', ')} to read the restored data\n`,
+    );
+  }
+
+  const keyspace = openKeyspace(config, 'restore');
+  if (!keyspace) return 1;
+  try {
+    const present = await keyspace.countUnleased(keys.root);
+    if (present > 0 && !force) {
+      process.stderr.write(
+        `tokenvault restore: etcd already holds ${present} tokenvault keys; restore into an empty etcd, or pass --force to delete them first (stop the API first); nothing was restored\n`,
+      );
+      return 1;
+    }
+    const deleted = present > 0 ? await keyspace.deletePrefix(keys.root) : 0;
+    const writer = keyspace.writer();
+    try {
+      await readBackup(from, (entry) => writer.put(entry));
+      await writer.flush();
+    } catch (error) {
+      // The file was whole a moment ago: it changed during the restore, or etcd failed. Either way etcd now holds
+      // part of the backup, which the next attempt must replace.
+      const what = error instanceof BackupFileError ? error.message : `etcd failed: ${(error as Error).message}`;
+      process.stderr.write(
+        `tokenvault restore: ${what}; etcd now holds part of the backup: run the restore again with --force\n`,
+      );
+      return 1;
+    }
+    process.stdout.write(
+      `restore: ${trailer.keys} keys from ${from} (etcd revision ${trailer.etcd_revision} of the source)${deleted > 0 ? `, ${deleted} existing keys deleted first` : ''}, ${Date.now() - started} ms\n`,
+    );
+    return 0;
+  } finally {
+    keyspace.close();
+  }
+}
+
+function missingKeks(needed: Set<string>, ring: Buffer[]): string[] {
+  const have = new Set(ring.map(kekId));
+  return [...needed].filter((id) => !have.has(id)).sort();
+}
+
+function openKeyspace(config: Config, command: string): EtcdKeyspace | undefined {
+  if (config.store.kind !== 'etcd') {
+    process.stderr.write(`tokenvault ${command}: needs the etcd store (--store etcd://host:port)\n`);
+    return undefined;
+  }
+  return new EtcdKeyspace({ endpoints: config.store.endpoints, tls: config.store.tls });
+}
+
+function usage(command: string, parsed: unknown, text: string): number {
+  if (typeof parsed === 'string') process.stderr.write(`tokenvault ${command}: ${parsed}\n`);
+  process.stderr.write(`${text}\n`);
+  return 2;
+}
+
+/**
+ * This command's own flags out of argv (`--name value`, `--name=value`, boolean `--name`); the rest is for
+ * loadConfig. A string: what is wrong.
+ */
+function takeFlags(
+  argv: string[],
+  valued: string[],
+  booleans: string[],
+): { values: Record<string, string | undefined>; flags: Set<string>; rest: string[] } | string {
+  const values: Record<string, string | undefined> = {};
+  const flags = new Set<string>();
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const match = /^--([a-z-]+)(?:=(.*))?$/s.exec(argv[i]);
+    const name = match?.[1];
+    if (name !== undefined && valued.includes(name)) {
+      const value = match![2] ?? argv[++i];
+      if (value === undefined || value === '') return `--${name} needs a value`;
+      values[name] = value;
+    } else if (name !== undefined && booleans.includes(name)) {
+      if (match![2] !== undefined) return `--${name} takes no value`;
+      flags.add(name);
+    } else {
+      rest.push(argv[i]);
+    }
+  }
+  return { values, flags, rest };
+}
