@@ -70,7 +70,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const tenantDirectory = new TenantDirectory(store, config.limits.keyCacheSeconds);
   const cipher = new TenantCrypto(store, ring, logger);
   const usage = new UsageService(store);
-  const applications = new ApplicationService(store);
+  const applications = new ApplicationService(store, { maxKeys: config.limits.applicationKeysMax });
   const applicationDirectory = new ApplicationDirectory(store, config.limits.keyCacheSeconds);
   const btKeys = new BtKeys(store, applicationDirectory);
   const tokens = new TokenService(store, cipher, tenantDirectory, usage, config.limits.tokenPageScanLimit);
