@@ -160,5 +160,5 @@ async function saveKeyStatus(ctx: ReconcileContext<Rotatable>, object: Rotatable
   if (fields.every((f) => previous[f] === state[f])) return;
   const key = Object.fromEntries(fields.map((f) => [f, state[f] ?? null]));
   const updated = await ctx.patchStatus({ key });
-  object.status = { ...(object.status ?? {}), key: (updated.status as Rotatable['status'])?.key ?? state };
+  object.status = { ...(object.status ?? {}), key: updated.status?.key ?? state };
 }
