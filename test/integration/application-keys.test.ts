@@ -158,3 +158,14 @@ test('an application stored before several keys (record v1: one key_hash) keeps 
   expect(await refusedWithin(key)).toBeLessThan(1000);
   expect((await client(api.url, second.body.key).get('/applications/key')).body.id).toBe(id);
 });
+
+test('BT-IDEMPOTENCY-KEY on POST /applications/{id}/keys: a retry gets the same key, not a second one', async () => {
+  const { id } = await app();
+  const headers = { 'BT-IDEMPOTENCY-KEY': `keys-${id}` };
+  const once = await admin.post(`/applications/${id}/keys`, { headers });
+  const again = await admin.post(`/applications/${id}/keys`, { headers });
+  expect(once.status).toBe(201);
+  expect(again.status).toBe(201);
+  expect(again.body).toEqual(once.body);
+  expect((await admin.get(`/applications/${id}/keys`)).body).toHaveLength(2);
+});
