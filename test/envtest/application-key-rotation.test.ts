@@ -111,6 +111,48 @@ test('the rotate-key annotation rotates the key: the Secret changes, the old key
   expect(await env.readSecret(ns, 'rotating-key')).toBe(newKey);
 });
 
+test('spec.keyRotation.every rotates a key older than it, then schedules the next rotation', async () => {
+  const yaml = (keyRotation: string) => `
+apiVersion: tokenvault.dev/v1alpha1
+kind: Application
+metadata: {name: scheduled, namespace: ${ns}}
+spec:
+  tenantRef: {name: acme}
+  type: private
+  permissions: [token:create]
+  keySecretRef: {name: scheduled-key}
+  keyRotation: ${keyRotation}
+`;
+  await env.apply(yaml('{gracePeriod: 2s}'));
+  const made = await env.waitFor('Application', ns, 'scheduled', (o) => Boolean(o?.status?.key?.id));
+  const oldKey = (await env.readSecret(ns, 'scheduled-key'))!;
+  // The key was made long ago, as far as the status says (waiting out a real schedule takes at least a minute).
+  await env.kubectl([
+    'patch',
+    'application',
+    'scheduled',
+    '-n',
+    ns,
+    '--subresource=status',
+    '--type=merge',
+    '-p',
+    JSON.stringify({ status: { key: { rotatedAt: '2000-01-01T00:00:00Z' } } }),
+  ]);
+  await env.apply(yaml('{every: 720h, gracePeriod: 2s}'));
+  const rotated = await env.waitFor(
+    'Application',
+    ns,
+    'scheduled',
+    (o) => o?.status?.key?.id !== made.status.key.id && !o.status.key.previousId,
+    30_000,
+  );
+  expect(await env.readSecret(ns, 'scheduled-key')).not.toBe(oldKey);
+  const condition = rotated.status.conditions.find((c: { type: string }) => c.type === 'KeyRotated');
+  expect(condition).toMatchObject({ status: 'True', reason: 'Current' });
+  const nextAt = Date.parse(rotated.status.key.rotatedAt) + 720 * 3_600_000;
+  expect(condition.message).toContain(new Date(nextAt).toISOString());
+});
+
 test('the CRD refuses a rotation schedule below 1m, a grace period not shorter than it, and a malformed duration', async () => {
   for (const keyRotation of ['{every: 30s}', '{every: 1h, gracePeriod: 2h}', '{gracePeriod: ten minutes}']) {
     const refused = await env.apply(applicationYaml(undefined, keyRotation)).then(
