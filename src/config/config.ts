@@ -726,7 +726,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     bodyBytes: integer('bodyLimit', 1024, 64 * 1024 * 1024),
     sessionTtlSeconds: integer('sessionTtl', 10, 24 * 3600),
     sessionMaxSeconds: integer('sessionMax', 10, 24 * 3600),
-    applicationKeysMax: integer('applicationKeysMax', 1, 1000),
+    // At most 100: an application write rewrites every key's index entry in one etcd transaction (128 ops by default).
+    applicationKeysMax: integer('applicationKeysMax', 1, 100),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
     jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
