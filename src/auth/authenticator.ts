@@ -5,7 +5,7 @@
 // were derived from; the ApplicationDirectory (also watched) tells whether that grant still holds.
 import { hashKey, isApiKey, sameHash } from './api-keys.js';
 import { OPERATOR_ACTOR_ID, principalFromEntry, type KeyIndexEntry, type Principal } from './principal.js';
-import type { ApplicationDirectory } from '../domain/applications/directory.js';
+import type { ApplicationDirectory, LiveApplication } from '../domain/applications/directory.js';
 import { MANAGEMENT_DEFAULT } from './permissions.js';
 import { Errors } from '../errors/registry.js';
 import { keys } from '../store/keys.js';
@@ -33,6 +33,11 @@ export class Authenticator {
 
   stop(): Promise<void> {
     return this.keyCache.stop();
+  }
+
+  /** Drops cached lookups of these key hashes (this process changed or revoked them; the watch follows). */
+  forget(keyHashes: readonly string[]): void {
+    for (const hash of keyHashes) this.keyCache.forget(hash);
   }
 
   /**
@@ -79,13 +84,18 @@ export class Authenticator {
     }
     if (principal.parent !== undefined) {
       const parent = await this.applications.get(principal.tenantId, principal.parent.applicationId);
-      if (parent === undefined || parent.grant !== principal.parent.grant) {
+      if (parent === undefined || !Authenticator.holds(parent, principal.parent.grant)) {
         throw new Errors.Unauthenticated(
           'The application this key derives from was deleted, or its key or permissions changed.',
         );
       }
     }
     return principal;
+  }
+
+  /** True when a key derived under `grant` may still act for the application: the application's or one key's. */
+  private static holds(parent: LiveApplication, grant: string): boolean {
+    return parent.grant === grant || [...parent.keyGrants.values()].includes(grant);
   }
 
   private lookup(hash: string): Promise<Principal | undefined> {

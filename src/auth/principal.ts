@@ -17,6 +17,8 @@ export interface KeyIndexEntry {
   /** The application itself, or for a session the public application that created it. */
   application_id: string;
   application_type: ApplicationType;
+  /** Which of the application's keys this is (entries written before applications had several keys have none). */
+  key_id?: string;
   session_id?: string;
   permissions: string[];
   rules: AccessRule[];
@@ -43,6 +45,8 @@ export type Principal =
       tenantId: string;
       applicationId: string;
       applicationType: ApplicationType;
+      /** The application key presented (application keys only). */
+      keyId?: string;
       sessionId?: string;
       permissions: ReadonlySet<string>;
       rules: AccessRule[];
@@ -74,6 +78,7 @@ export function principalFromEntry(entry: KeyIndexEntry): Principal {
     tenantId: entry.tenant_id,
     applicationId: entry.application_id,
     applicationType: entry.application_type,
+    ...(entry.key_id ? { keyId: entry.key_id } : {}),
     sessionId: entry.session_id,
     permissions: new Set(entry.permissions),
     rules: entry.rules,

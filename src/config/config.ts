@@ -179,6 +179,8 @@ export interface Config {
     sessionTtlSeconds: number;
     /** The longest a session may be authorized to live, counted from its creation. */
     sessionMaxSeconds: number;
+    /** Most live keys one application may have (several while a key is rotated). */
+    applicationKeysMax: number;
     /** How long an idle key stays in the per-process key cache; watches evict changed keys immediately. */
     keyCacheSeconds: number;
     /** How often each API process sweeps expired tokens. */
@@ -470,6 +472,12 @@ export const SETTINGS = {
     description: 'Default session lifetime',
     default: '180',
   },
+  applicationKeysMax: {
+    flag: 'application-keys-max',
+    env: 'TOKENVAULT_APPLICATION_KEYS_MAX',
+    description: 'Most live keys one application may have (POST /applications/{id}/keys beyond it is 409 TV_APPLICATION_KEY_LIMIT)',
+    default: '10',
+  },
   sessionMax: {
     flag: 'session-max-seconds',
     env: 'TOKENVAULT_SESSION_MAX_SECONDS',
@@ -718,6 +726,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     bodyBytes: integer('bodyLimit', 1024, 64 * 1024 * 1024),
     sessionTtlSeconds: integer('sessionTtl', 10, 24 * 3600),
     sessionMaxSeconds: integer('sessionMax', 10, 24 * 3600),
+    // At most 100: an application write rewrites every key's index entry in one etcd transaction (128 ops by default).
+    applicationKeysMax: integer('applicationKeysMax', 1, 100),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
     jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),

@@ -84,6 +84,12 @@ export const Errors = {
   // 409
   Conflict: define('TV_CONFLICT', 409, 'Conflict', 'The request conflicts with the current state of the resource.'),
   FormulaInUse: define('TV_FORMULA_IN_USE', 409, 'Conflict', 'The formula is used by reactors; delete them first.'),
+  ApplicationKeyLimit: define(
+    'TV_APPLICATION_KEY_LIMIT',
+    409,
+    'Conflict',
+    'The application has as many keys as allowed (TOKENVAULT_APPLICATION_KEYS_MAX); delete a key first.',
+  ),
   IdempotencyConflict: define(
     'TV_IDEMPOTENCY_CONFLICT',
     409,

@@ -70,8 +70,19 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const tenantDirectory = new TenantDirectory(store, config.limits.keyCacheSeconds);
   const cipher = new TenantCrypto(store, ring, logger);
   const usage = new UsageService(store);
-  const applications = new ApplicationService(store);
   const applicationDirectory = new ApplicationDirectory(store, config.limits.keyCacheSeconds);
+  const authenticator = new Authenticator(store, tenantDirectory, applicationDirectory, {
+    operatorKeyHash: config.operatorKeyHash,
+    cacheSeconds: config.limits.keyCacheSeconds,
+  });
+  const applications = new ApplicationService(store, {
+    maxKeys: config.limits.applicationKeysMax,
+    // A key deleted here is refused by the very next request here; other replicas follow their watches.
+    changed: (tenantId, id, keyHashes) => {
+      authenticator.forget(keyHashes);
+      applicationDirectory.forget(tenantId, id);
+    },
+  });
   const btKeys = new BtKeys(store, applicationDirectory);
   const tokens = new TokenService(store, cipher, tenantDirectory, usage, config.limits.tokenPageScanLimit);
   const detokenizer = new Detokenizer(store, cipher, usage);
@@ -121,10 +132,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       limiter: new RateLimiter(config.rateLimits, () => replicas?.count ?? (fixedReplicas as number)),
       tenants: tenantDirectory,
     },
-    authenticator: new Authenticator(store, tenantDirectory, applicationDirectory, {
-      operatorKeyHash: config.operatorKeyHash,
-      cacheSeconds: config.limits.keyCacheSeconds,
-    }),
+    authenticator,
     services: {
       applications,
       tenants: new TenantService(store, applications, usage, (id) => tenantDirectory.forget(id)),

@@ -37,7 +37,10 @@ export const VERSION_FIELD = '_v';
  */
 export const UPGRADES: Record<RecordKind, readonly Upgrade[]> = {
   token: [],
-  application: [],
+  application: [
+    // v1 → v2: one key per application (`key_hash` beside `keys[0]`) becomes many, each key carrying its own hash.
+    applicationKeysCarryHashes,
+  ],
   'key-index': [],
   session: [],
   'session-nonce': [],
@@ -49,6 +52,31 @@ export const UPGRADES: Record<RecordKind, readonly Upgrade[]> = {
   formula: [],
   idempotency: [],
 };
+
+/**
+ * An application of v1 had at most one key: its hash in `key_hash`, its id and dates in `keys[0]`. From v2 every
+ * entry of `keys` carries its own `key_hash`, so an application can have several live keys. The v1 key becomes the
+ * first key with the same id, so its index entry, its sessions and the id callers know all stay valid.
+ */
+function applicationKeysCarryHashes(record: Json): Json {
+  const { key_hash: hash, keys: listed, ...rest } = record;
+  const entries = Array.isArray(listed) ? (listed as Json[]) : [];
+  if (typeof hash !== 'string') return { ...rest, keys: [] };
+  const first = entries[0] ?? {
+    // Never written by any release (v1 always listed its key), but a hand-edited record still reads the same way twice.
+    id: uuidFromHash(hash),
+    created_at: record.created_at,
+    created_by: record.created_by,
+  };
+  return { ...rest, keys: [{ ...first, key_hash: hash }] };
+}
+
+/** A stable v4-shaped UUID from a hex digest. */
+function uuidFromHash(hex: string): string {
+  const h = hex.padEnd(32, '0');
+  const variant = ((parseInt(h[16], 16) & 0x3) | 0x8).toString(16);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
 
 /** The version `encode` writes for a kind. */
 export function currentVersion(kind: RecordKind, table: Record<RecordKind, readonly Upgrade[]> = UPGRADES): number {

@@ -301,6 +301,37 @@ describe('5. revocation reaches every replica within 5 s', () => {
     expect(await refusedAfter(session, since)).toBeLessThan(5000);
   });
 
+  test('deleting one application key revokes it and the sessions it authorized on the other replica, and nothing else', async () => {
+    const authorizer = await createApplication(one.url, mgmt, {
+      name: 'server',
+      type: 'private',
+      permissions: ['token:read'],
+    });
+    const [first] = (await client(one.url, mgmt).get(`/applications/${authorizer.id}/keys`)).body as Array<{
+      id: string;
+    }>;
+    const second = (await client(one.url, mgmt).post(`/applications/${authorizer.id}/keys`)).body;
+    const third = (await client(one.url, mgmt).post(`/applications/${authorizer.id}/keys`)).body;
+    const byFirst = await authorizedSession(authorizer.key);
+    const bySecond = await authorizedSession(second.key);
+    // Warm replica two for the keys themselves too.
+    for (const key of [authorizer.key, second.key, third.key]) {
+      expect((await client(two.url, key).get(`/tokens/${tokenId}`)).status).toBe(200);
+    }
+    // Another key's deletion ends neither the first key nor its session.
+    await client(one.url, mgmt).delete(`/applications/${authorizer.id}/keys/${third.id}`);
+    expect(await refusedAfter(third.key, Date.now())).toBeLessThan(5000);
+    expect((await client(two.url, authorizer.key).get(`/tokens/${tokenId}`)).status).toBe(200);
+    expect((await client(two.url, byFirst).get(`/tokens/${tokenId}`)).status).toBe(200);
+
+    const since = Date.now();
+    await client(one.url, mgmt).delete(`/applications/${authorizer.id}/keys/${first.id}`);
+    expect(await refusedAfter(authorizer.key, since)).toBeLessThan(5000);
+    expect(await refusedAfter(byFirst, since)).toBeLessThan(5000);
+    expect((await client(two.url, second.key).get(`/tokens/${tokenId}`)).status).toBe(200);
+    expect((await client(two.url, bySecond).get(`/tokens/${tokenId}`)).status).toBe(200);
+  });
+
   test.each(changes)('a minted reactor key ends when its application has %s', async (name, change) => {
     const reactorApp = await createApplication(one.url, mgmt, {
       name: 'reactor app',

@@ -120,9 +120,12 @@ describe('managed resources refuse changes from other keys', () => {
       'Application/shop/managed',
     );
     const id = app.body.id;
+    const keyId = app.body.keys[0].id;
     for (const answer of [
       await mgmt.put(`/applications/${id}`, { body: { name: 'hijacked', permissions: ['token:use'] } }),
       await mgmt.post(`/applications/${id}/regenerate`),
+      await mgmt.post(`/applications/${id}/keys`),
+      await mgmt.delete(`/applications/${id}/keys/${keyId}`),
       await mgmt.delete(`/applications/${id}`),
     ]) {
       expect(answer.status).toBe(409);
@@ -131,6 +134,16 @@ describe('managed resources refuse changes from other keys', () => {
     expect(
       (await asOperator('PUT', `/applications/${id}`, { name: 'renamed', permissions: ['token:use'] })).body.name,
     ).toBe('renamed');
+    // Its keys are the operator's to rotate (the controller's key rotation).
+    const listed = await asOperator('GET', `/applications/${id}/keys`);
+    expect(listed).toMatchObject({ status: 200 });
+    expect(listed.body.map((k: { id: string }) => k.id)).toEqual([keyId]);
+    const second = await asOperator('POST', `/applications/${id}/keys`);
+    expect(second.status).toBe(201);
+    expect((await asOperator('DELETE', `/applications/${id}/keys/${keyId}`)).status).toBe(204);
+    expect((await asOperator('GET', `/applications/${id}/keys`)).body.map((k: { id: string }) => k.id)).toEqual([
+      second.body.id,
+    ]);
     expect((await asOperator('DELETE', `/applications/${id}`)).status).toBe(204);
   });
 

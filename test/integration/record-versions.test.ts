@@ -18,14 +18,25 @@ afterAll(async () => {
 
 const ECHO = 'module.exports = async (req) => ({ raw: req.args });';
 
-/** Rewrites every JSON record under the prefixes as today's code before versions wrote it: no `_v`. */
+/**
+ * Rewrites every JSON record under the prefixes as the code before versions wrote it: no `_v`, and applications in
+ * their v1 shape (one `key_hash` beside `keys`, which did not carry hashes).
+ */
 async function writeUnversioned(store: Store, prefixes: string[]): Promise<number> {
   let rewritten = 0;
   for (const prefix of prefixes) {
     for (const entry of await store.range(prefix)) {
       if (!entry.value.startsWith('{')) continue;
       const { _v, ...record } = JSON.parse(entry.value) as Record<string, unknown>;
-      expect(_v).toBe(1);
+      const applicationKeys = entry.key.includes('/applications/')
+        ? (record.keys as Array<{ key_hash: string }>)
+        : undefined;
+      expect(_v).toBe(applicationKeys ? 2 : 1);
+      if (applicationKeys) {
+        expect(applicationKeys).toHaveLength(1);
+        const [{ key_hash, ...key }] = applicationKeys;
+        Object.assign(record, { key_hash, keys: [key] });
+      }
       await store.put(entry.key, JSON.stringify(record));
       rewritten++;
     }

@@ -86,6 +86,10 @@ const ROUTES: Route[] = [
     ],
   },
   { method: 'POST', path: '/applications/:id/regenerate', permission: 'application:update' },
+  { method: 'POST', path: '/applications/:id/keys', permission: 'application:update' },
+  { method: 'GET', path: '/applications/:id/keys', permission: 'application:read' },
+  { method: 'GET', path: '/applications/:id/keys/:keyId', permission: 'application:read' },
+  { method: 'DELETE', path: '/applications/:id/keys/:keyId', permission: 'application:update' },
   { method: 'DELETE', path: '/applications/:id', permission: 'application:delete' },
   { method: 'GET', path: '/tenants/self', permission: 'tenant:read' },
   {
@@ -254,7 +258,7 @@ async function ownId(route: Route): Promise<string | undefined> {
 const label = (r: Route) => `${r.method} ${r.path}`;
 
 describe.each(ROUTES.map((r) => [label(r), r] as const))('%s', (_name, route) => {
-  const path = (id: string = randomUUID()) => route.path.replace(':id', id);
+  const path = (id: string = randomUUID()) => route.path.replace(':id', id).replace(':keyId', randomUUID());
   const headers = route.contentType ? { 'Content-Type': route.contentType } : undefined;
   const ownKey = () => (route.tokens ? tokenKey : tenant.managementKey);
 
@@ -479,6 +483,10 @@ const MATRIX: Record<string, Row> = {
   },
   'DELETE /applications/:id': { scope: 'tenant', id: 'application', needs: ['application:delete'] },
   'POST /applications/:id/regenerate': { scope: 'tenant', id: 'application', needs: ['application:update'] },
+  'POST /applications/:id/keys': { scope: 'tenant', id: 'application', needs: ['application:update'] },
+  'GET /applications/:id/keys': { scope: 'tenant', id: 'application', needs: ['application:read'] },
+  'GET /applications/:id/keys/:keyId': { scope: 'tenant', id: 'application', needs: ['application:read'] },
+  'DELETE /applications/:id/keys/:keyId': { scope: 'tenant', id: 'application', needs: ['application:update'] },
   'GET /permissions': { scope: 'tenant', public: 'allowed' },
   'GET /roles': { scope: 'tenant', public: 'allowed' },
   'GET /application-templates': { scope: 'tenant', needs: ['application:read'] },
@@ -718,7 +726,7 @@ describe('route x principal matrix', () => {
     const mismatches = await Promise.all(
       principalsFor(row).map(async ([principal, expected]) => {
         const id = principal.realId ? ids[row.id!]! : row.id === 'token' ? `random-${randomUUID()}` : randomUUID();
-        const path = template.replace(':id', id).replace('{/*rest}', '/matrix');
+        const path = template.replace(':id', id).replace(':keyId', randomUUID()).replace('{/*rest}', '/matrix');
         let headers: Record<string, string> = {
           ...(row.contentType ? { 'Content-Type': row.contentType } : {}),
           ...principal.headers,

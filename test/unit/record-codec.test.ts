@@ -46,6 +46,21 @@ test('a version newer than this build knows is refused, not misread', () => {
   expect(() => decode('token', JSON.stringify({ _v: 'one', id: 'x' }))).toThrow(/schema version one/);
 });
 
-test('every kind starts at version 1', () => {
-  for (const kind of Object.keys(UPGRADES) as RecordKind[]) expect(currentVersion(kind)).toBe(1);
+test('every kind is at version 1 but applications, whose v2 lets an application have several keys', () => {
+  for (const kind of Object.keys(UPGRADES) as RecordKind[]) {
+    expect(currentVersion(kind)).toBe(kind === 'application' ? 2 : 1);
+  }
+});
+
+test('a v1 application (one key_hash beside keys[0]) reads as v2 with that key first, same id, carrying its hash', () => {
+  const key = { id: '2f1c6d4e-1111-4a2b-8c3d-0123456789ab', created_at: '2026-01-01T00:00:00.000Z', created_by: 'x' };
+  const v1 = JSON.stringify({ _v: 1, id: 'a1', name: 'A', key_hash: 'ab'.repeat(32), keys: [key] });
+  expect(decode('application', v1)).toEqual({ id: 'a1', name: 'A', keys: [{ ...key, key_hash: 'ab'.repeat(32) }] });
+  // Unversioned records (before the codec) are v1 too; an application created without a key has none.
+  expect(decode('application', JSON.stringify({ id: 'a2', keys: [] }))).toEqual({ id: 'a2', keys: [] });
+  // A v1 record that somehow lists no key for its hash still reads the same key id every time.
+  const bare = JSON.stringify({ id: 'a3', key_hash: 'cd'.repeat(32), keys: [], created_at: 'c', created_by: 'b' });
+  const once = decode<{ keys: { id: string }[] }>('application', bare);
+  expect(once.keys[0].id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  expect(decode<{ keys: { id: string }[] }>('application', bare).keys[0].id).toBe(once.keys[0].id);
 });

@@ -5,6 +5,10 @@
 // a user, or a crash before the Secret write), by regenerating it (Event KeyRegenerated; the lost key is revoked). A
 // spec change is a PUT (name, permissions, rules, expires_at), made only when the vault differs from the spec.
 //
+// Key rotation (key-rotation.ts): the annotation tokenvault.dev/rotate-key or spec.keyRotation.every rotates the key
+// without downtime through the vault's several-keys-per-application routes; status.key and the KeyRotated condition
+// say which key the Secret holds and until when the previous one works.
+//
 // Deletion (finalizer): DELETE /applications/{id} (404: already gone, or the tenant is). The tenant id comes from the
 // Tenant object's status; when the Tenant object is gone too (a namespace being deleted) the application is left in
 // the vault tenant, which that Tenant's own deletion (policy Delete) removes or (Retain) keeps with its data.
@@ -25,6 +29,7 @@ import {
   writeStatus,
   type VaultObject,
 } from './common.js';
+import { reconcileKeyRotation, type KeyRotationSpec } from './key-rotation.js';
 
 export interface AccessRuleSpec {
   description?: string;
@@ -44,6 +49,7 @@ export type ApplicationSpec = {
   rules?: AccessRuleSpec[];
   expiresAt?: string;
   keySecretRef: { name: string; key?: string };
+  keyRotation?: KeyRotationSpec;
 };
 
 export type ApplicationObject = VaultObject<ApplicationSpec>;
@@ -56,6 +62,7 @@ interface VaultApplication {
   rules?: AccessRuleSpec[];
   expires_at?: string;
   key?: string;
+  keys?: Array<{ id: string }>;
 }
 
 interface ApplicationBody {
@@ -133,6 +140,8 @@ export function applicationReconciler(vault: VaultClient): Reconciler<Applicatio
 
         let application = await vault.call<VaultApplication>('GET', path, { tenantId }, true);
         let keyWritten = false;
+        /** The id of the key just written into the Secret, when one was. */
+        let writtenKeyId: string | undefined;
         if (!application) {
           try {
             application = (await vault.call<VaultApplication>('POST', '/applications', {
@@ -143,6 +152,7 @@ export function applicationReconciler(vault: VaultClient): Reconciler<Applicatio
             // A new application: its key is the only one that works, whatever the Secret held before.
             await writeKeySecret(ctx, object, keySecretRef, application.key!);
             keyWritten = true;
+            writtenKeyId = application.keys?.[0]?.id;
             await ctx.event('Normal', 'Created', `Created vault application ${id}.`);
           } catch (error) {
             if (!(error instanceof VaultRefused && error.status === 409)) throw error;
@@ -159,6 +169,7 @@ export function applicationReconciler(vault: VaultClient): Reconciler<Applicatio
         if (!keyWritten && !(await secretHasKey(ctx, namespace, keySecretRef))) {
           const regenerated = await vault.call<VaultApplication>('POST', `${path}/regenerate`, { tenantId });
           await writeKeySecret(ctx, object, keySecretRef, regenerated!.key!);
+          writtenKeyId = regenerated!.keys?.[0]?.id;
           await ctx.event(
             'Normal',
             'KeyRegenerated',
@@ -166,7 +177,9 @@ export function applicationReconciler(vault: VaultClient): Reconciler<Applicatio
           );
         }
 
-        await writeStatus(ctx, object, Ready(), id);
+        const rotation = await reconcileKeyRotation(vault, ctx, object, tenantId, id, writtenKeyId);
+        await writeStatus(ctx, object, Ready(), id, { set: [rotation.condition] });
+        return rotation.requeueAfterMs === undefined ? undefined : { requeueAfterMs: rotation.requeueAfterMs };
       });
     },
   };

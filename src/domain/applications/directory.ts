@@ -12,21 +12,46 @@ export interface LiveApplication {
   record: ApplicationRecord;
   /** `grantOf(record)`, computed once per cached read. */
   grant: string;
+  /** Per key id, `keyGrantOf(record, key)`. */
+  keyGrants: ReadonlyMap<string, string>;
 }
 
 /**
- * A digest of everything that decides what keys derived from the application may do: its key, type, permissions,
- * rules and expiry. A renamed application keeps its grant; anything else changes it.
+ * A digest of everything that decides what keys derived from the application may do: its keys, type, permissions,
+ * rules and expiry. A renamed application keeps its grant; anything else changes it. Keys minted for its reactors
+ * (and sessions authorized by a key that does not name itself) derive from this one.
  */
 export function grantOf(record: ApplicationRecord): string {
+  // The keys' hashes joined: with one key this is the material of records from before several keys (a bare hash), so
+  // grants recorded then still hold.
+  return digest(record.keys.map((k) => k.key_hash).join(',') || null, record);
+}
+
+/**
+ * The grant a session authorized with one of the application's keys derives from: that key and the application's
+ * rights. Deleting that key ends the session; creating or deleting another key does not (a rotation keeps sessions).
+ */
+export function keyGrantOf(record: ApplicationRecord, key: { key_hash: string }): string {
+  return digest(key.key_hash, record);
+}
+
+function digest(keyMaterial: string | null, record: ApplicationRecord): string {
   const material = JSON.stringify([
-    record.key_hash ?? null,
+    keyMaterial,
     record.type,
     record.permissions,
     record.rules,
     record.expires_at ?? null,
   ]);
   return createHash('sha256').update(material).digest('base64url');
+}
+
+function liveOf(record: ApplicationRecord): LiveApplication {
+  return {
+    record,
+    grant: grantOf(record),
+    keyGrants: new Map(record.keys.map((k) => [k.id, keyGrantOf(record, k)])),
+  };
 }
 
 export class ApplicationDirectory {
@@ -43,14 +68,18 @@ export class ApplicationDirectory {
     return this.cache.stop();
   }
 
+  /** Drops the cached application (this process changed it; the watch would do the same a moment later). */
+  forget(tenantId: string, applicationId: string): void {
+    this.cache.forget(keys.application(tenantId, applicationId));
+  }
+
   /** The application as stored now (within a watch event), or undefined when it is gone or has expired. */
   async get(tenantId: string, applicationId: string): Promise<LiveApplication | undefined> {
     const key = keys.application(tenantId, applicationId);
     const live = await this.cache.get(keys.applications(tenantId), key, async () => {
       const entry = await this.store.get(key);
       if (!entry) return undefined;
-      const record = decode<ApplicationRecord>('application', entry.value);
-      return { record, grant: grantOf(record) };
+      return liveOf(decode<ApplicationRecord>('application', entry.value));
     });
     if (live?.record.expires_at !== undefined && Date.parse(live.record.expires_at) <= Date.now()) return undefined;
     return live;

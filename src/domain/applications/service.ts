@@ -24,7 +24,14 @@ export interface ApplicationKey {
   created_by: string;
 }
 
-/** The stored application. `key_hash` never leaves the service. An application created with create_key=false has none. */
+/** A key as stored: its SHA-256 (the key itself is never stored). The hash never leaves the service. */
+export type StoredApplicationKey = ApplicationKey & { key_hash: string };
+
+/**
+ * The stored application (record version 2: every key carries its hash; see codec.ts for the v1 upgrade). An
+ * application may have several live keys, so a key can be rotated without downtime; one created with
+ * create_key=false has none.
+ */
 export interface ApplicationRecord {
   id: string;
   tenant_id: string;
@@ -32,8 +39,7 @@ export interface ApplicationRecord {
   type: ApplicationType;
   permissions: string[];
   rules: AccessRule[];
-  key_hash?: string;
-  keys: ApplicationKey[];
+  keys: StoredApplicationKey[];
   expires_at?: string;
   /** Set when a Kubernetes Application object declares it; then only the operator may change it. */
   managed_by?: ManagedBy;
@@ -44,45 +50,62 @@ export interface ApplicationRecord {
 }
 
 /** The wire form. `key` (the platform's older field) and `keys[0].key` carry a new key, once. */
-export type Application = Omit<ApplicationRecord, 'key_hash'> & { key?: string };
+export type Application = Omit<ApplicationRecord, 'keys'> & { keys: ApplicationKey[]; key?: string };
+
+export function toApplicationKey({ key_hash: _hidden, ...key }: StoredApplicationKey): ApplicationKey {
+  return key;
+}
 
 export function toApplication(record: ApplicationRecord, key?: string): Application {
-  const { key_hash: _hidden, ...application } = record;
+  const application = { ...record, keys: record.keys.map(toApplicationKey) };
   if (key === undefined) return application;
   return { ...application, key, keys: application.keys.map((k, i) => (i === 0 ? { ...k, key } : k)) };
 }
 
-/** A fresh key for an application, and the record fields that describe it. */
-function newKey(actor: string, key = generateApiKey()) {
-  const meta: ApplicationKey = { id: randomUUID(), created_at: new Date().toISOString(), created_by: actor };
-  return { key, key_hash: hashKey(key), keys: [meta] };
+/** A fresh key for an application: the key (shown once) and what is stored of it. */
+function newKey(actor: string, key = generateApiKey()): { key: string; stored: StoredApplicationKey } {
+  return {
+    key,
+    stored: { id: randomUUID(), key_hash: hashKey(key), created_at: new Date().toISOString(), created_by: actor },
+  };
 }
 
-export function keyIndexEntry(record: ApplicationRecord): KeyIndexEntry {
+export function keyIndexEntry(record: ApplicationRecord, keyId?: string): KeyIndexEntry {
   return {
     tenant_id: record.tenant_id,
     kind: 'application',
     application_id: record.id,
     application_type: record.type,
+    ...(keyId ? { key_id: keyId } : {}),
     permissions: record.permissions,
     rules: record.rules,
     expires_at: record.expires_at,
   };
 }
 
-/** The writes that store an application: the record and, when it has a key, its index entry. */
+/** The writes that store an application: the record and an index entry for each of its keys. */
 export function createApplicationOps(record: ApplicationRecord): TxnOp[] {
-  const ops: TxnOp[] = [
+  return [
     { type: 'put', key: keys.application(record.tenant_id, record.id), value: encode('application', record) },
+    ...record.keys.map((k): TxnOp => ({
+      type: 'put',
+      key: keys.apiKey(k.key_hash),
+      value: encode('key-index', keyIndexEntry(record, k.id)),
+    })),
   ];
-  if (record.key_hash)
-    ops.push({ type: 'put', key: keys.apiKey(record.key_hash), value: encode('key-index', keyIndexEntry(record)) });
-  return ops;
 }
 
-/** The compare that makes a write fail rather than take over a key already in use. */
-function keyIsFree(record: ApplicationRecord) {
-  return record.key_hash ? [{ key: keys.apiKey(record.key_hash), modRevision: 0 }] : [];
+/** The compares that make a write fail rather than take over a key already in use. */
+function keysAreFree(fresh: StoredApplicationKey[]) {
+  return fresh.map((k) => ({ key: keys.apiKey(k.key_hash), modRevision: 0 }));
+}
+
+function hashesOf(list: StoredApplicationKey[]): string[] {
+  return list.map((k) => k.key_hash);
+}
+
+function revokeKeys(gone: StoredApplicationKey[]): TxnOp[] {
+  return gone.map((k) => ({ type: 'delete', key: keys.apiKey(k.key_hash) }));
 }
 
 export interface NewApplication {
@@ -90,8 +113,21 @@ export interface NewApplication {
   key?: string;
 }
 
+export interface ApplicationServiceOptions {
+  /** Most live keys one application may have (TOKENVAULT_APPLICATION_KEYS_MAX). */
+  maxKeys: number;
+  /**
+   * Called after an application's keys or rights changed, with the hashes of its keys before and after: this
+   * process's caches drop them at once (other replicas follow their watches within milliseconds).
+   */
+  changed?: (tenantId: string, applicationId: string, keyHashes: string[]) => void;
+}
+
 export class ApplicationService {
-  constructor(private readonly store: Store) {}
+  constructor(
+    private readonly store: Store,
+    private readonly options: ApplicationServiceOptions = { maxKeys: 10 },
+  ) {}
 
   /** Builds (does not store) a new application with a fresh key, after checking its permissions and rules. */
   prepare(
@@ -102,7 +138,7 @@ export class ApplicationService {
     managedBy?: ManagedBy,
   ): NewApplication {
     checkGrants(body.type, body.permissions ?? [], body.rules ?? [], body.expires_at);
-    const { key, ...keyFields } = body.create_key === false ? { key: undefined, keys: [] } : newKey(actor, givenKey);
+    const fresh = body.create_key === false ? undefined : newKey(actor, givenKey);
     const record: ApplicationRecord = {
       id: body.id ?? randomUUID(),
       tenant_id: tenantId,
@@ -110,13 +146,13 @@ export class ApplicationService {
       type: body.type,
       permissions: body.permissions ?? [],
       rules: body.rules ?? [],
-      ...keyFields,
+      keys: fresh ? [fresh.stored] : [],
       expires_at: body.expires_at,
       ...(managedBy ? { managed_by: managedBy } : {}),
       created_at: new Date().toISOString(),
       created_by: actor,
     };
-    return { record, key };
+    return { record, key: fresh?.key };
   }
 
   async create(principal: TenantPrincipal, body: CreateApplicationBody): Promise<Application> {
@@ -137,7 +173,7 @@ export class ApplicationService {
   /** Stores a prepared application; its id and key must not be in use. */
   async insert(record: ApplicationRecord): Promise<void> {
     const created = await this.store.txn({
-      compare: [{ key: keys.application(record.tenant_id, record.id), modRevision: 0 }, ...keyIsFree(record)],
+      compare: [{ key: keys.application(record.tenant_id, record.id), modRevision: 0 }, ...keysAreFree(record.keys)],
       success: createApplicationOps(record),
     });
     if (created) return;
@@ -181,26 +217,74 @@ export class ApplicationService {
       modified_at: new Date().toISOString(),
       modified_by: actor,
     };
-    await this.replace(current.modRevision, record, []);
+    await this.replace(current.modRevision, record);
     return toApplication(record);
   }
 
-  /** A new key for the application; the old one stops working at once. */
+  /** One new key in place of all the application's keys; the old ones stop working at once. */
   async regenerate(principal: TenantPrincipal, id: string): Promise<Application> {
     const actor = actorId(principal);
-    const current = await this.load(principal.tenantId, id);
-    assertMayChange(current.value, principal, 'application');
-    assertMayGrant(principal, current.value.type, current.value.permissions);
-    assertMayOutlive(principal, current.value.expires_at);
-    const { key, ...keyFields } = newKey(actor);
+    const current = await this.loadForKeyChange(principal, id);
+    const { key, stored } = newKey(actor);
     const record: ApplicationRecord = {
       ...current.value,
-      ...keyFields,
+      keys: [stored],
       modified_at: new Date().toISOString(),
       modified_by: actor,
     };
-    await this.replace(current.modRevision, record, revokeKey(current.value));
+    await this.replace(current.modRevision, record, { fresh: [stored], gone: current.value.keys });
     return toApplication(record, key);
+  }
+
+  /** One more live key (the others keep working): how a key is rotated without downtime. The key is shown once. */
+  async createKey(principal: TenantPrincipal, id: string): Promise<ApplicationKey> {
+    const actor = actorId(principal);
+    const current = await this.loadForKeyChange(principal, id);
+    if (current.value.keys.length >= this.options.maxKeys) {
+      throw new Errors.ApplicationKeyLimit(
+        `The application has ${current.value.keys.length} keys, the most one application may have ` +
+          `(TOKENVAULT_APPLICATION_KEYS_MAX = ${this.options.maxKeys}); delete a key first.`,
+      );
+    }
+    const { key, stored } = newKey(actor);
+    const record: ApplicationRecord = {
+      ...current.value,
+      keys: [...current.value.keys, stored],
+      modified_at: new Date().toISOString(),
+      modified_by: actor,
+    };
+    await this.replace(current.modRevision, record, { fresh: [stored], gone: [] });
+    return { ...toApplicationKey(stored), key };
+  }
+
+  /** The application's keys, oldest first, without the keys themselves. */
+  async listKeys(tenantId: string, id: string): Promise<ApplicationKey[]> {
+    return (await this.load(tenantId, id)).value.keys.map(toApplicationKey);
+  }
+
+  async getKey(tenantId: string, id: string, keyId: string): Promise<ApplicationKey> {
+    const found = (await this.load(tenantId, id)).value.keys.find((k) => k.id === keyId);
+    if (!found) throw new Errors.NotFound('Application key not found.');
+    return toApplicationKey(found);
+  }
+
+  /**
+   * Revokes one key: its index entry goes in the same transaction as the record, so it fails authentication at once
+   * here and, through the watched key cache, on every other replica as fast as a watch event; sessions it authorized
+   * end with it (their grant names the key, see directory.ts).
+   */
+  async deleteKey(principal: TenantPrincipal, id: string, keyId: string): Promise<void> {
+    const current = await this.load(principal.tenantId, id);
+    assertMayChange(current.value, principal, 'application');
+    const gone = current.value.keys.find((k) => k.id === keyId);
+    if (!gone) throw new Errors.NotFound('Application key not found.');
+    const record: ApplicationRecord = {
+      ...current.value,
+      keys: current.value.keys.filter((k) => k.id !== keyId),
+      modified_at: new Date().toISOString(),
+      modified_by: actorId(principal),
+    };
+    await this.replace(current.modRevision, record, { fresh: [], gone: [gone] });
   }
 
   async delete(principal: TenantPrincipal, id: string): Promise<void> {
@@ -209,9 +293,10 @@ export class ApplicationService {
     assertMayChange(current.value, principal, 'application');
     const deleted = await this.store.txn({
       compare: [{ key: keys.application(tenantId, id), modRevision: current.modRevision }],
-      success: [{ type: 'delete', key: keys.application(tenantId, id) }, ...revokeKey(current.value)],
+      success: [{ type: 'delete', key: keys.application(tenantId, id) }, ...revokeKeys(current.value.keys)],
     });
     if (!deleted) throw new Errors.Conflict('The application changed while it was being deleted; retry.');
+    this.options.changed?.(tenantId, id, hashesOf(current.value.keys));
   }
 
   private async load(tenantId: string, id: string) {
@@ -220,20 +305,31 @@ export class ApplicationService {
     return found;
   }
 
-  private async replace(expected: number, record: ApplicationRecord, extra: TxnOp[]): Promise<void> {
+  /** A new key gives the holder the application's rights: the caller must be able to grant them itself. */
+  private async loadForKeyChange(principal: TenantPrincipal, id: string) {
+    const current = await this.load(principal.tenantId, id);
+    assertMayChange(current.value, principal, 'application');
+    assertMayGrant(principal, current.value.type, current.value.permissions);
+    assertMayOutlive(principal, current.value.expires_at);
+    return current;
+  }
+
+  /** Rewrites the record and every key's index entry; `fresh` keys must be unused, `gone` keys are revoked. */
+  private async replace(
+    expected: number,
+    record: ApplicationRecord,
+    change: { fresh: StoredApplicationKey[]; gone: StoredApplicationKey[] } = { fresh: [], gone: [] },
+  ): Promise<void> {
     const written = await this.store.txn({
       compare: [
         { key: keys.application(record.tenant_id, record.id), modRevision: expected },
-        ...(extra.length ? keyIsFree(record) : []),
+        ...keysAreFree(change.fresh),
       ],
-      success: [...extra, ...createApplicationOps(record)],
+      success: [...revokeKeys(change.gone), ...createApplicationOps(record)],
     });
     if (!written) throw new Errors.Conflict('The application was changed by another request; retry.');
+    this.options.changed?.(record.tenant_id, record.id, hashesOf([...change.gone, ...record.keys]));
   }
-}
-
-function revokeKey(record: ApplicationRecord): TxnOp[] {
-  return record.key_hash ? [{ type: 'delete', key: keys.apiKey(record.key_hash) }] : [];
 }
 
 /** Permissions and rules must be ones the application type may hold; expiry must be in the future. */

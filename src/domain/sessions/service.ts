@@ -140,7 +140,8 @@ export class SessionService {
       rules,
       authorized_by: {
         application_id: authorizer.record.id,
-        grant: authorizer.grant,
+        // Authorized with one of the application's keys: the session lives as long as that key (and the rights).
+        grant: (principal.keyId && authorizer.keyGrants.get(principal.keyId)) || authorizer.grant,
         permissions: authorizer.record.permissions,
         rules: authorizer.record.rules,
       },

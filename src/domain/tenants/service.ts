@@ -99,7 +99,7 @@ export class TenantService {
     const created = await this.store.txn({
       compare: [
         { key: keys.tenant(tenant.id), modRevision: 0 },
-        { key: keys.apiKey(record.key_hash!), modRevision: 0 },
+        { key: keys.apiKey(record.keys[0].key_hash), modRevision: 0 },
       ],
       success: [
         { type: 'put', key: keys.tenant(tenant.id), value: encode('tenant', tenant) },
@@ -167,8 +167,8 @@ export class TenantService {
       this.changed(id);
     }
     const keyHashes = [
-      ...(await listRecords<ApplicationRecord>(this.store, 'application', keys.applications(id))).flatMap(
-        (a) => a.key_hash ?? [],
+      ...(await listRecords<ApplicationRecord>(this.store, 'application', keys.applications(id))).flatMap((a) =>
+        a.keys.map((k) => k.key_hash),
       ),
       ...(await listRecords<{ key_hash: string }>(this.store, 'session', keys.sessions(id))).map((s) => s.key_hash),
     ];

@@ -64,6 +64,31 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
     res.json(await applications.regenerate(tenantPrincipal(req), uuidParam(req, 'id')));
   });
 
+  // Application keys: several live keys per application, so a key is rotated without downtime (create the new one,
+  // move the callers, delete the old one). Creating or deleting a key changes who can act as the application, so it
+  // takes application:update, like regenerate; reading them (never the keys themselves) takes application:read.
+  router.post('/applications/:id/keys', requirePermission('application:update'), async (req, res) => {
+    const principal = tenantPrincipal(req);
+    const id = uuidParam(req, 'id');
+    await sendOnce(idempotency, req, res, 201, async () => applications.createKey(principal, id));
+  });
+
+  router.get('/applications/:id/keys', requirePermission('application:read'), async (req, res) => {
+    onlyQuery(req, []);
+    res.json(await applications.listKeys(tenantPrincipal(req).tenantId, uuidParam(req, 'id')));
+  });
+
+  router.get('/applications/:id/keys/:keyId', requirePermission('application:read'), async (req, res) => {
+    const id = uuidParam(req, 'id');
+    res.json(await applications.getKey(tenantPrincipal(req).tenantId, id, uuidParam(req, 'keyId')));
+  });
+
+  router.delete('/applications/:id/keys/:keyId', requirePermission('application:update'), async (req, res) => {
+    const id = uuidParam(req, 'id');
+    await applications.deleteKey(tenantPrincipal(req), id, uuidParam(req, 'keyId'));
+    res.status(204).end();
+  });
+
   // Fixed catalogues (catalogue.ts): templates describe applications, so reading them takes application:read like the
   // application list; roles are public names with nothing of the tenant in them, so any tenant key may read them.
   router.get('/application-templates', requirePermission('application:read'), (_req, res) => {
