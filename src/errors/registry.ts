@@ -84,6 +84,12 @@ export const Errors = {
   // 409
   Conflict: define('TV_CONFLICT', 409, 'Conflict', 'The request conflicts with the current state of the resource.'),
   FormulaInUse: define('TV_FORMULA_IN_USE', 409, 'Conflict', 'The formula is used by reactors; delete them first.'),
+  WebhookLimit: define(
+    'TV_WEBHOOK_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many webhooks as allowed (TOKENVAULT_WEBHOOKS_PER_TENANT).',
+  ),
   IdempotencyConflict: define(
     'TV_IDEMPOTENCY_CONFLICT',
     409,
