@@ -138,7 +138,9 @@ export class WebhookDispatcher {
     const delivery = decode<Delivery>('webhook-delivery', entry.value);
     const target = await this.webhooks.target(delivery.tenant_id, delivery.webhook_id);
     const settle = async (next?: { dueMs: number; delivery: Delivery }) => {
-      const done = await this.store.txn({
+      // When the entry moved on (another process took it over after this one's claim expired), nothing is written
+      // and the claim's lease ends it.
+      await this.store.txn({
         compare: [{ key: entry.key, modRevision: entry.modRevision }],
         success: [
           { type: 'delete', key: entry.key },
@@ -154,8 +156,6 @@ export class WebhookDispatcher {
           { type: 'delete', key: claim },
         ],
       });
-      // Not done: another process took the entry over after this one's claim expired; the claim's lease ends it.
-      void done;
     };
     // Its webhook (or tenant) is gone, or the webhook is disabled: nobody is waiting for it.
     if (!target || target.record.status !== 'enabled') {

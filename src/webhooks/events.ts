@@ -3,6 +3,8 @@
 // platform's definition, not sensitive); a reactor event carries the reactor's id, name and formula/application ids,
 // never its configuration or code. Shapes follow the platform's "Webhook Event Data" (docs/api.md, "Webhooks").
 
+import { actorId, type Principal } from '../auth/principal.js';
+
 export const EVENT_TYPES = [
   'token.created',
   'token.updated',
@@ -27,6 +29,15 @@ export interface Actor {
   /** application, session, operator (changes made in its name), or system (the expiry sweep). */
   type: string;
 }
+
+/** Who made a change: the key's application or session, or the operator acting in the tenant. */
+export function actorOf(principal: Principal): Actor {
+  const type = principal.kind === 'operator' || principal.operator ? 'operator' : principal.kind;
+  return { id: actorId(principal), type };
+}
+
+/** Changes nobody asked for (the expiry sweep). */
+export const SYSTEM_ACTOR: Actor = { id: 'system', type: 'system' };
 
 /** What changed: the event-specific object under its own name (`token`, `reactor`), and the actor. */
 export type EventData = Record<string, unknown> & { actor: Actor };
