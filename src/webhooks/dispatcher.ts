@@ -1,5 +1,6 @@
 // Sends what the outbox holds (docs/api.md, "Webhooks", delivery). Runs in every API process; each delivery is sent by
-// one of them at a time: a process claims it by creating a claim key on a lease (etcd's create-if-absent), sends it,
+// one of them at a time: a process claims it by creating a claim key on a lease, in a transaction that also checks the
+// entry is still as the process read it (etcd compare on both), sends it,
 // then in one transaction removes the entry (sent, or out of attempts) or moves it to its next due time. A process
 // that dies mid-delivery loses its lease, and the entry is sent again by whoever looks next; so is one whose answer
 // was lost. Delivery is therefore at least once: receivers deduplicate by the event id (BT-EVENT-ID, event.id).
@@ -110,7 +111,7 @@ export class WebhookDispatcher {
         }
         if (this.inFlight.has(deliveryId)) continue;
         if (this.inFlight.size >= this.options.concurrency) break scan; // a finished delivery looks again
-        if (!(await this.claim(deliveryId))) continue;
+        if (!(await this.claim(entry, deliveryId))) continue;
         const work = this.deliver(entry, deliveryId)
           .catch((error: unknown) => this.logger.warn({ err: error, delivery: deliveryId }, 'webhook delivery failed'))
           .finally(() => {
@@ -127,10 +128,21 @@ export class WebhookDispatcher {
     this.timer.unref();
   }
 
-  private async claim(deliveryId: string): Promise<boolean> {
+  /**
+   * Claims a delivery only while its entry is still as it was read: another process may have sent it and removed its
+   * claim since (a claim alone would then let it be sent twice).
+   */
+  private async claim(entry: Entry, deliveryId: string): Promise<boolean> {
     // The lease outlives the longest attempt, with room for the store writes around it.
     const ttlSeconds = Math.ceil(this.options.timeoutMs / 1000) + 30;
-    return this.store.create(keys.webhookClaim(deliveryId), this.replica, { ttlSeconds });
+    const claim = keys.webhookClaim(deliveryId);
+    return this.store.txn({
+      compare: [
+        { key: entry.key, modRevision: entry.modRevision },
+        { key: claim, modRevision: 0 },
+      ],
+      success: [{ type: 'put', key: claim, value: this.replica, ttlSeconds }],
+    });
   }
 
   private async deliver(entry: Entry, deliveryId: string): Promise<void> {

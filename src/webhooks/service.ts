@@ -257,7 +257,8 @@ function eventTypes(given: string[]): EventType[] {
   const result: EventType[] = [];
   given.forEach((name, index) => {
     const normalized = normalizeEventType(name);
-    if (!isEventType(normalized)) errors[`events[${index}]`] = ['is not a known event type (GET /webhooks/event-types)'];
+    if (!isEventType(normalized))
+      errors[`events[${index}]`] = ['is not a known event type (GET /webhooks/event-types)'];
     else if (!result.includes(normalized)) result.push(normalized);
   });
   if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
