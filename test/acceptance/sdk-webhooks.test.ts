@@ -81,7 +81,7 @@ describe('@basis-theory/node-sdk webhooks', () => {
     await client.webhooks.delete(created.id);
     const missing = await client.webhooks.get(created.id).then(
       () => undefined,
-      (error: NodeSdkError) => error,
+      (error: unknown) => error as NodeSdkError,
     );
     expect(missing?.statusCode).toBe(404);
   }, 30_000);
@@ -92,7 +92,7 @@ describe('@basis-theory/node-sdk webhooks', () => {
       .create({ name: 'plain http', url: `http://localhost:${receiver.port}/hooks`, events: ['token.created'] })
       .then(
         () => undefined,
-        (error: NodeSdkError) => error,
+        (error: unknown) => error as NodeSdkError,
       );
     expect(refused?.statusCode).toBe(400);
     expect(refused?.body.code).toBe('TV_DESTINATION_REFUSED');
