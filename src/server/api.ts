@@ -126,6 +126,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     policySender(destinations, config.webhooks.timeoutMs),
     logger,
     config.webhooks,
+    metrics,
   );
   // Each process enforces its share of the rate limits: the limit divided by the API processes alive.
   const fixedReplicas = config.rateLimits.replicas;

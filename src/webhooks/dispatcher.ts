@@ -9,6 +9,7 @@
 // due; a watch on the outbox wakes the dispatcher when a change adds an entry, and a timer when the next one falls due.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
 import { decode, encode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import type { Entry, Store, Watcher } from '../store/store.js';
@@ -54,6 +55,7 @@ export class WebhookDispatcher {
     private readonly send: Sender,
     private readonly logger: Logger,
     private readonly options: DispatcherOptions,
+    private readonly metrics?: Metrics,
   ) {}
 
   async start(): Promise<void> {
@@ -171,6 +173,7 @@ export class WebhookDispatcher {
     };
     // Its webhook (or tenant) is gone, or the webhook is disabled: nobody is waiting for it.
     if (!target || target.record.status !== 'enabled') {
+      this.metrics?.webhookAttempts.inc({ type: delivery.event.type, outcome: 'abandoned' });
       await settle();
       return;
     }
@@ -190,7 +193,13 @@ export class WebhookDispatcher {
       type: delivery.event.type,
       attempt,
     };
+    const outcome = result.ok ? 'delivered' : attempt >= this.options.maxAttempts ? 'dropped' : 'retry';
+    this.metrics?.webhookAttempts.inc({ type: delivery.event.type, outcome });
     if (result.ok) {
+      this.metrics?.webhookLag.observe(
+        { type: delivery.event.type },
+        (Date.now() - Date.parse(delivery.event.timestamp)) / 1000,
+      );
       this.logger.debug(facts, 'webhook delivered');
       await settle();
     } else if (attempt >= this.options.maxAttempts) {

@@ -4,6 +4,8 @@
 // once; the outbound destination policy; tenant isolation.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { verify } from '../../src/webhooks/signature.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
@@ -335,28 +337,85 @@ describe('delivery', () => {
   }, 40_000);
 
   test('deliveries wait out an API restart: stopped with the receiver down, sent once it is back', async () => {
-    await webhook('/restart', ['token.created']);
-    failing.set('/restart', Number.MAX_SAFE_INTEGER); // down
+    // A receiver of its own that can be really down (connection refused) and come back on the same port.
+    const { cert, key } = await testCertificates();
+    const server = https.createServer({ cert, key }, handler);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const answer = await mgmt.post('/webhooks', {
+      body: { name: 'restart', url: `https://localhost:${port}/restart`, events: ['token.created'] },
+    });
+    expect(answer.status).toBe(201);
+    const attempts = async () =>
+      Number(
+        /tokenvault_webhook_attempts_total\{type="token.created",outcome="retry"\} (\d+)/.exec(
+          await (await fetch(`${api.metricsUrl}/metrics`)).text(),
+        )?.[1] ?? 0,
+      );
+    const retriesBefore = await attempts();
     const ids: string[] = [];
     for (let i = 0; i < 3; i++)
       ids.push((await tokens.post('/tokens', { body: { type: 'token', data: 'x' } })).body.id);
-    await eventually(async () => expect(at('/restart').length).toBeGreaterThanOrEqual(3), 5000);
+    // Each has been tried (and refused: nothing listens) at least once before the API stops.
+    await eventually(async () => expect((await attempts()) - retriesBefore).toBeGreaterThanOrEqual(3), 5000);
+    const again = { port: Number(new URL(api.url).port), operatorKey: api.operatorKey };
     await api.close();
-    failing.set('/restart', 0); // back up, while no API runs
-    const before = at('/restart').length;
-    await sleep(300);
-    expect(at('/restart')).toHaveLength(before); // nobody sends while the API is down
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    try {
+      await sleep(300);
+      expect(at('/restart')).toEqual([]); // nobody sends while the API is down
 
-    api = await startTestApi(env);
-    const delivered = () =>
-      new Set(
-        at('/restart')
-          .slice(before)
-          .map((r) => r.body.event.data.token.id),
-      );
-    await eventually(async () => expect(delivered()).toEqual(new Set(ids)), 15_000);
-    for (const attempt of at('/restart').slice(before)) {
-      expect(Number(attempt.headers['bt-delivery-attempt'])).toBeGreaterThan(1);
+      api = await startTestApi(env, undefined, again); // same port: the tests after this one keep their clients
+      const delivered = () => new Set(at('/restart').map((r) => r.body.event.data.token.id));
+      await eventually(async () => expect(delivered()).toEqual(new Set(ids)), 15_000);
+      for (const attempt of at('/restart')) expect(Number(attempt.headers['bt-delivery-attempt'])).toBeGreaterThan(1);
+    } finally {
+      await mgmt.delete(`/webhooks/${answer.body.id}`); // its receiver goes away for good
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   }, 60_000);
+
+  test('a deleted webhook is sent nothing more: its pending deliveries are dropped', async () => {
+    const hook = await webhook('/gone', ['token.created']);
+    failing.set('/gone', Number.MAX_SAFE_INTEGER);
+    await tokens.post('/tokens', { body: { type: 'token', data: 'x' } });
+    await eventually(async () => expect(at('/gone')).toHaveLength(1), 5000);
+    expect((await mgmt.delete(`/webhooks/${hook.id}`)).status).toBe(204);
+    failing.set('/gone', 0);
+    await sleep(1500); // past the next attempts' backoff (200, 400 ms)
+    expect(at('/gone')).toHaveLength(1);
+  });
+
+  test('attempts are bounded by TOKENVAULT_WEBHOOK_MAX_ATTEMPTS', async () => {
+    // Every API process on the etcd serves the one outbox, with its own settings: this one runs alone.
+    const again = { port: Number(new URL(api.url).port), operatorKey: api.operatorKey };
+    await api.close();
+    const bounded = await startTestApi({
+      ...env,
+      TOKENVAULT_WEBHOOK_MAX_ATTEMPTS: '3',
+      TOKENVAULT_WEBHOOK_BACKOFF_MS: '100',
+    });
+    try {
+      const tenant = await createTenant(bounded.url, bounded.operatorKey);
+      const theirs = client(bounded.url, tenant.managementKey);
+      await webhook('/bounded', ['token.created'], theirs);
+      failing.set('/bounded', Number.MAX_SAFE_INTEGER);
+      const writer = await createApplication(bounded.url, tenant.managementKey, {
+        name: 'w',
+        type: 'private',
+        permissions: ['token:create'],
+      });
+      await client(bounded.url, writer.key).post('/tokens', { body: { type: 'token', data: 'x' } });
+      await eventually(async () => expect(at('/bounded')).toHaveLength(3), 5000);
+      await sleep(1000); // a 4th attempt would have come 400 ms after the 3rd
+      expect(at('/bounded')).toHaveLength(3);
+      const metrics = await (await fetch(`${bounded.metricsUrl}/metrics`)).text();
+      expect(metrics).toMatch(/tokenvault_webhook_attempts_total\{type="token.created",outcome="dropped"\} 1/);
+    } finally {
+      await bounded.close();
+      api = await startTestApi(env, undefined, again);
+    }
+  }, 30_000);
 });
