@@ -86,7 +86,7 @@ export const keys = {
   webhookOutbox: `${ROOT}webhook-outbox/`,
   webhookDelivery: (dueMs: number, deliveryId: string) =>
     `${ROOT}webhook-outbox/${String(Math.max(0, Math.floor(dueMs))).padStart(15, '0')}/${deliveryId}`,
-  /** A replica's claim on a delivery while it sends it, on a lease: a replica that dies lets go of it. */
+  /** A process's claim on a delivery while it sends it, with an expiry: one that dies lets go of it when it expires. */
   webhookClaim: (deliveryId: string) => `${ROOT}webhook-claims/${deliveryId}`,
 
   /** Replayable answers to requests that carried BT-IDEMPOTENCY-KEY (on a 24 h lease). */

@@ -1,9 +1,10 @@
 // Sends what the outbox holds (docs/api.md, "Webhooks", delivery). Runs in every API process; each delivery is sent by
-// one of them at a time: a process claims it by creating a claim key on a lease, in a transaction that also checks the
-// entry is still as the process read it (etcd compare on both), sends it,
-// then in one transaction removes the entry (sent, or out of attempts) or moves it to its next due time. A process
-// that dies mid-delivery loses its lease, and the entry is sent again by whoever looks next; so is one whose answer
-// was lost. Delivery is therefore at least once: receivers deduplicate by the event id (BT-EVENT-ID, event.id).
+// one of them at a time: a process claims it by writing a claim key (its id and an expiry) in a transaction that also
+// checks the entry is still as the process read it, sends it, then in one transaction removes the entry (sent, or out
+// of attempts) and the claim, or moves the entry to its next due time. A claim past its expiry (its process died
+// mid-delivery) is taken over by whoever looks next; the entry is then sent again, as is one whose answer was lost.
+// Delivery is therefore at least once: receivers deduplicate by the event id (BT-EVENT-ID, event.id). The expiry is in
+// the claim rather than an etcd lease: a lease per claim would cost a round trip per delivery.
 //
 // Work is found by reading the outbox in due order (its keys start with the due time) up to the first entry not yet
 // due; a watch on the outbox wakes the dispatcher when a change adds an entry, and a timer when the next one falls due.
@@ -23,7 +24,7 @@ export interface DispatcherOptions {
   backoffMs: number;
   /** Longest wait between two attempts (TOKENVAULT_WEBHOOK_BACKOFF_MAX_MS). */
   backoffMaxMs: number;
-  /** Time one attempt may take (TOKENVAULT_WEBHOOK_TIMEOUT_MS); the claim's lease outlives it. */
+  /** Time one attempt may take (TOKENVAULT_WEBHOOK_TIMEOUT_MS); a claim outlives it by CLAIM_SLACK_MS. */
   timeoutMs: number;
   /** Deliveries this process sends at once (TOKENVAULT_WEBHOOK_CONCURRENCY). */
   concurrency: number;
@@ -33,6 +34,8 @@ export interface DispatcherOptions {
 
 /** Outbox entries read per look; the rest wait for the next one. */
 const SCAN_LIMIT = 500;
+/** How long a claim outlives the attempt's timeout: room for the store writes around it, and for clock skew. */
+const CLAIM_SLACK_MS = 30_000;
 const PAGE = 100;
 
 /** The wait after the `attempt`-th failed attempt: backoffMs · 2^(attempt-1), at most backoffMaxMs. */
@@ -131,20 +134,28 @@ export class WebhookDispatcher {
   }
 
   /**
-   * Claims a delivery only while its entry is still as it was read: another process may have sent it and removed its
-   * claim since (a claim alone would then let it be sent twice).
+   * Claims a delivery only while its entry is still as it was read (another process may have sent it and removed its
+   * claim since: a claim alone would then let it be sent twice), and no live claim holds it.
    */
   private async claim(entry: Entry, deliveryId: string): Promise<boolean> {
-    // The lease outlives the longest attempt, with room for the store writes around it.
-    const ttlSeconds = Math.ceil(this.options.timeoutMs / 1000) + 30;
-    const claim = keys.webhookClaim(deliveryId);
-    return this.store.txn({
-      compare: [
-        { key: entry.key, modRevision: entry.modRevision },
-        { key: claim, modRevision: 0 },
-      ],
-      success: [{ type: 'put', key: claim, value: this.replica, ttlSeconds }],
+    const key = keys.webhookClaim(deliveryId);
+    const value = JSON.stringify({
+      replica: this.replica,
+      until: Date.now() + this.options.timeoutMs + CLAIM_SLACK_MS,
     });
+    const take = (claimRevision: number) =>
+      this.store.txn({
+        compare: [
+          { key: entry.key, modRevision: entry.modRevision },
+          { key, modRevision: claimRevision },
+        ],
+        success: [{ type: 'put', key, value }],
+      });
+    // Unclaimed (the usual case): one round trip.
+    if (await take(0)) return true;
+    const held = await this.store.get(key);
+    if (!held || (JSON.parse(held.value) as { until: number }).until > Date.now()) return false;
+    return take(held.modRevision);
   }
 
   private async deliver(entry: Entry, deliveryId: string): Promise<void> {
@@ -152,8 +163,8 @@ export class WebhookDispatcher {
     const delivery = decode<Delivery>('webhook-delivery', entry.value);
     const target = await this.webhooks.target(delivery.tenant_id, delivery.webhook_id);
     const settle = async (next?: { dueMs: number; delivery: Delivery }) => {
-      // When the entry moved on (another process took it over after this one's claim expired), nothing is written
-      // and the claim's lease ends it.
+      // When the entry moved on (another process took it over after this one's claim expired), nothing is written:
+      // the claim is that process's now.
       await this.store.txn({
         compare: [{ key: entry.key, modRevision: entry.modRevision }],
         success: [

@@ -86,6 +86,8 @@ const EMPTY: Subscriptions = { webhooks: [] };
 
 export class WebhookService implements EventSink {
   private readonly subscriptions: PrefixWatchedCache<Subscriptions>;
+  /** Delivery targets (the record and its opened secret), watched per tenant: a change applies to the next attempt. */
+  private readonly targets: PrefixWatchedCache<{ record: WebhookRecord; secret: string }>;
 
   constructor(
     private readonly store: Store,
@@ -93,10 +95,11 @@ export class WebhookService implements EventSink {
     private readonly options: WebhookServiceOptions,
   ) {
     this.subscriptions = new PrefixWatchedCache(store, { max: 10_000, ttlSeconds: options.cacheSeconds ?? 300 });
+    this.targets = new PrefixWatchedCache(store, { max: 10_000, ttlSeconds: options.cacheSeconds ?? 300 });
   }
 
   async stop(): Promise<void> {
-    await this.subscriptions.stop();
+    await Promise.all([this.subscriptions.stop(), this.targets.stop()]);
   }
 
   /** The new webhook, with its signing secret: the only time the secret is shown. */
@@ -181,10 +184,13 @@ export class WebhookService implements EventSink {
 
   /** The webhook a delivery goes to, with its signing secret; undefined when it was deleted (or its tenant was). */
   async target(tenantId: string, id: string): Promise<{ record: WebhookRecord; secret: string } | undefined> {
-    const found = await getRecord<WebhookRecord>(this.store, 'webhook', keys.webhook(tenantId, id));
-    if (!found) return undefined;
-    const secret = await this.cipher.decrypt(tenantId, secretAad(tenantId, id), found.value.sealed_secret);
-    return { record: found.value, secret: secret.toString('utf8') };
+    const key = keys.webhook(tenantId, id);
+    return this.targets.get(keys.webhooks(tenantId), key, async () => {
+      const found = await getRecord<WebhookRecord>(this.store, 'webhook', key);
+      if (!found) return undefined;
+      const secret = await this.cipher.decrypt(tenantId, secretAad(tenantId, id), found.value.sealed_secret);
+      return { record: found.value, secret: secret.toString('utf8') };
+    });
   }
 
   async ops(tenantId: string, type: EventType, data: EventData): Promise<TxnOp[]> {
@@ -240,6 +246,7 @@ export class WebhookService implements EventSink {
         success: [...next.ops, { type: 'put', key: summaryKey, value: encode('webhook-subscriptions', next.summary) }],
       });
       this.subscriptions.forget(summaryKey);
+      for (const c of next.compare) this.targets.forget(c.key);
       if (written) return;
       // The webhook itself changed (not only the summary): the caller's view is stale.
       const moved = await this.store.getMany(next.compare.map((c) => c.key));
