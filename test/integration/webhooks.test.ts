@@ -6,8 +6,10 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { EtcdStore } from '../../src/store/etcd.js';
+import { keys } from '../../src/store/keys.js';
 import { verify } from '../../src/webhooks/signature.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { eventually, sleep } from '../support/wait.js';
@@ -59,6 +61,8 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
 }
 
 const at = (path: string) => received.filter((r) => r.path === path);
+/** The delivery id of an outbox key (`webhook-outbox/<due>/<delivery id>`). */
+const entry = (key: string) => key.split('/').pop()!;
 
 async function webhook(path: string, events: string[], key = mgmt) {
   const answer = await key.post('/webhooks', { body: { name: `hook ${path}`, url: `${receiver.url}${path}`, events } });
@@ -374,6 +378,36 @@ describe('delivery', () => {
       await mgmt.delete(`/webhooks/${answer.body.id}`); // its receiver goes away for good
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }, 60_000);
+
+  test("a dead process's claims hold its deliveries until they expire; then another process sends them", async () => {
+    const hook = await webhook('/takeover', ['token.created']);
+    failing.set('/takeover', Number.MAX_SAFE_INTEGER);
+    const id = (await tokens.post('/tokens', { body: { type: 'token', data: 'x' } })).body.id as string;
+    await eventually(async () => expect(at('/takeover').length).toBeGreaterThanOrEqual(1), 5000);
+    const again = { port: Number(new URL(api.url).port), operatorKey: api.operatorKey };
+    await api.close();
+    failing.set('/takeover', 0);
+    const store = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+    try {
+      // Claim every pending delivery as a process that then died would have: its claims still live.
+      const pending = await store.range(keys.webhookOutbox);
+      const ours = pending.filter((entry) => JSON.parse(entry.value).webhook_id === hook.id);
+      expect(ours).toHaveLength(1);
+      const claim = keys.webhookClaim(entry(ours[0].key));
+      await store.put(claim, JSON.stringify({ replica: 'dead', until: Date.now() + 60_000 }));
+      const before = at('/takeover').length;
+      api = await startTestApi(env, undefined, again);
+      await sleep(1500);
+      expect(at('/takeover')).toHaveLength(before); // held by the dead process's claim
+      await store.put(claim, JSON.stringify({ replica: 'dead', until: Date.now() - 1 })); // its claim expires
+      await eventually(async () => expect(at('/takeover')).toHaveLength(before + 1), 5000);
+      expect(at('/takeover')[before].body.event.data.token.id).toBe(id);
+      await eventually(async () => expect(await store.get(claim)).toBeUndefined(), 2000);
+    } finally {
+      await store.close();
+      await mgmt.delete(`/webhooks/${hook.id}`);
     }
   }, 60_000);
 
