@@ -80,6 +80,7 @@ beforeAll(async () => {
     TOKENVAULT_WEBHOOK_BACKOFF_MAX_MS: '5000',
     TOKENVAULT_WEBHOOK_MAX_ATTEMPTS: '8',
     TOKENVAULT_WEBHOOKS_PER_TENANT: '8',
+    TOKENVAULT_EXPIRY_SWEEP_SECONDS: '1',
   };
   api = await startTestApi(env);
   const tenant = await createTenant(api.url, api.operatorKey);
@@ -257,6 +258,18 @@ describe('delivery', () => {
     const updated = at('/tokens').find((r) => r.body.event.type === 'token.updated')!;
     expect(updated.body.event.data.token.metadata).toEqual({ order: '43' });
   }, 20_000);
+
+  test('an expired token is deleted by the sweep, with a token.deleted event from the system', async () => {
+    await webhook('/expiry', ['token.deleted']);
+    const expiresAt = new Date(Date.now() + 1500).toISOString();
+    const created = await tokens.post('/tokens', { body: { type: 'token', data: 'x', expires_at: expiresAt } });
+    expect(created.status).toBe(201);
+    await eventually(async () => expect(at('/expiry')).toHaveLength(1), 8000);
+    expect(at('/expiry')[0].body.event).toMatchObject({
+      type: 'token.deleted',
+      data: { token: { id: created.body.id }, actor: { id: 'system', type: 'system' } },
+    });
+  }, 15_000);
 
   test('reactor events name the reactor, never its configuration', async () => {
     await webhook('/reactors', ['reactor.created', 'reactor.updated', 'reactor.deleted']);
