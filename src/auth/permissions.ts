@@ -37,6 +37,10 @@ const MANAGEMENT_PERMISSIONS: Array<[string, string]> = [
   ['proxy:read', 'Read pre-configured proxies'],
   ['proxy:update', 'Update pre-configured proxies'],
   ['proxy:delete', 'Delete pre-configured proxies'],
+  ['webhook:create', 'Create webhooks'],
+  ['webhook:read', 'Read webhooks and the event types'],
+  ['webhook:update', 'Update webhooks'],
+  ['webhook:delete', 'Delete webhooks'],
   ['report:read', 'Read usage reports'],
   ['log:read', 'Read logs'],
 ];

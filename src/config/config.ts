@@ -148,6 +148,20 @@ export interface Config {
     /** Largest destination response passed through (streamed). */
     responseBytes: number;
   };
+  /** Webhooks (src/webhooks): how many a tenant may have, and how deliveries are retried. */
+  webhooks: {
+    perTenant: number;
+    /** Attempts per delivery, the first included. */
+    maxAttempts: number;
+    /** Wait before the second attempt, doubled after each failure. */
+    backoffMs: number;
+    /** Longest wait between two attempts. */
+    backoffMaxMs: number;
+    /** Time one attempt may take. */
+    timeoutMs: number;
+    /** Deliveries one API process sends at once. */
+    concurrency: number;
+  };
   /** Work all Liquid expressions of one request may cause together (src/expressions/budget.ts). */
   expressions: {
     /** Longest one render may hold the event loop. */
@@ -411,6 +425,42 @@ export const SETTINGS = {
     env: 'TOKENVAULT_PROXY_RESPONSE_LIMIT_BYTES',
     description: 'Proxy: largest destination response passed through (streamed)',
     default: String(1024 * 1024 * 1024),
+  },
+  webhooksPerTenant: {
+    flag: 'webhooks-per-tenant',
+    env: 'TOKENVAULT_WEBHOOKS_PER_TENANT',
+    description: 'Webhooks one tenant may have (more: 409 TV_WEBHOOK_LIMIT)',
+    default: '20',
+  },
+  webhookMaxAttempts: {
+    flag: 'webhook-max-attempts',
+    env: 'TOKENVAULT_WEBHOOK_MAX_ATTEMPTS',
+    description: 'Attempts per webhook delivery, the first included; then the delivery is dropped',
+    default: '10',
+  },
+  webhookBackoff: {
+    flag: 'webhook-backoff-ms',
+    env: 'TOKENVAULT_WEBHOOK_BACKOFF_MS',
+    description: 'Wait before the second attempt of a webhook delivery; doubled after each failed attempt',
+    default: '1000',
+  },
+  webhookBackoffMax: {
+    flag: 'webhook-backoff-max-ms',
+    env: 'TOKENVAULT_WEBHOOK_BACKOFF_MAX_MS',
+    description: 'Longest wait between two attempts of a webhook delivery',
+    default: '600000',
+  },
+  webhookTimeout: {
+    flag: 'webhook-timeout-ms',
+    env: 'TOKENVAULT_WEBHOOK_TIMEOUT_MS',
+    description: "Time one webhook delivery attempt may take (connection, the receiver's answer)",
+    default: '10000',
+  },
+  webhookConcurrency: {
+    flag: 'webhook-concurrency',
+    env: 'TOKENVAULT_WEBHOOK_CONCURRENCY',
+    description: 'Webhook deliveries one API process sends at once',
+    default: '8',
   },
   expressionRender: {
     flag: 'expression-render-ms',
@@ -701,6 +751,15 @@ export function loadConfig(options: LoadOptions = {}): Config {
     dedicatedNetworkPolicy: parseNetworkPolicy(raw('dedicatedNetworkPolicy'), problems, label('dedicatedNetworkPolicy')),
   };
 
+  const webhooks = {
+    perTenant: integer('webhooksPerTenant', 0, 10_000),
+    maxAttempts: integer('webhookMaxAttempts', 1, 100),
+    backoffMs: integer('webhookBackoff', 10, 3_600_000),
+    backoffMaxMs: integer('webhookBackoffMax', 10, 24 * 3_600_000),
+    timeoutMs: integer('webhookTimeout', 100, 600_000),
+    concurrency: integer('webhookConcurrency', 1, 1000),
+  };
+
   const expressions = {
     renderMs: integer('expressionRender', 1, 60_000),
     budgetMs: integer('expressionBudget', 1, 600_000),
@@ -753,6 +812,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     runtime,
     destinations,
     proxy,
+    webhooks,
     expressions,
     decoded,
     rateLimits,

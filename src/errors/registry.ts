@@ -90,6 +90,12 @@ export const Errors = {
     'Conflict',
     'The application has as many keys as allowed (TOKENVAULT_APPLICATION_KEYS_MAX); delete a key first.',
   ),
+  WebhookLimit: define(
+    'TV_WEBHOOK_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many webhooks as allowed (TOKENVAULT_WEBHOOKS_PER_TENANT).',
+  ),
   IdempotencyConflict: define(
     'TV_IDEMPOTENCY_CONFLICT',
     409,

@@ -22,6 +22,8 @@ import { proxyRoutes } from './routes/proxy.js';
 import type { ProxyHandler } from '../domain/proxies/handler.js';
 import type { ProxyService } from '../domain/proxies/service.js';
 import { unsupportedRoutes } from './routes/unsupported.js';
+import { webhookRoutes } from './routes/webhooks.js';
+import type { WebhookService } from '../webhooks/service.js';
 import { Errors } from '../errors/registry.js';
 import { withExpressionBudget } from '../expressions/index.js';
 import type { Logger } from '../observability/logger.js';
@@ -56,6 +58,7 @@ export interface ApiContext {
     reactors: ReactorService;
     proxies: ProxyService;
     proxy: ProxyHandler;
+    webhooks: WebhookService;
   };
 }
 
@@ -74,6 +77,10 @@ export function createApp(context: ApiContext): Express {
   // Probes are unauthenticated and answer before any body is read. /metrics is not here: it has a port of its own
   // (TOKENVAULT_METRICS_PORT, server/api.ts), closed to the world.
   app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  // The official clients' webhooks.ping(): is the API up (no key needed, nothing read).
+  app.get('/ping', (_req, res) => {
     res.json({ status: 'ok' });
   });
   app.get('/readyz', async (_req, res) => {
@@ -115,6 +122,7 @@ export function createApp(context: ApiContext): Express {
   app.use(under(formulaRoutes(services.formulas, services.reactors)));
   app.use(under(reactorRoutes(services.reactors, services.idempotency)));
   app.use(under(proxiesRoutes(services.proxies, services.idempotency)));
+  app.use(under(webhookRoutes(services.webhooks, services.idempotency)));
   app.use(under(adminTenantRoutes(services.tenants)));
   app.use(under(adminFormulaRoutes(services.formulas, services.reactors)));
   // Last: only requests no other router served reach the not-supported features' answers.

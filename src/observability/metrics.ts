@@ -52,6 +52,21 @@ const API_METRICS = {
     help: 'Invocations answered 429 TV_RUNTIME_BUSY, by the limit that was full (tenant_concurrency, reactor_concurrency, queue_length)',
     labels: ['limit'],
   },
+  /** Webhook delivery attempts (src/webhooks/dispatcher.ts) by event type and outcome. */
+  webhookAttempts: {
+    type: 'counter',
+    name: 'tokenvault_webhook_attempts_total',
+    help: 'Webhook delivery attempts by event type and outcome (delivered, retry, dropped: out of attempts, abandoned: webhook gone or disabled)',
+    labels: ['type', 'outcome'],
+  },
+  /** Webhooks: time from a change to the receiver's 2xx for it, retries included. */
+  webhookLag: {
+    type: 'histogram',
+    name: 'tokenvault_webhook_delivery_lag_seconds',
+    help: "Webhooks: time from the change to the receiver's acceptance of its event, retries included",
+    labels: ['type'],
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900],
+  },
 } as const satisfies MetricTable;
 
 export class Metrics extends MetricSet(API_METRICS) {}

@@ -30,6 +30,9 @@ import { TransformRunner } from '../domain/proxies/transforms.js';
 import { DestinationPolicy } from '../proxy/destination-policy.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { createApp, type ApiContext } from '../http/app.js';
+import { destinationChecker, policySender } from '../webhooks/delivery.js';
+import { WebhookDispatcher } from '../webhooks/dispatcher.js';
+import { WebhookService } from '../webhooks/service.js';
 import { listenMetrics } from '../http/metrics-server.js';
 import { drainable } from '../http/drain.js';
 import { createExpressServer } from '../http/server.js';
@@ -120,6 +123,22 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     maxResponseBytes: config.proxy.responseBytes,
     maxTransformedResponseBytes: Math.min(config.proxy.responseBytes, 10 * 1024 * 1024),
   });
+  // Webhooks: changes write events to the outbox in their own transactions; the dispatcher sends them through the same
+  // destination policy as the proxy.
+  const webhooks = new WebhookService(store, cipher, {
+    maxPerTenant: config.webhooks.perTenant,
+    checkDestination: destinationChecker(destinations),
+    cacheSeconds: config.limits.keyCacheSeconds,
+  });
+  tokens.publishEventsTo(webhooks);
+  const dispatcher = new WebhookDispatcher(
+    store,
+    webhooks,
+    policySender(destinations, config.webhooks.timeoutMs),
+    logger,
+    config.webhooks,
+    metrics,
+  );
   // Each process enforces its share of the rate limits: the limit divided by the API processes alive.
   const fixedReplicas = config.rateLimits.replicas;
   const replicas = fixedReplicas === 'auto' ? new ReplicaCount(store) : undefined;
@@ -148,6 +167,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         cacheSeconds: config.limits.keyCacheSeconds,
       }),
       proxies,
+      webhooks,
       proxy: new ProxyHandler(
         detokenizer,
         forwarder,
@@ -164,6 +184,8 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     proxies.start(),
     replicas?.start(),
   ]);
+  context.services.reactors.publishEventsTo(webhooks);
+  await dispatcher.start();
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
 
@@ -196,7 +218,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       metricsServer?.closeAllConnections();
       if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
       await sweeper.stop();
+      // Deliveries under way finish before the destination policy's connections close.
+      await dispatcher.stop();
       await Promise.all([
+        webhooks.stop(),
         replicas?.stop(),
         context.authenticator.stop(),
         cipher.stop(),

@@ -21,7 +21,10 @@ export type RecordKind =
   | 'proxy-key'
   | 'reactor'
   | 'formula'
-  | 'idempotency';
+  | 'idempotency'
+  | 'webhook'
+  | 'webhook-subscriptions'
+  | 'webhook-delivery';
 
 type Json = Record<string, unknown>;
 /** Turns a record of version n into version n + 1. */
@@ -51,6 +54,9 @@ export const UPGRADES: Record<RecordKind, readonly Upgrade[]> = {
   reactor: [],
   formula: [],
   idempotency: [],
+  webhook: [],
+  'webhook-subscriptions': [],
+  'webhook-delivery': [],
 };
 
 /**

@@ -74,6 +74,21 @@ export const keys = {
   proxyKeys: `${ROOT}proxykeys/`,
   proxyKey: (keyHash: string) => `${ROOT}proxykeys/${keyHash}`,
 
+  /** Webhooks of a tenant, and one summary of them (id, status, events): what a change reads to know whom to tell. */
+  webhooks: (tenantId: string) => `${ROOT}t/${tenantId}/webhooks/`,
+  webhook: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/webhooks/${id}`,
+  webhookSubscriptions: (tenantId: string) => `${ROOT}t/${tenantId}/webhook-subscriptions`,
+  /**
+   * Webhook deliveries waiting to be sent: `webhook-outbox/<due time, ms, 15 digits>/<delivery id>`, so the dispatcher
+   * reads them in due order and stops at the first that is not due. Global, because the dispatcher serves every
+   * tenant; entries of deleted tenants or webhooks are dropped when their turn comes (src/webhooks/dispatcher.ts).
+   */
+  webhookOutbox: `${ROOT}webhook-outbox/`,
+  webhookDelivery: (dueMs: number, deliveryId: string) =>
+    `${ROOT}webhook-outbox/${String(Math.max(0, Math.floor(dueMs))).padStart(15, '0')}/${deliveryId}`,
+  /** A process's claim on a delivery while it sends it, with an expiry: one that dies lets go of it when it expires. */
+  webhookClaim: (deliveryId: string) => `${ROOT}webhook-claims/${deliveryId}`,
+
   /** Replayable answers to requests that carried BT-IDEMPOTENCY-KEY (on a 24 h lease). */
   idempotency: (tenantId: string, hash: string) => `${ROOT}t/${tenantId}/idempotency/${hash}`,
 

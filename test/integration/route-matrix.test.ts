@@ -41,6 +41,16 @@ const proxyInvalid: Array<[unknown, string]> = [
   [{ ...proxyBody, application: { id: 'nope' } }, 'application.id'],
 ];
 
+const webhookBody = { name: 'matrix hook', url: 'https://destination.example/hook', events: ['token.created'] };
+const webhookInvalid: Array<[unknown, string]> = [
+  [{ ...webhookBody, name: 'x'.repeat(201) }, 'name'],
+  [{ ...webhookBody, url: 'http://destination.example/' }, 'url'],
+  [{ ...webhookBody, url: 'https://169.254.169.254/' }, 'url'],
+  [{ ...webhookBody, events: ['token.exploded'] }, 'events[0]'],
+  [{ ...webhookBody, events: 'token.created' }, 'events'],
+  [{ name: 'w', url: 'https://destination.example/' }, 'events'],
+];
+
 const ROUTES: Route[] = [
   {
     method: 'POST',
@@ -144,6 +154,12 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/tokenize', permission: 'token:create', tokens: true, body: { a: 'x' } },
   { method: 'POST', path: '/detokenize', permission: 'token:use', tokens: true, body: { a: 'x' } },
   { method: 'POST', path: '/proxies', permission: 'proxy:create', body: proxyBody, invalid: proxyInvalid },
+  { method: 'POST', path: '/webhooks', permission: 'webhook:create', body: webhookBody, invalid: webhookInvalid },
+  { method: 'GET', path: '/webhooks', permission: 'webhook:read' },
+  { method: 'GET', path: '/webhooks/event-types', permission: 'webhook:read' },
+  { method: 'GET', path: '/webhooks/:id', permission: 'webhook:read' },
+  { method: 'PUT', path: '/webhooks/:id', permission: 'webhook:update', body: webhookBody },
+  { method: 'DELETE', path: '/webhooks/:id', permission: 'webhook:delete' },
   { method: 'GET', path: '/proxies', permission: 'proxy:read' },
   { method: 'GET', path: '/proxies/:id', permission: 'proxy:read', proxies: true },
   {
@@ -399,7 +415,7 @@ test('BT-TRACE-ID is echoed when given', async () => {
 // neither 401 nor 403 nor a 5xx (a random id then gives 404, a valid body 2xx).
 
 type Expect = number | 'allowed';
-type IdKind = 'application' | 'token' | 'proxy' | 'formula' | 'reactor' | 'tenant';
+type IdKind = 'application' | 'token' | 'proxy' | 'formula' | 'reactor' | 'tenant' | 'webhook';
 
 interface Row {
   scope: 'open' | 'tenant' | 'admin';
@@ -442,6 +458,7 @@ const unsupportedRows = UNSUPPORTED_FEATURES.flatMap(([prefix]) =>
 const MATRIX: Record<string, Row> = {
   'GET /healthz': { scope: 'open' },
   'GET /readyz': { scope: 'open' },
+  'GET /ping': { scope: 'open' },
   ...Object.fromEntries(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map(proxyRow)),
   'POST /tokens': {
     ...TOKEN,
@@ -545,6 +562,12 @@ const MATRIX: Record<string, Row> = {
     contentType: 'application/merge-patch+json',
   },
   'DELETE /proxies/:id': { scope: 'tenant', id: 'proxy', needs: ['proxy:delete'] },
+  'GET /webhooks/event-types': { scope: 'tenant', needs: ['webhook:read'] },
+  'POST /webhooks': { scope: 'tenant', needs: ['webhook:create'], body: webhookBody },
+  'GET /webhooks': { scope: 'tenant', needs: ['webhook:read'] },
+  'GET /webhooks/:id': { scope: 'tenant', id: 'webhook', needs: ['webhook:read'] },
+  'PUT /webhooks/:id': { scope: 'tenant', id: 'webhook', needs: ['webhook:update'], body: webhookBody },
+  'DELETE /webhooks/:id': { scope: 'tenant', id: 'webhook', needs: ['webhook:delete'] },
   'POST /admin/tenants': { scope: 'admin', body: { name: 'matrix' } },
   'GET /admin/tenants': { scope: 'admin' },
   'GET /admin/tenants/:id': { scope: 'admin', id: 'tenant' },
@@ -662,6 +685,7 @@ describe('route x principal matrix', () => {
       await call(api.url, 'POST', '/tokens', { key: tokenKey, body: { type: 'token', data: 'target' } })
     ).body.id;
     ids.proxy = (await mgmt.post('/proxies', { body: proxyBody })).body.id;
+    ids.webhook = (await mgmt.post('/webhooks', { body: webhookBody })).body.id;
     ids.formula = (await mgmt.post('/reactor-formulas', { body: formulaBody })).body.id;
     ids.reactor = (await mgmt.post('/reactors', { body: { name: 'target', formula: { id: ids.formula } } })).body.id;
     expect(Object.values(ids).every((id) => typeof id === 'string')).toBe(true);

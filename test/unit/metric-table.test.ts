@@ -47,6 +47,8 @@ test('the API and worker metric names are unchanged', () => {
     'tokenvault_proxy_requests_total',
     'tokenvault_proxy_bytes_total',
     'tokenvault_runtime_busy_total',
+    'tokenvault_webhook_attempts_total',
+    'tokenvault_webhook_delivery_lag_seconds',
   ]);
   expect(names(new RuntimeMetrics({ defaultMetrics: false }).registry)).toEqual([
     'tokenvault_runtime_invocations_total',

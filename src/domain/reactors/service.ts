@@ -26,6 +26,8 @@ import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../au
 import type { BtKeys } from './bt-keys.js';
 import type { ConfigurationValues, ReactorBody } from './schema.js';
 import { encode } from '../../store/codec.js';
+import { actorOf, reactorEventData } from '../../webhooks/events.js';
+import type { EventSink } from '../../webhooks/service.js';
 
 interface ReactorRecord {
   id: string;
@@ -91,6 +93,9 @@ export class ReactorService {
   /** Reactor records invocations read, watched per tenant: a changed or deleted reactor applies at once everywhere. */
   private readonly records: PrefixWatchedCache<ReactorRecord>;
 
+  /** Where changes are published as webhook events (outbox writes in the change's own transaction). */
+  private events: EventSink = { ops: async () => [] };
+
   constructor(
     private readonly store: Store,
     private readonly cipher: DataCipher,
@@ -111,6 +116,10 @@ export class ReactorService {
 
   async stop(): Promise<void> {
     await this.records.stop();
+  }
+
+  publishEventsTo(events: EventSink): void {
+    this.events = events;
   }
 
   async create(principal: TenantPrincipal, body: ReactorBody): Promise<Reactor> {
@@ -138,6 +147,7 @@ export class ReactorService {
     };
     const ops: TxnOp[] = [{ type: 'put', key: keys.reactor(tenantId, id), value: encode('reactor', record) }];
     if (formula) ops.push({ type: 'put', key: keys.formulaRef(formula.id, tenantId, id), value: '' });
+    ops.push(...(await this.events.ops(tenantId, 'reactor.created', reactorEventData(record, actorOf(principal)))));
     if (!(await this.store.txn({ compare: [{ key: keys.reactor(tenantId, id), modRevision: 0 }], success: ops }))) {
       throw new Errors.Conflict(`A reactor with the id ${id} already exists.`);
     }
@@ -195,6 +205,9 @@ export class ReactorService {
     const ops: TxnOp[] = [{ type: 'delete', key: keys.reactor(tenantId, id) }];
     if (current.value.formula_id)
       ops.push({ type: 'delete', key: keys.formulaRef(current.value.formula_id, tenantId, id) });
+    ops.push(
+      ...(await this.events.ops(tenantId, 'reactor.deleted', reactorEventData(current.value, actorOf(principal)))),
+    );
     if (
       !(await this.store.txn({
         compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }],
@@ -316,9 +329,14 @@ export class ReactorService {
       modified_at: new Date().toISOString(),
       modified_by: actorId(principal),
     };
-    if (
-      !(await this.store.compareAndSwap(keys.reactor(tenantId, id), current.modRevision, encode('reactor', record)))
-    ) {
+    const written = await this.store.txn({
+      compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }],
+      success: [
+        { type: 'put', key: keys.reactor(tenantId, id), value: encode('reactor', record) },
+        ...(await this.events.ops(tenantId, 'reactor.updated', reactorEventData(record, actorOf(principal)))),
+      ],
+    });
+    if (!written) {
       throw new Errors.Conflict('The reactor was changed by another request; retry.');
     }
     this.records.forget(keys.reactor(tenantId, id));

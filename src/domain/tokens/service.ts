@@ -26,6 +26,8 @@ import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
 import type { Page } from '../paging.js';
 import { encode, decode } from '../../store/codec.js';
+import { actorOf, SYSTEM_ACTOR, tokenEventData, type Actor } from '../../webhooks/events.js';
+import type { EventSink } from '../../webhooks/service.js';
 
 export interface TokenListQuery {
   size: number;
@@ -48,7 +50,13 @@ const LIST_SCAN_LIMIT = 1000;
 /** Default of TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT: how many stored tokens a v1 page-paged list may read to count them. */
 export const DEFAULT_PAGE_SCAN_LIMIT = 10_000;
 
+/** Publishes nothing: a TokenService before `publishEventsTo` (tests, tools). */
+const NO_EVENTS: EventSink = { ops: async () => [] };
+
 export class TokenService {
+  /** Where changes are published as webhook events (outbox writes in the change's own transaction). */
+  private events: EventSink = NO_EVENTS;
+
   constructor(
     private readonly store: Store,
     private readonly cipher: DataCipher,
@@ -57,6 +65,10 @@ export class TokenService {
     /** v1 page paging must count every match for `total_items`; beyond this many stored tokens it refuses (400). */
     private readonly pageScanLimit = DEFAULT_PAGE_SCAN_LIMIT,
   ) {}
+
+  publishEventsTo(events: EventSink): void {
+    this.events = events;
+  }
 
   async create(principal: TenantPrincipal, given: CreateTokenBody): Promise<Token> {
     const body = applyPrivacy(given);
@@ -106,6 +118,7 @@ export class TokenService {
           ...indexOps(record, 'put'),
           ...this.usage.createOps(tenantId, record.type, id, now),
           tokenPut(record),
+          ...(await this.events.ops(tenantId, 'token.created', tokenEventData(record, actorOf(principal)))),
         ],
       });
       if (written) return this.asSeenBy(principal, record, { d: body.data, m: derived.masked });
@@ -195,7 +208,12 @@ export class TokenService {
       };
       const written = await this.store.txn({
         compare: [{ key: keys.token(tenantId, id), modRevision: current.modRevision }],
-        success: [...(await this.staleIndexOps(before, record)), ...indexOps(record, 'put'), tokenPut(record)],
+        success: [
+          ...(await this.staleIndexOps(before, record)),
+          ...indexOps(record, 'put'),
+          tokenPut(record),
+          ...(await this.events.ops(tenantId, 'token.updated', tokenEventData(record, actorOf(principal)))),
+        ],
       });
       if (written) return this.asSeenBy(principal, record, { d: merged.data, m: derived.masked });
     }
@@ -206,16 +224,17 @@ export class TokenService {
     const current = await this.load(principal.tenantId, id);
     if (!decide(principal, facts(current.value), 'token:delete'))
       throw new Errors.Forbidden('The key may not delete this token.');
-    const deleted = await this.remove(current.value, current.modRevision);
+    const deleted = await this.remove(current.value, current.modRevision, actorOf(principal));
     if (!deleted) throw new Errors.Conflict('The token was changed while it was being deleted; retry.');
   }
 
   /** Deletes a token and its index entries if it is still at `modRevision` (also used by the expiry sweep). */
-  async remove(record: TokenRecord, modRevision: number): Promise<boolean> {
+  async remove(record: TokenRecord, modRevision: number, actor: Actor = SYSTEM_ACTOR): Promise<boolean> {
     const ops: TxnOp[] = [
       { type: 'delete', key: keys.token(record.tenant_id, record.id) },
       ...indexOps(record, 'delete'),
       ...this.usage.deleteOps(record.tenant_id, record.type, record.id),
+      ...(await this.events.ops(record.tenant_id, 'token.deleted', tokenEventData(record, actor))),
     ];
     const fingerprintOps = await this.fingerprintOwnedOps(record);
     return this.store.txn({

@@ -1,0 +1,293 @@
+// Webhooks of a tenant: CRUD, and the publisher the token and reactor services call while they write a change.
+//
+// Next to the records, each tenant has one summary key (ids, statuses and events of its webhooks). Every webhook write
+// rewrites it in the same transaction, guarded by its revision, which also makes the per-tenant limit exact under
+// concurrent creates. A change that may cause events reads only the summary, from a per-process cache kept honest by a
+// watch, so a tenant without webhooks pays no store round trip; when some webhook listens, the change's own
+// transaction also writes one outbox entry per listening webhook (./dispatcher.ts sends them).
+import { randomUUID } from 'node:crypto';
+import { actorId, type TenantPrincipal } from '../auth/principal.js';
+import { Errors } from '../errors/registry.js';
+import { decode, encode } from '../store/codec.js';
+import { keys } from '../store/keys.js';
+import { getRecord, listRecords } from '../store/records.js';
+import type { Store, TxnOp } from '../store/store.js';
+import { PrefixWatchedCache } from '../store/watched-cache.js';
+import { isEventType, normalizeEventType, type EventData, type EventType, type WebhookEvent } from './events.js';
+import type { WebhookBody } from './schema.js';
+import { generateSigningSecret } from './signature.js';
+
+/** Encrypts and decrypts with the tenant's data key (src/crypto/envelope.ts). */
+export interface SecretCipher {
+  encrypt(tenantId: string, aad: string, plaintext: string | Buffer): Promise<string>;
+  decrypt(tenantId: string, aad: string, ciphertext: string): Promise<Buffer>;
+}
+
+export type WebhookStatus = 'enabled' | 'disabled';
+
+export interface WebhookRecord {
+  id: string;
+  tenant_id: string;
+  name: string;
+  url: string;
+  notify_email?: string;
+  events: EventType[];
+  status: WebhookStatus;
+  /** The signing secret, encrypted with the tenant's data key; shown once, at creation. */
+  sealed_secret: string;
+  created_at: string;
+  created_by: string;
+  modified_at?: string;
+  modified_by?: string;
+}
+
+export interface Webhook {
+  id: string;
+  tenant_id: string;
+  status: WebhookStatus;
+  name: string;
+  url: string;
+  notify_email?: string;
+  events: EventType[];
+  created_by: string;
+  created_at: string;
+  modified_by?: string;
+  modified_at?: string;
+}
+
+interface Subscriptions {
+  webhooks: Array<{ id: string; status: WebhookStatus; events: EventType[] }>;
+}
+
+/** One outbox entry: one event for one webhook. */
+export interface Delivery {
+  id: string;
+  tenant_id: string;
+  webhook_id: string;
+  event: WebhookEvent;
+  /** Attempts made so far. */
+  attempts: number;
+}
+
+/** What the token and reactor services call: the outbox writes to add to the transaction of a change. */
+export interface EventSink {
+  ops(tenantId: string, type: EventType, data: EventData): Promise<TxnOp[]>;
+}
+
+export interface WebhookServiceOptions {
+  /** Webhooks one tenant may have (TOKENVAULT_WEBHOOKS_PER_TENANT). */
+  maxPerTenant: number;
+  /** Checks a URL against the outbound destination policy; throws TV_DESTINATION_REFUSED. */
+  checkDestination: (url: string) => Promise<void>;
+  cacheSeconds?: number;
+}
+
+const EMPTY: Subscriptions = { webhooks: [] };
+
+export class WebhookService implements EventSink {
+  private readonly subscriptions: PrefixWatchedCache<Subscriptions>;
+  /** Delivery targets (the record and its opened secret), watched per tenant: a change applies to the next attempt. */
+  private readonly targets: PrefixWatchedCache<{ record: WebhookRecord; secret: string }>;
+
+  constructor(
+    private readonly store: Store,
+    private readonly cipher: SecretCipher,
+    private readonly options: WebhookServiceOptions,
+  ) {
+    this.subscriptions = new PrefixWatchedCache(store, { max: 10_000, ttlSeconds: options.cacheSeconds ?? 300 });
+    this.targets = new PrefixWatchedCache(store, { max: 10_000, ttlSeconds: options.cacheSeconds ?? 300 });
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([this.subscriptions.stop(), this.targets.stop()]);
+  }
+
+  /** The new webhook, with its signing secret: the only time the secret is shown. */
+  async create(principal: TenantPrincipal, body: WebhookBody): Promise<Webhook & { signing_secret: string }> {
+    const tenantId = principal.tenantId;
+    const events = eventTypes(body.events);
+    await this.options.checkDestination(body.url);
+    const id = randomUUID();
+    const secret = generateSigningSecret();
+    const record: WebhookRecord = {
+      id,
+      tenant_id: tenantId,
+      name: body.name,
+      url: body.url,
+      ...(body.notify_email ? { notify_email: body.notify_email } : {}),
+      events,
+      status: 'enabled',
+      sealed_secret: await this.cipher.encrypt(tenantId, secretAad(tenantId, id), secret),
+      created_at: new Date().toISOString(),
+      created_by: actorId(principal),
+    };
+    await this.writeWithSummary(tenantId, (summary) => {
+      if (summary.webhooks.length >= this.options.maxPerTenant) {
+        throw new Errors.WebhookLimit(
+          `The tenant has ${summary.webhooks.length} webhooks, as many as allowed (TOKENVAULT_WEBHOOKS_PER_TENANT = ${this.options.maxPerTenant}); delete one first.`,
+        );
+      }
+      return {
+        summary: { webhooks: [...summary.webhooks, { id, status: record.status, events }] },
+        ops: [{ type: 'put', key: keys.webhook(tenantId, id), value: encode('webhook', record) }],
+        compare: [{ key: keys.webhook(tenantId, id), modRevision: 0 }],
+      };
+    });
+    return { ...toWebhook(record), signing_secret: secret };
+  }
+
+  async get(tenantId: string, id: string): Promise<Webhook> {
+    return toWebhook((await this.load(tenantId, id)).value);
+  }
+
+  /** Every webhook of the tenant (at most TOKENVAULT_WEBHOOKS_PER_TENANT), oldest first. */
+  async list(tenantId: string): Promise<{ pagination: { page_size: number }; data: Webhook[] }> {
+    const records = await listRecords<WebhookRecord>(this.store, 'webhook', keys.webhooks(tenantId));
+    records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+    return { pagination: { page_size: records.length }, data: records.map(toWebhook) };
+  }
+
+  async update(principal: TenantPrincipal, id: string, body: WebhookBody): Promise<Webhook> {
+    const tenantId = principal.tenantId;
+    const events = eventTypes(body.events);
+    const current = await this.load(tenantId, id);
+    if (body.url !== current.value.url) await this.options.checkDestination(body.url);
+    const record: WebhookRecord = {
+      ...current.value,
+      name: body.name,
+      url: body.url,
+      notify_email: body.notify_email ?? undefined,
+      events,
+      status: body.status ?? current.value.status,
+      modified_at: new Date().toISOString(),
+      modified_by: actorId(principal),
+    };
+    await this.writeWithSummary(tenantId, (summary) => ({
+      summary: {
+        webhooks: summary.webhooks.map((w) => (w.id === id ? { id, status: record.status, events } : w)),
+      },
+      ops: [{ type: 'put', key: keys.webhook(tenantId, id), value: encode('webhook', record) }],
+      compare: [{ key: keys.webhook(tenantId, id), modRevision: current.modRevision }],
+    }));
+    return toWebhook(record);
+  }
+
+  async delete(principal: TenantPrincipal, id: string): Promise<void> {
+    const tenantId = principal.tenantId;
+    const current = await this.load(tenantId, id);
+    await this.writeWithSummary(tenantId, (summary) => ({
+      summary: { webhooks: summary.webhooks.filter((w) => w.id !== id) },
+      ops: [{ type: 'delete', key: keys.webhook(tenantId, id) }],
+      compare: [{ key: keys.webhook(tenantId, id), modRevision: current.modRevision }],
+    }));
+  }
+
+  /** The webhook a delivery goes to, with its signing secret; undefined when it was deleted (or its tenant was). */
+  async target(tenantId: string, id: string): Promise<{ record: WebhookRecord; secret: string } | undefined> {
+    const key = keys.webhook(tenantId, id);
+    return this.targets.get(keys.webhooks(tenantId), key, async () => {
+      const found = await getRecord<WebhookRecord>(this.store, 'webhook', key);
+      if (!found) return undefined;
+      const secret = await this.cipher.decrypt(tenantId, secretAad(tenantId, id), found.value.sealed_secret);
+      return { record: found.value, secret: secret.toString('utf8') };
+    });
+  }
+
+  async ops(tenantId: string, type: EventType, data: EventData): Promise<TxnOp[]> {
+    const summaryKey = keys.webhookSubscriptions(tenantId);
+    const subscriptions =
+      (await this.subscriptions.get(summaryKey, summaryKey, async () => {
+        const found = await getRecord<Subscriptions>(this.store, 'webhook-subscriptions', summaryKey);
+        return found?.value ?? EMPTY;
+      })) ?? EMPTY;
+    const listening = subscriptions.webhooks.filter((w) => w.status === 'enabled' && w.events.includes(type));
+    if (listening.length === 0) return [];
+    // One event id for every webhook told of it: a receiver behind several webhooks can still deduplicate.
+    const event: WebhookEvent = {
+      id: randomUUID(),
+      type,
+      timestamp: new Date().toISOString(),
+      tenant_id: tenantId,
+      data,
+    };
+    const now = Date.now();
+    return listening.map((webhook) => {
+      const delivery: Delivery = { id: randomUUID(), tenant_id: tenantId, webhook_id: webhook.id, event, attempts: 0 };
+      return {
+        type: 'put' as const,
+        key: keys.webhookDelivery(now, delivery.id),
+        value: encode('webhook-delivery', delivery),
+      };
+    });
+  }
+
+  private async load(tenantId: string, id: string) {
+    const found = await getRecord<WebhookRecord>(this.store, 'webhook', keys.webhook(tenantId, id));
+    if (!found) throw new Errors.NotFound('Webhook not found.');
+    return found;
+  }
+
+  /** Writes a change together with the summary it implies, retrying when a concurrent write moved the summary. */
+  private async writeWithSummary(
+    tenantId: string,
+    change: (summary: Subscriptions) => {
+      summary: Subscriptions;
+      ops: TxnOp[];
+      compare: Array<{ key: string; modRevision: number }>;
+    },
+  ): Promise<void> {
+    const summaryKey = keys.webhookSubscriptions(tenantId);
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const entry = await this.store.get(summaryKey);
+      const summary = entry ? decode<Subscriptions>('webhook-subscriptions', entry.value) : EMPTY;
+      const next = change(summary);
+      const written = await this.store.txn({
+        compare: [{ key: summaryKey, modRevision: entry?.modRevision ?? 0 }, ...next.compare],
+        success: [...next.ops, { type: 'put', key: summaryKey, value: encode('webhook-subscriptions', next.summary) }],
+      });
+      this.subscriptions.forget(summaryKey);
+      for (const c of next.compare) this.targets.forget(c.key);
+      if (written) return;
+      // The webhook itself changed (not only the summary): the caller's view is stale.
+      const moved = await this.store.getMany(next.compare.map((c) => c.key));
+      if (next.compare.some((c) => (moved.get(c.key)?.modRevision ?? 0) !== c.modRevision)) {
+        throw new Errors.Conflict('The webhook was changed by another request; retry.');
+      }
+    }
+    throw new Errors.Conflict('The webhooks were changed by concurrent requests; retry.');
+  }
+}
+
+/** Event names as given (`token:created` or `token.created`), checked against EVENT_TYPES, without repeats. */
+function eventTypes(given: string[]): EventType[] {
+  const errors: Record<string, string[]> = {};
+  const result: EventType[] = [];
+  given.forEach((name, index) => {
+    const normalized = normalizeEventType(name);
+    if (!isEventType(normalized))
+      errors[`events[${index}]`] = ['is not a known event type (GET /webhooks/event-types)'];
+    else if (!result.includes(normalized)) result.push(normalized);
+  });
+  if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
+  return result;
+}
+
+function secretAad(tenantId: string, id: string): string {
+  return `webhook:${tenantId}:${id}`;
+}
+
+function toWebhook(record: WebhookRecord): Webhook {
+  return {
+    id: record.id,
+    tenant_id: record.tenant_id,
+    status: record.status,
+    name: record.name,
+    url: record.url,
+    ...(record.notify_email ? { notify_email: record.notify_email } : {}),
+    events: record.events,
+    created_by: record.created_by,
+    created_at: record.created_at,
+    ...(record.modified_by ? { modified_by: record.modified_by } : {}),
+    ...(record.modified_at ? { modified_at: record.modified_at } : {}),
+  };
+}

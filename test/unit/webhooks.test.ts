@@ -1,0 +1,48 @@
+// Webhook pieces without a server: the signature a receiver checks, the backoff schedule, event names.
+import { describe, expect, test } from '@jest/globals';
+import { createHmac } from 'node:crypto';
+import { backoff } from '../../src/webhooks/dispatcher.js';
+import { isEventType, normalizeEventType } from '../../src/webhooks/events.js';
+import { generateSigningSecret, sign, verify } from '../../src/webhooks/signature.js';
+
+describe('signature', () => {
+  const secret = generateSigningSecret();
+  const body = '{"event":{"id":"e1"}}';
+  const now = 1_800_000_000_000;
+  const timestamp = now / 1000;
+
+  test('is base64 HMAC-SHA256 of "<timestamp>.<body>" keyed with the whole secret', () => {
+    const expected = createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('base64');
+    expect(sign(secret, timestamp, body)).toBe(expected);
+    expect(verify(secret, timestamp, body, expected, 300, now)).toBe(true);
+  });
+
+  test('another body, secret or timestamp, an old timestamp, or garbage do not verify', () => {
+    const signature = sign(secret, timestamp, body);
+    expect(verify(secret, timestamp, `${body} `, signature, 300, now)).toBe(false);
+    expect(verify(generateSigningSecret(), timestamp, body, signature, 300, now)).toBe(false);
+    expect(verify(secret, timestamp + 1, body, signature, 300, now)).toBe(false);
+    expect(verify(secret, timestamp, body, signature, 300, now + 301_000)).toBe(false);
+    expect(verify(secret, timestamp, body, 'not base64 at all', 300, now)).toBe(false);
+    expect(verify(secret, Number.NaN, body, signature, 300, now)).toBe(false);
+  });
+
+  test('secrets are whsec_ and 32 random bytes', () => {
+    const secrets = new Set(Array.from({ length: 50 }, generateSigningSecret));
+    expect(secrets.size).toBe(50);
+    for (const s of secrets) expect(Buffer.from(s.slice('whsec_'.length), 'base64url')).toHaveLength(32);
+  });
+});
+
+test('backoff doubles from backoffMs and stops growing at backoffMaxMs', () => {
+  const options = { backoffMs: 1000, backoffMaxMs: 600_000 };
+  expect([1, 2, 3, 4, 10, 11, 50].map((attempt) => backoff(attempt, options))).toEqual([
+    1000, 2000, 4000, 8000, 512_000, 600_000, 600_000,
+  ]);
+});
+
+test('event names: the SDK examples spell them with a colon', () => {
+  expect(normalizeEventType('token:created')).toBe('token.created');
+  expect(isEventType(normalizeEventType('reactor:deleted'))).toBe(true);
+  expect(isEventType('token.exploded')).toBe(false);
+});
