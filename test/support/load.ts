@@ -5,9 +5,12 @@ import http from 'node:http';
 
 export type Failure = 'refused' | 'reset' | 'timeout';
 
-export type Outcome =
+type Answer =
   | { status: number; retryAfter?: string; body: any; failure?: undefined }
   | { failure: Failure; detail: string; status?: undefined; body?: undefined; retryAfter?: undefined };
+
+/** What came back, and after how many ms. */
+export type Outcome = Answer & { ms: number };
 
 export interface RequestOptions {
   headers?: Record<string, string>;
@@ -24,12 +27,13 @@ export function request(base: string, method: string, path: string, options: Req
     headers['Content-Length'] = String(body.length);
   }
   const { hostname, port } = new URL(base);
+  const started = Date.now();
   return new Promise((resolve) => {
     let settled = false;
-    const settle = (outcome: Outcome) => {
+    const settle = (outcome: Answer) => {
       if (settled) return;
       settled = true;
-      resolve(outcome);
+      resolve({ ...outcome, ms: Date.now() - started });
     };
     const req = http.request(
       { hostname, port, path, method, headers, agent: options.agent, signal: AbortSignal.timeout(options.timeoutMs) },
@@ -55,7 +59,7 @@ export function request(base: string, method: string, path: string, options: Req
   });
 }
 
-function failureOf(error: Error): Outcome {
+function failureOf(error: Error): Answer {
   const code = (error as NodeJS.ErrnoException).code;
   if (code === 'ECONNREFUSED') return { failure: 'refused', detail: error.message };
   if (error.name === 'AbortError' || code === 'ABORT_ERR') return { failure: 'timeout', detail: error.message };
@@ -67,6 +71,8 @@ export class Tally {
   requests = 0;
   acknowledged = 0;
   readonly errors: Record<string, number> = {};
+  /** The longest a 503 took to come back, in ms. */
+  slowest503Ms = 0;
   /** 503s that came without Retry-After. */
   unavailableWithoutRetryAfter = 0;
   /** What the first few unexpected answers were, for a failure message. */
@@ -80,9 +86,13 @@ export class Tally {
     }
     const key = outcome.failure ?? String(outcome.status);
     this.errors[key] = (this.errors[key] ?? 0) + 1;
-    if (outcome.status === 503 && !outcome.retryAfter) this.unavailableWithoutRetryAfter += 1;
-    if (this.samples.length < 10 && (outcome.status === undefined || outcome.status !== 503))
-      this.samples.push(`${what}: ${outcome.failure ?? outcome.status} ${JSON.stringify(outcome.failure ? outcome.detail : outcome.body)}`);
+    if (outcome.status === 503) this.slowest503Ms = Math.max(this.slowest503Ms, outcome.ms);
+    const bare503 = outcome.status === 503 && !outcome.retryAfter;
+    if (bare503) this.unavailableWithoutRetryAfter += 1;
+    if (this.samples.length < 10 && (outcome.status !== 503 || bare503))
+      this.samples.push(
+        `${what}: ${outcome.failure ?? outcome.status} ${JSON.stringify(outcome.failure ? outcome.detail : outcome.body)}`,
+      );
   }
 
   /** Statuses of the errors, failures left out. */
