@@ -24,8 +24,10 @@ export function drainable(server: Server): Drainable {
   let inFlight = 0;
   let lastRequest = 0;
   let draining = false;
-  server.on('request', (req, res) => {
-    if (draining) res.setHeader('Connection', 'close');
+  // First among the request listeners: the app's handler may answer synchronously (/readyz while draining), and a
+  // header cannot be set after that.
+  server.prependListener('request', (req, res) => {
+    if (draining && !res.headersSent) res.setHeader('Connection', 'close');
     if (isProbe(req)) return;
     inFlight += 1;
     lastRequest = Date.now();
