@@ -346,4 +346,7 @@ test('under load, etcd killed, a worker killed, an API killed and etcd paused lo
     expect(phase.brokenToOthers).toBe(0);
     expect(phase.tally.acknowledged).toBeGreaterThan(0);
   }
+  // A stopped etcd answers nothing: each request gives up after one TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS (2 s here),
+  // not after a retry's second deadline or TCP's own timeout.
+  expect(phases[3].tally.slowest503Ms).toBeLessThan(3_500);
 }, 240_000);
