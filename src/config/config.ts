@@ -234,6 +234,18 @@ export const SETTINGS = {
   etcdCa: { flag: 'etcd-ca-file', env: 'TOKENVAULT_ETCD_CA_FILE', description: 'CA bundle for etcd TLS' },
   etcdCert: { flag: 'etcd-cert-file', env: 'TOKENVAULT_ETCD_CERT_FILE', description: 'Client certificate for etcd' },
   etcdKey: { flag: 'etcd-key-file', env: 'TOKENVAULT_ETCD_KEY_FILE', description: 'Client key for etcd' },
+  etcdRequestTimeout: {
+    flag: 'etcd-request-timeout-ms',
+    env: 'TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS',
+    description: 'Deadline of every etcd call (and of opening a watch); past it the request answers 503 TV_STORE_UNAVAILABLE',
+    default: '5000',
+  },
+  etcdDialTimeout: {
+    flag: 'etcd-dial-timeout-ms',
+    env: 'TOKENVAULT_ETCD_DIAL_TIMEOUT_MS',
+    description: 'Deadline of the readiness check (/readyz) against etcd',
+    default: '2000',
+  },
   logLevel: { flag: 'log-level', env: 'TOKENVAULT_LOG_LEVEL', description: 'Log level', default: 'info' },
   operatorKey: { flag: 'operator-key', env: 'TOKENVAULT_OPERATOR_KEY', description: 'Operator key (prefer the file)' },
   operatorKeyFile: {
@@ -657,6 +669,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
   if (store?.kind === 'etcd') {
     const tls = { caFile: raw('etcdCa'), certFile: raw('etcdCert'), keyFile: raw('etcdKey') };
     if (tls.caFile || tls.certFile || tls.keyFile) store.tls = tls;
+    store.requestTimeoutMs = integer('etcdRequestTimeout', 100, 600_000);
+    store.dialTimeoutMs = integer('etcdDialTimeout', 100, 600_000);
     if (Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
       problems.push(`${label('etcdCert')} and ${label('etcdKey')}: set both or neither`);
     }

@@ -47,6 +47,8 @@ export interface ApiContext {
   authenticator: Authenticator;
   /** Request rate limits (docs/security.md, Limits); the tenant directory holds each tenant's own. */
   rateLimits: { limiter: RateLimiter; tenants: TenantDirectory };
+  /** True once a graceful stop began (SIGTERM): /readyz answers 503 so that traffic moves to other replicas. */
+  draining?: () => boolean;
   services: {
     applications: ApplicationService;
     tenants: TenantService;
@@ -84,6 +86,10 @@ export function createApp(context: ApiContext): Express {
     res.json({ status: 'ok' });
   });
   app.get('/readyz', async (_req, res) => {
+    if (context.draining?.()) {
+      res.status(503).json({ status: 'draining' });
+      return;
+    }
     await store.ping();
     res.json({ status: 'ready' });
   });

@@ -191,6 +191,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
 
   const server: Server = createExpressServer(createApp(context));
   const drainer = drainable(server);
+  context.draining = () => drainer.draining;
   server.keepAliveTimeout = 65_000;
   server.listen(config.port, config.host);
   await once(server, 'listening');

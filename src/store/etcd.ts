@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import {
   ClientClosedError,
   Etcd3,
+  GRPCDeadlineExceededError,
   isRecoverableError,
   type IKeyValue,
   type IOptions,
@@ -20,6 +21,7 @@ import {
 } from 'etcd3';
 import { TurnBatches } from '../batching/turn-batches.js';
 import { Errors } from '../errors/registry.js';
+import { hostBreaker } from './breaker.js';
 import { assertDeletablePrefix, checkTxn, deliver, leaseSeconds, MAX_TXN_OPS, prefixEnd, swapTxn } from './common.js';
 import type { Entry, PutOptions, RangeOptions, Store, Txn, TxnOp, WatchEvent, Watcher, WatchPhase } from './store.js';
 
@@ -44,8 +46,9 @@ type FaultHandling = NonNullable<IOptions['faultHandling']>;
 /**
  * etcd3 retries failed calls three times by default. A write whose answer was lost may still have been applied, and
  * retrying a compare-and-swap would then report a conflict that never happened; so every call is tried once here and
- * reads retry for themselves (see `call`). etcd3 only ever calls `execute`, hence the cast. The per-host circuit
- * breaker stays: with several endpoints it is what moves calls away from a dead member.
+ * reads retry for themselves (see `call`). etcd3 only ever calls `execute`, hence the cast. Each endpoint keeps a
+ * circuit breaker (./breaker.ts, shorter than etcd3's own): with several endpoints it is what moves calls away from a
+ * dead member.
  */
 const tryOnce = {
   execute: async <T>(fn: (context: { signal: AbortSignal }) => T | PromiseLike<T>) =>
@@ -99,7 +102,11 @@ export class EtcdStore implements Store {
       // Keepalive pings find a watch stream whose connection died silently. etcd refuses pings more often than every
       // 5 s (--grpc-keepalive-min-time) and pings without an active call, so neither is asked for.
       grpcOptions: { 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 },
-      faultHandling: { global: tryOnce, watchBackoff: watchBackoff() },
+      faultHandling: {
+        global: tryOnce,
+        host: () => hostBreaker() as unknown as ReturnType<NonNullable<FaultHandling['host']>>,
+        watchBackoff: watchBackoff(),
+      },
     });
   }
 
@@ -345,13 +352,19 @@ export class EtcdStore implements Store {
     }
   }
 
-  /** Runs one etcd call, turning "etcd did not answer" into StoreUnavailable; other errors pass through. */
+  /**
+   * Runs one etcd call, turning "etcd did not answer" into StoreUnavailable; other errors pass through. A read that
+   * ran out of its deadline is not tried again: the request would wait a second deadline for an etcd that does not
+   * answer (stopped, partitioned), so a caller's wait stays bounded by one TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS.
+   */
   private async call<T>(policy: { attempts: number }, request: () => Promise<T>, mapErrors = true): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await request();
       } catch (error) {
-        if (!isUnavailable(error) || attempt >= policy.attempts) throw mapErrors ? unavailableOr(error) : error;
+        const retry =
+          isUnavailable(error) && !(error instanceof GRPCDeadlineExceededError) && attempt < policy.attempts;
+        if (!retry) throw mapErrors ? unavailableOr(error) : error;
       }
     }
   }

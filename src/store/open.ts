@@ -6,7 +6,14 @@ import type { Store } from './store.js';
 
 export type StoreSpec =
   | { kind: 'memory' }
-  | { kind: 'etcd'; endpoints: string[]; tls?: { caFile?: string; certFile?: string; keyFile?: string } };
+  | {
+      kind: 'etcd';
+      endpoints: string[];
+      tls?: { caFile?: string; certFile?: string; keyFile?: string };
+      /** Deadline of every call (TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS); of /readyz's ping (TOKENVAULT_ETCD_DIAL_TIMEOUT_MS). */
+      requestTimeoutMs?: number;
+      dialTimeoutMs?: number;
+    };
 
 /** Opening connects lazily: an unreachable etcd shows up on the first call (or ping), not here. */
 export function openStore(spec: StoreSpec): Store {
@@ -14,6 +21,11 @@ export function openStore(spec: StoreSpec): Store {
     case 'memory':
       return new MemoryStore();
     case 'etcd':
-      return new EtcdStore({ endpoints: spec.endpoints, tls: spec.tls });
+      return new EtcdStore({
+        endpoints: spec.endpoints,
+        tls: spec.tls,
+        requestTimeoutMs: spec.requestTimeoutMs,
+        dialTimeoutMs: spec.dialTimeoutMs,
+      });
   }
 }

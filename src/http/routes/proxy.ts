@@ -7,7 +7,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError, toProblem } from '../../errors/registry.js';
-import { sendCustomResponse, sendProblem } from '../middleware/errors.js';
+import { RETRY_AFTER_SECONDS, sendCustomResponse, sendProblem } from '../middleware/errors.js';
 import { tenantPrincipal } from '../middleware/auth.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
@@ -295,6 +295,8 @@ function asProxyError(error: unknown): VaultError {
 
 /** An error inside the proxy: `{"proxy_error": <problem document>}` with the problem's status. */
 function sendProxyError(res: Response, error: VaultError): void {
+  // As every other 503 (sendProblem): the store or the workers are passing through a restart; come back soon.
+  if (error.status === 503) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
   for (const [name, value] of Object.entries(error.headers ?? {})) res.setHeader(name, value);
   res
     .status(error.status)
