@@ -24,6 +24,7 @@ import {
 import { validateMergedToken, type CreateTokenBody, type Template, type TokenFields } from './schema.js';
 import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
+import { searchHashes, searchIndexOps } from './search-index.js';
 import type { Page } from '../paging.js';
 import { encode, decode } from '../../store/codec.js';
 
@@ -92,6 +93,7 @@ export class TokenService {
         fingerprint_expression: body.fingerprint_expression,
         mask: body.mask,
         search_indexes: body.search_indexes,
+        search_hashes: derived.searchHashes,
         expires_at: utc(body.expires_at),
         created_at: now.toISOString(),
         created_by: actorId(principal),
@@ -104,6 +106,7 @@ export class TokenService {
         compare,
         success: [
           ...indexOps(record, 'put'),
+          ...searchIndexOps(undefined, record),
           ...this.usage.createOps(tenantId, record.type, id, now),
           tokenPut(record),
         ],
@@ -187,6 +190,7 @@ export class TokenService {
         mask: merged.mask ?? undefined,
         fingerprint_expression: merged.fingerprint_expression ?? undefined,
         search_indexes: merged.search_indexes ?? undefined,
+        search_hashes: derived.searchHashes,
         expires_at: utc(merged.expires_at),
         fingerprint: derived.fingerprint,
         modified_at: new Date().toISOString(),
@@ -195,7 +199,12 @@ export class TokenService {
       };
       const written = await this.store.txn({
         compare: [{ key: keys.token(tenantId, id), modRevision: current.modRevision }],
-        success: [...(await this.staleIndexOps(before, record)), ...indexOps(record, 'put'), tokenPut(record)],
+        success: [
+          ...(await this.staleIndexOps(before, record)),
+          ...indexOps(record, 'put'),
+          ...searchIndexOps(before, record),
+          tokenPut(record),
+        ],
       });
       if (written) return this.asSeenBy(principal, record, { d: merged.data, m: derived.masked });
     }
@@ -215,6 +224,7 @@ export class TokenService {
     const ops: TxnOp[] = [
       { type: 'delete', key: keys.token(record.tenant_id, record.id) },
       ...indexOps(record, 'delete'),
+      ...searchIndexOps(record, undefined),
       ...this.usage.deleteOps(record.tenant_id, record.type, record.id),
     ];
     const fingerprintOps = await this.fingerprintOwnedOps(record);
@@ -377,9 +387,14 @@ export class TokenService {
   private async derive(
     tenantId: string,
     typeName: string,
-    fields: { data?: unknown; mask?: Template; fingerprint_expression?: string | null },
+    fields: {
+      data?: unknown;
+      mask?: Template;
+      fingerprint_expression?: string | null;
+      search_indexes?: string[] | null;
+    },
     fingerprintByDefault: boolean,
-  ): Promise<{ fingerprint?: string; masked?: unknown }> {
+  ): Promise<{ fingerprint?: string; masked?: unknown; searchHashes?: string[] }> {
     const type = TOKEN_TYPES.get(typeName)!;
     const errors: FieldErrors = { ...type.validate(fields.data) };
     for (const [name, template] of [
@@ -389,6 +404,10 @@ export class TokenService {
       const problem = template === undefined || template === null ? undefined : validateTemplate(template);
       if (problem) errors[name] = [problem];
     }
+    (fields.search_indexes ?? []).forEach((expression, i) => {
+      const problem = validateTemplate(expression);
+      if (problem) errors[`search_indexes[${i}]`] = [problem];
+    });
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
 
     const context = { data: fields.data };
@@ -405,6 +424,7 @@ export class TokenService {
         ? await this.cipher.fingerprint(tenantId, `${typeName}:${fingerprintInput}`)
         : undefined,
       masked,
+      searchHashes: await searchHashes(this.cipher, tenantId, fields.search_indexes, fields.data),
     };
   }
 
