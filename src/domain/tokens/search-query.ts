@@ -117,6 +117,9 @@ class Parser {
     const node = this.or(0);
     const next = this.peek();
     if (next.kind === 'rparen') invalid(next.position, 'this ")" closes no "("');
+    if (next.kind === 'word' && /^(and|or)$/i.test(next.text))
+      invalid(next.position, 'operators are written in upper case: AND, OR');
+    if (next.kind === 'word' && next.text === 'NOT') invalid(next.position, 'NOT (negation) is not supported');
     if (next.kind !== 'eof') invalid(next.position, 'expected AND or OR between terms');
     return node;
   }
