@@ -4,6 +4,8 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys as storeKeys } from '../../src/store/keys.js';
+import { decode, encode } from '../../src/store/codec.js';
+import type { TokenRecord } from '../../src/domain/tokens/records.js';
 import { createApplication, createTenant, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { sleep } from '../support/wait.js';
@@ -14,6 +16,7 @@ const REVEAL_ALL = [{ description: 'all', priority: 1, container: '/', transform
 let api: TestApi;
 let app: ReturnType<typeof client>;
 let managementKey: string;
+let tenantId: string;
 const ids: Record<string, string> = {};
 
 async function create(body: Record<string, unknown>): Promise<string> {
@@ -36,7 +39,7 @@ const sorted = (...names: string[]) => names.map((n) => ids[n]).sort();
 
 beforeAll(async () => {
   api = await startTestApi({ TOKENVAULT_EXPIRY_SWEEP_SECONDS: '1', TOKENVAULT_SEARCH_MAX_MATCHES: '100' });
-  ({ managementKey } = await createTenant(api.url, api.operatorKey));
+  ({ managementKey, tenantId } = await createTenant(api.url, api.operatorKey));
   app = client(
     api.url,
     (await createApplication(api.url, managementKey, { name: 'all', type: 'private', rules: REVEAL_ALL })).key,
@@ -228,6 +231,31 @@ describe('the index follows the token', () => {
     expect((await app.delete(`/tokens/${id}`)).status).toBe(204);
     expect(await found('metadata.stage:two')).toEqual([]);
     expect(await indexKeysNaming(id)).toEqual([]);
+  });
+
+  test('a token written before search existed (no entries) is indexed by its next update', async () => {
+    const id = await create({
+      type: 'token',
+      data: 'legacy value',
+      search_indexes: ['{{ data }}'],
+      metadata: { era: 'old' },
+    });
+    const raw = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+    try {
+      for (const key of await indexKeysNaming(id)) await raw.delete(key);
+      const record = decode<TokenRecord>('token', (await raw.get(storeKeys.token(tenantId, id)))!.value);
+      delete record.search_hashes;
+      await raw.put(storeKeys.token(tenantId, id), encode('token', record));
+    } finally {
+      await raw.close();
+    }
+    expect(await found('metadata.era:old')).toEqual([]);
+    const patched = await app.patch(`/tokens/${id}`, {
+      body: { metadata: { era: 'old', touched: 'yes' } },
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+    });
+    expect(patched.status).toBe(200);
+    expect(await found('metadata.era:old AND type:token AND data:"legacy value"')).toEqual([id]);
   });
 
   test('an expired token is not found, and the sweep removes its entries', async () => {

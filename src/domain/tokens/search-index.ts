@@ -49,13 +49,18 @@ export function searchIndexKeys(record: TokenRecord): string[] {
   return [...new Set(entries.map(([segment, value]) => equalityPrefix(t, segment, value) + record.id))];
 }
 
-/** Writes for a new token (`before` absent), an update, or a delete (`after` absent): only keys that change. */
+/**
+ * Writes for a new token (`before` absent), an update, or a delete (`after` absent): the previous version's entries
+ * the new one lacks are deleted, and every entry of the new one is (re)written, so an update also indexes a token
+ * written before search existed (whose entries `before` names but etcd never had). A key is never both deleted and
+ * put: etcd refuses a transaction that names a key twice.
+ */
 export function searchIndexOps(before: TokenRecord | undefined, after: TokenRecord | undefined): TxnOp[] {
   const old = new Set(before ? searchIndexKeys(before) : []);
   const next = new Set(after ? searchIndexKeys(after) : []);
   return [
     ...[...old].filter((key) => !next.has(key)).map((key): TxnOp => ({ type: 'delete', key })),
-    ...[...next].filter((key) => !old.has(key)).map((key): TxnOp => ({ type: 'put', key, value: '' })),
+    ...[...next].map((key): TxnOp => ({ type: 'put', key, value: '' })),
   ];
 }
 
