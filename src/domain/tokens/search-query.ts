@@ -170,9 +170,10 @@ class Parser {
 
   private term(word: { text: string; position: number }): SearchTerm {
     const position = word.position;
+    if (word.text === 'NOT' || word.text.startsWith('-') || word.text.startsWith('!'))
+      invalid(position, 'NOT (negation) is not supported');
+    if (word.text.startsWith('+')) invalid(position, 'the + (required) prefix is not supported; use AND');
     if (!word.text.endsWith(':') || word.text.length === 1) {
-      if (word.text === 'NOT' || word.text === '-' || word.text.startsWith('-'))
-        invalid(position, 'NOT (negation) is not supported');
       if (/^(and|or)$/i.test(word.text)) invalid(position, 'operators are written in upper case: AND, OR');
       invalid(position, 'expected a field:value term');
     }
@@ -213,7 +214,7 @@ class Parser {
       if (value.includes('?')) invalid(valuePosition + value.indexOf('?'), 'the ? wildcard is not supported');
       if (value.includes(':')) invalid(valuePosition + value.indexOf(':'), 'quote a value that contains ":"');
     } else {
-      return invalid(valuePosition, `expected a value right after ${word.text}`);
+      return invalid(position + word.text.length, `expected a value right after ${word.text}`);
     }
     if (value === '' && !prefix) invalid(valuePosition, 'the value is empty');
     if (prefix && !PREFIX_FIELDS.has(field)) {

@@ -75,7 +75,8 @@ export class TokenSearch {
     const found: Array<{ record: TokenRecord; transform: Transform }> = [];
     let examined = 0;
     while (examined < ids.length && found.length < size) {
-      const batch = ids.slice(examined, examined + BATCH);
+      // A page's worth at a time: with selective terms most candidates match, so more would be read for nothing.
+      const batch = ids.slice(examined, examined + Math.min(BATCH, size));
       const records = await this.load(principal.tenantId, batch);
       for (const id of batch) {
         examined++;
