@@ -6,7 +6,16 @@ import { EtcdStore } from '../../src/store/etcd.js';
 import { keys as storeKeys } from '../../src/store/keys.js';
 import { decode, encode } from '../../src/store/codec.js';
 import type { TokenRecord } from '../../src/domain/tokens/records.js';
-import { createApplication, createTenant, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
+import { execFile } from 'node:child_process';
+import {
+  createApplication,
+  createTenant,
+  startTestApi,
+  TEST_KEK,
+  testEtcdEndpoints,
+  testEtcdStoreUrl,
+  type TestApi,
+} from '../support/api.js';
 import { client } from '../support/http.js';
 import { sleep } from '../support/wait.js';
 
@@ -234,21 +243,7 @@ describe('the index follows the token', () => {
   });
 
   test('a token written before search existed (no entries) is indexed by its next update', async () => {
-    const id = await create({
-      type: 'token',
-      data: 'legacy value',
-      search_indexes: ['{{ data }}'],
-      metadata: { era: 'old' },
-    });
-    const raw = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
-    try {
-      for (const key of await indexKeysNaming(id)) await raw.delete(key);
-      const record = decode<TokenRecord>('token', (await raw.get(storeKeys.token(tenantId, id)))!.value);
-      delete record.search_hashes;
-      await raw.put(storeKeys.token(tenantId, id), encode('token', record));
-    } finally {
-      await raw.close();
-    }
+    const id = await legacyToken('legacy value', 'old');
     expect(await found('metadata.era:old')).toEqual([]);
     const patched = await app.patch(`/tokens/${id}`, {
       body: { metadata: { era: 'old', touched: 'yes' } },
@@ -256,6 +251,21 @@ describe('the index follows the token', () => {
     });
     expect(patched.status).toBe(200);
     expect(await found('metadata.era:old AND type:token AND data:"legacy value"')).toEqual([id]);
+  });
+
+  test('`tokenvault search reindex` indexes tokens from before search, and running it again changes nothing', async () => {
+    const id = await legacyToken('very old value', 'older');
+    expect(await found('metadata.era:older')).toEqual([]);
+    const env = { TOKENVAULT_KEK: TEST_KEK, TOKENVAULT_STORE: testEtcdStoreUrl(), TOKENVAULT_LOG_LEVEL: 'warn' };
+    const first = await runCli(['search', 'reindex'], env);
+    expect(first.stderr).toBe('');
+    expect(first.stdout).toMatch(/^search reindex: \d+ tenants, \d+ tokens reindexed, 0 changed meanwhile/);
+    expect(await found('metadata.era:older AND data:"very old value"')).toEqual([id]);
+    const keysAfterFirst = await indexKeysNaming(id);
+    expect((await runCli(['search', 'reindex'], env)).stdout).toMatch(/^search reindex: /);
+    expect(await indexKeysNaming(id)).toEqual(keysAfterFirst);
+    expect(await found('type:token AND data:"very old value"')).toEqual([id]);
+    expect((await runCli(['search', 'reindex'], { ...env, TOKENVAULT_KEK: '' })).code).not.toBe(0);
   });
 
   test('an expired token is not found, and the sweep removes its entries', async () => {
@@ -289,6 +299,35 @@ describe('the index follows the token', () => {
     }
   });
 });
+
+/** A token as one written before search existed: no index entries, no search_hashes. */
+async function legacyToken(data: string, era: string): Promise<string> {
+  const id = await create({ type: 'token', data, search_indexes: ['{{ data }}'], metadata: { era } });
+  const raw = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+  try {
+    for (const key of await indexKeysNaming(id)) await raw.delete(key);
+    const record = decode<TokenRecord>('token', (await raw.get(storeKeys.token(tenantId, id)))!.value);
+    delete record.search_hashes;
+    await raw.put(storeKeys.token(tenantId, id), encode('token', record));
+  } finally {
+    await raw.close();
+  }
+  return id;
+}
+
+function runCli(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--no-node-snapshot', 'dist/cli.js', ...args],
+      { env: { PATH: process.env.PATH ?? '', ...env }, timeout: 60_000 },
+      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
 
 async function indexKeysNaming(id: string): Promise<string[]> {
   const raw = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
