@@ -90,7 +90,11 @@ describe('fields and operators', () => {
     expect(await found('type:social_security_number')).toEqual(sorted('ssn1', 'ssn2'));
     expect(await found('container:/pci/high/')).toEqual(sorted('card'));
     expect(await found(`id:${ids.card}`)).toEqual(sorted('card'));
-    const fingerprint = (await app.get(`/tokens/${ids.ssn1}`)).body.fingerprint;
+    const read = (await app.get(`/tokens/${ids.ssn1}`)).body;
+    const fingerprint = read.fingerprint;
+    // The stored hashes are the index's business, never an answer's.
+    expect(read).not.toHaveProperty('search_hashes');
+    expect((await search(`id:${ids.ssn1}`)).body.data[0]).not.toHaveProperty('search_hashes');
     expect(await found(`fingerprint:${fingerprint}`)).toEqual(sorted('ssn1'));
   });
 
