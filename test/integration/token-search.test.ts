@@ -246,6 +246,25 @@ describe('the index follows the token', () => {
     expect(await indexKeysNaming(id)).toEqual([]);
   });
 
+  test('the largest update (every container, metadata entry and index output changed) fits one transaction', async () => {
+    const body = (tag: string) => ({
+      data: `${tag} value`,
+      containers: Array.from({ length: 20 }, (_, i) => `/general/${tag}${i}/`),
+      metadata: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`k${i}`, `${tag}${i}`])),
+      search_indexes: Array.from({ length: 10 }, (_, i) => `{{ data | append: '${i}' }}`),
+      expires_at: new Date(Date.now() + (tag === 'a' ? 3_600_000 : 7_200_000)).toISOString(),
+    });
+    const id = await create({ type: 'token', ...body('a') });
+    const patched = await app.patch(`/tokens/${id}`, {
+      body: body('b'),
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+    });
+    expect(patched.status).toBe(200);
+    expect(await found('metadata.k19:b19 AND container:/general/b0/ AND data:"b value9"')).toEqual([id]);
+    expect(await found('metadata.k19:a19')).toEqual([]);
+    expect((await indexKeysNaming(id)).length).toBe(1 + 20 + 1 + 20 + 10);
+  });
+
   test('a token written before search existed (no entries) is indexed by its next update', async () => {
     const id = await legacyToken('legacy value', 'old');
     expect(await found('metadata.era:old')).toEqual([]);
