@@ -10,9 +10,16 @@ import { ensureEtcdBinary, repoRoot } from './support/processes.js';
 import { controllerScaleBenchmark } from './controller-scale.js';
 import { proxyBenchmark } from './proxy.js';
 import { reactorsBenchmark } from './reactors.js';
+import { searchBenchmark } from './search.js';
 import { tokensBenchmark } from './tokens.js';
 
-const BENCHMARKS: Benchmark[] = [tokensBenchmark, proxyBenchmark, reactorsBenchmark, controllerScaleBenchmark];
+const BENCHMARKS: Benchmark[] = [
+  tokensBenchmark,
+  proxyBenchmark,
+  reactorsBenchmark,
+  controllerScaleBenchmark,
+  searchBenchmark,
+];
 
 async function main(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h') || argv.includes('--list')) {

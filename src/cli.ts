@@ -3,6 +3,7 @@ import { ConfigError, loadConfig, SETTINGS, type LoadOptions } from './config/co
 import { createLogger, type Logger } from './observability/logger.js';
 import { backupCommand, restoreCommand } from './server/backup-command.js';
 import { keysCommand } from './server/keys-command.js';
+import { searchCommand } from './server/search-command.js';
 import { startApi } from './server/api.js';
 import { devBanner, startDev } from './server/dev.js';
 import { startWorker, type RunningWorker } from './server/worker.js';
@@ -18,6 +19,7 @@ commands:
   keys rotate re-wrap every tenant's data keys under the primary key-encryption key
   backup      write the vault's etcd data to a checksummed file (--out), and the key-encryption keys to another (--keys-out)
   restore     load a backup file (--from) into an empty etcd (--force: replace what is there)
+  search reindex  write the search index entries of every stored token (tokens from before token search)
 
 Every flag has an environment variable; see docs/configuration.md.`;
 
@@ -47,6 +49,8 @@ async function main(argv: string[]): Promise<number> {
       return backupCommand(rest);
     case 'restore':
       return restoreCommand(rest);
+    case 'search':
+      return searchCommand(rest);
     case 'worker': {
       const config = loadConfig({ argv: rest, requireStore: false });
       const logger = createLogger(config.logLevel);

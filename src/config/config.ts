@@ -203,6 +203,10 @@ export interface Config {
     jsonMaxDepth: number;
     /** How many stored tokens a v1 page-paged token list (`GET /tokens?page=`) may read to count its matches. */
     tokenPageScanLimit: number;
+    /** Token search (POST /tokens/search): longest query, most terms, most tokens one query may match. */
+    searchMaxQueryLength: number;
+    searchMaxClauses: number;
+    searchMaxMatches: number;
     /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
     shutdownDrainSeconds: number;
   };
@@ -558,6 +562,24 @@ export const SETTINGS = {
     description: 'Most stored tokens a v1 page-paged token list (GET /tokens?page=) reads to count total_items; larger tenants page by cursor',
     default: '10000',
   },
+  searchMaxQueryLength: {
+    flag: 'search-max-query-length',
+    env: 'TOKENVAULT_SEARCH_MAX_QUERY_LENGTH',
+    description: 'Longest token search query (POST /tokens/search), in characters',
+    default: '1000',
+  },
+  searchMaxClauses: {
+    flag: 'search-max-clauses',
+    env: 'TOKENVAULT_SEARCH_MAX_CLAUSES',
+    description: 'Most field:value terms in one token search query',
+    default: '20',
+  },
+  searchMaxMatches: {
+    flag: 'search-max-matches',
+    env: 'TOKENVAULT_SEARCH_MAX_MATCHES',
+    description: 'Most tokens one token search query may match (as counted by the search index, before access checks); broader queries get a 400',
+    default: '10000',
+  },
   rateLimitApiPerKey: {
     flag: 'rate-limit-api-per-key',
     env: 'TOKENVAULT_RATE_LIMIT_API_PER_KEY',
@@ -805,6 +827,9 @@ export function loadConfig(options: LoadOptions = {}): Config {
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
     jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
     tokenPageScanLimit: integer('tokenPageScan', 100, 1_000_000),
+    searchMaxQueryLength: integer('searchMaxQueryLength', 10, 100_000),
+    searchMaxClauses: integer('searchMaxClauses', 1, 1000),
+    searchMaxMatches: integer('searchMaxMatches', 100, 1_000_000),
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
   };
 

@@ -23,6 +23,9 @@ import {
 
 export const CIPHERTEXT_VERSION = 'tv1';
 
+/** Derivation label of the per-tenant search index key (from the fingerprint key). */
+const SEARCH_KEY_LABEL = 'tokenvault:search-index:v1';
+
 function dataAad(tenantId: string, dekId: string, aad: string): Buffer {
   // The caller's part comes last, so whatever it contains cannot be read as another tenant or key id.
   return Buffer.from(`tokenvault:data:${tenantId}:${dekId}:${aad}`, 'utf8');
@@ -93,6 +96,19 @@ export class TenantCrypto {
     return this.guard(tenantId, async () => {
       const { opened } = await this.resolve(tenantId, true, (k) => k.fingerprintKey);
       return bs58.encode(createHmac('sha256', opened.key).update(input, 'utf8').digest());
+    });
+  }
+
+  /**
+   * A keyed HMAC-SHA256 (base64url) of a search index value: what the token search index stores instead of the
+   * plaintext. Its key is derived from the tenant's fingerprint key with a label of its own, so index entries and
+   * fingerprints are never comparable, and deleting the tenant's key record makes both unlinkable to any data.
+   */
+  async searchHash(tenantId: string, input: string): Promise<string> {
+    return this.guard(tenantId, async () => {
+      const { opened } = await this.resolve(tenantId, true, (k) => k.fingerprintKey);
+      const searchKey = createHmac('sha256', opened.key).update(SEARCH_KEY_LABEL, 'utf8').digest();
+      return createHmac('sha256', searchKey).update(input, 'utf8').digest('base64url');
     });
   }
 

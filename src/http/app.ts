@@ -12,6 +12,8 @@ import type { TenantService } from '../domain/tenants/service.js';
 import type { IdempotencyService } from '../domain/idempotency/service.js';
 import type { Detokenizer } from '../domain/tokens/detokenizer.js';
 import { tokenRoutes } from './routes/tokens.js';
+import { tokenSearchRoutes } from './routes/token-search.js';
+import type { TokenSearch } from '../domain/tokens/search.js';
 import type { TokenService } from '../domain/tokens/service.js';
 import { adminFormulaRoutes, formulaRoutes } from './routes/formulas.js';
 import type { FormulaService } from '../domain/formulas/service.js';
@@ -55,6 +57,7 @@ export interface ApiContext {
     sessions: SessionService;
     tokens: TokenService;
     detokenizer: Detokenizer;
+    tokenSearch: TokenSearch;
     idempotency: IdempotencyService;
     formulas: FormulaService;
     reactors: ReactorService;
@@ -122,6 +125,7 @@ export function createApp(context: ApiContext): Express {
   // router is entered only under the static prefixes of its own routes: a request passes the others with one check
   // each instead of a walk through all their routes (~1 µs a route; the reactor routes sat behind some 30).
   app.use(under(tokenRoutes(services.tokens, services.detokenizer, services.idempotency)));
+  app.use(under(tokenSearchRoutes(services.tokens, services.tokenSearch)));
   app.use(under(applicationRoutes(services.applications, services.idempotency)));
   app.use(under(tenantRoutes(services.tenants, services.idempotency)));
   app.use(under(sessionRoutes(services.sessions, services.idempotency)));

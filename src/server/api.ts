@@ -12,6 +12,7 @@ import { SessionService } from '../domain/sessions/service.js';
 import { TenantDirectory } from '../domain/tenants/directory.js';
 import { TenantService } from '../domain/tenants/service.js';
 import { Detokenizer } from '../domain/tokens/detokenizer.js';
+import { TokenSearch } from '../domain/tokens/search.js';
 import { ExpirySweeper } from '../domain/tokens/expiry.js';
 import { TokenService } from '../domain/tokens/service.js';
 import { UsageService } from '../domain/usage/service.js';
@@ -161,6 +162,11 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       }),
       tokens,
       detokenizer,
+      tokenSearch: new TokenSearch(store, cipher, usage, {
+        maxLength: config.limits.searchMaxQueryLength,
+        maxClauses: config.limits.searchMaxClauses,
+        maxMatches: config.limits.searchMaxMatches,
+      }),
       idempotency: new IdempotencyService(store, cipher),
       formulas,
       reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, {

@@ -35,6 +35,14 @@ export const keys = {
   /** Latest token with a fingerprint, per type: how deduplication finds an existing token. */
   fingerprint: (tenantId: string, type: string, fingerprint: string) =>
     `${ROOT}t/${tenantId}/fingerprints/${type}/${fingerprint}`,
+  /**
+   * Token search index: `search/<field>/<value>/<token id>`, empty values, so an equality query is one prefix range
+   * read. `data` values are keyed HMACs of the search_indexes outputs (never plaintext); type, container, metadata
+   * (`meta.<name>`) and fingerprint values are the record's own non-secret values, URI-encoded and lower-cased, so
+   * a trailing-* query is a prefix read too (src/domain/tokens/search-index.ts).
+   */
+  searchIndex: (tenantId: string) => `${ROOT}t/${tenantId}/search/`,
+  searchField: (tenantId: string, field: string) => `${ROOT}t/${tenantId}/search/${field}/`,
   /** Expiry schedule: `expiring/<expires_at>/<id>`, read in time order by the sweep. */
   expiring: (tenantId: string) => `${ROOT}t/${tenantId}/expiring/`,
   expiry: (tenantId: string, expiresAt: string, id: string) => `${ROOT}t/${tenantId}/expiring/${expiresAt}/${id}`,

@@ -151,6 +151,29 @@ const ROUTES: Route[] = [
     ],
   },
   { method: 'DELETE', path: '/tokens/:id', permission: 'token:delete', tokens: true },
+  {
+    method: 'POST',
+    path: '/tokens/search',
+    permission: 'token:search',
+    tokens: true,
+    body: { query: 'type:token', page: 1, size: 20 },
+    invalid: [
+      [{ query: 1 }, 'query'],
+      [{ query: 'type:token', size: 0 }, 'size'],
+      [{ query: 'type:', page: 1 }, 'query'],
+    ],
+  },
+  {
+    method: 'POST',
+    path: '/v2/tokens/search',
+    permission: 'token:search',
+    tokens: true,
+    body: { query: 'type:token', size: 20 },
+    invalid: [
+      [{ query: 'type:token', page: 2 }, 'page'],
+      [{ query: 'bogus:1' }, 'query'],
+    ],
+  },
   { method: 'POST', path: '/tokenize', permission: 'token:create', tokens: true, body: { a: 'x' } },
   { method: 'POST', path: '/detokenize', permission: 'token:use', tokens: true, body: { a: 'x' } },
   { method: 'POST', path: '/proxies', permission: 'proxy:create', body: proxyBody, invalid: proxyInvalid },
@@ -220,7 +243,7 @@ beforeAll(async () => {
       priority: 1,
       container: '/',
       transform: 'reveal',
-      permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'],
+      permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use', 'token:search'],
     },
   ];
   tokenKey = (
@@ -480,6 +503,8 @@ const MATRIX: Record<string, Row> = {
     operatorInTenant: 403,
   },
   'DELETE /tokens/:id': { ...TOKEN, id: 'token', needs: ['token:delete'], operatorInTenant: 403 },
+  'POST /tokens/search': { ...TOKEN, needs: ['token:search'], body: { query: 'type:token' }, operatorInTenant: 403 },
+  'POST /v2/tokens/search': { ...TOKEN, needs: ['token:search'], body: { query: 'type:token' }, operatorInTenant: 403 },
   'POST /tokenize': {
     ...TOKEN,
     needs: ['token:create'],

@@ -14,7 +14,8 @@ export interface TokenFacts {
   containers: string[];
 }
 
-export type TokenPermission = 'token:create' | 'token:read' | 'token:update' | 'token:delete' | 'token:use';
+export type TokenPermission =
+  'token:create' | 'token:read' | 'token:update' | 'token:delete' | 'token:use' | 'token:search';
 
 const PLAIN_TRANSFORM: Record<TokenPermission, Transform> = {
   'token:create': 'reveal',
@@ -22,6 +23,8 @@ const PLAIN_TRANSFORM: Record<TokenPermission, Transform> = {
   'token:update': 'reveal',
   'token:delete': 'reveal',
   'token:use': 'reveal',
+  // Search results are shown as reads are (the stricter of the two decisions, src/domain/tokens/search.ts).
+  'token:search': 'mask',
 };
 
 /** From the most to the least revealing: a combination of two decisions takes the later. */

@@ -9,6 +9,8 @@ export interface DataCipher {
   encrypt(tenantId: string, aad: string, plaintext: string | Buffer): Promise<string>;
   decrypt(tenantId: string, aad: string, ciphertext: string): Promise<Buffer>;
   fingerprint(tenantId: string, input: string): Promise<string>;
+  /** Keyed hash of a search index value (HMAC-SHA256 under a per-tenant search key). */
+  searchHash(tenantId: string, input: string): Promise<string>;
 }
 
 export interface TokenRecord {
@@ -21,6 +23,8 @@ export interface TokenRecord {
   fingerprint_expression?: string;
   mask?: Template;
   search_indexes?: string[];
+  /** Keyed hashes of the search_indexes outputs, as indexed (never returned): what a delete removes. */
+  search_hashes?: string[];
   expires_at?: string;
   created_at: string;
   created_by: string;
@@ -38,7 +42,7 @@ export interface SealedContent {
 }
 
 /** The wire form of a token. */
-export type Token = Omit<TokenRecord, 'sealed'> & { data?: unknown };
+export type Token = Omit<TokenRecord, 'sealed' | 'search_hashes'> & { data?: unknown };
 
 export function tokenAad(tenantId: string, id: string): string {
   return `token:${tenantId}:${id}`;
@@ -62,7 +66,7 @@ export function transformed(content: SealedContent, transform: Transform): { val
 
 /** The token as a caller sees it; `data` only when a transform reveals or masks it. */
 export function toToken(record: TokenRecord, shown?: { value?: unknown }): Token {
-  const { sealed: _sealed, ...token } = record;
+  const { sealed: _sealed, search_hashes: _hashes, ...token } = record;
   return shown && 'value' in shown ? { ...token, data: shown.value } : token;
 }
 

@@ -24,6 +24,7 @@ import {
 import { validateMergedToken, type CreateTokenBody, type Template, type TokenFields } from './schema.js';
 import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
+import { searchHashes, searchIndexOps } from './search-index.js';
 import type { Page } from '../paging.js';
 import { encode, decode } from '../../store/codec.js';
 import { actorOf, SYSTEM_ACTOR, tokenEventData, type Actor } from '../../webhooks/events.js';
@@ -104,6 +105,7 @@ export class TokenService {
         fingerprint_expression: body.fingerprint_expression,
         mask: body.mask,
         search_indexes: body.search_indexes,
+        search_hashes: derived.searchHashes,
         expires_at: utc(body.expires_at),
         created_at: now.toISOString(),
         created_by: actorId(principal),
@@ -116,6 +118,7 @@ export class TokenService {
         compare,
         success: [
           ...indexOps(record, 'put'),
+          ...searchIndexOps(undefined, record),
           ...this.usage.createOps(tenantId, record.type, id, now),
           tokenPut(record),
           ...(await this.events.ops(tenantId, 'token.created', tokenEventData(record, actorOf(principal)))),
@@ -200,6 +203,7 @@ export class TokenService {
         mask: merged.mask ?? undefined,
         fingerprint_expression: merged.fingerprint_expression ?? undefined,
         search_indexes: merged.search_indexes ?? undefined,
+        search_hashes: derived.searchHashes,
         expires_at: utc(merged.expires_at),
         fingerprint: derived.fingerprint,
         modified_at: new Date().toISOString(),
@@ -211,6 +215,7 @@ export class TokenService {
         success: [
           ...(await this.staleIndexOps(before, record)),
           ...indexOps(record, 'put'),
+          ...searchIndexOps(before, record),
           tokenPut(record),
           ...(await this.events.ops(tenantId, 'token.updated', tokenEventData(record, actorOf(principal)))),
         ],
@@ -233,6 +238,7 @@ export class TokenService {
     const ops: TxnOp[] = [
       { type: 'delete', key: keys.token(record.tenant_id, record.id) },
       ...indexOps(record, 'delete'),
+      ...searchIndexOps(record, undefined),
       ...this.usage.deleteOps(record.tenant_id, record.type, record.id),
       ...(await this.events.ops(record.tenant_id, 'token.deleted', tokenEventData(record, actor))),
     ];
@@ -396,9 +402,14 @@ export class TokenService {
   private async derive(
     tenantId: string,
     typeName: string,
-    fields: { data?: unknown; mask?: Template; fingerprint_expression?: string | null },
+    fields: {
+      data?: unknown;
+      mask?: Template;
+      fingerprint_expression?: string | null;
+      search_indexes?: string[] | null;
+    },
     fingerprintByDefault: boolean,
-  ): Promise<{ fingerprint?: string; masked?: unknown }> {
+  ): Promise<{ fingerprint?: string; masked?: unknown; searchHashes?: string[] }> {
     const type = TOKEN_TYPES.get(typeName)!;
     const errors: FieldErrors = { ...type.validate(fields.data) };
     for (const [name, template] of [
@@ -408,6 +419,10 @@ export class TokenService {
       const problem = template === undefined || template === null ? undefined : validateTemplate(template);
       if (problem) errors[name] = [problem];
     }
+    (fields.search_indexes ?? []).forEach((expression, i) => {
+      const problem = validateTemplate(expression);
+      if (problem) errors[`search_indexes[${i}]`] = [problem];
+    });
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
 
     const context = { data: fields.data };
@@ -424,6 +439,7 @@ export class TokenService {
         ? await this.cipher.fingerprint(tenantId, `${typeName}:${fingerprintInput}`)
         : undefined,
       masked,
+      searchHashes: await searchHashes(this.cipher, tenantId, fields.search_indexes, fields.data),
     };
   }
 

@@ -1,0 +1,48 @@
+// Rebuilding the search index entries of stored tokens: for tokens written before search existed (they have none),
+// or after an index was damaged by hand. Each token is rewritten in its own transaction guarded by its revision, with
+// its `search_hashes` computed again from its data and every index entry written (searchIndexOps), so a token
+// changed concurrently by the API is simply skipped (its own write indexed it) and running it twice changes nothing.
+import { keys } from '../../store/keys.js';
+import { decode, encode } from '../../store/codec.js';
+import type { Store } from '../../store/store.js';
+import { isExpired, unseal, type DataCipher, type TokenRecord } from './records.js';
+import { searchHashes, searchIndexOps } from './search-index.js';
+
+export interface ReindexResult {
+  tenants: number;
+  tokens: number;
+  /** Tokens changed by someone else while being reindexed (their own write indexed them). */
+  skipped: number;
+}
+
+/** Reindexes every token of the given tenants (all tenants when none are given). */
+export async function reindexTokens(store: Store, cipher: DataCipher, tenantIds?: string[]): Promise<ReindexResult> {
+  const tenants = tenantIds ?? (await store.range(keys.tenants)).map((entry) => entry.key.slice(keys.tenants.length));
+  const result: ReindexResult = { tenants: 0, tokens: 0, skipped: 0 };
+  for (const tenantId of tenants) {
+    result.tenants++;
+    const prefix = keys.tokens(tenantId);
+    let after: string | undefined;
+    for (;;) {
+      const batch = await store.range(prefix, { startAfter: after, limit: 100 });
+      if (batch.length === 0) break;
+      after = batch[batch.length - 1].key;
+      for (const entry of batch) {
+        const before = decode<TokenRecord>('token', entry.value);
+        if (isExpired(before)) continue;
+        const content = await unseal(cipher, before);
+        const record: TokenRecord = {
+          ...before,
+          search_hashes: await searchHashes(cipher, tenantId, before.search_indexes, content.d),
+        };
+        const written = await store.txn({
+          compare: [{ key: entry.key, modRevision: entry.modRevision }],
+          success: [...searchIndexOps(before, record), { type: 'put', key: entry.key, value: encode('token', record) }],
+        });
+        if (written) result.tokens++;
+        else result.skipped++;
+      }
+    }
+  }
+  return result;
+}
