@@ -190,6 +190,20 @@ export interface Config {
     /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
     shutdownDrainSeconds: number;
   };
+  /** Asynchronous reactor invocations (domain/reactors/async.ts). */
+  asyncReactors: {
+    /** How long a result (or a pending request) is kept, from the request. */
+    resultTtlSeconds: number;
+    /** Requests of one tenant queued or running in one API process; beyond it 429 TV_ASYNC_QUEUE_FULL. */
+    queueLength: number;
+    /** Requests one API process runs at once (all tenants). */
+    concurrency: number;
+  };
+  /** Token intents (domain/token-intents). */
+  tokenIntents: {
+    /** How long an intent lives unless converted or deleted. */
+    ttlSeconds: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -536,6 +550,30 @@ export const SETTINGS = {
     description: 'On SIGTERM, the longest the API waits for requests in flight before it closes (keep it below the pod\'s termination grace period minus its preStop sleep)',
     default: '20',
   },
+  asyncResultTtl: {
+    flag: 'async-result-ttl-seconds',
+    env: 'TOKENVAULT_ASYNC_RESULT_TTL_SECONDS',
+    description: 'api: how long the result of an asynchronous reactor invocation (react-async) is kept, counted from the request',
+    default: '86400',
+  },
+  asyncQueue: {
+    flag: 'async-queue-length',
+    env: 'TOKENVAULT_ASYNC_QUEUE_LENGTH',
+    description: 'api: react-async requests of one tenant queued or running in one API process; more are answered 429 TV_ASYNC_QUEUE_FULL',
+    default: '256',
+  },
+  asyncConcurrency: {
+    flag: 'async-concurrency',
+    env: 'TOKENVAULT_ASYNC_CONCURRENCY',
+    description: 'api: react-async requests one API process runs at once (all tenants together)',
+    default: '16',
+  },
+  tokenIntentTtl: {
+    flag: 'token-intent-ttl-seconds',
+    env: 'TOKENVAULT_TOKEN_INTENT_TTL_SECONDS',
+    description: 'api: how long a token intent lives unless it is converted to a token or deleted',
+    default: '86400',
+  },
 } satisfies Record<string, Setting>;
 
 const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -724,6 +762,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
     tokenPageScanLimit: integer('tokenPageScan', 100, 1_000_000),
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
   };
+  const asyncReactors = {
+    resultTtlSeconds: integer('asyncResultTtl', 60, 7 * 24 * 3600),
+    queueLength: integer('asyncQueue', 1, 100_000),
+    concurrency: integer('asyncConcurrency', 1, 10_000),
+  };
+  const tokenIntents = { ttlSeconds: integer('tokenIntentTtl', 60, 48 * 3600) };
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -747,6 +791,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     decoded,
     rateLimits,
     limits,
+    asyncReactors,
+    tokenIntents,
   };
 }
 

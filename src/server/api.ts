@@ -19,6 +19,8 @@ import { FormulaService } from '../domain/formulas/service.js';
 import { BtKeys } from '../domain/reactors/bt-keys.js';
 import { ApplicationDirectory } from '../domain/applications/directory.js';
 import { ReactorService } from '../domain/reactors/service.js';
+import { AsyncReactorService } from '../domain/reactors/async.js';
+import { TokenIntentService } from '../domain/token-intents/service.js';
 import { RuntimeClient } from '../runtime/client/client.js';
 import { FairShare } from '../runtime/client/fair-share.js';
 import { RuntimeRouter } from '../runtime/client/router.js';
@@ -112,6 +114,9 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   // Each process enforces its share of the rate limits: the limit divided by the API processes alive.
   const fixedReplicas = config.rateLimits.replicas;
   const replicas = fixedReplicas === 'auto' ? new ReplicaCount(store) : undefined;
+  const reactors = new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, {
+    cacheSeconds: config.limits.keyCacheSeconds,
+  });
   const context: ApiContext = {
     config,
     store,
@@ -136,9 +141,9 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       detokenizer,
       idempotency: new IdempotencyService(store, cipher),
       formulas,
-      reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, {
-        cacheSeconds: config.limits.keyCacheSeconds,
-      }),
+      reactors,
+      asyncReactors: new AsyncReactorService(store, cipher, reactors, config.asyncReactors),
+      tokenIntents: new TokenIntentService(store, cipher, tokens, config.tokenIntents),
       proxies,
       proxy: new ProxyHandler(
         detokenizer,
@@ -155,6 +160,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     context.authenticator.start(),
     proxies.start(),
     replicas?.start(),
+    context.services.asyncReactors.start(),
   ]);
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
@@ -188,6 +194,8 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       metricsServer?.closeAllConnections();
       if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
       await sweeper.stop();
+      // Before the runtime closes: what has not started is failed, what runs gets a moment to finish.
+      await context.services.asyncReactors.stop();
       await Promise.all([
         replicas?.stop(),
         context.authenticator.stop(),

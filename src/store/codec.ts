@@ -21,7 +21,9 @@ export type RecordKind =
   | 'proxy-key'
   | 'reactor'
   | 'formula'
-  | 'idempotency';
+  | 'idempotency'
+  | 'async-result'
+  | 'token-intent';
 
 type Json = Record<string, unknown>;
 /** Turns a record of version n into version n + 1. */
@@ -48,6 +50,8 @@ export const UPGRADES: Record<RecordKind, readonly Upgrade[]> = {
   reactor: [],
   formula: [],
   idempotency: [],
+  'async-result': [],
+  'token-intent': [],
 };
 
 /** The version `encode` writes for a kind. */
