@@ -198,6 +198,8 @@ export interface Config {
     queueLength: number;
     /** Requests one API process runs at once (all tenants). */
     concurrency: number;
+    /** Lease of an API process's runner key: how soon a request lost with its process reads as failed. */
+    runnerLeaseSeconds: number;
   };
   /** Token intents (domain/token-intents). */
   tokenIntents: {
@@ -568,6 +570,12 @@ export const SETTINGS = {
     description: 'api: react-async requests one API process runs at once (all tenants together)',
     default: '16',
   },
+  asyncRunnerLease: {
+    flag: 'async-runner-lease-seconds',
+    env: 'TOKENVAULT_ASYNC_RUNNER_LEASE_SECONDS',
+    description: 'api: lease of the key that shows an API process is alive and running its react-async requests; after a crash its pending requests read as failed this long after its last renewal (renewed every third of it)',
+    default: '30',
+  },
   tokenIntentTtl: {
     flag: 'token-intent-ttl-seconds',
     env: 'TOKENVAULT_TOKEN_INTENT_TTL_SECONDS',
@@ -766,6 +774,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     resultTtlSeconds: integer('asyncResultTtl', 60, 7 * 24 * 3600),
     queueLength: integer('asyncQueue', 1, 100_000),
     concurrency: integer('asyncConcurrency', 1, 10_000),
+    runnerLeaseSeconds: integer('asyncRunnerLease', 3, 3600),
   };
   const tokenIntents = { ttlSeconds: integer('tokenIntentTtl', 60, 48 * 3600) };
 

@@ -7,7 +7,7 @@
 //
 // The queue is in the memory of one API process, bounded per tenant (TOKENVAULT_ASYNC_QUEUE_LENGTH) and drained by at
 // most TOKENVAULT_ASYNC_CONCURRENCY runs at once. A process that dies loses what it had queued or running: each process
-// keeps a runner key on a short lease (`async-runners/<id>`, refreshed every RUNNER_HEARTBEAT_MS), every pending
+// keeps a runner key on a short lease (`async-runners/<id>`, renewed every third of TOKENVAULT_ASYNC_RUNNER_LEASE_SECONDS), every pending
 // record names its runner, and a pending record whose runner key is gone reads as failed (TV_ASYNC_REQUEST_LOST)
 // instead of pending until its lease ends. A process that is shut down (SIGTERM) fails what it had not started and
 // waits a little for what is running.
@@ -66,11 +66,10 @@ export interface AsyncLimits {
   resultTtlSeconds: number;
   queueLength: number;
   concurrency: number;
+  /** The runner key's lease; it is renewed every third of it. */
+  runnerLeaseSeconds: number;
 }
 
-/** How often a runner renews its key, and how long the key outlives the last renewal. */
-export const RUNNER_HEARTBEAT_MS = 10_000;
-const RUNNER_LEASE_SECONDS = 30;
 /** On shutdown, the longest the service waits for runs in progress before it lets go of them. */
 const STOP_WAIT_MS = 5_000;
 
@@ -95,15 +94,17 @@ export class AsyncReactorService {
     private readonly cipher: DataCipher,
     private readonly reactors: ReactorService,
     private readonly limits: AsyncLimits,
-    private readonly options: { heartbeatMs?: number; runnerLeaseSeconds?: number } = {},
   ) {}
 
   async start(): Promise<void> {
     await this.beat();
-    this.heartbeat = setInterval(() => {
-      // A missed beat is retried at the next; the lease outlives three of them.
-      this.beat().catch(() => {});
-    }, this.options.heartbeatMs ?? RUNNER_HEARTBEAT_MS);
+    this.heartbeat = setInterval(
+      () => {
+        // A missed beat is retried at the next; the lease outlives three of them.
+        this.beat().catch(() => {});
+      },
+      (this.limits.runnerLeaseSeconds * 1000) / 3,
+    );
     this.heartbeat.unref();
   }
 
@@ -276,7 +277,7 @@ export class AsyncReactorService {
 
   private async beat(): Promise<void> {
     await this.store.put(keys.asyncRunner(this.runnerId), '', {
-      ttlSeconds: this.options.runnerLeaseSeconds ?? RUNNER_LEASE_SECONDS,
+      ttlSeconds: this.limits.runnerLeaseSeconds,
     });
   }
 }
