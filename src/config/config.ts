@@ -776,7 +776,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     concurrency: integer('asyncConcurrency', 1, 10_000),
     runnerLeaseSeconds: integer('asyncRunnerLease', 3, 3600),
   };
-  const tokenIntents = { ttlSeconds: integer('tokenIntentTtl', 60, 48 * 3600) };
+  const tokenIntents = { ttlSeconds: integer('tokenIntentTtl', 1, 48 * 3600) };
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {

@@ -19,7 +19,13 @@ export const validateCreateTokenIntent = compile<CreateTokenIntentBody>({
 });
 
 /** POST /tokens with a token intent: the intent gives type and data; the token's other fields may be set here. */
-export type ConvertTokenIntentBody = Omit<CreateTokenBody, 'type' | 'data' | 'privacy'> & { token_intent_id: string };
+export type ConvertTokenIntentBody = Omit<CreateTokenBody, 'type' | 'data' | 'privacy'> & {
+  token_intent_id: string;
+  /** May be sent (the SDKs send it), but must be the intent's. */
+  type?: string;
+  /** Refused: the data is the intent's. Declared so that it is refused by name rather than dropped. */
+  data?: unknown;
+};
 
 export const validateConvertTokenIntent = compile<ConvertTokenIntentBody>({
   type: 'object',
@@ -27,6 +33,8 @@ export const validateConvertTokenIntent = compile<ConvertTokenIntentBody>({
   required: ['token_intent_id'],
   properties: {
     token_intent_id: { type: 'string', format: 'uuid' },
+    type: { type: 'string' },
+    data: {},
     id: { type: 'string', pattern: TOKEN_ID_PATTERN },
     containers: {
       type: 'array',

@@ -7,7 +7,7 @@
 // intent in the same transaction that writes the token: an intent converts once; a second conversion finds no intent.
 import { randomUUID } from 'node:crypto';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
-import { Errors } from '../../errors/registry.js';
+import { Errors, type FieldErrors } from '../../errors/registry.js';
 import { encode } from '../../store/codec.js';
 import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
@@ -88,8 +88,12 @@ export class TokenIntentService {
   /** POST /tokens with token_intent_id: the token, created from the intent's type and data; the intent is spent. */
   async convert(principal: TenantPrincipal, body: ConvertTokenIntentBody): Promise<Token> {
     const tenantId = principal.tenantId;
-    const { token_intent_id: intentId, ...fields } = body;
+    const { token_intent_id: intentId, type, data: given, ...fields } = body;
     const { value, modRevision } = await this.load(tenantId, intentId);
+    const errors: FieldErrors = {};
+    if (given !== undefined) errors.data = ['comes from the token intent; omit it'];
+    if (type !== undefined && type !== value.type) errors.type = [`must be the token intent's type (${value.type})`];
+    if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
     const data = await this.open(value);
     const key = keys.tokenIntent(tenantId, intentId);
     return this.tokens.create(
