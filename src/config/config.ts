@@ -198,6 +198,8 @@ export interface Config {
     queueLength: number;
     /** Requests one API process runs at once (all tenants). */
     concurrency: number;
+    /** Bytes of args (JSON) all requests queued or running in one API process may hold; beyond it 429. */
+    queueBytes: number;
     /** Lease of an API process's runner key: how soon a request lost with its process reads as failed. */
     runnerLeaseSeconds: number;
   };
@@ -570,6 +572,12 @@ export const SETTINGS = {
     description: 'api: react-async requests one API process runs at once (all tenants together)',
     default: '16',
   },
+  asyncQueueBytes: {
+    flag: 'async-queue-bytes',
+    env: 'TOKENVAULT_ASYNC_QUEUE_BYTES',
+    description: 'api: bytes of args (as JSON) all react-async requests queued or running in one API process may hold together; more are answered 429 TV_ASYNC_QUEUE_FULL',
+    default: '67108864',
+  },
   asyncRunnerLease: {
     flag: 'async-runner-lease-seconds',
     env: 'TOKENVAULT_ASYNC_RUNNER_LEASE_SECONDS',
@@ -774,6 +782,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     resultTtlSeconds: integer('asyncResultTtl', 60, 7 * 24 * 3600),
     queueLength: integer('asyncQueue', 1, 100_000),
     concurrency: integer('asyncConcurrency', 1, 10_000),
+    queueBytes: integer('asyncQueueBytes', 1024, 16 * 1024 * 1024 * 1024),
     runnerLeaseSeconds: integer('asyncRunnerLease', 3, 3600),
   };
   const tokenIntents = { ttlSeconds: integer('tokenIntentTtl', 1, 48 * 3600) };

@@ -30,7 +30,11 @@ let tenantId: string;
 let managementKey: string;
 
 beforeAll(async () => {
-  api = await startTestApi({ TOKENVAULT_ASYNC_QUEUE_LENGTH: '3', TOKENVAULT_ASYNC_CONCURRENCY: '4' });
+  api = await startTestApi({
+    TOKENVAULT_ASYNC_QUEUE_LENGTH: '3',
+    TOKENVAULT_ASYNC_CONCURRENCY: '4',
+    TOKENVAULT_ASYNC_QUEUE_BYTES: '65536',
+  });
   const tenant = await createTenant(api.url, api.operatorKey);
   ({ tenantId, managementKey } = tenant);
   mgmt = client(api.url, managementKey);
@@ -215,6 +219,18 @@ describe('limits', () => {
     for (const requestId of accepted) expect((await settled(id, requestId, key)).status).toBe('completed');
     expect((await settled(id, await submit(id, { ms: 1 }, key), key)).status).toBe('completed');
   }, 20_000);
+
+  test('args beyond TOKENVAULT_ASYNC_QUEUE_BYTES held by the process → 429 naming it; room again once they ran', async () => {
+    const id = await reactor(SLOW);
+    const big = 'x'.repeat(40_000);
+    const first = await submit(id, { ms: 800, big });
+    const refused = await user.post(`/reactors/${id}/react-async`, { body: { args: { ms: 1, big } } });
+    expect(refused.status).toBe(429);
+    expect(refused.body.code).toBe('TV_ASYNC_QUEUE_FULL');
+    expect(refused.body.detail).toContain('TOKENVAULT_ASYNC_QUEUE_BYTES');
+    expect((await settled(id, first)).status).toBe('completed');
+    expect((await settled(id, await submit(id, { ms: 1, big }))).status).toBe('completed');
+  });
 
   test('react-async counts against the reactor call rate limit, like react', async () => {
     const limited = await startTestApi({

@@ -66,6 +66,8 @@ export interface AsyncLimits {
   resultTtlSeconds: number;
   queueLength: number;
   concurrency: number;
+  /** Bytes of args all queued and running requests of this process may hold together. */
+  queueBytes: number;
   /** The runner key's lease; it is renewed every third of it. */
   runnerLeaseSeconds: number;
 }
@@ -76,6 +78,8 @@ const STOP_WAIT_MS = 5_000;
 interface Job {
   tenantId: string;
   id: string;
+  /** Bytes of its args (JSON), counted against queueBytes until it ends. */
+  bytes: number;
   run: () => Promise<Outcome>;
 }
 
@@ -86,6 +90,8 @@ export class AsyncReactorService {
   private readonly running = new Set<Promise<void>>();
   /** Requests queued or running per tenant. */
   private readonly perTenant = new Map<string, number>();
+  /** Bytes of args held by requests queued or running. */
+  private heldBytes = 0;
   private heartbeat?: NodeJS.Timeout;
   private stopped = false;
 
@@ -116,7 +122,7 @@ export class AsyncReactorService {
     this.queued.clear();
     await Promise.allSettled(
       dropped.map(async (job) => {
-        this.release(job.tenantId);
+        this.release(job.tenantId, job.bytes);
         await this.finish(job.tenantId, job.id, {
           error: failure(
             new Errors.AsyncRequestLost('The API process shut down before the request ran; send it again.'),
@@ -148,7 +154,17 @@ export class AsyncReactorService {
     if ((this.perTenant.get(tenantId) ?? 0) >= this.limits.queueLength) {
       throw new Errors.AsyncQueueFull({ headers: { 'Retry-After': '1' } });
     }
+    // The args wait in memory until the request runs: their bytes are bounded for the process as a whole.
+    const bytes = Buffer.byteLength(JSON.stringify(args ?? null));
+    if (this.heldBytes + bytes > this.limits.queueBytes) {
+      throw new Errors.AsyncQueueFull({
+        detail:
+          'The asynchronous reactor requests queued on this API process hold as many bytes of args as allowed (TOKENVAULT_ASYNC_QUEUE_BYTES); retry later.',
+        headers: { 'Retry-After': '1' },
+      });
+    }
     this.perTenant.set(tenantId, (this.perTenant.get(tenantId) ?? 0) + 1);
+    this.heldBytes += bytes;
     const id = randomUUID();
     const now = new Date();
     const record: AsyncResultRecord = {
@@ -166,11 +182,11 @@ export class AsyncReactorService {
         ttlSeconds: this.limits.resultTtlSeconds,
       });
     } catch (error) {
-      this.release(tenantId);
+      this.release(tenantId, bytes);
       throw error;
     }
     const jobs = this.queued.get(tenantId) ?? [];
-    jobs.push({ tenantId, id, run: async () => this.invoke(principal, reactorId, args) });
+    jobs.push({ tenantId, id, bytes, run: async () => this.invoke(principal, reactorId, args) });
     this.queued.set(tenantId, jobs);
     this.pump();
     return id;
@@ -235,7 +251,7 @@ export class AsyncReactorService {
       this.running.add(done);
       void done.finally(() => {
         this.running.delete(done);
-        this.release(job.tenantId);
+        this.release(job.tenantId, job.bytes);
         this.pump();
       });
     }
@@ -269,7 +285,8 @@ export class AsyncReactorService {
     }
   }
 
-  private release(tenantId: string): void {
+  private release(tenantId: string, bytes: number): void {
+    this.heldBytes -= bytes;
     const left = (this.perTenant.get(tenantId) ?? 1) - 1;
     if (left <= 0) this.perTenant.delete(tenantId);
     else this.perTenant.set(tenantId, left);
