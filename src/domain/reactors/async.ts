@@ -85,8 +85,11 @@ interface Job {
 
 export class AsyncReactorService {
   readonly runnerId = randomUUID();
-  /** Requests not started yet, per tenant; the map's order is the order tenants take turns in. */
+  /** Requests not started yet, per tenant. */
   private readonly queued = new Map<string, Job[]>();
+  /** When each tenant with requests here last had one started (a counter): the least recently served goes next. */
+  private readonly lastServed = new Map<string, number>();
+  private serves = 0;
   private readonly running = new Set<Promise<void>>();
   /** Requests queued or running per tenant. */
   private readonly perTenant = new Map<string, number>();
@@ -239,14 +242,22 @@ export class AsyncReactorService {
     }
   }
 
-  /** Starts queued requests while there is room, taking tenants in turn so that one tenant's backlog is not a wall. */
+  /**
+   * Starts queued requests while there is room, the least recently served tenant first, so that one tenant's backlog
+   * is not a wall in front of another tenant's request.
+   */
   private pump(): void {
     while (!this.stopped && this.running.size < this.limits.concurrency && this.queued.size > 0) {
-      const [tenantId, jobs] = this.queued.entries().next().value!;
+      let tenantId = '';
+      let oldest = Infinity;
+      for (const candidate of this.queued.keys()) {
+        const served = this.lastServed.get(candidate) ?? 0;
+        if (served < oldest) [tenantId, oldest] = [candidate, served];
+      }
+      const jobs = this.queued.get(tenantId)!;
       const job = jobs.shift()!;
-      // The tenant goes to the back of the turn order (or leaves it when it has nothing left).
-      this.queued.delete(tenantId);
-      if (jobs.length > 0) this.queued.set(tenantId, jobs);
+      if (jobs.length === 0) this.queued.delete(tenantId);
+      this.lastServed.set(tenantId, ++this.serves);
       const done = this.execute(job);
       this.running.add(done);
       void done.finally(() => {
@@ -288,8 +299,10 @@ export class AsyncReactorService {
   private release(tenantId: string, bytes: number): void {
     this.heldBytes -= bytes;
     const left = (this.perTenant.get(tenantId) ?? 1) - 1;
-    if (left <= 0) this.perTenant.delete(tenantId);
-    else this.perTenant.set(tenantId, left);
+    if (left <= 0) {
+      this.perTenant.delete(tenantId);
+      this.lastServed.delete(tenantId);
+    } else this.perTenant.set(tenantId, left);
   }
 
   private async beat(): Promise<void> {
