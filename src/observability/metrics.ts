@@ -52,6 +52,13 @@ const API_METRICS = {
     help: 'Invocations answered 429 TV_RUNTIME_BUSY, by the limit that was full (tenant_concurrency, reactor_concurrency, queue_length)',
     labels: ['limit'],
   },
+  /** Asynchronous reactor requests (domain/reactors/async.ts) by what became of them. */
+  asyncReactorRequests: {
+    type: 'counter',
+    name: 'tokenvault_async_reactor_requests_total',
+    help: 'react-async requests by outcome (accepted, refused, completed, failed, dropped at shutdown)',
+    labels: ['outcome'],
+  },
 } as const satisfies MetricTable;
 
 export class Metrics extends MetricSet(API_METRICS) {}

@@ -142,7 +142,9 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       idempotency: new IdempotencyService(store, cipher),
       formulas,
       reactors,
-      asyncReactors: new AsyncReactorService(store, cipher, reactors, config.asyncReactors),
+      asyncReactors: new AsyncReactorService(store, cipher, reactors, config.asyncReactors, (outcome) =>
+        metrics.asyncReactorRequests.inc({ outcome }),
+      ),
       tokenIntents: new TokenIntentService(store, cipher, tokens, config.tokenIntents),
       proxies,
       proxy: new ProxyHandler(

@@ -218,6 +218,13 @@ describe('limits', () => {
     // Once they finish there is room again.
     for (const requestId of accepted) expect((await settled(id, requestId, key)).status).toBe('completed');
     expect((await settled(id, await submit(id, { ms: 1 }, key), key)).status).toBe('completed');
+    // Operators see it in the metrics.
+    const scrape = await (await fetch(`${api.metricsUrl}/metrics`)).text();
+    const count = (outcome: string) =>
+      Number(new RegExp(`tokenvault_async_reactor_requests_total\\{outcome="${outcome}"\\} (\\d+)`).exec(scrape)?.[1]);
+    expect(count('refused')).toBeGreaterThanOrEqual(1);
+    expect(count('accepted')).toBeGreaterThanOrEqual(5);
+    expect(count('completed')).toBeGreaterThanOrEqual(5);
   }, 20_000);
 
   test('args beyond TOKENVAULT_ASYNC_QUEUE_BYTES held by the process → 429 naming it; room again once they ran', async () => {

@@ -23,6 +23,9 @@ import { CustomResponse, type ReactorService, type ReactResponse } from './servi
 
 export type AsyncStatus = 'pending' | 'completed' | 'failed';
 
+/** What became of a request, for the metrics: taken, refused (429), ended, or failed unstarted at shutdown. */
+export type AsyncOutcome = 'accepted' | 'refused' | 'completed' | 'failed' | 'dropped';
+
 /** What the synchronous call would have answered with, when it is not a 200. */
 export interface AsyncFailure {
   status: number;
@@ -103,6 +106,7 @@ export class AsyncReactorService {
     private readonly cipher: DataCipher,
     private readonly reactors: ReactorService,
     private readonly limits: AsyncLimits,
+    private readonly onOutcome: (outcome: AsyncOutcome) => void = () => {},
   ) {}
 
   async start(): Promise<void> {
@@ -126,6 +130,7 @@ export class AsyncReactorService {
     await Promise.allSettled(
       dropped.map(async (job) => {
         this.release(job.tenantId, job.bytes);
+        this.onOutcome('dropped');
         await this.finish(job.tenantId, job.id, {
           error: failure(
             new Errors.AsyncRequestLost('The API process shut down before the request ran; send it again.'),
@@ -155,11 +160,13 @@ export class AsyncReactorService {
       throw new Errors.NotFound('Reactor not found.');
     // Taken before the write so that concurrent requests cannot all pass the check.
     if ((this.perTenant.get(tenantId) ?? 0) >= this.limits.queueLength) {
+      this.onOutcome('refused');
       throw new Errors.AsyncQueueFull({ headers: { 'Retry-After': '1' } });
     }
     // The args wait in memory until the request runs: their bytes are bounded for the process as a whole.
     const bytes = Buffer.byteLength(JSON.stringify(args ?? null));
     if (this.heldBytes + bytes > this.limits.queueBytes) {
+      this.onOutcome('refused');
       throw new Errors.AsyncQueueFull({
         detail:
           'The asynchronous reactor requests queued on this API process hold as many bytes of args as allowed (TOKENVAULT_ASYNC_QUEUE_BYTES); retry later.',
@@ -191,6 +198,7 @@ export class AsyncReactorService {
     const jobs = this.queued.get(tenantId) ?? [];
     jobs.push({ tenantId, id, bytes, run: async () => this.invoke(principal, reactorId, args) });
     this.queued.set(tenantId, jobs);
+    this.onOutcome('accepted');
     this.pump();
     return id;
   }
@@ -271,7 +279,9 @@ export class AsyncReactorService {
   /** Never rejects. */
   private async execute(job: Job): Promise<void> {
     try {
-      await this.finish(job.tenantId, job.id, await job.run());
+      const outcome = await job.run();
+      this.onOutcome('error' in outcome ? 'failed' : 'completed');
+      await this.finish(job.tenantId, job.id, outcome);
     } catch {
       // The store failed while writing the outcome: the record stays pending until this runner is gone or the lease
       // ends; nothing else can be done with it here.
