@@ -19,6 +19,9 @@ const TOKEN_PERMISSIONS: Array<[string, string, ApplicationType[]]> = [
   ['token:delete', 'Delete tokens', ['private']],
   ['token:search', 'Search tokens', ['private']],
   ['token:use', 'Use token data in reactors, the proxy and detokenization without reading it', ['private']],
+  ['token-intent:create', 'Create token intents (short-lived, converted to tokens later)', ['public', 'private']],
+  ['token-intent:read', 'Read token intents (masked data only)', ['private']],
+  ['token-intent:delete', 'Delete token intents', ['private']],
 ];
 
 const MANAGEMENT_PERMISSIONS: Array<[string, string]> = [

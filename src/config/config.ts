@@ -210,6 +210,24 @@ export interface Config {
     /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
     shutdownDrainSeconds: number;
   };
+  /** Asynchronous reactor invocations (domain/reactors/async.ts). */
+  asyncReactors: {
+    /** How long a result (or a pending request) is kept, from the request. */
+    resultTtlSeconds: number;
+    /** Requests of one tenant queued or running in one API process; beyond it 429 TV_ASYNC_QUEUE_FULL. */
+    queueLength: number;
+    /** Requests one API process runs at once (all tenants). */
+    concurrency: number;
+    /** Bytes of args (JSON) all requests queued or running in one API process may hold; beyond it 429. */
+    queueBytes: number;
+    /** Lease of an API process's runner key: how soon a request lost with its process reads as failed. */
+    runnerLeaseSeconds: number;
+  };
+  /** Token intents (domain/token-intents). */
+  tokenIntents: {
+    /** How long an intent lives unless converted or deleted. */
+    ttlSeconds: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -628,6 +646,42 @@ export const SETTINGS = {
     description: 'On SIGTERM, the longest the API waits for requests in flight before it closes (keep it below the pod\'s termination grace period minus its preStop sleep)',
     default: '20',
   },
+  asyncResultTtl: {
+    flag: 'async-result-ttl-seconds',
+    env: 'TOKENVAULT_ASYNC_RESULT_TTL_SECONDS',
+    description: 'api: how long the result of an asynchronous reactor invocation (react-async) is kept, counted from the request',
+    default: '86400',
+  },
+  asyncQueue: {
+    flag: 'async-queue-length',
+    env: 'TOKENVAULT_ASYNC_QUEUE_LENGTH',
+    description: 'api: react-async requests of one tenant queued or running in one API process; more are answered 429 TV_ASYNC_QUEUE_FULL',
+    default: '256',
+  },
+  asyncConcurrency: {
+    flag: 'async-concurrency',
+    env: 'TOKENVAULT_ASYNC_CONCURRENCY',
+    description: 'api: react-async requests one API process runs at once (all tenants together)',
+    default: '16',
+  },
+  asyncQueueBytes: {
+    flag: 'async-queue-bytes',
+    env: 'TOKENVAULT_ASYNC_QUEUE_BYTES',
+    description: 'api: bytes of args (as JSON) all react-async requests queued or running in one API process may hold together; more are answered 429 TV_ASYNC_QUEUE_FULL',
+    default: '67108864',
+  },
+  asyncRunnerLease: {
+    flag: 'async-runner-lease-seconds',
+    env: 'TOKENVAULT_ASYNC_RUNNER_LEASE_SECONDS',
+    description: 'api: lease of the key that shows an API process is alive and running its react-async requests; after a crash its pending requests read as failed this long after its last renewal (renewed every third of it)',
+    default: '30',
+  },
+  tokenIntentTtl: {
+    flag: 'token-intent-ttl-seconds',
+    env: 'TOKENVAULT_TOKEN_INTENT_TTL_SECONDS',
+    description: 'api: how long a token intent lives unless it is converted to a token or deleted',
+    default: '86400',
+  },
 } satisfies Record<string, Setting>;
 
 const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -832,6 +886,14 @@ export function loadConfig(options: LoadOptions = {}): Config {
     searchMaxMatches: integer('searchMaxMatches', 100, 1_000_000),
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
   };
+  const asyncReactors = {
+    resultTtlSeconds: integer('asyncResultTtl', 60, 7 * 24 * 3600),
+    queueLength: integer('asyncQueue', 1, 100_000),
+    concurrency: integer('asyncConcurrency', 1, 10_000),
+    queueBytes: integer('asyncQueueBytes', 1024, 16 * 1024 * 1024 * 1024),
+    runnerLeaseSeconds: integer('asyncRunnerLease', 3, 3600),
+  };
+  const tokenIntents = { ttlSeconds: integer('tokenIntentTtl', 1, 48 * 3600) };
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -856,6 +918,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     decoded,
     rateLimits,
     limits,
+    asyncReactors,
+    tokenIntents,
   };
 }
 

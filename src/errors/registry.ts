@@ -119,6 +119,12 @@ export const Errors = {
     'Too Many Requests',
     "The tenant's share of the reactor runtime is in use; retry later.",
   ),
+  AsyncQueueFull: define(
+    'TV_ASYNC_QUEUE_FULL',
+    429,
+    'Too Many Requests',
+    "The tenant's queue of asynchronous reactor requests on this API process is full (TOKENVAULT_ASYNC_QUEUE_LENGTH); retry later.",
+  ),
   // 408: the API's own backstop of an invocation's time limit (the worker answers its own timeouts first).
   RuntimeTimeout: define(
     'TV_RUNTIME_TIMEOUT',
@@ -173,6 +179,13 @@ export const Errors = {
     'The reactor runtime is unavailable; retry later.',
   ),
   // A Basis Theory feature this deployment does not offer (docs/api.md, "Not supported"): named, never a bare 404.
+  // Only inside a failed async reactor result (GET /reactors/{id}/results/{requestId}), never as an answer itself.
+  AsyncRequestLost: define(
+    'TV_ASYNC_REQUEST_LOST',
+    503,
+    'Service Unavailable',
+    'The API process running the asynchronous request stopped before it finished.',
+  ),
   NotSupported: define('TV_NOT_SUPPORTED', 501, 'Not Implemented', 'This feature is not supported by this deployment.'),
   UpstreamTimeout: define('TV_UPSTREAM_TIMEOUT', 504, 'Gateway Timeout', 'The destination did not answer in time.'),
 } as const;

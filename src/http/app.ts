@@ -18,6 +18,10 @@ import type { TokenService } from '../domain/tokens/service.js';
 import { adminFormulaRoutes, formulaRoutes } from './routes/formulas.js';
 import type { FormulaService } from '../domain/formulas/service.js';
 import { reactorRoutes } from './routes/reactors.js';
+import { asyncReactorRoutes } from './routes/async-reactors.js';
+import type { AsyncReactorService } from '../domain/reactors/async.js';
+import { tokenIntentRoutes } from './routes/token-intents.js';
+import type { TokenIntentService } from '../domain/token-intents/service.js';
 import type { ReactorService } from '../domain/reactors/service.js';
 import { proxiesRoutes } from './routes/proxies.js';
 import { proxyRoutes } from './routes/proxy.js';
@@ -61,6 +65,8 @@ export interface ApiContext {
     idempotency: IdempotencyService;
     formulas: FormulaService;
     reactors: ReactorService;
+    asyncReactors: AsyncReactorService;
+    tokenIntents: TokenIntentService;
     proxies: ProxyService;
     proxy: ProxyHandler;
     webhooks: WebhookService;
@@ -124,13 +130,15 @@ export function createApp(context: ApiContext): Express {
   // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each
   // router is entered only under the static prefixes of its own routes: a request passes the others with one check
   // each instead of a walk through all their routes (~1 µs a route; the reactor routes sat behind some 30).
-  app.use(under(tokenRoutes(services.tokens, services.detokenizer, services.idempotency)));
+  app.use(under(tokenRoutes(services.tokens, services.detokenizer, services.idempotency, services.tokenIntents)));
   app.use(under(tokenSearchRoutes(services.tokens, services.tokenSearch)));
+  app.use(under(tokenIntentRoutes(services.tokenIntents, services.idempotency)));
   app.use(under(applicationRoutes(services.applications, services.idempotency)));
   app.use(under(tenantRoutes(services.tenants, services.idempotency)));
   app.use(under(sessionRoutes(services.sessions, services.idempotency)));
   app.use(under(formulaRoutes(services.formulas, services.reactors)));
   app.use(under(reactorRoutes(services.reactors, services.idempotency)));
+  app.use(under(asyncReactorRoutes(services.asyncReactors)));
   app.use(under(proxiesRoutes(services.proxies, services.idempotency)));
   app.use(under(webhookRoutes(services.webhooks, services.idempotency)));
   app.use(under(adminTenantRoutes(services.tenants)));

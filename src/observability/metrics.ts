@@ -67,6 +67,13 @@ const API_METRICS = {
     labels: ['type'],
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900],
   },
+  /** Asynchronous reactor requests (domain/reactors/async.ts) by what became of them. */
+  asyncReactorRequests: {
+    type: 'counter',
+    name: 'tokenvault_async_reactor_requests_total',
+    help: 'react-async requests by outcome (accepted, refused, completed, failed, dropped at shutdown)',
+    labels: ['outcome'],
+  },
 } as const satisfies MetricTable;
 
 export class Metrics extends MetricSet(API_METRICS) {}

@@ -20,6 +20,8 @@ import { FormulaService } from '../domain/formulas/service.js';
 import { BtKeys } from '../domain/reactors/bt-keys.js';
 import { ApplicationDirectory } from '../domain/applications/directory.js';
 import { ReactorService } from '../domain/reactors/service.js';
+import { AsyncReactorService } from '../domain/reactors/async.js';
+import { TokenIntentService } from '../domain/token-intents/service.js';
 import { RuntimeClient } from '../runtime/client/client.js';
 import { FairShare } from '../runtime/client/fair-share.js';
 import { RuntimeRouter } from '../runtime/client/router.js';
@@ -143,6 +145,9 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   // Each process enforces its share of the rate limits: the limit divided by the API processes alive.
   const fixedReplicas = config.rateLimits.replicas;
   const replicas = fixedReplicas === 'auto' ? new ReplicaCount(store) : undefined;
+  const reactors = new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, {
+    cacheSeconds: config.limits.keyCacheSeconds,
+  });
   const context: ApiContext = {
     config,
     store,
@@ -169,9 +174,11 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       }),
       idempotency: new IdempotencyService(store, cipher),
       formulas,
-      reactors: new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, {
-        cacheSeconds: config.limits.keyCacheSeconds,
-      }),
+      reactors,
+      asyncReactors: new AsyncReactorService(store, cipher, reactors, config.asyncReactors, (outcome) =>
+        metrics.asyncReactorRequests.inc({ outcome }),
+      ),
+      tokenIntents: new TokenIntentService(store, cipher, tokens, config.tokenIntents),
       proxies,
       webhooks,
       proxy: new ProxyHandler(
@@ -189,6 +196,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     context.authenticator.start(),
     proxies.start(),
     replicas?.start(),
+    context.services.asyncReactors.start(),
   ]);
   context.services.reactors.publishEventsTo(webhooks);
   await dispatcher.start();
@@ -227,6 +235,8 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       await sweeper.stop();
       // Deliveries under way finish before the destination policy's connections close.
       await dispatcher.stop();
+      // Before the runtime closes: what has not started is failed, what runs gets a moment to finish.
+      await context.services.asyncReactors.stop();
       await Promise.all([
         webhooks.stop(),
         replicas?.stop(),

@@ -24,7 +24,9 @@ export type RecordKind =
   | 'idempotency'
   | 'webhook'
   | 'webhook-subscriptions'
-  | 'webhook-delivery';
+  | 'webhook-delivery'
+  | 'async-result'
+  | 'token-intent';
 
 type Json = Record<string, unknown>;
 /** Turns a record of version n into version n + 1. */
@@ -57,6 +59,8 @@ export const UPGRADES: Record<RecordKind, readonly Upgrade[]> = {
   webhook: [],
   'webhook-subscriptions': [],
   'webhook-delivery': [],
+  'async-result': [],
+  'token-intent': [],
 };
 
 /**

@@ -100,6 +100,16 @@ export const keys = {
   /** Replayable answers to requests that carried BT-IDEMPOTENCY-KEY (on a 24 h lease). */
   idempotency: (tenantId: string, hash: string) => `${ROOT}t/${tenantId}/idempotency/${hash}`,
 
+  /** Asynchronous reactor requests and their sealed results (on a lease of TOKENVAULT_ASYNC_RESULT_TTL_SECONDS). */
+  asyncResult: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/async-results/${id}`,
+  /** API processes running asynchronous requests, one key each on a short lease: a pending request whose runner's
+   * key is gone was lost with its process. No secrets: the key names only the process. */
+  asyncRunner: (runnerId: string) => `${ROOT}async-runners/${runnerId}`,
+
+  /** Token intents: short-lived, sealed like tokens, on a lease that ends at their expires_at. */
+  tokenIntents: (tenantId: string) => `${ROOT}t/${tenantId}/token-intents/`,
+  tokenIntent: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/token-intents/${id}`,
+
   /** API-key index: `apikeys/<sha-256 of the key>` → the principal the key authenticates as. */
   apiKeys: `${ROOT}apikeys/`,
   apiKey: (keyHash: string) => `${ROOT}apikeys/${keyHash}`,

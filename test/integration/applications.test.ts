@@ -152,6 +152,10 @@ test('GET /permissions lists permissions, filtered by application type', async (
     expect.arrayContaining(['token:use', 'reactor:create', 'tenant:read']),
   );
   const pub = await admin.get('/permissions?application_type=public');
-  expect(pub.body.map((p: { type: string }) => p.type).sort()).toEqual(['token:create', 'token:update']);
+  expect(pub.body.map((p: { type: string }) => p.type).sort()).toEqual([
+    'token-intent:create',
+    'token:create',
+    'token:update',
+  ]);
   expect((await admin.get('/permissions?application_type=root')).status).toBe(400);
 });

@@ -438,7 +438,7 @@ test('BT-TRACE-ID is echoed when given', async () => {
 // neither 401 nor 403 nor a 5xx (a random id then gives 404, a valid body 2xx).
 
 type Expect = number | 'allowed';
-type IdKind = 'application' | 'token' | 'proxy' | 'formula' | 'reactor' | 'tenant' | 'webhook';
+type IdKind = 'application' | 'token' | 'proxy' | 'formula' | 'reactor' | 'tenant' | 'webhook' | 'tokenIntent';
 
 interface Row {
   scope: 'open' | 'tenant' | 'admin';
@@ -575,6 +575,23 @@ const MATRIX: Record<string, Row> = {
     body: { args: {} },
     operatorInTenant: 403,
   },
+  'POST /reactors/:id/react-async': {
+    ...TOKEN,
+    id: 'reactor',
+    needs: ['token:use'],
+    body: { args: {} },
+    operatorInTenant: 403,
+  },
+  // `:requestId` stays literal (not a UUID: not found); with another tenant's reactor id the answer is 404 as well.
+  'GET /reactors/:id/results/:requestId': { ...TOKEN, id: 'reactor', needs: ['token:use'], operatorInTenant: 403 },
+  'POST /token-intents': {
+    ...TOKEN,
+    needs: ['token-intent:create'],
+    body: { type: 'token', data: 'matrix' },
+    operatorInTenant: 403,
+  },
+  'GET /token-intents/:id': { ...TOKEN, id: 'tokenIntent', needs: ['token-intent:read'], operatorInTenant: 403 },
+  'DELETE /token-intents/:id': { ...TOKEN, id: 'tokenIntent', needs: ['token-intent:delete'], operatorInTenant: 403 },
   'POST /proxies': { scope: 'tenant', needs: ['proxy:create'], body: proxyBody },
   'GET /proxies': { scope: 'tenant', needs: ['proxy:read'] },
   'GET /proxies/:id': { scope: 'tenant', id: 'proxy', needs: ['proxy:read'] },
@@ -713,6 +730,16 @@ describe('route x principal matrix', () => {
     ids.webhook = (await mgmt.post('/webhooks', { body: webhookBody })).body.id;
     ids.formula = (await mgmt.post('/reactor-formulas', { body: formulaBody })).body.id;
     ids.reactor = (await mgmt.post('/reactors', { body: { name: 'target', formula: { id: ids.formula } } })).body.id;
+    const intentKey = (
+      await createApplication(api.url, tenant.managementKey, {
+        name: 'intents',
+        type: 'public',
+        permissions: ['token-intent:create'],
+      })
+    ).key;
+    ids.tokenIntent = (
+      await call(api.url, 'POST', '/token-intents', { key: intentKey, body: { type: 'token', data: 'target' } })
+    ).body.id;
     expect(Object.values(ids).every((id) => typeof id === 'string')).toBe(true);
     await sleep(Math.max(0, expiresAt - Date.now() + 100));
   }, 30_000);

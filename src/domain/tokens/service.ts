@@ -53,6 +53,15 @@ export const DEFAULT_PAGE_SCAN_LIMIT = 10_000;
 
 /** Publishes nothing: a TokenService before `publishEventsTo` (tests, tools). */
 const NO_EVENTS: EventSink = { ops: async () => [] };
+/**
+ * Something a create consumes in the same transaction (a token intent): its compares and writes join the token's, and
+ * `lost` is asked after a failed transaction (it throws when the consumed thing is gone).
+ */
+export interface CreateGuard {
+  compare: Compare[];
+  success: TxnOp[];
+  lost(): Promise<void>;
+}
 
 export class TokenService {
   /** Where changes are published as webhook events (outbox writes in the change's own transaction). */
@@ -71,7 +80,7 @@ export class TokenService {
     this.events = events;
   }
 
-  async create(principal: TenantPrincipal, given: CreateTokenBody): Promise<Token> {
+  async create(principal: TenantPrincipal, given: CreateTokenBody, guard?: CreateGuard): Promise<Token> {
     const body = applyPrivacy(given);
     const tenantId = principal.tenantId;
     const type = TOKEN_TYPES.get(body.type)!;
@@ -92,7 +101,10 @@ export class TokenService {
         deduplicate && derived.fingerprint
           ? await this.byFingerprint(tenantId, body.type, derived.fingerprint)
           : undefined;
-      if (existing) return this.deduplicated(principal, existing.value);
+      if (existing) {
+        if (guard && !(await this.store.txn({ compare: guard.compare, success: guard.success }))) await guard.lost();
+        return this.deduplicated(principal, existing.value);
+      }
 
       const now = new Date();
       const record: TokenRecord = {
@@ -115,16 +127,18 @@ export class TokenService {
       if (deduplicate && record.fingerprint)
         compare.push({ key: keys.fingerprint(tenantId, record.type, record.fingerprint), modRevision: 0 });
       const written = await this.store.txn({
-        compare,
+        compare: [...compare, ...(guard?.compare ?? [])],
         success: [
           ...indexOps(record, 'put'),
           ...searchIndexOps(undefined, record),
           ...this.usage.createOps(tenantId, record.type, id, now),
           tokenPut(record),
           ...(await this.events.ops(tenantId, 'token.created', tokenEventData(record, actorOf(principal)))),
+          ...(guard?.success ?? []),
         ],
       });
       if (written) return this.asSeenBy(principal, record, { d: body.data, m: derived.masked });
+      await guard?.lost();
       if (await this.store.get(keys.token(tenantId, id)))
         throw new Errors.Conflict(`A token with the id ${id} already exists.`);
       // Lost a deduplication race: the next round finds the winner.

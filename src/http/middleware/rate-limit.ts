@@ -24,7 +24,7 @@ export async function takeRateLimit(
   if (state) res.set(rateLimitHeaders(state));
 }
 
-const REACT = /^\/reactors\/[^/]+\/react\/?$/i;
+const REACT = /^\/reactors\/[^/]+\/react(-async)?\/?$/i;
 
 /** After authentication, before the body is read: a caller over its limit costs no parsing. */
 export function rateLimit(limiter: RateLimiter, tenants: TenantDirectory) {

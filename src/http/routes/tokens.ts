@@ -10,10 +10,18 @@ import { TOKEN_ID_PATTERN, validateCreateToken, validateTokenPatch } from '../..
 import type { TokenListQuery, TokenService } from '../../domain/tokens/service.js';
 import { tokenize } from '../../domain/tokens/tokenize.js';
 import { sendOnce } from '../idempotent.js';
+import { validateConvertTokenIntent } from '../../domain/token-intents/schema.js';
+import type { TokenIntentService } from '../../domain/token-intents/service.js';
 
 const TOKEN_ID = new RegExp(TOKEN_ID_PATTERN);
 
-export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idempotency: IdempotencyService): Router {
+export function tokenRoutes(
+  tokens: TokenService,
+  detokenizer: Detokenizer,
+  idempotency: IdempotencyService,
+  /** Converts a token intent (POST /tokens with token_intent_id); without it such a body is refused as invalid. */
+  intents?: TokenIntentService,
+): Router {
   const router = Router();
 
   router.post('/tokens', async (req, res) => {
@@ -25,7 +33,10 @@ export function tokenRoutes(tokens: TokenService, detokenizer: Detokenizer, idem
       { route: 'POST /tokens', body: req.body },
       async () => ({
         status: 201,
-        body: await tokens.create(principal, validateCreateToken(req.body)),
+        body:
+          intents && isObject(req.body) && 'token_intent_id' in req.body
+            ? await intents.convert(principal, validateConvertTokenIntent(req.body))
+            : await tokens.create(principal, validateCreateToken(req.body)),
       }),
     );
     res.status(answer.status).json(answer.body);

@@ -1,0 +1,154 @@
+// Token intents: data collected (typically by a public key in a browser) and held for a short time before a server
+// converts it into a token, or lets it expire. The data is validated for its type exactly as a token's, sealed with
+// the tenant's data key like a token's (its associated data names the tenant and the intent, so the ciphertext cannot
+// be moved), and fingerprinted as a token of its type would be, so that a converted token has the same fingerprint.
+// An intent lives on an etcd lease that ends at its expires_at (TOKENVAULT_TOKEN_INTENT_TTL_SECONDS after creation);
+// reads also compare expires_at, since etcd revokes an expired lease up to a moment late. Converting deletes the
+// intent in the same transaction that writes the token: an intent converts once; a second conversion finds no intent.
+import { randomUUID } from 'node:crypto';
+import { actorId, type TenantPrincipal } from '../../auth/principal.js';
+import { Errors, type FieldErrors } from '../../errors/registry.js';
+import { encode } from '../../store/codec.js';
+import { keys } from '../../store/keys.js';
+import { getRecord } from '../../store/records.js';
+import type { Store } from '../../store/store.js';
+import type { DataCipher, Token } from '../tokens/records.js';
+import type { TokenService } from '../tokens/service.js';
+import { TOKEN_TYPES } from '../tokens/types.js';
+import type { ConvertTokenIntentBody, CreateTokenIntentBody } from './schema.js';
+
+interface TokenIntentRecord {
+  id: string;
+  tenant_id: string;
+  type: string;
+  fingerprint?: string;
+  created_by: string;
+  created_at: string;
+  expires_at: string;
+  /** Ciphertext of `{ d: data }`. */
+  sealed: string;
+}
+
+/** The wire form: never the data; a card's or bank account's non-sensitive details, other types' masked data. */
+export interface TokenIntent {
+  id: string;
+  tenant_id: string;
+  type: string;
+  fingerprint?: string;
+  created_by: string;
+  created_at: string;
+  expires_at: string;
+  card?: { bin: string; last4: string; expiration_month?: number; expiration_year?: number };
+  bank?: { routing_number: string; account_number_last4: string };
+  data?: unknown;
+}
+
+export class TokenIntentService {
+  constructor(
+    private readonly store: Store,
+    private readonly cipher: DataCipher,
+    private readonly tokens: TokenService,
+    private readonly options: { ttlSeconds: number },
+  ) {}
+
+  async create(principal: TenantPrincipal, body: CreateTokenIntentBody): Promise<TokenIntent> {
+    const tenantId = principal.tenantId;
+    const type = TOKEN_TYPES.get(body.type)!;
+    const errors = type.validate(body.data);
+    if (errors) throw new Errors.InvalidBody({ errors });
+    const id = randomUUID();
+    const now = new Date();
+    const record: TokenIntentRecord = {
+      id,
+      tenant_id: tenantId,
+      type: type.name,
+      fingerprint: await this.cipher.fingerprint(tenantId, `${type.name}:${type.fingerprintInput(body.data)}`),
+      created_by: actorId(principal),
+      created_at: now.toISOString(),
+      expires_at: new Date(now.getTime() + this.options.ttlSeconds * 1000).toISOString(),
+      sealed: await this.cipher.encrypt(tenantId, aad(tenantId, id), JSON.stringify({ d: body.data })),
+    };
+    await this.store.put(keys.tokenIntent(tenantId, id), encode('token-intent', record), {
+      ttlSeconds: this.options.ttlSeconds,
+    });
+    return toIntent(record, body.data);
+  }
+
+  async get(tenantId: string, id: string): Promise<TokenIntent> {
+    const { value } = await this.load(tenantId, id);
+    return toIntent(value, await this.open(value));
+  }
+
+  async delete(tenantId: string, id: string): Promise<void> {
+    const { modRevision } = await this.load(tenantId, id);
+    if (!(await this.store.compareAndDelete(keys.tokenIntent(tenantId, id), modRevision)))
+      throw new Errors.NotFound('Token intent not found.');
+  }
+
+  /** POST /tokens with token_intent_id: the token, created from the intent's type and data; the intent is spent. */
+  async convert(principal: TenantPrincipal, body: ConvertTokenIntentBody): Promise<Token> {
+    const tenantId = principal.tenantId;
+    const { token_intent_id: intentId, type, data: given, ...fields } = body;
+    const { value, modRevision } = await this.load(tenantId, intentId);
+    const errors: FieldErrors = {};
+    if (given !== undefined) errors.data = ['comes from the token intent; omit it'];
+    if (type !== undefined && type !== value.type) errors.type = [`must be the token intent's type (${value.type})`];
+    if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
+    const data = await this.open(value);
+    const key = keys.tokenIntent(tenantId, intentId);
+    return this.tokens.create(
+      principal,
+      { ...fields, type: value.type, data },
+      {
+        compare: [{ key, modRevision }],
+        success: [{ type: 'delete', key }],
+        lost: async () => {
+          if (!(await this.store.get(key))) throw new Errors.NotFound('Token intent not found (already converted?).');
+        },
+      },
+    );
+  }
+
+  private async load(tenantId: string, id: string) {
+    const found = await getRecord<TokenIntentRecord>(this.store, 'token-intent', keys.tokenIntent(tenantId, id));
+    if (!found || Date.parse(found.value.expires_at) <= Date.now())
+      throw new Errors.NotFound('Token intent not found.');
+    return found;
+  }
+
+  private async open(record: TokenIntentRecord): Promise<unknown> {
+    const plaintext = await this.cipher.decrypt(record.tenant_id, aad(record.tenant_id, record.id), record.sealed);
+    return (JSON.parse(plaintext.toString('utf8')) as { d: unknown }).d;
+  }
+}
+
+function aad(tenantId: string, id: string): string {
+  return `token-intent:${tenantId}:${id}`;
+}
+
+function toIntent(record: TokenIntentRecord, data: unknown): TokenIntent {
+  const { sealed: _sealed, ...intent } = record;
+  if (record.type === 'card') {
+    const card = data as { number: string; expiration_month?: number; expiration_year?: number };
+    const digits = card.number.replace(/\D/g, '');
+    return {
+      ...intent,
+      card: {
+        // Basis Theory shows 8 digits of a 16-digit (or longer) number's BIN, 6 of a shorter one.
+        bin: digits.slice(0, digits.length >= 16 ? 8 : 6),
+        last4: digits.slice(-4),
+        ...(card.expiration_month !== undefined ? { expiration_month: card.expiration_month } : {}),
+        ...(card.expiration_year !== undefined ? { expiration_year: card.expiration_year } : {}),
+      },
+    };
+  }
+  if (record.type === 'bank') {
+    const bank = data as { routing_number: string; account_number: string };
+    return {
+      ...intent,
+      bank: { routing_number: bank.routing_number, account_number_last4: bank.account_number.slice(-4) },
+    };
+  }
+  const masked = TOKEN_TYPES.get(record.type)?.mask?.(data);
+  return masked === undefined ? intent : { ...intent, data: masked };
+}

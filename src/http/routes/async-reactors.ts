@@ -1,0 +1,32 @@
+// Asynchronous reactor invocations: the request is answered 202 with an id at once, the result is read later. The
+// same permission as the synchronous call (token:use; each detokenized token's container is checked again when it
+// runs) and the same rate limit class ('calls', middleware/rate-limit.ts).
+import { Router } from 'express';
+import { Errors } from '../../errors/registry.js';
+import { tenantPrincipal } from '../middleware/auth.js';
+import { uuidParam } from '../params.js';
+import { mayEver } from '../../auth/access/evaluate.js';
+import { validateReactBody } from '../../domain/reactors/schema.js';
+import type { AsyncReactorService } from '../../domain/reactors/async.js';
+
+export function asyncReactorRoutes(requests: AsyncReactorService): Router {
+  const router = Router();
+
+  router.post('/reactors/:id/react-async', async (req, res) => {
+    const principal = tenantPrincipal(req);
+    if (!mayEver(principal, 'token:use')) throw new Errors.Forbidden('The key lacks the permission token:use.');
+    const id = uuidParam(req, 'id');
+    const body = validateReactBody(req.body ?? {});
+    const requestId = await requests.submit(principal, id, body.args);
+    // The SDKs read `asyncReactorRequestId` (camelCase on the wire, as Basis Theory answers).
+    res.status(202).json({ asyncReactorRequestId: requestId });
+  });
+
+  router.get('/reactors/:id/results/:requestId', async (req, res) => {
+    const principal = tenantPrincipal(req);
+    if (!mayEver(principal, 'token:use')) throw new Errors.Forbidden('The key lacks the permission token:use.');
+    res.json(await requests.get(principal.tenantId, uuidParam(req, 'id'), uuidParam(req, 'requestId')));
+  });
+
+  return router;
+}

@@ -1,0 +1,98 @@
+// The asynchronous reactor queue of one API process: tenants take turns for the run slots, so one tenant's backlog
+// does not hold back another's request; a stop fails what had not started. The reactor service is a fake that records
+// the order invocations start in (the real path is covered by test/integration/async-reactors.test.ts).
+import { afterEach, expect, test } from '@jest/globals';
+import type { TenantPrincipal } from '../../src/auth/principal.js';
+import { AsyncReactorService } from '../../src/domain/reactors/async.js';
+import type { ReactorService } from '../../src/domain/reactors/service.js';
+import type { DataCipher } from '../../src/domain/tokens/records.js';
+import { MemoryStore } from '../../src/store/memory.js';
+
+const cipher: DataCipher = {
+  encrypt: async (_tenant, _aad, plaintext) => Buffer.from(plaintext).toString('base64'),
+  decrypt: async (_tenant, _aad, sealed) => Buffer.from(sealed, 'base64'),
+  fingerprint: async (_tenant, input) => input,
+  searchHash: async (_tenant, input) => input,
+};
+
+const principal = (tenantId: string): TenantPrincipal => ({
+  kind: 'application',
+  tenantId,
+  applicationId: `app-${tenantId}`,
+  applicationType: 'private',
+  permissions: new Set(['token:use']),
+  rules: [],
+});
+
+let service: AsyncReactorService | undefined;
+afterEach(async () => {
+  await service?.stop();
+});
+
+function fakeReactors(started: string[], gate: Promise<void>) {
+  return {
+    nameOf: async () => 'r',
+    react: async (p: TenantPrincipal, _id: string, args: { n: number }) => {
+      started.push(`${p.tenantId}${args.n}`);
+      await gate;
+      return { raw: args };
+    },
+  } as unknown as ReactorService;
+}
+
+test('tenants take turns: a tenant with one request runs before the rest of a backlog queued earlier', async () => {
+  const started: string[] = [];
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  service = new AsyncReactorService(new MemoryStore(), cipher, fakeReactors(started, gate), {
+    resultTtlSeconds: 60,
+    queueLength: 10,
+    concurrency: 1,
+    queueBytes: 1 << 20,
+    runnerLeaseSeconds: 30,
+  });
+  await service.start();
+  const reactorId = '00000000-0000-4000-8000-000000000001';
+  for (let n = 1; n <= 4; n++) await service.submit(principal('a'), reactorId, { n });
+  await service.submit(principal('b'), reactorId, { n: 1 });
+  expect(service.usage()).toEqual({ queued: 4, running: 1 });
+  open();
+  for (let i = 0; i < 100 && started.length < 5; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+  // a1 was running when b1 arrived; b1 goes next, before a2–a4.
+  expect(started).toEqual(['a1', 'b1', 'a2', 'a3', 'a4']);
+});
+
+test('stop fails what had not started; the results say so', async () => {
+  const store = new MemoryStore();
+  const started: string[] = [];
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  service = new AsyncReactorService(store, cipher, fakeReactors(started, gate), {
+    resultTtlSeconds: 60,
+    queueLength: 10,
+    concurrency: 1,
+    queueBytes: 1 << 20,
+    runnerLeaseSeconds: 30,
+  });
+  await service.start();
+  const reactorId = '00000000-0000-4000-8000-000000000001';
+  const running = await service.submit(principal('a'), reactorId, { n: 1 });
+  const waiting = await service.submit(principal('a'), reactorId, { n: 2 });
+  const stopping = service.stop();
+  open();
+  await stopping;
+  const reader = new AsyncReactorService(store, cipher, fakeReactors([], gate), {
+    resultTtlSeconds: 60,
+    queueLength: 10,
+    concurrency: 1,
+    queueBytes: 1 << 20,
+    runnerLeaseSeconds: 30,
+  });
+  expect(await reader.get('a', reactorId, running)).toMatchObject({ status: 'completed', result: { raw: { n: 1 } } });
+  expect(await reader.get('a', reactorId, waiting)).toMatchObject({
+    status: 'failed',
+    error: { status: 503, body: { code: 'TV_ASYNC_REQUEST_LOST' } },
+  });
+  expect(started).toEqual(['a1']);
+  service = undefined;
+});
