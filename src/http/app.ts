@@ -22,6 +22,9 @@ import { proxyRoutes } from './routes/proxy.js';
 import type { ProxyHandler } from '../domain/proxies/handler.js';
 import type { ProxyService } from '../domain/proxies/service.js';
 import { unsupportedRoutes } from './routes/unsupported.js';
+import { logRoutes } from './routes/logs.js';
+import type { AuditLog } from '../audit/service.js';
+import { auditTrail } from './middleware/audit.js';
 import { Errors } from '../errors/registry.js';
 import { withExpressionBudget } from '../expressions/index.js';
 import type { Logger } from '../observability/logger.js';
@@ -56,6 +59,7 @@ export interface ApiContext {
     reactors: ReactorService;
     proxies: ProxyService;
     proxy: ProxyHandler;
+    audit: AuditLog;
   };
 }
 
@@ -70,6 +74,8 @@ export function createApp(context: ApiContext): Express {
 
   app.use(traceId);
   app.use(observe(metrics, logger));
+  // Before every router (the proxy's too): a declared route's entry is stored before its response ends.
+  app.use(auditTrail(services.audit));
 
   // Probes are unauthenticated and answer before any body is read. /metrics is not here: it has a port of its own
   // (TOKENVAULT_METRICS_PORT, server/api.ts), closed to the world.
@@ -117,6 +123,7 @@ export function createApp(context: ApiContext): Express {
   app.use(under(proxiesRoutes(services.proxies, services.idempotency)));
   app.use(under(adminTenantRoutes(services.tenants)));
   app.use(under(adminFormulaRoutes(services.formulas, services.reactors)));
+  app.use(under(logRoutes(services.audit)));
   // Last: only requests no other router served reach the not-supported features' answers.
   const unsupported = unsupportedRoutes();
   app.use(tagged((req, res, next) => unsupported(req, res, next), unsupported));

@@ -52,6 +52,19 @@ const API_METRICS = {
     help: 'Invocations answered 429 TV_RUNTIME_BUSY, by the limit that was full (tenant_concurrency, reactor_concurrency, queue_length)',
     labels: ['limit'],
   },
+  /** Audit entries by outcome: committed to etcd, failed (logged at error with the entry), tenant_deleted. */
+  auditEntries: {
+    type: 'counter',
+    name: 'tokenvault_audit_entries_total',
+    help: 'Audit entries by outcome (committed; failed: not stored, logged at error; tenant_deleted)',
+    labels: ['outcome'],
+  },
+  /** Appends that lost the race for a tenant's chain head to another replica and were retried. */
+  auditConflicts: {
+    type: 'counter',
+    name: 'tokenvault_audit_chain_conflicts_total',
+    help: 'Audit appends retried because another replica moved the chain head first',
+  },
 } as const satisfies MetricTable;
 
 export class Metrics extends MetricSet(API_METRICS) {}

@@ -30,6 +30,8 @@ import { TransformRunner } from '../domain/proxies/transforms.js';
 import { DestinationPolicy } from '../proxy/destination-policy.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { createApp, type ApiContext } from '../http/app.js';
+import { AuditLog } from '../audit/service.js';
+import { AuditRetention } from '../audit/retention.js';
 import { listenMetrics } from '../http/metrics-server.js';
 import { drainable } from '../http/drain.js';
 import { createExpressServer } from '../http/server.js';
@@ -112,6 +114,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   // Each process enforces its share of the rate limits: the limit divided by the API processes alive.
   const fixedReplicas = config.rateLimits.replicas;
   const replicas = fixedReplicas === 'auto' ? new ReplicaCount(store) : undefined;
+  const audit = new AuditLog(store, logger, { scanLimit: config.audit.scanLimit }, {
+    entry: (outcome) => metrics.auditEntries.inc({ outcome }),
+    conflicts: (count) => (count > 0 ? metrics.auditConflicts.inc(count) : undefined),
+  });
   const context: ApiContext = {
     config,
     store,
@@ -147,6 +153,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         config.decoded.proxyResponseBytes,
         config.limits.jsonMaxDepth,
       ),
+      audit,
     },
   };
   await Promise.all([
@@ -158,6 +165,8 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   ]);
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
+  const auditRetention = new AuditRetention(store, logger, config.audit.retentionDays, config.audit.sweepSeconds);
+  auditRetention.start();
 
   const server: Server = createExpressServer(createApp(context));
   const drainer = drainable(server);
@@ -188,6 +197,9 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       metricsServer?.closeAllConnections();
       if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
       await sweeper.stop();
+      await auditRetention.stop();
+      // Entries of the last requests are written before the store closes.
+      await audit.settled();
       await Promise.all([
         replicas?.stop(),
         context.authenticator.stop(),

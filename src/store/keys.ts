@@ -77,6 +77,17 @@ export const keys = {
   /** Replayable answers to requests that carried BT-IDEMPOTENCY-KEY (on a 24 h lease). */
   idempotency: (tenantId: string, hash: string) => `${ROOT}t/${tenantId}/idempotency/${hash}`,
 
+  /**
+   * Audit log (src/audit): entries under `audit/log/<inverted time>-<inverted seq>`, so key order is newest first and
+   * a time window is one key range; `audit/head` is the chain head every append compares and moves (the newest
+   * entry's seq, hash and time); `audit/anchor` is the hash of the newest entry the retention sweep removed, where
+   * the retained chain starts.
+   */
+  auditLog: (tenantId: string) => `${ROOT}t/${tenantId}/audit/log/`,
+  auditEntry: (tenantId: string, sortKey: string) => `${ROOT}t/${tenantId}/audit/log/${sortKey}`,
+  auditHead: (tenantId: string) => `${ROOT}t/${tenantId}/audit/head`,
+  auditAnchor: (tenantId: string) => `${ROOT}t/${tenantId}/audit/anchor`,
+
   /** API-key index: `apikeys/<sha-256 of the key>` → the principal the key authenticates as. */
   apiKeys: `${ROOT}apikeys/`,
   apiKey: (keyHash: string) => `${ROOT}apikeys/${keyHash}`,

@@ -79,6 +79,9 @@ async function serve(options: ProxyRouteOptions, req: Request, res: Response): P
     const destination = destinationOf(options, call, accepted);
     const body = await readBody(req, options.maxRequestBytes);
     const answer = await forward(options, call, accepted, destination, body);
+    // The call reached the destination: the audit trail records it (middleware/audit.ts), in this tenant.
+    res.locals.auditTenant = accepted.principal?.tenantId ?? accepted.proxy?.tenantId;
+    res.locals.auditEntityId = accepted.proxy?.id;
     await writeAnswer(call, answer);
   } catch (error) {
     writeError(options, call, error);
