@@ -2,6 +2,7 @@
 import { ConfigError, loadConfig, SETTINGS, type LoadOptions } from './config/config.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { keysCommand } from './server/keys-command.js';
+import { auditCommand } from './server/audit-command.js';
 import { startApi } from './server/api.js';
 import { devBanner, startDev } from './server/dev.js';
 import { startWorker, type RunningWorker } from './server/worker.js';
@@ -15,6 +16,7 @@ commands:
   worker      run reactor code in sandboxes (TOKENVAULT_API_URL: the API, for reactor code's bt client)
   controller  reconcile Kubernetes custom resources into the vault (KUBECONFIG or in-cluster; TOKENVAULT_API_URL and the operator key)
   keys rotate re-wrap every tenant's data keys under the primary key-encryption key
+  audit verify [--tenant id]  check every tenant's (or one tenant's) audit-log hash chain; exit 1 at a broken link
 
 Every flag has an environment variable; see docs/configuration.md.`;
 
@@ -40,6 +42,8 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'keys':
       return keysCommand(rest);
+    case 'audit':
+      return auditCommand(rest);
     case 'worker': {
       const config = loadConfig({ argv: rest, requireStore: false });
       const logger = createLogger(config.logLevel);

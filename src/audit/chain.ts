@@ -101,7 +101,10 @@ export class ChainAppender {
     while (queue.length > 0) {
       const batch = queue.splice(0, MAX_BATCH);
       try {
-        const entries = await this.commit(tenant, batch.map((p) => p.record));
+        const entries = await this.commit(
+          tenant,
+          batch.map((p) => p.record),
+        );
         batch.forEach((p, i) => p.resolve(entries[i]));
       } catch (error) {
         for (const p of batch) p.reject(error);

@@ -14,9 +14,9 @@ export interface AuditDeclaration {
   id?: 'param' | 'body' | 'locals';
   /**
    * The tenant the entry belongs to, when the caller is not a tenant's key (operator routes): the route's last path
-   * parameter or the response's `id`. Default: the caller's tenant (or what the route left in res.locals.auditTenant).
+   * parameter. Default: what the route left in res.locals.auditTenant, else the caller's tenant.
    */
-  tenant?: 'param' | 'body';
+  tenant?: 'param';
   /**
    * `line`: written as a log line only, not to the tenant's stored log: the tenant is being deleted (its log with
    * it), or the change is global (official formulas belong to no tenant).
@@ -78,7 +78,7 @@ export const AUDITED_ROUTES: Readonly<Record<string, AuditDeclaration | null>> =
   'PUT /tenants/self': d('tenant', 'update', 'Updated the tenant'),
   'DELETE /tenants/self': d('tenant', 'delete', 'Deleted the tenant', { store: 'line' }),
   'GET /tenants/self/reports/usage': null,
-  'POST /admin/tenants': d('tenant', 'create', 'Created the tenant (operator)', { id: 'body', tenant: 'body' }),
+  'POST /admin/tenants': d('tenant', 'create', 'Created the tenant (operator)', { id: 'locals' }),
   'GET /admin/tenants': null,
   'GET /admin/tenants/:id': null,
   'PUT /admin/tenants/:id': d('tenant', 'update', 'Updated the tenant (operator)', { id: 'param', tenant: 'param' }),

@@ -25,7 +25,10 @@ const PAGE = 500;
 
 export async function verifyChain(store: Store, tenantId: string): Promise<Verdict> {
   const prefix = keys.auditLog(tenantId);
-  const [headEntry, anchorEntry] = [await store.get(keys.auditHead(tenantId)), await store.get(keys.auditAnchor(tenantId))];
+  const [headEntry, anchorEntry] = [
+    await store.get(keys.auditHead(tenantId)),
+    await store.get(keys.auditAnchor(tenantId)),
+  ];
   const head = headEntry ? (JSON.parse(headEntry.value) as ChainHead) : undefined;
   const anchor = anchorEntry ? (JSON.parse(anchorEntry.value) as Anchor) : undefined;
   const breaks: Break[] = [];
@@ -49,9 +52,14 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
         breaks.push({ seq: entry.seq, key: item.key, reason: 'content does not match its hash (altered)' });
       }
       if (newer === undefined) {
-        if (!head) breaks.push({ seq: entry.seq, key: item.key, reason: 'entries exist but the chain head is missing' });
+        if (!head)
+          breaks.push({ seq: entry.seq, key: item.key, reason: 'entries exist but the chain head is missing' });
         else if (head.seq !== entry.seq || head.hash !== entry.hash)
-          breaks.push({ seq: entry.seq, key: item.key, reason: `newest entry is not the chain head (seq ${head.seq})` });
+          breaks.push({
+            seq: entry.seq,
+            key: item.key,
+            reason: `newest entry is not the chain head (seq ${head.seq})`,
+          });
       } else if (newer.entry.prev_hash !== entry.hash || newer.entry.seq !== entry.seq + 1) {
         breaks.push({
           seq: newer.entry.seq,

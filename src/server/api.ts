@@ -114,10 +114,15 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   // Each process enforces its share of the rate limits: the limit divided by the API processes alive.
   const fixedReplicas = config.rateLimits.replicas;
   const replicas = fixedReplicas === 'auto' ? new ReplicaCount(store) : undefined;
-  const audit = new AuditLog(store, logger, { scanLimit: config.audit.scanLimit }, {
-    entry: (outcome) => metrics.auditEntries.inc({ outcome }),
-    conflicts: (count) => (count > 0 ? metrics.auditConflicts.inc(count) : undefined),
-  });
+  const audit = new AuditLog(
+    store,
+    logger,
+    { scanLimit: config.audit.scanLimit },
+    {
+      entry: (outcome) => metrics.auditEntries.inc({ outcome }),
+      conflicts: (count) => (count > 0 ? metrics.auditConflicts.inc(count) : undefined),
+    },
+  );
   const context: ApiContext = {
     config,
     store,

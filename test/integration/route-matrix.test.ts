@@ -537,6 +537,8 @@ const MATRIX: Record<string, Row> = {
     contentType: 'application/merge-patch+json',
   },
   'DELETE /proxies/:id': { scope: 'tenant', id: 'proxy', needs: ['proxy:delete'] },
+  'GET /logs': { scope: 'tenant', needs: ['log:read'] },
+  'GET /logs/entity-types': { scope: 'tenant', needs: ['log:read'] },
   'POST /admin/tenants': { scope: 'admin', body: { name: 'matrix' } },
   'GET /admin/tenants': { scope: 'admin' },
   'GET /admin/tenants/:id': { scope: 'admin', id: 'tenant' },

@@ -16,6 +16,8 @@ export interface AuditLocals {
   auditEntityId?: string;
   /** The tenant, for routes that authenticate by themselves (the proxy with a proxy key). */
   auditTenant?: string;
+  /** Records the request's entry now (once), for routes that stream their answer; set by this middleware. */
+  auditNow?: () => Promise<void>;
 }
 
 export function auditTrail(audit: AuditLog, declarations = AUDITED_ROUTES) {
@@ -28,10 +30,18 @@ export function auditTrail(audit: AuditLog, declarations = AUDITED_ROUTES) {
       return json(body);
     };
     const end = res.end.bind(res) as (...args: unknown[]) => Response;
-    let ended = false;
+    let recorded = false;
+    // A route that streams its answer calls this before the first byte: a client that knows the length (or reads
+    // only the headers) could otherwise see the whole answer before res.end runs.
+    (res.locals as AuditLocals).auditNow = async () => {
+      if (recorded) return;
+      recorded = true;
+      const record = recordOf(req, res, declarations);
+      if (record) await audit.record(record);
+    };
     res.end = ((...args: unknown[]) => {
-      if (ended) return end(...args);
-      ended = true;
+      if (recorded) return end(...args);
+      recorded = true;
       const record = recordOf(req, res, declarations);
       if (!record) return end(...args);
       void audit.record(record).finally(() => end(...args));
@@ -63,9 +73,7 @@ function recordOf(req: Request, res: Response, declarations: typeof AUDITED_ROUT
   const tenantId =
     declared.tenant === 'param'
       ? param
-      : declared.tenant === 'body'
-        ? locals.auditBodyId
-        : (locals.auditTenant ?? (principal && principal.kind !== 'operator' ? principal.tenantId : undefined));
+      : (locals.auditTenant ?? (principal && principal.kind !== 'operator' ? principal.tenantId : undefined));
   if (tenantId === undefined && declared.store !== 'line') return undefined;
   const entityId =
     declared.id === 'param'

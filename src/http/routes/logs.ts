@@ -40,7 +40,9 @@ function logQuery(req: Request): AuditFilter {
   const entityType = stringQuery(req, 'entity_type');
   if (entityType !== undefined && !ENTITY_TYPES.some((t) => t.value === entityType)) {
     throw new Errors.InvalidQuery({
-      errors: { entity_type: [`must be one of ${ENTITY_TYPES.map((t) => t.value).join(', ')} (GET /logs/entity-types)`] },
+      errors: {
+        entity_type: [`must be one of ${ENTITY_TYPES.map((t) => t.value).join(', ')} (GET /logs/entity-types)`],
+      },
     });
   }
   const entityId = stringQuery(req, 'entity_id');
@@ -69,7 +71,9 @@ function date(req: Request, name: string): number | undefined {
   if (value === undefined) return undefined;
   const ms = /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value) ? Date.parse(value) : NaN;
   if (!Number.isFinite(ms) || ms < 0 || ms > 9_999_999_999_999) {
-    throw new Errors.InvalidQuery({ errors: { [name]: ['must be an ISO 8601 date or date-time, e.g. 2026-01-31T12:00:00Z'] } });
+    throw new Errors.InvalidQuery({
+      errors: { [name]: ['must be an ISO 8601 date or date-time, e.g. 2026-01-31T12:00:00Z'] },
+    });
   }
   return ms;
 }
