@@ -31,6 +31,8 @@ export interface AuditCounters {
   /** outcome: committed, failed (etcd did not take it; the log line still carries it), tenant_deleted. */
   entry(outcome: 'committed' | 'failed' | 'tenant_deleted'): void;
   conflicts(count: number): void;
+  /** Entries one committed transaction carried (group commit: more under load). */
+  batch(entries: number): void;
 }
 
 export interface AuditOptions {
@@ -50,7 +52,12 @@ export class AuditLog {
     private readonly options: AuditOptions,
     private readonly counters?: AuditCounters,
   ) {
-    this.appender = new ChainAppender(store, { onCommit: (_n, conflicts) => counters?.conflicts(conflicts) });
+    this.appender = new ChainAppender(store, {
+      onCommit: (entries, conflicts) => {
+        counters?.batch(entries);
+        counters?.conflicts(conflicts);
+      },
+    });
   }
 
   /**

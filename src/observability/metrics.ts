@@ -59,6 +59,13 @@ const API_METRICS = {
     help: 'Audit entries by outcome (committed; failed: not stored, logged at error; tenant_deleted)',
     labels: ['outcome'],
   },
+  /** Entries per committed audit transaction: group commit writes the entries of concurrent requests together. */
+  auditBatch: {
+    type: 'histogram',
+    name: 'tokenvault_audit_batch_entries',
+    help: 'Audit entries per committed etcd transaction (group commit)',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 127],
+  },
   /** Appends that lost the race for a tenant's chain head to another replica and were retried. */
   auditConflicts: {
     type: 'counter',

@@ -121,6 +121,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     {
       entry: (outcome) => metrics.auditEntries.inc({ outcome }),
       conflicts: (count) => (count > 0 ? metrics.auditConflicts.inc(count) : undefined),
+      batch: (entries) => metrics.auditBatch.observe(entries),
     },
   );
   const context: ApiContext = {
