@@ -8,6 +8,7 @@
 // The transaction also compares the tenant's registry record, so entries of a tenant deleted meanwhile are not
 // written back under its removed prefix.
 import { randomUUID } from 'node:crypto';
+import { decode, encode } from '../store/codec.js';
 import { MAX_TXN_OPS } from '../store/common.js';
 import { keys } from '../store/keys.js';
 import type { Store, TxnOp } from '../store/store.js';
@@ -123,7 +124,9 @@ export class ChainAppender {
       const tenantEntry = found.get(tenantKey);
       if (!tenantEntry) throw new TenantGone(tenant);
       const headEntry = found.get(headKey);
-      let head: ChainHead = headEntry ? (JSON.parse(headEntry.value) as ChainHead) : { seq: 0, hash: GENESIS, time: 0 };
+      let head: ChainHead = headEntry
+        ? decode<ChainHead>('audit-head', headEntry.value)
+        : { seq: 0, hash: GENESIS, time: 0 };
       const time = Math.max(this.now(), head.time);
       const entries: AuditEntry[] = [];
       const ops: TxnOp[] = [];
@@ -137,10 +140,14 @@ export class ChainAppender {
         };
         const entry: AuditEntry = { ...unhashed, hash: hashOf(unhashed) };
         entries.push(entry);
-        ops.push({ type: 'put', key: keys.auditEntry(tenant, sortKey(time, entry.seq)), value: JSON.stringify(entry) });
+        ops.push({
+          type: 'put',
+          key: keys.auditEntry(tenant, sortKey(time, entry.seq)),
+          value: encode('audit-entry', entry),
+        });
         head = { seq: entry.seq, hash: entry.hash, time };
       }
-      ops.push({ type: 'put', key: headKey, value: JSON.stringify(head) });
+      ops.push({ type: 'put', key: headKey, value: encode('audit-head', head) });
       const committed = await this.store.txn({
         compare: [
           { key: headKey, modRevision: headEntry?.modRevision ?? 0 },

@@ -5,6 +5,7 @@
 // starts. Every replica may sweep: the anchor is compared and swapped, so a sweep that lost a race writes nothing
 // and the next pass continues.
 import type { Logger } from '../observability/logger.js';
+import { decode, encode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import type { Store, TxnOp } from '../store/store.js';
 import { atOrBefore } from './chain.js';
@@ -67,12 +68,16 @@ export class AuditRetention {
       const old = await this.store.range(prefix, { startAfter: prefix + atOrBefore(cutoff - 1), limit: BATCH });
       if (old.length === 0) return deleted;
       const anchorEntry = await this.store.get(anchorKey);
-      const anchor = anchorEntry ? (JSON.parse(anchorEntry.value) as Anchor) : undefined;
-      const newest = JSON.parse(old[0].value) as AuditEntry;
+      const anchor = anchorEntry ? decode<Anchor>('audit-anchor', anchorEntry.value) : undefined;
+      const newest = decode<AuditEntry>('audit-entry', old[0].value);
       const ops: TxnOp[] = old.map((e) => ({ type: 'delete', key: e.key }));
       // Later batches hold older entries: the anchor stays at the newest entry removed.
       if (!anchor || anchor.seq < newest.seq) {
-        ops.push({ type: 'put', key: anchorKey, value: JSON.stringify({ seq: newest.seq, hash: newest.hash }) });
+        ops.push({
+          type: 'put',
+          key: anchorKey,
+          value: encode('audit-anchor', { seq: newest.seq, hash: newest.hash }),
+        });
       }
       const done = await this.store.txn({
         compare: [{ key: anchorKey, modRevision: anchorEntry?.modRevision ?? 0 }],

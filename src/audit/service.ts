@@ -2,6 +2,7 @@
 // it as a structured log line (the `audit` field) for a log pipeline; `list` answers GET /logs, newest first.
 import type { Logger } from '../observability/logger.js';
 import { Errors } from '../errors/registry.js';
+import { decode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/store.js';
 import { atOrBefore, ChainAppender, SORT_KEY_PATTERN, TenantGone, timeOfSortKey } from './chain.js';
@@ -130,7 +131,7 @@ export class AuditLog {
         }
         scanned++;
         after = sort;
-        const entry = JSON.parse(item.value) as AuditEntry;
+        const entry = decode<AuditEntry>('audit-entry', item.value);
         if (filter.entityType !== undefined && entry.entity_type !== filter.entityType) continue;
         if (filter.entityId !== undefined && entry.entity_id !== filter.entityId) continue;
         if (skipped < skip) {

@@ -1,6 +1,7 @@
 // Verification of a tenant's chain: every entry's hash is recomputed, every entry must link to the one before it
 // (prev_hash and seq), the oldest retained entry to the anchor the retention sweep left (or to GENESIS), and the
 // newest to the chain head. Entries are read newest first (their key order), a page at a time.
+import { decode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/store.js';
 import type { ChainHead } from './chain.js';
@@ -29,8 +30,8 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
     await store.get(keys.auditHead(tenantId)),
     await store.get(keys.auditAnchor(tenantId)),
   ];
-  const head = headEntry ? (JSON.parse(headEntry.value) as ChainHead) : undefined;
-  const anchor = anchorEntry ? (JSON.parse(anchorEntry.value) as Anchor) : undefined;
+  const head = headEntry ? decode<ChainHead>('audit-head', headEntry.value) : undefined;
+  const anchor = anchorEntry ? decode<Anchor>('audit-anchor', anchorEntry.value) : undefined;
   const breaks: Break[] = [];
   let entries = 0;
   // The entry read just before (one newer than) the current one.
@@ -42,9 +43,9 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
       entries++;
       let entry: AuditEntry;
       try {
-        entry = JSON.parse(item.value) as AuditEntry;
+        entry = decode<AuditEntry>('audit-entry', item.value);
       } catch {
-        breaks.push({ seq: newer ? newer.entry.seq - 1 : 0, key: item.key, reason: 'not JSON' });
+        breaks.push({ seq: newer ? newer.entry.seq - 1 : 0, key: item.key, reason: 'not a readable entry' });
         newer = undefined;
         continue;
       }

@@ -21,7 +21,11 @@ export type RecordKind =
   | 'proxy-key'
   | 'reactor'
   | 'formula'
-  | 'idempotency';
+  | 'idempotency'
+  /** The audit log (src/audit): an entry, a tenant's chain head, a tenant's retention anchor. */
+  | 'audit-entry'
+  | 'audit-head'
+  | 'audit-anchor';
 
 type Json = Record<string, unknown>;
 /** Turns a record of version n into version n + 1. */
@@ -48,6 +52,9 @@ export const UPGRADES: Record<RecordKind, readonly Upgrade[]> = {
   reactor: [],
   formula: [],
   idempotency: [],
+  'audit-entry': [],
+  'audit-head': [],
+  'audit-anchor': [],
 };
 
 /** The version `encode` writes for a kind. */
