@@ -72,7 +72,7 @@ function recordOf(req: Request, res: Response, declarations: typeof AUDITED_ROUT
   const param = typeof lastParam === 'string' ? lastParam : undefined;
   const tenantId =
     declared.tenant === 'param'
-      ? param
+      ? param?.toLowerCase() // tenant ids are stored lower-case; the route accepts either
       : (locals.auditTenant ?? (principal && principal.kind !== 'operator' ? principal.tenantId : undefined));
   if (tenantId === undefined && declared.store !== 'line') return undefined;
   const entityId =
