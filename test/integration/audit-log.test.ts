@@ -385,6 +385,41 @@ describe('the hash chain', () => {
     expect(seqs).toEqual(Array.from({ length: 151 }, (_, i) => 151 - i));
   });
 
+  test('one request reads at most TOKENVAULT_AUDIT_SCAN_LIMIT entries: page paging is refused past it, a cursor continues', async () => {
+    const { tenantId: id } = await createTenant(api.url, api.operatorKey);
+    const silent = createLogger('silent');
+    const writer = new AuditLog(store, silent, { scanLimit: 1000 });
+    for (let i = 0; i < 3; i++) {
+      await Promise.all(
+        Array.from({ length: 50 }, (_, j) =>
+          writer.record({
+            tenant_id: id,
+            actor_type: 'application',
+            entity_type: 'token',
+            entity_id: `${i}-${j}`,
+            operation: 'read',
+            message: 'Read a token',
+          }),
+        ),
+      );
+    }
+    const limited = new AuditLog(store, silent, { scanLimit: 100 });
+    await expect(limited.list(id, { size: 20, page: 6 })).rejects.toMatchObject({
+      status: 400,
+      detail: expect.stringContaining('TOKENVAULT_AUDIT_SCAN_LIMIT'),
+    });
+    // A filter nothing matches: each cursor page reads 100 entries, answers none, and says where to go on.
+    const first = await limited.list(id, { size: 20, entityId: 'nothing' });
+    expect(first.data).toEqual([]);
+    expect(first.pagination.next).toEqual(expect.any(String));
+    const second = await limited.list(id, { size: 20, entityId: 'nothing', start: first.pagination.next });
+    expect(second.data).toEqual([]);
+    expect(second.pagination.next).toBeUndefined(); // 151 entries: the second scan reached the end
+    // The oldest entries are still found past the limit by following the cursor.
+    const oldest = await limited.list(id, { size: 20, entityType: 'tenant', start: first.pagination.next });
+    expect(oldest.data.map((e) => e.operation)).toEqual(['create']);
+  });
+
   test('`tokenvault audit verify` passes, then finds an altered and a removed entry', async () => {
     expect(await verify(tenantId)).toMatchObject({ code: 0, stdout: expect.stringMatching(/chain intact/) });
     const entries = await store.range(keys.auditLog(tenantId));
