@@ -26,14 +26,12 @@ const PAGE = 500;
 
 export async function verifyChain(store: Store, tenantId: string): Promise<Verdict> {
   const prefix = keys.auditLog(tenantId);
-  const [headEntry, anchorEntry] = [
-    await store.get(keys.auditHead(tenantId)),
-    await store.get(keys.auditAnchor(tenantId)),
-  ];
+  // The head is read before the walk: entries appended during the walk have a higher seq and are only link-checked.
+  const headEntry = await store.get(keys.auditHead(tenantId));
   const head = headEntry ? decode<ChainHead>('audit-head', headEntry.value) : undefined;
-  const anchor = anchorEntry ? decode<Anchor>('audit-anchor', anchorEntry.value) : undefined;
   const breaks: Break[] = [];
   let entries = 0;
+  let headSeen = false;
   // The entry read just before (one newer than) the current one.
   let newer: { entry: AuditEntry; key: string } | undefined;
   let after: string | undefined;
@@ -52,16 +50,22 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
       if (hashOf(entry) !== entry.hash) {
         breaks.push({ seq: entry.seq, key: item.key, reason: 'content does not match its hash (altered)' });
       }
-      if (newer === undefined) {
-        if (!head)
+      if (!head) {
+        if (entries === 1)
           breaks.push({ seq: entry.seq, key: item.key, reason: 'entries exist but the chain head is missing' });
-        else if (head.seq !== entry.seq || head.hash !== entry.hash)
-          breaks.push({
-            seq: entry.seq,
-            key: item.key,
-            reason: `newest entry is not the chain head (seq ${head.seq})`,
-          });
-      } else if (newer.entry.prev_hash !== entry.hash || newer.entry.seq !== entry.seq + 1) {
+      } else if (entry.seq === head.seq) {
+        headSeen = true;
+        if (entry.hash !== head.hash)
+          breaks.push({ seq: entry.seq, key: item.key, reason: 'the entry the chain head names was replaced' });
+      } else if (entry.seq < head.seq && !headSeen) {
+        headSeen = true;
+        breaks.push({
+          seq: head.seq,
+          key: keys.auditHead(tenantId),
+          reason: `the newest entries are gone: the chain head names seq ${head.seq}, the newest entry is seq ${entry.seq}`,
+        });
+      }
+      if (newer && (newer.entry.prev_hash !== entry.hash || newer.entry.seq !== entry.seq + 1)) {
         breaks.push({
           seq: newer.entry.seq,
           key: newer.key,
@@ -73,9 +77,14 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
     if (page.length < PAGE) break;
     after = page[page.length - 1].key;
   }
+  // The anchor is read after the walk: a sweep during the walk may have moved it past the oldest entry seen, which
+  // is then gone and no longer needs to link anywhere.
+  const anchorEntry = await store.get(keys.auditAnchor(tenantId));
+  const anchor = anchorEntry ? decode<Anchor>('audit-anchor', anchorEntry.value) : undefined;
   if (newer) {
     const start = anchor ?? { seq: 0, hash: GENESIS };
-    if (newer.entry.prev_hash !== start.hash || newer.entry.seq !== start.seq + 1) {
+    const swept = anchor !== undefined && newer.entry.seq <= anchor.seq;
+    if (!swept && (newer.entry.prev_hash !== start.hash || newer.entry.seq !== start.seq + 1)) {
       breaks.push({
         seq: newer.entry.seq,
         key: newer.key,

@@ -442,6 +442,14 @@ describe('the hash chain', () => {
     expect(gap.code).toBe(1);
     expect(gap.stdout).toContain(`BROKEN at seq ${removed.seq + 1}`);
     await store.put(entries[8].key, entries[8].value);
+    // Cutting off the newest entry: the chain head still names it.
+    const newest = JSON.parse(entries[0].value);
+    await store.delete(entries[0].key);
+    const cut = await verify(tenantId);
+    expect(cut.code).toBe(1);
+    expect(cut.stdout).toContain(`BROKEN at seq ${newest.seq}`);
+    expect(cut.stdout).toContain('newest entries are gone');
+    await store.put(entries[0].key, entries[0].value);
     // Without --tenant: every tenant (other test files' tenants too, so only this one's line is asserted).
     expect((await verify()).stdout).toMatch(new RegExp(`tenant ${tenantId}: \\d+ entries, chain intact`));
   }, 60_000);
