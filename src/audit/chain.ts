@@ -5,6 +5,7 @@
 //
 // Replicas do not fork the chain: every append is one transaction that compares the tenant's chain head key
 // (`audit/head`, its mod revision) and moves it; a replica that lost the race reads the new head and tries again.
+// The head a process committed is kept with the revision it was committed at, so its next append needs no read.
 // The transaction also compares the tenant's registry record, so entries of a tenant deleted meanwhile are not
 // written back under its removed prefix.
 import { randomUUID } from 'node:crypto';
@@ -54,6 +55,13 @@ export class TenantGone extends Error {
   }
 }
 
+/** A tenant's chain head as last read or written, with the revisions an append compares. */
+interface HeadState {
+  head: ChainHead;
+  headRevision: number;
+  tenantRevision: number;
+}
+
 interface Pending {
   record: AuditRecord;
   resolve: (entry: AuditEntry) => void;
@@ -69,6 +77,8 @@ export class ChainAppender {
   private readonly queues = new Map<string, Pending[]>();
   private readonly flushing = new Set<string>();
   private readonly idle: Array<() => void> = [];
+  /** Per tenant, the head this process committed last (one small entry per tenant it has written for). */
+  private readonly heads = new Map<string, HeadState>();
 
   constructor(
     private readonly store: Store,
@@ -120,13 +130,11 @@ export class ChainAppender {
     const headKey = keys.auditHead(tenant);
     const tenantKey = keys.tenant(tenant);
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const found = await this.store.getMany([headKey, tenantKey]);
-      const tenantEntry = found.get(tenantKey);
-      if (!tenantEntry) throw new TenantGone(tenant);
-      const headEntry = found.get(headKey);
-      let head: ChainHead = headEntry
-        ? decode<ChainHead>('audit-head', headEntry.value)
-        : { seq: 0, hash: GENESIS, time: 0 };
+      // The head this process wrote last is still the head unless another replica appended since: then the
+      // transaction's compare fails, and the head is read again. So a steady writer needs one round trip per batch.
+      const cached = this.heads.get(tenant);
+      const state = cached ?? (await this.read(tenant));
+      let head = state.head;
       const time = Math.max(this.now(), head.time);
       const entries: AuditEntry[] = [];
       const ops: TxnOp[] = [];
@@ -148,20 +156,37 @@ export class ChainAppender {
         head = { seq: entry.seq, hash: entry.hash, time };
       }
       ops.push({ type: 'put', key: headKey, value: encode('audit-head', head) });
-      const committed = await this.store.txn({
+      const revision = await this.store.commit({
         compare: [
-          { key: headKey, modRevision: headEntry?.modRevision ?? 0 },
-          { key: tenantKey, modRevision: tenantEntry.modRevision },
+          { key: headKey, modRevision: state.headRevision },
+          { key: tenantKey, modRevision: state.tenantRevision },
         ],
         success: ops,
       });
-      if (committed) {
+      if (revision > 0) {
+        this.heads.set(tenant, { head, headRevision: revision, tenantRevision: state.tenantRevision });
         this.stats.onCommit?.(entries.length, attempt);
         return entries;
       }
-      // Another replica moved the head (or the tenant record changed): read again after a short random pause.
-      await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * (attempt + 1)));
+      this.heads.delete(tenant);
+      // A stale cache costs one failed transaction and a read; a race lost to another replica also a short pause.
+      if (!cached) await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * (attempt + 1)));
     }
     throw new Error(`audit chain head of tenant ${tenant} kept moving: ${MAX_ATTEMPTS} appends lost the race`);
+  }
+
+  /** The tenant's chain head and the revisions to compare; TenantGone when the tenant no longer exists. */
+  private async read(tenant: string): Promise<HeadState> {
+    const headKey = keys.auditHead(tenant);
+    const tenantKey = keys.tenant(tenant);
+    const found = await this.store.getMany([headKey, tenantKey]);
+    const tenantEntry = found.get(tenantKey);
+    if (!tenantEntry) throw new TenantGone(tenant);
+    const headEntry = found.get(headKey);
+    return {
+      head: headEntry ? decode<ChainHead>('audit-head', headEntry.value) : { seq: 0, hash: GENESIS, time: 0 },
+      headRevision: headEntry?.modRevision ?? 0,
+      tenantRevision: tenantEntry.modRevision,
+    };
   }
 }
