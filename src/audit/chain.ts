@@ -28,6 +28,9 @@ export interface ChainHead {
   time: number;
 }
 
+/** How long a tenant that another replica also appends to is appended to without trying the cached head first. */
+const CONTENDED_MS = 10_000;
+
 const MAX_TIME = 9_999_999_999_999;
 const MAX_SEQ = 999_999_999_999_999;
 
@@ -79,6 +82,8 @@ export class ChainAppender {
   private readonly idle: Array<() => void> = [];
   /** Per tenant, the head this process committed last (one small entry per tenant it has written for). */
   private readonly heads = new Map<string, HeadState>();
+  /** Per tenant, until when its cached head is not tried (another replica appended meanwhile). */
+  private readonly contendedUntil = new Map<string, number>();
 
   constructor(
     private readonly store: Store,
@@ -132,7 +137,8 @@ export class ChainAppender {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       // The head this process wrote last is still the head unless another replica appended since: then the
       // transaction's compare fails, and the head is read again. So a steady writer needs one round trip per batch.
-      const cached = this.heads.get(tenant);
+      const contended = (this.contendedUntil.get(tenant) ?? 0) > this.now();
+      const cached = contended ? undefined : this.heads.get(tenant);
       const state = cached ?? (await this.read(tenant));
       let head = state.head;
       const time = Math.max(this.now(), head.time);
@@ -169,8 +175,14 @@ export class ChainAppender {
         return entries;
       }
       this.heads.delete(tenant);
-      // A stale cache costs one failed transaction and a read; a race lost to another replica also a short pause.
-      if (!cached) await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * (attempt + 1)));
+      if (cached) {
+        // Another replica appends to this tenant too: for a while, read the head first (two round trips) rather
+        // than try the cached one and fail (three).
+        this.contendedUntil.set(tenant, this.now() + CONTENDED_MS);
+      } else {
+        // A race lost to another replica: a short random pause before reading again.
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * (attempt + 1)));
+      }
     }
     throw new Error(`audit chain head of tenant ${tenant} kept moving: ${MAX_ATTEMPTS} appends lost the race`);
   }
