@@ -4,6 +4,7 @@ import { createLogger, type Logger } from './observability/logger.js';
 import { backupCommand, restoreCommand } from './server/backup-command.js';
 import { keysCommand } from './server/keys-command.js';
 import { searchCommand } from './server/search-command.js';
+import { auditCommand } from './server/audit-command.js';
 import { startApi } from './server/api.js';
 import { devBanner, startDev } from './server/dev.js';
 import { startWorker, type RunningWorker } from './server/worker.js';
@@ -20,6 +21,7 @@ commands:
   backup      write the vault's etcd data to a checksummed file (--out), and the key-encryption keys to another (--keys-out)
   restore     load a backup file (--from) into an empty etcd (--force: replace what is there)
   search reindex  write the search index entries of every stored token (tokens from before token search)
+  audit verify [--tenant id]  check every tenant's (or one tenant's) audit-log hash chain; exit 1 at a broken link
 
 Every flag has an environment variable; see docs/configuration.md.`;
 
@@ -51,6 +53,8 @@ async function main(argv: string[]): Promise<number> {
       return restoreCommand(rest);
     case 'search':
       return searchCommand(rest);
+    case 'audit':
+      return auditCommand(rest);
     case 'worker': {
       const config = loadConfig({ argv: rest, requireStore: false });
       const logger = createLogger(config.logLevel);

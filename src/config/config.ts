@@ -228,6 +228,15 @@ export interface Config {
     /** How long an intent lives unless converted or deleted. */
     ttlSeconds: number;
   };
+  /** The audit log (src/audit, docs/api.md "Audit log"). */
+  audit: {
+    /** Entries older than this are deleted by the retention sweep. */
+    retentionDays: number;
+    /** How often each API process runs the retention sweep. */
+    sweepSeconds: number;
+    /** Most stored entries one GET /logs request reads while filtering and skipping pages. */
+    scanLimit: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -574,6 +583,24 @@ export const SETTINGS = {
     description: 'How often expired tokens are deleted (reads ignore them from expires_at on)',
     default: '60',
   },
+  auditRetention: {
+    flag: 'audit-retention-days',
+    env: 'TOKENVAULT_AUDIT_RETENTION_DAYS',
+    description: 'api: days the audit log keeps an entry; older entries are deleted by a periodic sweep',
+    default: '365',
+  },
+  auditSweep: {
+    flag: 'audit-sweep-seconds',
+    env: 'TOKENVAULT_AUDIT_SWEEP_SECONDS',
+    description: 'api: how often each API process deletes audit entries past retention',
+    default: '3600',
+  },
+  auditScan: {
+    flag: 'audit-scan-limit',
+    env: 'TOKENVAULT_AUDIT_SCAN_LIMIT',
+    description: 'api: most stored audit entries one GET /logs request reads while filtering and skipping pages (cursor paging continues past it)',
+    default: '10000',
+  },
   tokenPageScan: {
     flag: 'token-page-scan-limit',
     env: 'TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT',
@@ -895,6 +922,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
   };
   const tokenIntents = { ttlSeconds: integer('tokenIntentTtl', 1, 48 * 3600) };
 
+  const audit = {
+    retentionDays: integer('auditRetention', 1, 36_500),
+    sweepSeconds: integer('auditSweep', 1, 7 * 24 * 3600),
+    scanLimit: integer('auditScan', 100, 1_000_000),
+  };
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     host,
@@ -920,6 +953,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     limits,
     asyncReactors,
     tokenIntents,
+    audit,
   };
 }
 

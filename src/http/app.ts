@@ -30,6 +30,9 @@ import type { ProxyService } from '../domain/proxies/service.js';
 import { unsupportedRoutes } from './routes/unsupported.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import type { WebhookService } from '../webhooks/service.js';
+import { logRoutes } from './routes/logs.js';
+import type { AuditLog } from '../audit/service.js';
+import { auditTrail } from './middleware/audit.js';
 import { Errors } from '../errors/registry.js';
 import { withExpressionBudget } from '../expressions/index.js';
 import type { Logger } from '../observability/logger.js';
@@ -70,6 +73,7 @@ export interface ApiContext {
     proxies: ProxyService;
     proxy: ProxyHandler;
     webhooks: WebhookService;
+    audit: AuditLog;
   };
 }
 
@@ -84,6 +88,8 @@ export function createApp(context: ApiContext): Express {
 
   app.use(traceId);
   app.use(observe(metrics, logger));
+  // Before every router (the proxy's too): a declared route's entry is stored before its response ends.
+  app.use(auditTrail(services.audit));
 
   // Probes are unauthenticated and answer before any body is read. /metrics is not here: it has a port of its own
   // (TOKENVAULT_METRICS_PORT, server/api.ts), closed to the world.
@@ -143,6 +149,7 @@ export function createApp(context: ApiContext): Express {
   app.use(under(webhookRoutes(services.webhooks, services.idempotency)));
   app.use(under(adminTenantRoutes(services.tenants)));
   app.use(under(adminFormulaRoutes(services.formulas, services.reactors)));
+  app.use(under(logRoutes(services.audit)));
   // Last: only requests no other router served reach the not-supported features' answers.
   const unsupported = unsupportedRoutes();
   app.use(tagged((req, res, next) => unsupported(req, res, next), unsupported));

@@ -74,6 +74,26 @@ const API_METRICS = {
     help: 'react-async requests by outcome (accepted, refused, completed, failed, dropped at shutdown)',
     labels: ['outcome'],
   },
+  /** Audit entries by outcome: committed to etcd, failed (logged at error with the entry), tenant_deleted. */
+  auditEntries: {
+    type: 'counter',
+    name: 'tokenvault_audit_entries_total',
+    help: 'Audit entries by outcome (committed; failed: not stored, logged at error; tenant_deleted)',
+    labels: ['outcome'],
+  },
+  /** Entries per committed audit transaction: group commit writes the entries of concurrent requests together. */
+  auditBatch: {
+    type: 'histogram',
+    name: 'tokenvault_audit_batch_entries',
+    help: 'Audit entries per committed etcd transaction (group commit)',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 127],
+  },
+  /** Appends that lost the race for a tenant's chain head to another replica and were retried. */
+  auditConflicts: {
+    type: 'counter',
+    name: 'tokenvault_audit_chain_conflicts_total',
+    help: 'Audit appends retried because another replica moved the chain head first',
+  },
 } as const satisfies MetricTable;
 
 export class Metrics extends MetricSet(API_METRICS) {}

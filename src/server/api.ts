@@ -36,6 +36,8 @@ import { createApp, type ApiContext } from '../http/app.js';
 import { destinationChecker, policySender } from '../webhooks/delivery.js';
 import { WebhookDispatcher } from '../webhooks/dispatcher.js';
 import { WebhookService } from '../webhooks/service.js';
+import { AuditLog } from '../audit/service.js';
+import { AuditRetention } from '../audit/retention.js';
 import { listenMetrics } from '../http/metrics-server.js';
 import { drainable } from '../http/drain.js';
 import { createExpressServer } from '../http/server.js';
@@ -148,6 +150,16 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const reactors = new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, {
     cacheSeconds: config.limits.keyCacheSeconds,
   });
+  const audit = new AuditLog(
+    store,
+    logger,
+    { scanLimit: config.audit.scanLimit },
+    {
+      entry: (outcome) => metrics.auditEntries.inc({ outcome }),
+      conflicts: (count) => (count > 0 ? metrics.auditConflicts.inc(count) : undefined),
+      batch: (entries) => metrics.auditBatch.observe(entries),
+    },
+  );
   const context: ApiContext = {
     config,
     store,
@@ -188,6 +200,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         config.decoded.proxyResponseBytes,
         config.limits.jsonMaxDepth,
       ),
+      audit,
     },
   };
   await Promise.all([
@@ -202,6 +215,8 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   await dispatcher.start();
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
+  const auditRetention = new AuditRetention(store, logger, config.audit.retentionDays, config.audit.sweepSeconds);
+  auditRetention.start();
 
   const server: Server = createExpressServer(createApp(context));
   const drainer = drainable(server);
@@ -237,6 +252,9 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       await dispatcher.stop();
       // Before the runtime closes: what has not started is failed, what runs gets a moment to finish.
       await context.services.asyncReactors.stop();
+      await auditRetention.stop();
+      // Entries of the last requests are written before the store closes.
+      await audit.settled();
       await Promise.all([
         webhooks.stop(),
         replicas?.stop(),

@@ -26,7 +26,11 @@ export type RecordKind =
   | 'webhook-subscriptions'
   | 'webhook-delivery'
   | 'async-result'
-  | 'token-intent';
+  | 'token-intent'
+  /** The audit log (src/audit): an entry, a tenant's chain head, a tenant's retention anchor. */
+  | 'audit-entry'
+  | 'audit-head'
+  | 'audit-anchor';
 
 type Json = Record<string, unknown>;
 /** Turns a record of version n into version n + 1. */
@@ -61,6 +65,9 @@ export const UPGRADES: Record<RecordKind, readonly Upgrade[]> = {
   'webhook-delivery': [],
   'async-result': [],
   'token-intent': [],
+  'audit-entry': [],
+  'audit-head': [],
+  'audit-anchor': [],
 };
 
 /**

@@ -196,6 +196,10 @@ export class EtcdStore implements Store {
   }
 
   async txn(txn: Txn): Promise<boolean> {
+    return (await this.commit(txn)) > 0;
+  }
+
+  async commit(txn: Txn): Promise<number> {
     checkTxn(txn);
     return batchable(txn) ? this.batchedTxn(txn) : this.sendTxn(txn);
   }
@@ -289,7 +293,8 @@ export class EtcdStore implements Store {
     return response.ID;
   }
 
-  private async sendTxn(txn: Txn): Promise<boolean> {
+  /** The revision the transaction was applied at, or 0 when a compare failed. */
+  private async sendTxn(txn: Txn): Promise<number> {
     // Leases are granted before the transaction; one that ends up unused (compare failed) expires with no keys.
     const leases = new Map<number, string>();
     for (const op of txn.success) {
@@ -303,7 +308,7 @@ export class EtcdStore implements Store {
         success: txn.success.map((op) => requestOp(op, leases)),
       }),
     );
-    return response.succeeded;
+    return response.succeeded ? Number(response.header.revision) : 0;
   }
 
   /**
@@ -314,7 +319,7 @@ export class EtcdStore implements Store {
    * fails, some compare failed, and nothing was written; each is then sent on its own to learn its own answer (and so
    * is each when etcd refuses the merged one). "etcd did not answer" rejects every caller, as it would have each.
    */
-  private batchedTxn(txn: Txn): Promise<boolean> {
+  private batchedTxn(txn: Txn): Promise<number> {
     return new Promise((resolve, reject) => {
       const batch = this.writes.current((open) => joins(open, txn));
       add(batch, txn);
@@ -327,7 +332,7 @@ export class EtcdStore implements Store {
       const [{ txn, resolve, reject }] = batch.txns;
       return this.sendTxn(txn).then(resolve, reject);
     }
-    let succeeded: boolean;
+    let revision: number;
     try {
       const response = await this.call(
         ONCE,
@@ -338,16 +343,16 @@ export class EtcdStore implements Store {
           }),
         false,
       );
-      succeeded = response.succeeded;
+      revision = response.succeeded ? Number(response.header.revision) : 0;
     } catch (error) {
       if (isUnavailable(error)) {
         for (const { reject } of batch.txns) reject(unavailableOr(error));
         return;
       }
-      succeeded = false; // refused as a whole (too large, say): each on its own gets its own answer
+      revision = 0; // refused as a whole (too large, say): each on its own gets its own answer
     }
     for (const { txn, resolve, reject } of batch.txns) {
-      if (succeeded) resolve(true);
+      if (revision > 0) resolve(revision);
       else this.sendTxn(txn).then(resolve, reject);
     }
   }
@@ -457,7 +462,8 @@ const WRITE_BATCH_BYTES = 512 * 1024;
 const NO_LEASES = new Map<number, string>();
 
 interface WriteBatch {
-  txns: { txn: Txn; resolve: (succeeded: boolean) => void; reject: (error: unknown) => void }[];
+  /** `resolve` gets the revision the transaction was applied at, 0 when a compare failed. */
+  txns: { txn: Txn; resolve: (revision: number) => void; reject: (error: unknown) => void }[];
   /** Every key of the batch: 'put' when only blindly put, 'held' when compared or deleted. */
   keys: Map<string, 'put' | 'held'>;
   puts: Map<string, TxnOp>;

@@ -14,6 +14,7 @@ const TIMED = [
   'count',
   'deletePrefix',
   'txn',
+  'commit',
   'ping',
 ] as const;
 

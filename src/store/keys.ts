@@ -109,6 +109,16 @@ export const keys = {
   /** Token intents: short-lived, sealed like tokens, on a lease that ends at their expires_at. */
   tokenIntents: (tenantId: string) => `${ROOT}t/${tenantId}/token-intents/`,
   tokenIntent: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/token-intents/${id}`,
+  /**
+   * Audit log (src/audit): entries under `audit/log/<inverted time>-<inverted seq>`, so key order is newest first and
+   * a time window is one key range; `audit/head` is the chain head every append compares and moves (the newest
+   * entry's seq, hash and time); `audit/anchor` is the hash of the newest entry the retention sweep removed, where
+   * the retained chain starts.
+   */
+  auditLog: (tenantId: string) => `${ROOT}t/${tenantId}/audit/log/`,
+  auditEntry: (tenantId: string, sortKey: string) => `${ROOT}t/${tenantId}/audit/log/${sortKey}`,
+  auditHead: (tenantId: string) => `${ROOT}t/${tenantId}/audit/head`,
+  auditAnchor: (tenantId: string) => `${ROOT}t/${tenantId}/audit/anchor`,
 
   /** API-key index: `apikeys/<sha-256 of the key>` → the principal the key authenticates as. */
   apiKeys: `${ROOT}apikeys/`,

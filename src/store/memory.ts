@@ -97,12 +97,16 @@ export class MemoryStore implements Store {
   }
 
   async txn(txn: Txn): Promise<boolean> {
+    return (await this.commit(txn)) > 0;
+  }
+
+  async commit(txn: Txn): Promise<number> {
     checkTxn(txn);
     this.begin();
     const holds = (txn.compare ?? []).every((c) => this.modRevision(c.key) === c.modRevision);
-    if (!holds) return false;
+    if (!holds) return 0;
     this.apply(txn.success.flatMap((op) => this.changesOf(op)));
-    return true;
+    return this.revision;
   }
 
   async watch(prefix: string, handler: (event: WatchEvent) => void): Promise<Watcher> {

@@ -77,6 +77,11 @@ export interface Store {
   /** Multi-key transaction: all of `success` is applied atomically iff every compare holds. */
   txn(txn: Txn): Promise<boolean>;
   /**
+   * As `txn`, answering the revision it was applied at (the modRevision of every key it put), or 0 when a compare
+   * failed: a caller that compares the same keys next time needs no read in between (the audit log's chain head).
+   */
+  commit(txn: Txn): Promise<number>;
+  /**
    * Watch a prefix from now on. The handler is called in revision order. `onReset` is called when events may have been
    * missed: with 'lost' when the watch broke (disconnect, or cancelled by etcd because its revision was compacted),
    * and with 'back' once it is re-established from the current revision. Callers drop their caches at both, and cache

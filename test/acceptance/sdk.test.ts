@@ -175,7 +175,11 @@ describe('sessions through the SDK', () => {
 describe('permissions through the SDK', () => {
   test('list filtered by application type', async () => {
     const publicPermissions = await bt.permissions.list({ applicationType: 'public' });
-    expect(publicPermissions.map((p) => p.type).sort()).toEqual(['token:create', 'token:update']);
+    expect(publicPermissions.map((p) => p.type).sort()).toEqual([
+      'token-intent:create',
+      'token:create',
+      'token:update',
+    ]);
     for (const permission of publicPermissions) {
       expect(permission.applicationTypes).toContain('public');
       expect(permission.description).toEqual(expect.any(String));

@@ -610,6 +610,8 @@ const MATRIX: Record<string, Row> = {
   'GET /webhooks/:id': { scope: 'tenant', id: 'webhook', needs: ['webhook:read'] },
   'PUT /webhooks/:id': { scope: 'tenant', id: 'webhook', needs: ['webhook:update'], body: webhookBody },
   'DELETE /webhooks/:id': { scope: 'tenant', id: 'webhook', needs: ['webhook:delete'] },
+  'GET /logs': { scope: 'tenant', needs: ['log:read'] },
+  'GET /logs/entity-types': { scope: 'tenant', needs: ['log:read'] },
   'POST /admin/tenants': { scope: 'admin', body: { name: 'matrix' } },
   'GET /admin/tenants': { scope: 'admin' },
   'GET /admin/tenants/:id': { scope: 'admin', id: 'tenant' },

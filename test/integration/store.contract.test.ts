@@ -232,6 +232,30 @@ describe.each(subjects)('Store contract: $name', ({ open }) => {
     expect(await store.range(prefix)).toEqual(before);
   });
 
+  test('commit answers the revision the keys were written at, so the next compare needs no read; 0 on a failed compare', async () => {
+    const key = `${prefix}head`;
+    const first = await store.commit({
+      compare: [{ key, modRevision: 0 }],
+      success: [{ type: 'put', key, value: '1' }],
+    });
+    expect(first).toBeGreaterThan(0);
+    expect((await store.get(key))?.modRevision).toBe(first);
+    // Several commits of one turn (sent together by etcd) each learn the revision of their own keys.
+    const [a, b] = await Promise.all([
+      store.commit({ compare: [{ key, modRevision: first }], success: [{ type: 'put', key, value: '2' }] }),
+      store.commit({
+        compare: [{ key: `${prefix}b`, modRevision: 0 }],
+        success: [{ type: 'put', key: `${prefix}b`, value: 'b' }],
+      }),
+    ]);
+    expect((await store.get(key))?.modRevision).toBe(a);
+    expect((await store.get(`${prefix}b`))?.modRevision).toBe(b);
+    expect(
+      await store.commit({ compare: [{ key, modRevision: first }], success: [{ type: 'put', key, value: '3' }] }),
+    ).toBe(0);
+    expect((await store.get(key))?.value).toBe('2');
+  });
+
   test('txn refuses what etcd refuses: a key written twice, or written and deleted', async () => {
     const key = `${prefix}k`;
     await expect(

@@ -49,6 +49,7 @@ test('the API and worker metric names are unchanged', () => {
     'tokenvault_runtime_busy_total',
     'tokenvault_webhook_attempts_total',
     'tokenvault_webhook_delivery_lag_seconds',
+    'tokenvault_async_reactor_requests_total',
   ]);
   expect(names(new RuntimeMetrics({ defaultMetrics: false }).registry)).toEqual([
     'tokenvault_runtime_invocations_total',

@@ -85,8 +85,11 @@ export class SessionService {
     return { session_key: key, nonce, expires_at: session.expires_at };
   }
 
-  /** The caller's key type is checked before the body, so a public key learns nothing from a malformed body. */
-  async authorize(principal: TenantPrincipal, requestBody: unknown): Promise<void> {
+  /**
+   * The caller's key type is checked before the body, so a public key learns nothing from a malformed body. Returns
+   * the authorized session's id (for the audit log; the response has no body).
+   */
+  async authorize(principal: TenantPrincipal, requestBody: unknown): Promise<string> {
     if (principal.kind !== 'application' || principal.applicationType === 'public') {
       throw new Errors.Forbidden('Sessions are authorized with a private or management application key.');
     }
@@ -155,6 +158,7 @@ export class SessionService {
       success: [{ type: 'delete', key: nonceKey }, ...sessionOps(session, now)],
     });
     if (!committed) throw spent();
+    return session.id;
   }
 }
 

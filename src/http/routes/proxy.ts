@@ -79,6 +79,11 @@ async function serve(options: ProxyRouteOptions, req: Request, res: Response): P
     const destination = destinationOf(options, call, accepted);
     const body = await readBody(req, options.maxRequestBytes);
     const answer = await forward(options, call, accepted, destination, body);
+    // The call reached the destination: the audit trail records it (middleware/audit.ts), in this tenant.
+    res.locals.auditTenant = accepted.principal?.tenantId ?? accepted.proxy?.tenantId;
+    res.locals.auditEntityId = accepted.proxy?.id;
+    // Stored before the first byte of the answer (the answer streams; see middleware/audit.ts).
+    await (res.locals.auditNow as (() => Promise<void>) | undefined)?.();
     await writeAnswer(call, answer);
   } catch (error) {
     writeError(options, call, error);

@@ -14,7 +14,7 @@ export function sessionRoutes(sessions: SessionService, idempotency: Idempotency
 
   router.post('/sessions/authorize', async (req, res) => {
     await sendOnce(idempotency, req, res, 204, async () => {
-      await sessions.authorize(tenantPrincipal(req), req.body);
+      res.locals.auditEntityId = await sessions.authorize(tenantPrincipal(req), req.body);
     });
   });
 

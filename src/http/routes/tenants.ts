@@ -62,7 +62,10 @@ export function adminTenantRoutes(tenants: TenantService): Router {
   router.use('/admin', requireOperator);
 
   router.post('/admin/tenants', async (req, res) => {
-    res.status(201).json(await tenants.create(validateCreateTenant(req.body), undefined, req.principal?.managedBy));
+    const created = await tenants.create(validateCreateTenant(req.body), undefined, req.principal?.managedBy);
+    // The new tenant's log starts with its creation (middleware/audit.ts).
+    res.locals.auditTenant = res.locals.auditEntityId = created.tenant.id;
+    res.status(201).json(created);
   });
 
   router.get('/admin/tenants', async (req, res) => {

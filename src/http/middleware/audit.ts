@@ -1,0 +1,108 @@
+// The audit trail of the HTTP API: when a request's matched route has an audit declaration (src/audit/routes.ts) and
+// the answer is a success, the entry is recorded before the response ends. `res.end` is held back until the entry is
+// committed to etcd (group commit: entries of concurrent requests share a transaction), so a client that got its
+// answer knows the entry is stored; express-session holds `res.end` back the same way to save a session. An entry
+// that cannot be stored is logged at error with its fields and counted (tokenvault_audit_entries_total
+// {outcome="failed"}), and the response still goes out: the change it describes has already happened.
+import type { NextFunction, Request, Response } from 'express';
+import { actorId, type Principal } from '../../auth/principal.js';
+import type { AuditRecord } from '../../audit/entry.js';
+import { AUDITED_ROUTES, type AuditDeclaration } from '../../audit/routes.js';
+import type { AuditLog } from '../../audit/service.js';
+
+/** What a route handler may leave for the audit trail in res.locals. */
+export interface AuditLocals {
+  /** The entity's id, for declarations with `id: 'locals'`. */
+  auditEntityId?: string;
+  /** The tenant, for routes that authenticate by themselves (the proxy with a proxy key). */
+  auditTenant?: string;
+  /** Records the request's entry now (once), for routes that stream their answer; set by this middleware. */
+  auditNow?: () => Promise<void>;
+}
+
+export function auditTrail(audit: AuditLog, declarations = AUDITED_ROUTES) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const json = res.json.bind(res);
+    res.json = (body: unknown) => {
+      // Only the id is kept: never the body, which holds token data.
+      const id = (body as { id?: unknown } | null)?.id;
+      if (typeof id === 'string') res.locals.auditBodyId = id;
+      return json(body);
+    };
+    const end = res.end.bind(res) as (...args: unknown[]) => Response;
+    let recorded = false;
+    // A route that streams its answer calls this before the first byte: a client that knows the length (or reads
+    // only the headers) could otherwise see the whole answer before res.end runs.
+    (res.locals as AuditLocals).auditNow = async () => {
+      if (recorded) return;
+      recorded = true;
+      const record = recordOf(req, res, declarations);
+      if (record) await audit.record(record);
+    };
+    res.end = ((...args: unknown[]) => {
+      if (recorded) return end(...args);
+      recorded = true;
+      const record = recordOf(req, res, declarations);
+      if (!record) return end(...args);
+      void audit.record(record).finally(() => end(...args));
+      return res;
+    }) as Response['end'];
+    next();
+  };
+}
+
+/** The declaration of the request's matched route, if any. */
+function declarationOf(req: Request, declarations: typeof AUDITED_ROUTES): AuditDeclaration | undefined {
+  const route = req.route as { path?: string | string[] } | undefined;
+  if (!route?.path) return undefined;
+  for (const path of [route.path].flat()) {
+    const declared = declarations[`${req.method} ${req.baseUrl}${path}`];
+    if (declared) return declared;
+  }
+  return undefined;
+}
+
+function recordOf(req: Request, res: Response, declarations: typeof AUDITED_ROUTES): AuditRecord | undefined {
+  const declared = declarationOf(req, declarations);
+  if (!declared) return undefined;
+  const locals = res.locals as AuditLocals & { auditBodyId?: string };
+  if (declared.anyStatus ? locals.auditTenant === undefined : res.statusCode >= 400) return undefined;
+  const principal = req.principal;
+  const lastParam = Object.values(req.params ?? {}).pop();
+  const param = typeof lastParam === 'string' ? lastParam : undefined;
+  const tenantId =
+    declared.tenant === 'param'
+      ? param?.toLowerCase() // tenant ids are stored lower-case; the route accepts either
+      : (locals.auditTenant ?? (principal && principal.kind !== 'operator' ? principal.tenantId : undefined));
+  if (tenantId === undefined && declared.store !== 'line') return undefined;
+  const entityId =
+    declared.id === 'param'
+      ? param
+      : declared.id === 'body'
+        ? locals.auditBodyId
+        : declared.id === 'locals'
+          ? locals.auditEntityId
+          : declared.entity === 'tenant'
+            ? tenantId
+            : undefined;
+  return {
+    tenant_id: tenantId ?? '',
+    ...actorOf(principal),
+    entity_type: declared.entity,
+    entity_id: entityId,
+    operation: declared.operation,
+    message: declared.message,
+    trace_id: req.traceId,
+    ...(declared.store === 'line' ? { line_only: true } : {}),
+  };
+}
+
+function actorOf(principal: Principal | undefined): Pick<AuditRecord, 'actor_id' | 'actor_type' | 'key_id'> {
+  if (!principal) return { actor_type: 'proxy_key' };
+  const keyId = (principal as { keyId?: unknown }).keyId;
+  return {
+    actor_id: actorId(principal),
+    actor_type: principal.kind === 'operator' || principal.operator ? 'operator' : principal.kind,
+    ...(typeof keyId === 'string' ? { key_id: keyId } : {}),
+  };
+}

@@ -1,0 +1,500 @@
+// The audit log: an entry for every create/read/update/delete/use of tokens, reactor and proxy calls, application
+// and session changes; GET /logs filters and pages them per tenant; entries and their log lines never hold token
+// data or reactor arguments; the hash chain survives concurrent writers, `tokenvault audit verify` finds tampering,
+// and the retention sweep removes old entries without breaking the chain.
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { AuditRetention } from '../../src/audit/retention.js';
+import { AUDITED_ROUTES } from '../../src/audit/routes.js';
+import { AuditLog } from '../../src/audit/service.js';
+import { verifyChain } from '../../src/audit/verify.js';
+import { createApp } from '../../src/http/app.js';
+import { routeTable } from '../../src/http/route-table.js';
+import { UNSUPPORTED_FEATURES } from '../../src/http/routes/unsupported.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { keys } from '../../src/store/keys.js';
+import { openStore } from '../../src/store/open.js';
+import type { Store } from '../../src/store/store.js';
+import {
+  createApplication,
+  createTenant,
+  startTestApi,
+  testEtcdEndpoints,
+  testEtcdStoreUrl,
+  type TestApi,
+} from '../support/api.js';
+import { client } from '../support/http.js';
+import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
+
+const logLines: string[] = [];
+const logSink = new Writable({
+  write(chunk, _encoding, done) {
+    logLines.push(String(chunk));
+    done();
+  },
+});
+
+const SECRET = `audit-secret-${randomUUID()}`;
+const REACTOR_ARG = `audit-arg-${randomUUID()}`;
+const ECHO = 'module.exports = async function (req) { return { raw: { args: req.args } }; };';
+const REVEAL_ALL = [
+  {
+    description: 'all',
+    priority: 1,
+    container: '/',
+    transform: 'reveal',
+    permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'],
+  },
+];
+
+let api: TestApi;
+let store: Store;
+let destination: HttpsTestServer;
+let tenantId: string;
+let otherTenantId: string;
+let mgmt: ReturnType<typeof client>;
+let other: ReturnType<typeof client>;
+let user: ReturnType<typeof client>;
+let userAppId: string;
+
+interface Log {
+  id: string;
+  tenant_id: string;
+  actor_id?: string;
+  actor_type: string;
+  entity_type: string;
+  entity_id?: string;
+  operation: string;
+  message: string;
+  created_at: string;
+}
+
+beforeAll(async () => {
+  const { caFile } = await testCertificates();
+  destination = await startHttpsServer((_req, res) => {
+    res.setHeader('content-type', 'application/json');
+    res.end('{"ok":true}');
+  });
+  api = await startTestApi(
+    {
+      TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
+      TOKENVAULT_PROXY_CA_FILE: caFile,
+      TOKENVAULT_LOG_LEVEL: 'info',
+    },
+    logSink,
+  );
+  store = openStore({ kind: 'etcd', endpoints: testEtcdEndpoints().split(',') });
+  const tenant = await createTenant(api.url, api.operatorKey);
+  tenantId = tenant.tenantId;
+  mgmt = client(api.url, tenant.managementKey);
+  const second = await createTenant(api.url, api.operatorKey);
+  otherTenantId = second.tenantId;
+  other = client(api.url, second.managementKey);
+  const app = await createApplication(api.url, tenant.managementKey, {
+    name: 'backend',
+    type: 'private',
+    rules: REVEAL_ALL,
+  });
+  userAppId = app.id;
+  user = client(api.url, app.key);
+}, 60_000);
+
+afterAll(async () => {
+  await api?.close();
+  await destination?.close();
+  await store?.close();
+});
+
+async function logs(query = '', as = mgmt): Promise<{ pagination: Record<string, unknown>; data: Log[] }> {
+  const answer = await as.get(`/logs${query}`);
+  expect(answer.status).toBe(200);
+  return answer.body;
+}
+
+describe('what is recorded', () => {
+  test('token create, read, update, delete, detokenize: who, what, when', async () => {
+    const before = Date.now();
+    const created = await user.post('/tokens', { body: { type: 'token', data: SECRET } });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    expect((await user.get(`/tokens/${id}`)).status).toBe(200);
+    expect(
+      (
+        await user.patch(`/tokens/${id}`, {
+          body: { metadata: { a: 'b' } },
+          headers: { 'Content-Type': 'application/merge-patch+json' },
+        })
+      ).status,
+    ).toBe(200);
+    expect((await user.post('/detokenize', { body: { value: `{{ token: ${id} }}` } })).status).toBe(200);
+    expect((await user.delete(`/tokens/${id}`)).status).toBe(204);
+
+    // Recorded before the response ended: no waiting needed.
+    const page = await logs(`?entity_type=token&entity_id=${id}`);
+    expect(page.data.map((e) => e.operation)).toEqual(['delete', 'update', 'read', 'create']);
+    for (const entry of page.data) {
+      expect(entry).toMatchObject({
+        tenant_id: tenantId,
+        actor_id: userAppId,
+        actor_type: 'application',
+        entity_type: 'token',
+        entity_id: id,
+      });
+      expect(Date.parse(entry.created_at)).toBeGreaterThanOrEqual(before - 1000);
+    }
+    const uses = await logs('?entity_type=token');
+    expect(uses.data.find((e) => e.operation === 'use')).toMatchObject({ message: 'Detokenized', actor_id: userAppId });
+  });
+
+  test('application changes: create, update, key regeneration, delete', async () => {
+    const created = await mgmt.post('/applications', { body: { name: 'audited', type: 'private', permissions: [] } });
+    const id = created.body.id as string;
+    expect(
+      (await mgmt.put(`/applications/${id}`, { body: { name: 'renamed', permissions: ['token:read'] } })).status,
+    ).toBe(200);
+    expect((await mgmt.post(`/applications/${id}/regenerate`)).status).toBe(200);
+    expect((await mgmt.delete(`/applications/${id}`)).status).toBe(204);
+    const page = await logs(`?entity_type=application&entity_id=${id}`);
+    expect(page.data.map((e) => [e.operation, e.message])).toEqual([
+      ['delete', 'Deleted an application'],
+      ['update', "Regenerated an application's key"],
+      ['update', 'Updated an application'],
+      ['create', 'Created an application'],
+    ]);
+    expect(page.data.every((e) => e.actor_type === 'application')).toBe(true);
+  });
+
+  test('session creation and authorization name the session and who authorized it', async () => {
+    const publicApp = await createApplication(api.url, mgmt.key(), {
+      name: 'web',
+      type: 'public',
+      permissions: ['token:create'],
+    });
+    const session = await client(api.url, publicApp.key).post('/sessions');
+    expect(session.status).toBe(201);
+    const authorized = await user.post('/sessions/authorize', {
+      body: { nonce: session.body.nonce, permissions: ['token:read'] },
+    });
+    expect(authorized.status).toBe(204);
+    const principal = await api.context.authenticator.authenticate(session.body.session_key);
+    const sessionId = principal.kind === 'session' ? principal.sessionId : undefined;
+    const page = await logs('?entity_type=session');
+    expect(page.data[0]).toMatchObject({ operation: 'update', entity_id: sessionId, actor_id: userAppId });
+    expect(page.data[1]).toMatchObject({ operation: 'create', actor_id: publicApp.id });
+  });
+
+  test('a reactor call records the reactor, never its arguments', async () => {
+    const formula = await mgmt.post('/reactor-formulas', {
+      body: { name: 'f', type: 'private', code: ECHO, configuration: [], request_parameters: [] },
+    });
+    expect(formula.status).toBe(201);
+    const reactor = await mgmt.post('/reactors', {
+      body: { name: 'r', configuration: {}, formula: { id: formula.body.id } },
+    });
+    expect(reactor.status).toBe(201);
+    const reacted = await user.post(`/reactors/${reactor.body.id}/react`, { body: { args: { secret: REACTOR_ARG } } });
+    expect(reacted.status).toBe(200);
+    const page = await logs(`?entity_type=reactor&entity_id=${reactor.body.id}`);
+    expect(page.data.map((e) => e.operation)).toEqual(['use', 'create']);
+    expect(page.data[0]).toMatchObject({ actor_id: userAppId, message: 'Invoked a reactor' });
+    expect((await logs(`?entity_type=reactor_formula&entity_id=${formula.body.id}`)).data).toHaveLength(1);
+  });
+
+  test('proxy calls: direct with a key, and through a pre-configured proxy without one', async () => {
+    const direct = await fetch(`${api.url}/proxy`, {
+      method: 'POST',
+      headers: { 'BT-API-KEY': user.key(), 'BT-PROXY-URL': destination.url, 'Content-Type': 'application/json' },
+      body: '{}',
+    });
+    expect(direct.status).toBe(200);
+    await direct.text();
+    const proxy = await mgmt.post('/proxies', {
+      body: { name: 'open', destination_url: destination.url, require_auth: false },
+    });
+    expect(proxy.status).toBe(201);
+    const viaKey = await fetch(`${api.url}/proxy`, { headers: { 'BT-PROXY-KEY': proxy.body.key } });
+    expect(viaKey.status).toBe(200);
+    await viaKey.text();
+    const page = await logs('?entity_type=proxy');
+    expect(page.data[0]).toMatchObject({ operation: 'use', entity_id: proxy.body.id, actor_type: 'proxy_key' });
+    expect(page.data[0].actor_id).toBeUndefined();
+    expect(page.data[1]).toMatchObject({ operation: 'create', entity_id: proxy.body.id });
+    expect(page.data[2]).toMatchObject({ operation: 'use', actor_id: userAppId, actor_type: 'application' });
+    expect(page.data[2].entity_id).toBeUndefined();
+  });
+
+  test('failed requests are not recorded', async () => {
+    const id = randomUUID();
+    expect((await user.get(`/tokens/${id}`)).status).toBe(404);
+    expect((await logs(`?entity_id=${id}`)).data).toEqual([]);
+  });
+
+  test('every route that changes or uses something has an audit declaration', () => {
+    const unsupported = UNSUPPORTED_FEATURES.map(([prefix]) => `${prefix}{/*rest}`);
+    const rows = routeTable(createApp(api.context)).filter((row) => !unsupported.includes(row.path));
+    const undeclared = rows
+      .filter((row) => row.method !== 'GET' && row.method !== 'HEAD')
+      .filter((row) => !AUDITED_ROUTES[`${row.method} ${row.path}`])
+      .map((row) => `${row.method} ${row.path}`);
+    expect(undeclared).toEqual([]);
+    // Token reads are recorded too; any other route is at least listed (declared or deliberately not recorded).
+    for (const path of ['/tokens', '/v2/tokens', '/tokens/:id']) expect(AUDITED_ROUTES[`GET ${path}`]).toBeTruthy();
+    const unlisted = rows.map((r) => `${r.method} ${r.path}`).filter((r) => !(r in AUDITED_ROUTES));
+    expect(unlisted.filter((r) => !['GET /healthz', 'GET /readyz'].includes(r))).toEqual([]);
+  });
+});
+
+describe('reading the log', () => {
+  let ids: string[];
+  let windowStart: number;
+  let windowEnd: number;
+
+  beforeAll(async () => {
+    ids = [];
+    for (let i = 0; i < 5; i++) {
+      if (i === 1) windowStart = Date.now();
+      ids.push((await user.post('/tokens', { body: { type: 'token', data: `paged-${i}` } })).body.id);
+      if (i === 3) windowEnd = Date.now();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  });
+
+  test('page paging (what node-sdk sends): newest first, page by page, then an empty page', async () => {
+    const seen: string[] = [];
+    for (let page = 1; ; page++) {
+      const answer = await logs(`?entity_type=token&size=2&page=${page}`);
+      expect(answer.pagination).toMatchObject({ page_size: 2, page_number: page });
+      if (answer.data.length === 0) break;
+      seen.push(...answer.data.filter((e) => e.operation === 'create').map((e) => e.entity_id!));
+      if (page > 50) throw new Error('paging does not end');
+    }
+    expect(seen.slice(0, 5)).toEqual([...ids].reverse());
+  });
+
+  test('cursor paging follows pagination.next to the end', async () => {
+    const all: Log[] = [];
+    let start: string | undefined;
+    for (let i = 0; i < 100; i++) {
+      const answer = await logs(`?size=3${start ? `&start=${start}` : ''}`);
+      all.push(...answer.data);
+      start = answer.pagination.next as string | undefined;
+      if (!start) break;
+    }
+    const full = await logs('?size=100');
+    expect(all.map((e) => e.id)).toEqual(full.data.map((e) => e.id));
+    expect(new Set(all.map((e) => e.id)).size).toBe(all.length);
+  });
+
+  test('start_date and end_date bound the entries by time', async () => {
+    const inWindow = await logs(
+      `?entity_type=token&start_date=${new Date(windowStart).toISOString()}&end_date=${new Date(windowEnd).toISOString()}&size=100`,
+    );
+    expect(inWindow.data.map((e) => e.entity_id)).toEqual([ids[3], ids[2], ids[1]]);
+    for (const e of inWindow.data) {
+      expect(Date.parse(e.created_at)).toBeGreaterThanOrEqual(windowStart);
+      expect(Date.parse(e.created_at)).toBeLessThanOrEqual(windowEnd);
+    }
+  });
+
+  test('bad queries are 400 problems naming the parameter', async () => {
+    for (const [query, field] of [
+      ['?entity_type=spaceship', 'entity_type'],
+      ['?start_date=yesterday', 'start_date'],
+      ['?end_date=2026-13-45T00:00:00Z', 'end_date'],
+      ['?size=0', 'size'],
+      ['?size=101', 'size'],
+      ['?page=0', 'page'],
+      ['?page=1&start=0000000000000-000000000000000', 'page'],
+      ['?start=not-a-cursor', 'start'],
+      ['?operation=create', 'operation'],
+      ['?start_date=2026-02-01T00:00:00Z&end_date=2026-01-01T00:00:00Z', 'start_date'],
+    ]) {
+      const answer = await mgmt.get(`/logs${query}`);
+      expect([query, answer.status]).toEqual([query, 400]);
+      expect(answer.headers.get('content-type')).toMatch(/problem\+json/);
+      expect(Object.keys(answer.body.errors ?? {})).toContain(field);
+    }
+  });
+
+  test('GET /logs/entity-types lists the fixed entity types; both need log:read', async () => {
+    const types = await mgmt.get('/logs/entity-types');
+    expect(types.status).toBe(200);
+    expect(types.body.map((t: { value: string }) => t.value)).toEqual(
+      expect.arrayContaining(['token', 'application', 'reactor', 'proxy', 'session', 'tenant']),
+    );
+    expect(types.body[0]).toEqual({ value: expect.any(String), display_name: expect.any(String) });
+    expect((await user.get('/logs')).status).toBe(403);
+    expect((await user.get('/logs/entity-types')).status).toBe(403);
+  });
+
+  test("tenants are isolated: another tenant's key sees none of these entries", async () => {
+    const theirs = await logs(`?size=100`, other);
+    expect(theirs.data.length).toBeGreaterThan(0); // its own creation
+    expect(theirs.data.every((e) => e.tenant_id === otherTenantId)).toBe(true);
+    expect((await logs(`?entity_id=${ids[0]}`, other)).data).toEqual([]);
+  });
+});
+
+describe('secrets stay out', () => {
+  test('no token data, reactor argument or key in stored entries or audit log lines', async () => {
+    const stored = await store.range(keys.auditLog(tenantId));
+    expect(stored.length).toBeGreaterThan(10);
+    const auditLines = logLines.filter((line) => line.includes('"audit"'));
+    expect(auditLines.length).toBeGreaterThan(10);
+    for (const text of [...stored.map((e) => e.value), ...auditLines]) {
+      expect(text).not.toContain(SECRET);
+      expect(text).not.toContain(REACTOR_ARG);
+      expect(text).not.toContain('paged-');
+      expect(text).not.toMatch(/key_[A-Za-z0-9]{20,}/);
+    }
+    const line = JSON.parse(auditLines[auditLines.length - 1]);
+    expect(line.audit).toMatchObject({
+      tenant_id: expect.any(String),
+      operation: expect.any(String),
+      seq: expect.any(Number),
+    });
+  });
+});
+
+describe('the hash chain', () => {
+  test('two writers appending to one tenant at once do not fork the chain', async () => {
+    const { tenantId: id } = await createTenant(api.url, api.operatorKey);
+    const silent = createLogger('silent');
+    const stores = [0, 1, 2].map(() => openStore({ kind: 'etcd', endpoints: testEtcdEndpoints().split(',') }));
+    const replicas = stores.map((own) => new AuditLog(own, silent, { scanLimit: 1000 }));
+    await Promise.all(
+      Array.from({ length: 150 }, (_, i) =>
+        replicas[i % 3].record({
+          tenant_id: id,
+          actor_type: 'application',
+          actor_id: randomUUID(),
+          entity_type: 'token',
+          entity_id: String(i),
+          operation: 'read',
+          message: 'Read a token',
+        }),
+      ),
+    );
+    await Promise.all(stores.map((own) => own.close()));
+    const verdict = await verifyChain(store, id);
+    expect(verdict.breaks).toEqual([]);
+    expect(verdict.entries).toBe(151); // with the tenant's creation
+    const seqs = (await store.range(keys.auditLog(id))).map((e) => JSON.parse(e.value).seq as number);
+    expect(seqs).toEqual(Array.from({ length: 151 }, (_, i) => 151 - i));
+  });
+
+  test('one request reads at most TOKENVAULT_AUDIT_SCAN_LIMIT entries: page paging is refused past it, a cursor continues', async () => {
+    const { tenantId: id } = await createTenant(api.url, api.operatorKey);
+    const silent = createLogger('silent');
+    const writer = new AuditLog(store, silent, { scanLimit: 1000 });
+    for (let i = 0; i < 3; i++) {
+      await Promise.all(
+        Array.from({ length: 50 }, (_, j) =>
+          writer.record({
+            tenant_id: id,
+            actor_type: 'application',
+            entity_type: 'token',
+            entity_id: `${i}-${j}`,
+            operation: 'read',
+            message: 'Read a token',
+          }),
+        ),
+      );
+    }
+    const limited = new AuditLog(store, silent, { scanLimit: 100 });
+    await expect(limited.list(id, { size: 20, page: 6 })).rejects.toMatchObject({
+      status: 400,
+      detail: expect.stringContaining('TOKENVAULT_AUDIT_SCAN_LIMIT'),
+    });
+    // A filter nothing matches: each cursor page reads 100 entries, answers none, and says where to go on.
+    const first = await limited.list(id, { size: 20, entityId: 'nothing' });
+    expect(first.data).toEqual([]);
+    expect(first.pagination.next).toEqual(expect.any(String));
+    const second = await limited.list(id, { size: 20, entityId: 'nothing', start: first.pagination.next });
+    expect(second.data).toEqual([]);
+    expect(second.pagination.next).toBeUndefined(); // 151 entries: the second scan reached the end
+    // The oldest entries are still found past the limit by following the cursor.
+    const oldest = await limited.list(id, { size: 20, entityType: 'tenant', start: first.pagination.next });
+    expect(oldest.data.map((e) => e.operation)).toEqual(['create']);
+  });
+
+  test('`tokenvault audit verify` passes, then finds an altered and a removed entry', async () => {
+    expect(await verify(tenantId)).toMatchObject({ code: 0, stdout: expect.stringMatching(/chain intact/) });
+    const entries = await store.range(keys.auditLog(tenantId));
+    const victim = entries[5];
+    const original = JSON.parse(victim.value);
+    await store.put(
+      victim.key,
+      JSON.stringify({ ...original, operation: 'read' === original.operation ? 'use' : 'read' }),
+    );
+    const altered = await verify(tenantId);
+    expect(altered.code).toBe(1);
+    expect(altered.stdout).toContain(`BROKEN at seq ${original.seq}`);
+    expect(altered.stdout).toContain('altered');
+    // Put back exactly, then remove another entry: the link around the gap breaks.
+    await store.put(victim.key, victim.value);
+    expect((await verify(tenantId)).code).toBe(0);
+    const removed = JSON.parse(entries[8].value);
+    await store.delete(entries[8].key);
+    const gap = await verify(tenantId);
+    expect(gap.code).toBe(1);
+    expect(gap.stdout).toContain(`BROKEN at seq ${removed.seq + 1}`);
+    await store.put(entries[8].key, entries[8].value);
+    // Cutting off the newest entry: the chain head still names it.
+    const newest = JSON.parse(entries[0].value);
+    await store.delete(entries[0].key);
+    const cut = await verify(tenantId);
+    expect(cut.code).toBe(1);
+    expect(cut.stdout).toContain(`BROKEN at seq ${newest.seq}`);
+    expect(cut.stdout).toContain('newest entries are gone');
+    await store.put(entries[0].key, entries[0].value);
+    // Without --tenant: every tenant (other test files' tenants too, so only this one's line is asserted).
+    expect((await verify()).stdout).toMatch(new RegExp(`tenant ${tenantId}: \\d+ entries, chain intact`));
+  }, 60_000);
+});
+
+describe('retention', () => {
+  test('the sweep deletes entries past retention, anchors the chain, and the chain still verifies', async () => {
+    const { tenantId: id, managementKey } = await createTenant(api.url, api.operatorKey);
+    const tenant = client(api.url, managementKey);
+    for (let i = 0; i < 3; i++)
+      await tenant.post('/applications', { body: { name: `old-${i}`, type: 'private', permissions: [] } });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const cutoff = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await tenant.post('/applications', { body: { name: 'new', type: 'private', permissions: [] } });
+    const retention = new AuditRetention(store, createLogger('silent'), 1, 3600);
+    // Entries older than `cutoff`: the tenant's creation and the three old applications.
+    expect(await retention.sweepTenant(id, cutoff)).toBe(4);
+    const left = (await logs('?size=100', tenant)).data;
+    expect(left.map((e) => e.message)).toEqual(['Created an application']);
+    expect((await store.get(keys.auditAnchor(id)))?.value).toBeDefined();
+    expect((await verifyChain(store, id)).breaks).toEqual([]);
+    // New entries keep chaining on.
+    await tenant.post('/applications', { body: { name: 'newer', type: 'private', permissions: [] } });
+    expect((await verifyChain(store, id)).breaks).toEqual([]);
+  });
+});
+
+/** `tokenvault audit verify` from dist/ against the test etcd. */
+function verify(tenant?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ['dist/cli.js', 'audit', 'verify', ...(tenant ? ['--tenant', tenant] : []), '--store', testEtcdStoreUrl()],
+      { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill(), 30_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
