@@ -13,6 +13,7 @@ export const ENTITY_TYPES = [
   { value: 'session', display_name: 'Session' },
   { value: 'tenant', display_name: 'Tenant' },
   { value: 'token', display_name: 'Token' },
+  { value: 'token_intent', display_name: 'Token Intent' },
   { value: 'webhook', display_name: 'Webhook' },
 ] as const;
 

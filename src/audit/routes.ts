@@ -46,6 +46,13 @@ export const AUDITED_ROUTES: Readonly<Record<string, AuditDeclaration | null>> =
   'DELETE /tokens/:id': d('token', 'delete', 'Deleted a token', { id: 'param' }),
   'POST /tokenize': d('token', 'create', 'Tokenized'),
   'POST /detokenize': d('token', 'use', 'Detokenized'),
+  // Search reads tokens (the matches, masked as a read would); the query itself is never recorded.
+  'POST /tokens/search': d('token', 'read', 'Searched tokens'),
+  'POST /v2/tokens/search': d('token', 'read', 'Searched tokens'),
+  // Token intents hold token data until converted (the conversion is a POST /tokens).
+  'POST /token-intents': d('token_intent', 'create', 'Created a token intent', { id: 'body' }),
+  'GET /token-intents/:id': d('token_intent', 'read', 'Read a token intent', { id: 'param' }),
+  'DELETE /token-intents/:id': d('token_intent', 'delete', 'Deleted a token intent', { id: 'param' }),
 
   // Applications and their keys.
   'POST /applications': d('application', 'create', 'Created an application', { id: 'body' }),
@@ -114,6 +121,9 @@ export const AUDITED_ROUTES: Readonly<Record<string, AuditDeclaration | null>> =
   'PATCH /reactors/:id': d('reactor', 'update', 'Updated a reactor', { id: 'param' }),
   'DELETE /reactors/:id': d('reactor', 'delete', 'Deleted a reactor', { id: 'param' }),
   'POST /reactors/:id/react': d('reactor', 'use', 'Invoked a reactor', { id: 'param' }),
+  // The id in the entry is the reactor's only for the invocation (a result's last path parameter is its request id).
+  'POST /reactors/:id/react-async': d('reactor', 'use', 'Invoked a reactor asynchronously', { id: 'param' }),
+  'GET /reactors/:id/results/:requestId': d('reactor', 'read', 'Read an asynchronous reactor result'),
 
   // Pre-configured proxies, and calls through the proxy.
   'POST /proxies': d('proxy', 'create', 'Created a proxy', { id: 'body' }),
@@ -132,7 +142,6 @@ export const AUDITED_ROUTES: Readonly<Record<string, AuditDeclaration | null>> =
   // Webhooks (the platform's webhooks API).
   'POST /webhooks': d('webhook', 'create', 'Created a webhook', { id: 'body' }),
   'PUT /webhooks/:id': d('webhook', 'update', 'Updated a webhook', { id: 'param' }),
-  'PATCH /webhooks/:id': d('webhook', 'update', 'Updated a webhook', { id: 'param' }),
   'DELETE /webhooks/:id': d('webhook', 'delete', 'Deleted a webhook', { id: 'param' }),
 
   // The audit log itself.

@@ -50,6 +50,9 @@ test('the API and worker metric names are unchanged', () => {
     'tokenvault_webhook_attempts_total',
     'tokenvault_webhook_delivery_lag_seconds',
     'tokenvault_async_reactor_requests_total',
+    'tokenvault_audit_entries_total',
+    'tokenvault_audit_batch_entries',
+    'tokenvault_audit_chain_conflicts_total',
   ]);
   expect(names(new RuntimeMetrics({ defaultMetrics: false }).registry)).toEqual([
     'tokenvault_runtime_invocations_total',
