@@ -143,6 +143,11 @@ export const AUDITED_ROUTES: Readonly<Record<string, AuditDeclaration | null>> =
   'POST /webhooks': d('webhook', 'create', 'Created a webhook', { id: 'body' }),
   'PUT /webhooks/:id': d('webhook', 'update', 'Updated a webhook', { id: 'param' }),
   'DELETE /webhooks/:id': d('webhook', 'delete', 'Deleted a webhook', { id: 'param' }),
+  'GET /webhooks': null,
+  'GET /webhooks/:id': null,
+  'GET /webhooks/event-types': null,
+  // Unauthenticated liveness check of the official clients' webhooks.ping().
+  'GET /ping': null,
 
   // The audit log itself.
   'GET /logs': null,
