@@ -36,6 +36,7 @@ import { rateLimit, takeRateLimit } from './middleware/rate-limit.js';
 import { observe } from './middleware/observe.js';
 import { traceId } from './middleware/trace.js';
 import { tagged } from './route-table.js';
+import { openApiDocument } from './openapi/document.js';
 
 export interface ApiContext {
   config: Config;
@@ -79,6 +80,10 @@ export function createApp(context: ApiContext): Express {
   app.get('/readyz', async (_req, res) => {
     await store.ping();
     res.json({ status: 'ready' });
+  });
+  // The contract is public: it holds no tenant's data, and a client generator must read it without a key.
+  app.get('/openapi.json', (_req, res) => {
+    res.json(openApiDocument());
   });
 
   // Every Liquid expression a request causes (masks, fingerprints, detokenization, proxy bodies) shares one budget.
