@@ -99,7 +99,7 @@ function parameters(op: Operation, route: string): Json[] {
       name: q.name,
       in: 'query',
       required: false,
-      schema: publish(q.schema),
+      ...(q.mediaType ? { content: { [q.mediaType]: { schema: publish(q.schema) } } } : { schema: publish(q.schema) }),
       ...((q.schema as Json).type === 'array' ? { style: 'form', explode: true } : {}),
       ...(q.description ? { description: q.description } : {}),
     });

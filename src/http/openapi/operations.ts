@@ -22,6 +22,8 @@ import type { Schema } from './schemas.js';
 export interface QueryParameter {
   name: string;
   schema: Schema;
+  /** The value is this media type (a JSON object in one query parameter), not a plain string. */
+  mediaType?: string;
   description?: string;
 }
 
@@ -73,7 +75,8 @@ const tokenListQuery: QueryParameter[] = [
   { name: 'fingerprint', schema: { type: 'string' } },
   {
     name: 'metadata',
-    schema: { type: 'string', contentMediaType: 'application/json' },
+    schema: { type: 'object', additionalProperties: { type: 'string' } },
+    mediaType: 'application/json',
     description:
       'A JSON object of strings: tokens whose metadata has each of them. `metadata.<name>=<value>` and `metadata[<name>]=<value>` filter the same way.',
   },
