@@ -14,6 +14,8 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 
 const SCHEMATHESIS = '4.32.5';
+/** The development tenant's fixed id (src/server/dev.ts). */
+const DEV_TENANT_ID = 'a7d3f1c2-0d5e-4b8a-9c61-2f4e8b7d0001';
 const root = new URL('..', import.meta.url).pathname;
 const { values } = parseArgs({
   options: {
@@ -92,10 +94,18 @@ try {
     });
   });
 
+  // The run's keys belong to applications the operator creates in the development tenant as if a Kubernetes object
+  // declared them (BT-MANAGED-BY): the tenant's own keys get 409 changing, regenerating or deleting them, so the run
+  // cannot revoke the keys it runs with (it finds their ids in GET /applications and tries).
   const create = async (body) => {
     const response = await fetch(`${base}/applications`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'bt-api-key': banner['Management key'] },
+      headers: {
+        'content-type': 'application/json',
+        'bt-api-key': banner['Operator key'],
+        'bt-tenant-id': DEV_TENANT_ID,
+        'bt-managed-by': `Application/schemathesis/${body.type}`,
+      },
       body: JSON.stringify(body),
     });
     if (response.status !== 201) throw new Error(`creating ${body.name}: ${response.status} ${await response.text()}`);
@@ -118,10 +128,12 @@ try {
     rules: [{ priority: 1, container: '/', transform: 'reveal', permissions: of('private') }],
   });
 
+  const publicKey = await create({ name: 'schemathesis public', type: 'public', permissions: of('public') });
   const env = {
     ...process.env,
     TOKENVAULT_ST_MANAGEMENT_KEY: managementKey,
     TOKENVAULT_ST_PRIVATE_KEY: privateKey,
+    TOKENVAULT_ST_PUBLIC_KEY: publicKey,
     TOKENVAULT_ST_OPERATOR_KEY: banner['Operator key'],
   };
   // Two passes: the tenant's interface first, then the operator's, which can (and does) delete or re-point the
