@@ -438,6 +438,7 @@ const unsupportedRows = UNSUPPORTED_FEATURES.flatMap(([prefix]) =>
 const MATRIX: Record<string, Row> = {
   'GET /healthz': { scope: 'open' },
   'GET /readyz': { scope: 'open' },
+  'GET /openapi.json': { scope: 'open' },
   ...Object.fromEntries(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map(proxyRow)),
   'POST /tokens': {
     ...TOKEN,

@@ -1,7 +1,7 @@
 // Every route of the REST interface as an OpenAPI operation, keyed by the route's own `METHOD path` row (the app's
 // route table, src/http/route-table.ts): a route without an entry here fails test/unit/openapi.test.ts. Request bodies
 // are the validators' own schemas (one source of truth: what is published is what is checked).
-import { SESSION_PERMISSIONS } from '../../auth/permissions.js';
+import { APPLICATION_TYPES, SESSION_PERMISSIONS } from '../../auth/permissions.js';
 import { validateCreateApplication, validateUpdateApplication } from '../../domain/applications/schema.js';
 import { validateFormula } from '../../domain/formulas/schema.js';
 import { validateCreateProxy, validatePatchProxy, validateUpdateProxy } from '../../domain/proxies/schema.js';
@@ -62,6 +62,12 @@ const ids: QueryParameter = {
   description: 'Repeatable, or comma-separated.',
 };
 const name: QueryParameter = { name: 'name', schema: { type: 'string' } };
+/** A repeatable filter over a fixed set of values; an empty value filters nothing (src/http/params.ts, listQuery). */
+const oneOf = (parameter: string, values: readonly string[]): QueryParameter => ({
+  name: parameter,
+  schema: { type: 'array', items: { type: 'string', enum: [...values, ''] } },
+  description: 'Repeatable, or comma-separated; an empty value filters nothing.',
+});
 const list = (item: Schema) => S.pageOf(item);
 const array = (item: Schema): Schema => ({ type: 'array', items: item });
 const mergePatch = 'application/merge-patch+json';
@@ -70,7 +76,7 @@ const tokenListQuery: QueryParameter[] = [
   { name: 'size', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
   { name: 'start', schema: { type: 'string' }, description: 'The cursor: `pagination.next` of the previous page.' },
   ids,
-  { name: 'type', schema: { type: 'array', items: { type: 'string', enum: TOKEN_TYPE_NAMES } } },
+  oneOf('type', TOKEN_TYPE_NAMES),
   { name: 'container', schema: { type: 'string' }, description: 'Tokens in this container or below it.' },
   { name: 'fingerprint', schema: { type: 'string' } },
   {
@@ -179,11 +185,7 @@ const applications: Record<string, Operation> = {
     tag: 'Applications',
     auth: 'key',
     permission: 'application:read',
-    query: [
-      ...paging,
-      ids,
-      { name: 'type', schema: array({ type: 'string', enum: ['public', 'private', 'management'] }) },
-    ],
+    query: [...paging, ids, oneOf('type', APPLICATION_TYPES)],
     status: 200,
     answer: list(S.Application),
   },
