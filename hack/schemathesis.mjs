@@ -151,9 +151,8 @@ try {
       '--config-file',
       join(root, 'hack/schemathesis.toml'),
       'run',
-      join(root, 'docs/openapi.json'),
-      '--url',
-      base,
+      // The document as the server serves it (docs/openapi.json is the same: test/unit/openapi.test.ts).
+      `${base}/openapi.json`,
       ...filter,
       // The proxy forwards to destinations of the caller's choosing; test/integration/proxy*.test.ts and
       // ssrf.test.ts cover it against real destinations.
@@ -163,8 +162,10 @@ try {
       values['max-examples'],
       '--seed',
       values.seed,
+      // One worker: the order of requests follows the seed, and Schemathesis 4.32.5 has a thread race in its
+      // coverage phase (an internal "AST constructor recursion depth mismatch" error) with more.
       '--workers',
-      '2',
+      '1',
       '--request-timeout',
       '10',
       '--suppress-health-check',
