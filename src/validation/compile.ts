@@ -50,7 +50,7 @@ export function compile<T>(
     if (validate(value)) return value;
     throw new ErrorClass({ errors: toFieldErrors(validate.errors ?? []) });
   };
-  return Object.assign(check, { schema: schema as Record<string, unknown> });
+  return Object.assign(check, { schema });
 }
 
 function toFieldErrors(errors: ErrorObject[]): FieldErrors {

@@ -8,7 +8,7 @@ import { createApplication, createTenant, startTestApi, type TestApi } from '../
 import { call, client } from '../support/http.js';
 
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = Record<string, any>;
 
 let api: TestApi;
 let managementKey: string;
@@ -32,7 +32,7 @@ afterAll(async () => {
 
 /** Checks `body` against the schema the document gives the operation's `status` answer. */
 function conforms(path: string, method: string, status: number, body: unknown): void {
-  const document = openApiDocument() as Json;
+  const document: Json = openApiDocument();
   const response = document.paths[path][method].responses[String(status)];
   const schema = response.content['application/json'].schema;
   const ajv = new Ajv2020({ strict: false, allErrors: true });
@@ -79,7 +79,7 @@ describe('answers match the document', () => {
     expect(missing.status).toBe(404);
     expect(missing.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     conforms('/tokens', 'get', 200, { pagination: { page_size: 1 }, data: [] });
-    const schema = (openApiDocument() as Json).components.schemas.ProblemDocument;
+    const schema = (openApiDocument() as { components: Json }).components.schemas.ProblemDocument;
     expect(Object.keys(missing.body).sort()).toEqual(expect.arrayContaining(schema.required.sort()));
   });
 });

@@ -22,7 +22,7 @@ function routes(): string[] {
   return routeTable(createApp(context)).map((row) => `${row.method} ${row.path}`);
 }
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = Record<string, any>;
 
 describe('OpenAPI document', () => {
   test('every route has an operation, and every operation is a route', () => {
@@ -38,7 +38,7 @@ describe('OpenAPI document', () => {
   });
 
   test('request bodies are the schemas the routes validate with', () => {
-    const doc = openApiDocument() as Json;
+    const doc: Json = openApiDocument();
     const body = doc.paths['/tokens'].post.requestBody.content['application/json'].schema;
     expect(Object.keys(body.properties)).toEqual(Object.keys((validateCreateToken.schema as Json).properties));
     expect(body.required).toEqual((validateCreateToken.schema as Json).required);
@@ -49,7 +49,7 @@ describe('OpenAPI document', () => {
   });
 
   test('every schema in the document is valid JSON Schema 2020-12 and every reference resolves', () => {
-    const doc = openApiDocument() as Json;
+    const doc: Json = openApiDocument();
     expect(doc.openapi).toBe('3.1.0');
     const ajv = new Ajv2020({ strict: false, validateFormats: false });
     ajv.addSchema({ $id: 'doc', components: doc.components }, 'doc');
@@ -80,7 +80,7 @@ describe('OpenAPI document', () => {
   test('paths are the routes in OpenAPI syntax', () => {
     expect(openApiPath('/tokens/:id')).toBe('/tokens/{id}');
     expect(openApiPath('/proxy{/*rest}')).toBe('/proxy');
-    const doc = openApiDocument() as Json;
+    const doc: Json = openApiDocument();
     expect(doc.paths['/reactors/{id}/react'].post.parameters[0]).toMatchObject({ name: 'id', in: 'path' });
     expect(doc.paths['/openapi.json'].get.security).toEqual([]);
   });

@@ -100,7 +100,7 @@ function parameters(op: Operation, route: string): Json[] {
       in: 'query',
       required: false,
       ...(q.mediaType ? { content: { [q.mediaType]: { schema: publish(q.schema) } } } : { schema: publish(q.schema) }),
-      ...((q.schema as Json).type === 'array' ? { style: 'form', explode: true } : {}),
+      ...(q.schema.type === 'array' ? { style: 'form', explode: true } : {}),
       ...(q.description ? { description: q.description } : {}),
     });
   }
