@@ -3,6 +3,7 @@
 import { describe, expect, test } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
 import { createApp, type ApiContext } from '../../src/http/app.js';
 import { routeTable } from '../../src/http/route-table.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -23,6 +24,7 @@ function routes(): string[] {
 }
 
 type Json = Record<string, any>;
+const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
 
 describe('OpenAPI document', () => {
   test('every route has an operation, and every operation is a route', () => {
@@ -75,6 +77,24 @@ describe('OpenAPI document', () => {
       expect(() => ajv.compile(rewritten)).not.toThrow();
     }
     expect(schemas.length).toBeGreaterThan(100);
+  });
+
+  test('every request example is valid against its own schema', () => {
+    const doc: Json = openApiDocument();
+    const ajv = new Ajv2020({ strict: false });
+    addFormats(ajv);
+    let examples = 0;
+    for (const path of Object.values<Json>(doc.paths)) {
+      for (const operation of Object.values<Json>(path)) {
+        for (const media of Object.values<Json>(operation.requestBody?.content ?? {})) {
+          if (media.example === undefined) continue;
+          examples++;
+          const validate = ajv.compile(media.schema);
+          expect([validate(media.example), validate.errors]).toEqual([true, null]);
+        }
+      }
+    }
+    expect(examples).toBeGreaterThanOrEqual(5);
   });
 
   test('paths are the routes in OpenAPI syntax', () => {

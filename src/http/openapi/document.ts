@@ -163,7 +163,12 @@ function operation(method: string, route: string, op: Operation): Json {
       ? {
           requestBody: {
             required: op.body.required ?? true,
-            content: { [op.body.contentType ?? 'application/json']: { schema: publish(op.body.schema) } },
+            content: {
+              [op.body.contentType ?? 'application/json']: {
+                schema: publish(op.body.schema),
+                ...(op.body.example === undefined ? {} : { example: op.body.example }),
+              },
+            },
           },
         }
       : {}),

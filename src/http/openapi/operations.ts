@@ -38,7 +38,8 @@ export interface Operation {
   id?: Schema;
   query?: QueryParameter[];
   headers?: QueryParameter[];
-  body?: { schema: Schema; contentType?: string; required?: boolean };
+  /** `example`: a body the route accepts (published as the request's example; Schemathesis sends it as is). */
+  body?: { schema: Schema; contentType?: string; required?: boolean; example?: unknown };
   /** Takes BT-IDEMPOTENCY-KEY. */
   idempotent?: boolean;
   status: number;
@@ -72,6 +73,14 @@ const list = (item: Schema) => S.pageOf(item);
 const array = (item: Schema): Schema => ({ type: 'array', items: item });
 const mergePatch = 'application/merge-patch+json';
 
+const formulaExample = {
+  name: 'Echo',
+  type: 'private',
+  code: 'module.exports = async (req) => ({ raw: req.args });',
+  configuration: [],
+  request_parameters: [],
+};
+
 const tokenListQuery: QueryParameter[] = [
   { name: 'size', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
   { name: 'start', schema: { type: 'string' }, description: 'The cursor: `pagination.next` of the previous page.' },
@@ -94,7 +103,10 @@ const tokens: Record<string, Operation> = {
     tag: 'Tokens',
     auth: 'key',
     permission: 'token:create',
-    body: { schema: validateCreateToken.schema },
+    body: {
+      schema: validateCreateToken.schema,
+      example: { type: 'card_number', data: '4242424242424242', metadata: { customer: 'c-1' } },
+    },
     idempotent: true,
     status: 201,
     answer: S.Token,
@@ -175,7 +187,10 @@ const applications: Record<string, Operation> = {
     tag: 'Applications',
     auth: 'key',
     permission: 'application:create',
-    body: { schema: validateCreateApplication.schema },
+    body: {
+      schema: validateCreateApplication.schema,
+      example: { name: 'Checkout', type: 'private', permissions: ['token:read', 'token:use'] },
+    },
     idempotent: true,
     status: 201,
     answer: S.Application,
@@ -363,7 +378,7 @@ const formulas: Record<string, Operation> = {
     tag: 'Reactor formulas',
     auth: 'key',
     permission: 'reactor:create',
-    body: { schema: validateFormula.schema },
+    body: { schema: validateFormula.schema, example: formulaExample },
     status: 201,
     answer: S.Formula,
   },
@@ -443,7 +458,10 @@ const reactors: Record<string, Operation> = {
     tag: 'Reactors',
     auth: 'key',
     permission: 'reactor:create',
-    body: { schema: validateCreateReactor.schema },
+    body: {
+      schema: validateCreateReactor.schema,
+      example: { name: 'Echo', code: 'module.exports = async (req) => ({ raw: req.args });' },
+    },
     idempotent: true,
     status: 201,
     answer: S.Reactor,
@@ -517,7 +535,10 @@ const proxies: Record<string, Operation> = {
     tag: 'Proxies',
     auth: 'key',
     permission: 'proxy:create',
-    body: { schema: validateCreateProxy.schema },
+    body: {
+      schema: validateCreateProxy.schema,
+      example: { name: 'Issuer', destination_url: 'https://api.issuer.example/v1', require_auth: true },
+    },
     idempotent: true,
     status: 201,
     answer: S.Proxy,
