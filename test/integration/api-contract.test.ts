@@ -107,6 +107,26 @@ describe('what Schemathesis found', () => {
     expect((await call(api.url, 'GET', '/applications/key', { key: managementKey })).status).toBe(200);
   });
 
+  test('invoking a reactor with a JSON body that is not an object is refused; no body is no arguments', async () => {
+    const reactor = await client(api.url, managementKey).post('/reactors', {
+      body: { name: 'echo', code: 'module.exports = async (req) => ({ raw: req.args });' },
+    });
+    expect(reactor.status).toBe(201);
+    const react = `/reactors/${reactor.body.id}/react`;
+    for (const raw of ['null', '[]', '"args"']) {
+      const answer = await call(api.url, 'POST', react, { key: privateKey, raw });
+      expect([answer.status, answer.body.code, Object.keys(answer.body.errors ?? {})]).toEqual([
+        400,
+        'TV_INVALID_BODY',
+        ['body'],
+      ]);
+    }
+    expect((await call(api.url, 'POST', react, { key: privateKey })).status).toBe(200);
+    expect((await call(api.url, 'POST', react, { key: privateKey, body: { args: { a: 1 } } })).body).toEqual({
+      raw: { a: 1 },
+    });
+  });
+
   test('a token list filtered by a type no token can have is refused, not answered empty', async () => {
     for (const path of ['/tokens?type=nope', '/v2/tokens?type=token,nope']) {
       const answer = await call(api.url, 'GET', path, { key: privateKey });

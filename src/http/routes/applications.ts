@@ -40,7 +40,7 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
   // The calling key's own application: any key may ask who it is. It is read-only: other methods get 405 here rather
   // than reaching /applications/:id with the id "key" (a 404 that would read as a missing application).
   router.use('/applications/key', (req, _res, next) => {
-    if (req.path !== '/' || req.method === 'GET' || req.method === 'HEAD') return next();
+    if (req.path !== '/' || ['GET', 'HEAD', 'OPTIONS'].includes(req.method)) return next();
     throw new Errors.MethodNotAllowed({ headers: { Allow: 'GET, HEAD' } });
   });
   router.get('/applications/key', async (req, res) => {
