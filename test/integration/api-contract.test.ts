@@ -105,6 +105,9 @@ describe('what Schemathesis found', () => {
       expect(answer.headers.get('allow')).toBe('GET, HEAD');
     }
     expect((await call(api.url, 'GET', '/applications/key', { key: managementKey })).status).toBe(200);
+    // OPTIONS lists what the path takes, not the methods of /applications/{id} that its path also matches.
+    const options = await call(api.url, 'OPTIONS', '/applications/key', { key: managementKey });
+    expect([options.status, options.headers.get('allow')]).toEqual([200, 'GET, HEAD']);
   });
 
   test('invoking a reactor with a JSON body that is not an object is refused; no body is no arguments', async () => {
