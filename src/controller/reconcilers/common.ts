@@ -3,6 +3,7 @@
 // keys (owned by the object, so Kubernetes deletes them with it), and how a vault failure becomes a condition.
 import { Resources, isNotFound, type KubeObject, type ResourceRef } from '../kube.js';
 import {
+  conditionsEqual,
   isConditionTrue,
   notReady,
   ready,
@@ -135,8 +136,10 @@ export async function writeStatus<T extends VaultObject>(
   const status: VaultStatus = { conditions, observedGeneration: generation };
   if (id !== undefined) status.id = id;
   const previous = object.status ?? {};
+  // Compared member by member: kube-apiserver answers with each condition's keys in alphabetical order (it stores
+  // them as a map), so comparing serialisations made every periodic resync rewrite every object's status.
   if (
-    JSON.stringify(previous.conditions ?? []) === JSON.stringify(conditions) &&
+    conditionsEqual(previous.conditions, conditions) &&
     previous.observedGeneration === generation &&
     (id === undefined || previous.id === id)
   ) {
