@@ -8,11 +8,18 @@ import os from 'node:os';
 import { loadSettings, type Benchmark } from './support/settings.js';
 import { ensureEtcdBinary, repoRoot } from './support/processes.js';
 import { controllerScaleBenchmark } from './controller-scale.js';
+import { growthBenchmark } from './growth.js';
 import { proxyBenchmark } from './proxy.js';
 import { reactorsBenchmark } from './reactors.js';
 import { tokensBenchmark } from './tokens.js';
 
-const BENCHMARKS: Benchmark[] = [tokensBenchmark, proxyBenchmark, reactorsBenchmark, controllerScaleBenchmark];
+const BENCHMARKS: Benchmark[] = [
+  tokensBenchmark,
+  proxyBenchmark,
+  reactorsBenchmark,
+  controllerScaleBenchmark,
+  growthBenchmark,
+];
 
 async function main(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h') || argv.includes('--list')) {
