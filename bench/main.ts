@@ -9,6 +9,7 @@ import { loadSettings, type Benchmark } from './support/settings.js';
 import { ensureEtcdBinary, repoRoot } from './support/processes.js';
 import { controllerScaleBenchmark } from './controller-scale.js';
 import { growthBenchmark } from './growth.js';
+import { scalingBenchmark } from './scaling.js';
 import { proxyBenchmark } from './proxy.js';
 import { reactorsBenchmark } from './reactors.js';
 import { tokensBenchmark } from './tokens.js';
@@ -19,6 +20,7 @@ const BENCHMARKS: Benchmark[] = [
   reactorsBenchmark,
   controllerScaleBenchmark,
   growthBenchmark,
+  scalingBenchmark,
 ];
 
 async function main(argv: string[]): Promise<number> {
