@@ -7,6 +7,7 @@ import { WorkQueue } from '../../src/controller/queue.js';
 import type { ReconcileContext } from '../../src/controller/manager.js';
 import { formulaReconciler, type FormulaObject } from '../../src/controller/reconcilers/formula.js';
 import {
+  fetchOrCreate,
   FINALIZER,
   reportingFailures,
   writeStatus,
@@ -213,5 +214,52 @@ describe('a resync of an unchanged object', () => {
       message: 'other',
       lastTransitionTime: '2026-11-25T12:00:00Z',
     });
+  });
+});
+
+describe('the vault resource of a new object', () => {
+  const recording = (answers: Record<string, () => unknown>) => {
+    const calls: string[] = [];
+    const vault = {
+      call: async (method: string) => {
+        calls.push(method);
+        return answers[method]();
+      },
+    } as unknown as VaultClient;
+    return { vault, calls };
+  };
+  const target = { collection: '/reactors', id: 'uid-1', noun: 'reactor' };
+  const request = { tenantId: 't', managedBy: 'm' };
+
+  test('is created without a read first when the status names no vault id yet', async () => {
+    const object: VaultObject = { kind: 'Reactor', metadata: { name: 'r', namespace: 'acme', uid: 'uid-1' }, spec: {} };
+    const { vault, calls } = recording({ POST: () => ({ id: 'uid-1' }) });
+    expect(await fetchOrCreate(fakeContext(object).ctx, vault, target, request, {})).toEqual({ id: 'uid-1' });
+    expect(calls).toEqual(['POST']);
+  });
+
+  test('is read again when the create finds it exists (409)', async () => {
+    const object: VaultObject = { kind: 'Reactor', metadata: { name: 'r', namespace: 'acme', uid: 'uid-1' }, spec: {} };
+    const { vault, calls } = recording({
+      POST: () => Promise.reject(new VaultRefused(409, 'exists')),
+      GET: () => ({ id: 'uid-1', name: 'old' }),
+    });
+    expect(await fetchOrCreate(fakeContext(object).ctx, vault, target, request, {})).toEqual({
+      id: 'uid-1',
+      name: 'old',
+    });
+    expect(calls).toEqual(['POST', 'GET']);
+  });
+
+  test('of a known object is read, not created', async () => {
+    const object: VaultObject = {
+      kind: 'Reactor',
+      metadata: { name: 'r', namespace: 'acme', uid: 'uid-1' },
+      spec: {},
+      status: { id: 'uid-1' },
+    };
+    const { vault, calls } = recording({ GET: () => ({ id: 'uid-1' }) });
+    await fetchOrCreate(fakeContext(object).ctx, vault, target, request, {});
+    expect(calls).toEqual(['GET']);
   });
 });
