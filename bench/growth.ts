@@ -84,7 +84,7 @@ async function run(settings: Settings): Promise<void> {
             const text = await send(
               pool,
               { method: 'POST', path: '/tokenize', key: tenant.key, body: JSON.stringify(values) },
-              200,
+              201,
             );
             ids.push(...(JSON.parse(text) as string[]));
           }
