@@ -101,6 +101,7 @@ async function run(settings: Settings): Promise<void> {
             name: 'scaling',
             type: 'private',
             code: `module.exports = async (req) => ({ raw: { salt: '${salt}', last4: req.args.card.number.slice(-4) } });`,
+            request_parameters: [{ name: 'card.number', type: 'string' }],
           }),
         },
         201,
