@@ -24,7 +24,7 @@ import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { performance } from 'node:perf_hooks';
-import { KubeClient, type KubeObject } from '../src/controller/kube.js';
+import { KubeClient, Resources, type KubeObject } from '../src/controller/kube.js';
 import { Kinds } from '../src/controller/reconcilers/common.js';
 import { startControlPlane, type ControlPlane } from '../test/support/control-plane.js';
 import {
@@ -263,11 +263,14 @@ spec:
     }
     const hwm = procMiB(child.pid!, 'VmHWM');
 
-    // Every Reactor is one vault reactor (ids = uids), none extra.
-    const tenant = await client.find<StatusObject & { status?: { id?: string } }>(Kinds.Tenant, ns, 'acme');
-    const listed = await fetch(`${api.url}/reactors?size=1`, {
-      headers: { 'bt-api-key': api.operatorKey, 'bt-tenant-id': (tenant?.status as { id?: string })?.id ?? '' },
-    });
+    // Every Reactor is one vault reactor (ids = uids), none extra: counted with the tenant's management key.
+    const secret = await client.find<KubeObject & { data?: Record<string, string> }>(
+      Resources.secrets,
+      ns,
+      'acme-management',
+    );
+    const managementKey = Buffer.from(secret?.data?.key ?? '', 'base64').toString('utf8');
+    const listed = await fetch(`${api.url}/reactors?size=1`, { headers: { 'bt-api-key': managementKey } });
     const vaultCount = listed.ok
       ? ((await listed.json()) as { pagination?: { total_items?: number } }).pagination?.total_items
       : undefined;
