@@ -194,13 +194,13 @@ async function run(settings: Settings): Promise<void> {
   );
 }
 
-interface Destination {
+export interface Destination {
   url: string;
   pid?: number;
   stop(): Promise<void>;
 }
 
-async function startDestination(cert: string, key: string): Promise<Destination> {
+export async function startDestination(cert: string, key: string): Promise<Destination> {
   const script = path.join(path.dirname(fileURLToPath(import.meta.url)), 'support', 'https-destination.js');
   const child: ChildProcess = spawn(process.execPath, [script], {
     env: { PATH: process.env.PATH ?? '', TOKENVAULT_BENCH_CERT: cert, TOKENVAULT_BENCH_KEY: key },
