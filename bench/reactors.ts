@@ -30,7 +30,7 @@ import { formatMs, heading, median, table } from './support/report.js';
 import type { Benchmark, Settings } from './support/settings.js';
 
 /** New reactors whose first call is timed against their second. */
-const COLD_REACTORS = 10;
+const COLD_REACTORS = 20;
 const WARM_P50_TARGET_MS = 1;
 const FIRST_CALL_TARGET_MS = 3;
 const RATIO_TARGET = 0.6;
@@ -211,10 +211,20 @@ async function run(settings: Settings): Promise<void> {
     const warmP50 = single.p50Ms;
     extra = [
       table(
-        ['new reactor, one call at a time', 'median ms', 'each call (ms)'],
+        ['new reactor, one call at a time', 'median ms', 'fastest ms', 'each call (ms)'],
         [
-          ['first call (compile + new isolate)', formatMs(firstMedian), firsts.map(formatMs).join(' ')],
-          ['second call (warm)', formatMs(secondMedian), seconds.map(formatMs).join(' ')],
+          [
+            'first call (compile + new isolate)',
+            formatMs(firstMedian),
+            formatMs(Math.min(...firsts)),
+            firsts.map(formatMs).join(' '),
+          ],
+          [
+            'second call (warm)',
+            formatMs(secondMedian),
+            formatMs(Math.min(...seconds)),
+            seconds.map(formatMs).join(' '),
+          ],
         ],
       ),
       '',

@@ -134,6 +134,12 @@ interface InvocationHooks {
 /** What compileScript returns with cachedData options (isolated-vm sets these; its typings omit them). */
 type CachingScript = ivm.Script & ivm.CachedDataResult & { cachedDataRejected?: boolean };
 
+/** The isolate prepared for the next new code, for one heap size; `ready` rejects when it is no longer wanted. */
+interface Spare {
+  memoryMb: number;
+  ready: Promise<{ isolate: ivm.Isolate; prelude: ivm.Script }>;
+}
+
 /** A context with the prelude run in it; `entry` is the prelude's dispatcher. */
 class SandboxContext {
   hooks?: InvocationHooks;
@@ -245,6 +251,8 @@ export class SandboxPool {
   /** Resource-limit failures per tenant: a tenant with TENANT_STRIKES of them is a suspect with all its code. */
   private readonly strikes = new LRUCache<string, number>({ max: 10_000, ttl: SUSPECT_MS });
   private readonly suspectLane: Lane;
+  /** An isolate with the prelude compiled, waiting for the next new code (see preparedIsolate). */
+  private spare?: Spare;
   /** V8's code cache of the prelude, produced by the first isolate (see compilePrelude). */
   private preludeCache?: ivm.ExternalCopy<ArrayBuffer>;
 
@@ -304,6 +312,8 @@ export class SandboxPool {
   /** Disposes every isolate; invocations still running fail. */
   close(): void {
     this.closed = true;
+    void this.spare?.ready.then(({ isolate }) => isolate.dispose()).catch(() => undefined);
+    this.spare = undefined;
     this.cache.clear();
     for (const sandbox of [...this.live]) {
       sandbox.retired = true;
@@ -367,29 +377,73 @@ export class SandboxPool {
     return compilation;
   }
 
-  private async compile(key: string, code: string, memoryMb: number): Promise<CompiledSandbox | InvocationFailure> {
-    const isolate = new ivm.Isolate({
+  private newIsolate(memoryMb: number): ivm.Isolate {
+    return new ivm.Isolate({
       memoryLimit: memoryMb,
       onCatastrophicError: (message) => {
         this.options.logger?.fatal({ message }, 'isolated-vm lost control of an isolate');
         this.options.onCatastrophicError?.(message);
       },
     });
-    let prelude: ivm.Script;
-    let script: ivm.Script;
+  }
+
+  /**
+   * An isolate with the prelude compiled for new code of this heap size: the spare when it fits (then another is
+   * prepared once this compilation is done), else a new one. The spare has run nothing and belongs to no tenant until
+   * it is taken, so it is as fresh as a new isolate; it saves a new reactor's first call the isolate's creation and
+   * the prelude's compilation.
+   */
+  private async preparedIsolate(memoryMb: number): Promise<{ isolate: ivm.Isolate; prelude: ivm.Script }> {
+    const spare = this.spare;
+    this.spare = undefined;
+    if (spare?.memoryMb === memoryMb) {
+      const prepared = await spare.ready.catch(() => undefined);
+      if (prepared && !prepared.isolate.isDisposed) return prepared;
+    } else if (spare) {
+      void spare.ready.then(({ isolate }) => isolate.dispose()).catch(() => undefined);
+    }
+    const isolate = this.newIsolate(memoryMb);
     try {
-      prelude = await this.compilePrelude(isolate);
-      try {
-        script = await isolate.compileScript(wrapReactorCode(code), { filename: 'reactor.js', lineOffset: -1 });
-      } catch (error) {
-        isolate.dispose();
-        const failure = compileFailure(syntaxMessage(error));
-        this.broken.set(key, failure);
-        return failure;
-      }
+      return { isolate, prelude: await this.compilePrelude(isolate) };
     } catch (error) {
       if (!isolate.isDisposed) isolate.dispose();
       throw error;
+    }
+  }
+
+  /** Prepares the next spare (after the current compilation, so it does not delay the call that needed one). */
+  private prepareSpare(memoryMb: number): void {
+    if (this.closed || this.spare !== undefined) return;
+    const spare: Spare = {
+      memoryMb,
+      ready: new Promise((resolve) => setImmediate(resolve)).then(async () => {
+        if (this.closed) throw new Error('the sandbox pool is closed');
+        const isolate = this.newIsolate(memoryMb);
+        try {
+          return { isolate, prelude: await this.compilePrelude(isolate) };
+        } catch (error) {
+          if (!isolate.isDisposed) isolate.dispose();
+          throw error;
+        }
+      }),
+    };
+    spare.ready.catch(() => {
+      if (this.spare === spare) this.spare = undefined;
+    });
+    this.spare = spare;
+  }
+
+  private async compile(key: string, code: string, memoryMb: number): Promise<CompiledSandbox | InvocationFailure> {
+    const { isolate, prelude } = await this.preparedIsolate(memoryMb);
+    this.prepareSpare(memoryMb);
+    let script: ivm.Script;
+    try {
+      script = await isolate.compileScript(wrapReactorCode(code), { filename: 'reactor.js', lineOffset: -1 });
+    } catch (error) {
+      if (!isolate.isDisposed) isolate.dispose();
+      const failure = compileFailure(syntaxMessage(error));
+      this.broken.set(key, failure);
+      return failure;
     }
     const sandbox = new CompiledSandbox(key, isolate, prelude, script, memoryMb);
     this.live.add(sandbox);
