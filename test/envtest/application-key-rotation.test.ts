@@ -147,7 +147,9 @@ spec:
     (o) =>
       o?.status?.key?.id !== made.status.key.id &&
       !o.status.key.previousId &&
-      o.status.conditions?.some((c: { type: string; reason: string }) => c.type === 'KeyRotated' && c.reason === 'Current'),
+      o.status.conditions?.some(
+        (c: { type: string; reason: string }) => c.type === 'KeyRotated' && c.reason === 'Current',
+      ),
     30_000,
   );
   expect(await env.readSecret(ns, 'scheduled-key')).not.toBe(oldKey);
