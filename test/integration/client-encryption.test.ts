@@ -234,6 +234,16 @@ describe('tokens from encrypted data', () => {
     await refused({ encrypted: 'not-a-jwe' });
     await refused({ encrypted: 42 });
     await refused({ encrypted: 'e30.a.b.c.d' });
+    // Another algorithm (a shared key, `dir`) naming the right key → 400 naming the algorithms allowed.
+    const direct = await new CompactEncrypt(new TextEncoder().encode('"x"'))
+      .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: key.id })
+      .encrypt(new Uint8Array(32));
+    expect((await refused({ encrypted: direct })).errors.encrypted[0]).toContain('ECDH-ES');
+    // Compressed (zip: a JWE bomb's way past the body limit).
+    const zipped = await refused({
+      encrypted: await encrypt(key.public_key_pem, key.id, 'x'.repeat(10_000), { zip: 'DEF' }),
+    });
+    expect(zipped.errors.encrypted[0]).toContain('compressed');
     // No kid at all.
     const noKid = await encrypt(key.public_key_pem, key.id, 'x');
     const header = Buffer.from(JSON.stringify({ alg: 'ECDH-ES', enc: 'A256GCM' })).toString('base64url');

@@ -170,12 +170,15 @@ export class ClientKeyService {
     const invalid = (message: string) => new Errors.InvalidEncrypted({ errors: { [field]: [message] } });
     if (typeof jwe !== 'string' || jwe.split('.').length !== 5)
       throw invalid('must be a compact JWE (five base64url parts)');
-    let kid: unknown;
+    let header: ReturnType<typeof decodeProtectedHeader>;
     try {
-      ({ kid } = decodeProtectedHeader(jwe));
+      header = decodeProtectedHeader(jwe);
     } catch {
       throw invalid('has a malformed protected header');
     }
+    // A compressed JWE could inflate far beyond the body limit that bounds the JWE itself.
+    if (header.zip !== undefined) throw invalid('must not be compressed (`zip`)');
+    const { kid } = header;
     if (typeof kid !== 'string' || !UUID.test(kid))
       throw invalid("must name a client encryption key's id as `kid` in its protected header");
     const found = await getRecord<ClientKeyRecord>(this.store, 'client-key', keys.clientKey(tenantId, kid));
@@ -193,6 +196,7 @@ export class ClientKeyService {
       ({ plaintext } = await compactDecrypt(jwe, key, {
         keyManagementAlgorithms: KEY_MANAGEMENT_ALGORITHMS,
         contentEncryptionAlgorithms: CONTENT_ENCRYPTION_ALGORITHMS,
+        maxDecompressedLength: 0,
       }));
     } catch (error) {
       if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported)
