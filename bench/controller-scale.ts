@@ -1,21 +1,30 @@
-// The controller at scale: 1,000 Reactor objects applied at once, the time until every one is Ready, and the
-// controller process's peak memory.
+// The controller at scale: 10,000 Reactor objects applied at once with server-side apply, the time until every one is
+// Ready, the controller process's peak memory, and what a periodic resync of the unchanged objects writes.
 //
 // Processes: a Kubernetes control plane (kube-apiserver + its etcd, crds/ installed: test/support/control-plane.ts),
 // a second etcd for the vault, the built API and one worker (`dist/cli.js api` / `worker`), and the built controller
 // (`dist/cli.js controller`, KUBECONFIG pointing at the control plane, leader election on, default workers), each its
 // own child process, as deployed.
 // Setup (not measured): one Tenant, one Application and one ReactorFormula, applied and Ready first.
-// Measured: from the first of five `kubectl apply -f -` calls (200 Reactors each) until a list of the Reactors shows
-// all 1,000 Ready for their generation (polled every 2 s, so the time is accurate to about 2 s). Peak memory is the
-// controller's VmHWM (/proc/<pid>/status) at the end; its RSS is also sampled at each poll. Gives up after 15 minutes.
-// Settings: BENCH_SCALE_REACTORS (default 1000), BENCH_SCALE_WORKERS (TOKENVAULT_CONTROLLER_WORKERS, default the CLI's).
+// Measured: from the first server-side apply (PATCH application/apply-patch+yaml straight to the API, field manager
+// `bench`, BENCH_CONTROLLER_APPLY_CONCURRENCY requests in flight) until a list of the Reactors shows all Ready for
+// their generation (polled every 2 s, so the time is accurate to about 2 s). Peak memory is the controller's VmHWM
+// (/proc/<pid>/status) at the end; its RSS is also sampled at each poll.
+// Then the resync: with every object Ready and unchanged, the writes counted by kube-apiserver
+// (apiserver_request_total, by verb and resource; the Lease renewals of leader election are shown apart) and by the
+// vault API (tokenvault_http_requests_total, by method) are read before and after the controller's next periodic
+// resync has reconciled every Reactor again (tokenvault_controller_reconciles_total, queue idle). A resync of
+// unchanged objects should write nothing.
+// Gives up after 15 minutes (Ready) and resync + 5 minutes (resync).
+// Settings: BENCH_CONTROLLER_OBJECTS (default 10000; BENCH_SCALE_REACTORS is the older name),
+// BENCH_CONTROLLER_APPLY_CONCURRENCY (16), BENCH_CONTROLLER_RESYNC_SECONDS (60; TOKENVAULT_RESYNC_SECONDS, at least
+// 10), BENCH_SCALE_WORKERS (TOKENVAULT_CONTROLLER_WORKERS, default the CLI's).
 import { execFileSync, spawn } from 'node:child_process';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { performance } from 'node:perf_hooks';
-import { KubeClient, type KubeObject } from '../src/controller/kube.js';
+import { KubeClient, Resources, type KubeObject } from '../src/controller/kube.js';
 import { Kinds } from '../src/controller/reconcilers/common.js';
 import { startControlPlane, type ControlPlane } from '../test/support/control-plane.js';
 import {
@@ -31,13 +40,12 @@ import {
 import { heading, table } from './support/report.js';
 import type { Benchmark } from './support/settings.js';
 
-const CHUNK = 200;
 const POLL_MS = 2_000;
 const GIVE_UP_MS = 15 * 60_000;
 
 export const controllerScaleBenchmark: Benchmark = {
   name: 'controller-scale',
-  description: '1,000 Reactor objects applied at once: time until all are Ready, and the controller peak RSS',
+  description: '10,000 Reactors (server-side apply): time until all Ready, controller peak RSS, writes of a resync',
   run,
 };
 
@@ -61,7 +69,9 @@ function procMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number | undefined {
 
 async function run(): Promise<void> {
   const progress = (line: string) => process.stderr.write(`controller-scale: ${line}\n`);
-  const total = Number(process.env.BENCH_SCALE_REACTORS ?? 1000);
+  const total = Number(process.env.BENCH_CONTROLLER_OBJECTS ?? process.env.BENCH_SCALE_REACTORS ?? 10_000);
+  const applyConcurrency = Number(process.env.BENCH_CONTROLLER_APPLY_CONCURRENCY ?? 16);
+  const resyncSeconds = Math.max(10, Number(process.env.BENCH_CONTROLLER_RESYNC_SECONDS ?? 60));
   let plane: ControlPlane | undefined;
   let etcd: BenchEtcd | undefined;
   let worker: BenchWorker | undefined;
@@ -83,13 +93,13 @@ async function run(): Promise<void> {
       }).trim();
     }
     [plane, etcd] = await Promise.all([startControlPlane({ crdsDir: path.join(repoRoot, 'crds') }), startBenchEtcd()]);
-    const apiPort = await freePort();
+    const [apiPort, apiMetricsPort, controllerPort] = [await freePort(), await freePort(), await freePort()];
     worker = await spawnWorker({ apiUrl: `http://127.0.0.1:${apiPort}`, logLevel: 'warn' });
     api = await spawnApi({
       storeUrl: etcd.storeUrl,
       logLevel: 'warn',
       port: apiPort,
-      env: { TOKENVAULT_WORKER_URL: worker.url },
+      env: { TOKENVAULT_WORKER_URL: worker.url, TOKENVAULT_METRICS_PORT: String(apiMetricsPort) },
     });
     client = await KubeClient.fromKubeConfig(plane.kubeConfig());
 
@@ -100,7 +110,8 @@ async function run(): Promise<void> {
         PATH: process.env.PATH ?? '',
         KUBECONFIG: plane.kubeconfigPath,
         TOKENVAULT_HOST: '127.0.0.1',
-        TOKENVAULT_PORT: '0',
+        TOKENVAULT_PORT: String(controllerPort),
+        TOKENVAULT_RESYNC_SECONDS: String(resyncSeconds),
         TOKENVAULT_LOG_LEVEL: 'info',
         TOKENVAULT_API_URL: api.url,
         TOKENVAULT_OPERATOR_KEY: api.operatorKey,
@@ -186,27 +197,37 @@ spec:
     }
     const rssBefore = procMiB(child.pid!, 'VmRSS');
     progress(
-      `setup Ready; controller RSS ${rssBefore?.toFixed(0)} MiB; applying ${total} Reactors in chunks of ${CHUNK}`,
+      `setup Ready; controller RSS ${rssBefore?.toFixed(0)} MiB; applying ${total} Reactors (server-side apply, ${applyConcurrency} in flight)`,
     );
 
-    const reactor = (i: number) => `apiVersion: tokenvault.dev/v1alpha1
-kind: Reactor
-metadata: {name: r-${String(i).padStart(4, '0')}, namespace: ${ns}}
-spec:
-  tenantRef: {name: acme}
-  formulaRef: {name: echo}
-  applicationRef: {name: app}
-  configuration:
-    index: {value: "${i}"}
-`;
+    const reactor = (i: number) => ({
+      apiVersion: 'tokenvault.dev/v1alpha1',
+      kind: 'Reactor',
+      metadata: { name: `r-${String(i).padStart(5, '0')}`, namespace: ns },
+      spec: {
+        tenantRef: { name: 'acme' },
+        formulaRef: { name: 'echo' },
+        applicationRef: { name: 'app' },
+        configuration: { index: { value: String(i) } },
+      },
+    });
     const started = performance.now();
     const applyMs: number[] = [];
-    for (let from = 0; from < total; from += CHUNK) {
-      const t = performance.now();
-      const docs = Array.from({ length: Math.min(CHUNK, total - from) }, (_, k) => reactor(from + k));
-      await plane.kubectl(['apply', '-f', '-'], { input: docs.join('---\n') });
-      applyMs.push(performance.now() - t);
-    }
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: applyConcurrency }, async () => {
+        for (let i = next++; i < total; i = next++) {
+          const t = performance.now();
+          const object = reactor(i);
+          await client!.patch(Kinds.Reactor, ns, object.metadata.name, object, {
+            type: 'apply',
+            fieldManager: 'bench',
+            force: true,
+          });
+          applyMs.push(performance.now() - t);
+        }
+      }),
+    );
     const appliedMs = performance.now() - started;
     progress(`applied in ${(appliedMs / 1000).toFixed(1)} s; waiting for Ready`);
 
@@ -242,14 +263,96 @@ spec:
     }
     const hwm = procMiB(child.pid!, 'VmHWM');
 
-    // Every Reactor is one vault reactor (ids = uids), none extra.
-    const tenant = await client.find<StatusObject & { status?: { id?: string } }>(Kinds.Tenant, ns, 'acme');
-    const listed = await fetch(`${api.url}/reactors?size=1`, {
-      headers: { 'bt-api-key': api.operatorKey, 'bt-tenant-id': (tenant?.status as { id?: string })?.id ?? '' },
-    });
+    // Every Reactor is one vault reactor (ids = uids), none extra: counted with the tenant's management key.
+    const secret = await client.find<KubeObject & { data?: Record<string, string> }>(
+      Resources.secrets,
+      ns,
+      'acme-management',
+    );
+    const managementKey = Buffer.from(secret?.data?.key ?? '', 'base64').toString('utf8');
+    const listed = await fetch(`${api.url}/reactors?size=1`, { headers: { 'bt-api-key': managementKey } });
     const vaultCount = listed.ok
       ? ((await listed.json()) as { pagination?: { total_items?: number } }).pagination?.total_items
       : undefined;
+
+    // The resync: counters before and after the next periodic resync has reconciled every Reactor again.
+    let resync:
+      | {
+          reconciles: number;
+          windowMs: number;
+          kubeWrites: Map<string, number>;
+          leaseWrites: Map<string, number>;
+          vaultWrites: Map<string, number>;
+          vaultReads: number;
+          errorLines: number;
+        }
+      | undefined;
+    if (allReadyMs !== undefined) {
+      const controllerMetrics = `http://127.0.0.1:${controllerPort}/metrics`;
+      const apiMetrics = `http://127.0.0.1:${apiMetricsPort}/metrics`;
+      const kubeMetrics = async () => (await plane!.kubectl(['get', '--raw', '/metrics'])).stdout;
+      const text = async (url: string) => (await fetch(url)).text();
+      const reactorReconciles = (body: string) =>
+        sumSamples(body, 'tokenvault_controller_reconciles_total', (labels) => labels.kind === 'Reactor');
+      const idle = (body: string) =>
+        sumSamples(body, 'tokenvault_controller_queue_depth') +
+          sumSamples(body, 'tokenvault_controller_queue_in_flight') ===
+        0;
+      // Let the tail of the first pass settle (status writes, events) before the counters are read.
+      for (let i = 0; i < 30 && !idle(await text(controllerMetrics)); i++)
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const [kubeBefore, vaultBefore, controllerBefore] = await Promise.all([
+        kubeMetrics(),
+        text(apiMetrics),
+        text(controllerMetrics),
+      ]);
+      const errorsBefore = errorLines;
+      const from = reactorReconciles(controllerBefore);
+      const windowStart = performance.now();
+      progress(`all Ready; waiting for a resync (every ${resyncSeconds} s) to reconcile ${total} Reactors again`);
+      const resyncDeadline = Date.now() + resyncSeconds * 1000 + 5 * 60_000;
+      for (;;) {
+        const body = await text(controllerMetrics);
+        const done = reactorReconciles(body) - from;
+        if (done >= total && idle(body)) break;
+        if (Date.now() > resyncDeadline) {
+          progress(`resync: only ${done} of ${total} Reactors reconciled again before the deadline`);
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+      const [kubeAfter, vaultAfter, controllerAfter] = await Promise.all([
+        kubeMetrics(),
+        text(apiMetrics),
+        text(controllerMetrics),
+      ]);
+      const isWrite = (verb: string) => ['POST', 'PUT', 'PATCH', 'DELETE', 'CREATE', 'UPDATE', 'APPLY'].includes(verb);
+      const kubeByVerb = (body: string, leases: boolean) =>
+        countBy(
+          body,
+          'apiserver_request_total',
+          (l) => `${l.verb} ${l.resource}${l.subresource ? `/${l.subresource}` : ''}`,
+          (l) => isWrite(l.verb ?? '') && (l.resource === 'leases') === leases,
+        );
+      const vaultByMethod = (body: string, writes: boolean) =>
+        countBy(
+          body,
+          'tokenvault_http_requests_total',
+          (l) => `${l.method} ${l.route}`,
+          (l) => isWrite(l.method ?? '') === writes,
+        );
+      resync = {
+        reconciles: reactorReconciles(controllerAfter) - from,
+        windowMs: performance.now() - windowStart,
+        kubeWrites: difference(kubeByVerb(kubeAfter, false), kubeByVerb(kubeBefore, false)),
+        leaseWrites: difference(kubeByVerb(kubeAfter, true), kubeByVerb(kubeBefore, true)),
+        vaultWrites: difference(vaultByMethod(vaultAfter, true), vaultByMethod(vaultBefore, true)),
+        vaultReads: [
+          ...difference(vaultByMethod(vaultAfter, false), vaultByMethod(vaultBefore, false)).values(),
+        ].reduce((a, b) => a + b, 0),
+        errorLines: errorLines - errorsBefore,
+      };
+    }
 
     const seconds = (ms: number | undefined) => (ms === undefined ? '-' : `${(ms / 1000).toFixed(1)} s`);
     process.stdout.write(
@@ -258,8 +361,11 @@ spec:
         table(
           ['measure', 'value'],
           [
-            ['kubectl apply (5 chunks of 200)', seconds(appliedMs)],
-            ['slowest apply chunk', seconds(Math.max(...applyMs))],
+            [`server-side apply of ${total} (${applyConcurrency} in flight)`, seconds(appliedMs)],
+            [
+              'apply request p50 / max',
+              `${percentile(applyMs, 0.5).toFixed(1)} / ${Math.max(...applyMs).toFixed(0)} ms`,
+            ],
             ['first Ready (from first apply)', seconds(firstReadyMs)],
             ['half Ready', seconds(halfReadyMs)],
             [
@@ -277,6 +383,24 @@ spec:
           ],
           ['l', 'r'],
         ),
+        resync === undefined
+          ? 'resync: not measured (not every Reactor became Ready)'
+          : [
+              heading(`resync of ${total} unchanged objects (TOKENVAULT_RESYNC_SECONDS=${resyncSeconds})`),
+              table(
+                ['measure', 'value'],
+                [
+                  ['Reactor reconciles in the window', String(resync.reconciles)],
+                  ['window (until every Reactor was reconciled again, queue idle)', seconds(resync.windowMs)],
+                  ['kube-apiserver writes (POST/PUT/PATCH/DELETE), leases apart', describe(resync.kubeWrites)],
+                  ['kube-apiserver Lease writes (leader election, apiserver identity)', describe(resync.leaseWrites)],
+                  ['vault API writes (POST/PUT/PATCH/DELETE)', describe(resync.vaultWrites)],
+                  ['vault API reads (GET)', String(resync.vaultReads)],
+                  ['controller error log lines during the resync', String(resync.errorLines)],
+                ],
+                ['l', 'r'],
+              ),
+            ].join('\n'),
         `controller: ${process.env.BENCH_SCALE_WORKERS ?? 'default'} workers, leader election on; polled every ${POLL_MS / 1000} s.`,
         '',
       ].join('\n'),
@@ -290,4 +414,73 @@ spec:
     await etcd?.stop().catch(() => undefined);
     await plane?.stop().catch(() => undefined);
   }
+}
+
+type Labels = Record<string, string>;
+
+/** The samples of a counter or gauge in Prometheus text format, with their labels. */
+function samples(body: string, name: string): Array<{ labels: Labels; value: number }> {
+  const out: Array<{ labels: Labels; value: number }> = [];
+  for (const line of body.split('\n')) {
+    if (!line.startsWith(name) || (line[name.length] !== '{' && line[name.length] !== ' ')) continue;
+    const labels: Labels = {};
+    const open = line.indexOf('{');
+    const close = line.lastIndexOf('}');
+    if (open === name.length && close > open) {
+      for (const match of line.slice(open + 1, close).matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g))
+        labels[match[1]] = match[2]!;
+    }
+    out.push({
+      labels,
+      value: Number(
+        line
+          .slice((close > 0 ? close : name.length) + 1)
+          .trim()
+          .split(' ')[0],
+      ),
+    });
+  }
+  return out;
+}
+
+function sumSamples(body: string, name: string, filter: (labels: Labels) => boolean = () => true): number {
+  return samples(body, name)
+    .filter((s) => filter(s.labels))
+    .reduce((sum, s) => sum + s.value, 0);
+}
+
+function countBy(
+  body: string,
+  name: string,
+  key: (labels: Labels) => string,
+  filter: (labels: Labels) => boolean,
+): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const s of samples(body, name)) {
+    if (!filter(s.labels)) continue;
+    out.set(key(s.labels), (out.get(key(s.labels)) ?? 0) + s.value);
+  }
+  return out;
+}
+
+function difference(after: Map<string, number>, before: Map<string, number>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [key, value] of after) {
+    const delta = value - (before.get(key) ?? 0);
+    if (delta > 0) out.set(key, delta);
+  }
+  return out;
+}
+
+/** "0", or the total and its parts: "3 (PATCH reactors/status: 3)". */
+function describe(counts: Map<string, number>): string {
+  const total = [...counts.values()].reduce((a, b) => a + b, 0);
+  if (total === 0) return '0';
+  return `${total} (${[...counts].map(([key, value]) => `${key}: ${value}`).join(', ')})`;
+}
+
+function percentile(values: number[], p: number): number {
+  if (values.length === 0) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 }

@@ -8,6 +8,8 @@ import os from 'node:os';
 import { loadSettings, type Benchmark } from './support/settings.js';
 import { ensureEtcdBinary, repoRoot } from './support/processes.js';
 import { controllerScaleBenchmark } from './controller-scale.js';
+import { growthBenchmark } from './growth.js';
+import { scalingBenchmark } from './scaling.js';
 import { proxyBenchmark } from './proxy.js';
 import { reactorsBenchmark } from './reactors.js';
 import { searchBenchmark } from './search.js';
@@ -19,6 +21,8 @@ const BENCHMARKS: Benchmark[] = [
   reactorsBenchmark,
   controllerScaleBenchmark,
   searchBenchmark,
+  growthBenchmark,
+  scalingBenchmark,
 ];
 
 async function main(argv: string[]): Promise<number> {

@@ -4,8 +4,9 @@
 // process (one gRPC connection, as the API has), putting ~300-byte values under new keys and getting existing ones.
 // Subjects are the API child process: POST /tokens with a card, GET /tokens/{id} of tokens created earlier in the
 // run, through keep-alive HTTP connections. Both sides use the same number of concurrent clients.
-// Targets (from the issue): create >= 0.5 of raw put, read >= 0.7 of raw get.
-import { randomBytes, randomInt } from 'node:crypto';
+// Targets (from the issue): create >= 0.5 of raw put, read >= 0.7 of raw get; POST /tokenize of 10 values >= 0.5 of
+// 10 sequential creates (per value).
+import { randomBytes, randomInt, randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -118,6 +119,34 @@ async function run(settings: Settings): Promise<void> {
           label: 'API GET /tokens/{id}',
           operation: async () => {
             await send(pool, { method: 'GET', path: `/tokens/${pick(tokenIds)}`, key: tenant.key }, 200);
+          },
+        },
+      },
+      {
+        // Both sides create 10 token-type tokens per operation, so the ratio is per value.
+        name: 'tokenize 10 / 10 creates',
+        target: 0.5,
+        baseline: {
+          label: '10 sequential POST /tokens (token type)',
+          operation: async () => {
+            for (let i = 0; i < 10; i++)
+              await send(
+                pool,
+                {
+                  method: 'POST',
+                  path: '/tokens',
+                  key: tenant.key,
+                  body: JSON.stringify({ type: 'token', data: randomUUID() }),
+                },
+                201,
+              );
+          },
+        },
+        subject: {
+          label: 'POST /tokenize of 10 values',
+          operation: async () => {
+            const values = Array.from({ length: 10 }, () => randomUUID());
+            await send(pool, { method: 'POST', path: '/tokenize', key: tenant.key, body: JSON.stringify(values) }, 201);
           },
         },
       },

@@ -93,6 +93,12 @@ export const Errors = {
   // 404 / 405
   NotFound: define('TV_NOT_FOUND', 404, 'Not Found', 'The resource was not found.'),
   RouteNotFound: define('TV_ROUTE_NOT_FOUND', 404, 'Not Found', 'No such endpoint.'),
+  MethodNotAllowed: define(
+    'TV_METHOD_NOT_ALLOWED',
+    405,
+    'Method Not Allowed',
+    'This endpoint does not take this method; Allow lists those it takes.',
+  ),
   // 409
   Conflict: define('TV_CONFLICT', 409, 'Conflict', 'The request conflicts with the current state of the resource.'),
   FormulaInUse: define('TV_FORMULA_IN_USE', 409, 'Conflict', 'The formula is used by reactors; delete them first.'),

@@ -48,7 +48,8 @@ import { jsonBody } from './middleware/json-body.js';
 import { rateLimit, takeRateLimit } from './middleware/rate-limit.js';
 import { observe } from './middleware/observe.js';
 import { traceId } from './middleware/trace.js';
-import { tagged } from './route-table.js';
+import { methodsAt, routeTable, tagged, type RouteRow } from './route-table.js';
+import { openApiDocument } from './openapi/document.js';
 
 export interface ApiContext {
   config: Config;
@@ -111,6 +112,10 @@ export function createApp(context: ApiContext): Express {
     await store.ping();
     res.json({ status: 'ready' });
   });
+  // The contract is public: it holds no tenant's data, and a client generator must read it without a key.
+  app.get('/openapi.json', (_req, res) => {
+    res.json(openApiDocument());
+  });
 
   // Every Liquid expression a request causes (masks, fingerprints, detokenization, proxy bodies) shares one budget.
   app.use((_req, _res, next) => withExpressionBudget(config.expressions, next));
@@ -168,7 +173,14 @@ export function createApp(context: ApiContext): Express {
   const unsupported = unsupportedRoutes();
   app.use(tagged((req, res, next) => unsupported(req, res, next), unsupported));
 
-  app.use((_req, res) => sendProblem(res, new Errors.RouteNotFound()));
+  // A path some route serves, asked with a method none takes: 405 with Allow; any other path: 404.
+  let rows: RouteRow[] | undefined;
+  app.use((req, res) => {
+    const allowed = methodsAt((rows ??= routeTable(app)), req.path);
+    if (allowed.length === 0) return sendProblem(res, new Errors.RouteNotFound());
+    res.setHeader('Allow', allowed.join(', '));
+    sendProblem(res, new Errors.MethodNotAllowed());
+  });
   app.use(errorHandler(logger));
   return app;
 }

@@ -38,3 +38,24 @@ export function tagged<T extends RequestHandler>(handler: T, router: Router, mou
 export function routeTable(app: Express): RouteRow[] {
   return rowsOf((app as unknown as { router: Router }).router);
 }
+
+/** A row's path as a regular expression: `:name` is one segment, `{/*name}` the path's rest (or nothing). */
+function pattern(path: string): RegExp {
+  const source = path
+    .split(/(:\w+|\{\/\*\w+\})/)
+    .map((part) =>
+      part.startsWith(':') ? '[^/]+' : part.startsWith('{') ? '(?:/.*)?' : part.replace(/[.*+?^$()|[\]\\]/g, '\\$&'),
+    )
+    .join('');
+  return new RegExp(`^${source}/?$`, 'i');
+}
+
+/**
+ * The methods some row serves at `path` (HEAD with GET, as express answers it): a request no route took with them
+ * gets 405 and Allow instead of 404, which would read as a wrong path.
+ */
+export function methodsAt(rows: RouteRow[], path: string): string[] {
+  const methods = new Set(rows.filter((row) => pattern(row.path).test(path)).map((row) => row.method));
+  if (methods.has('GET')) methods.add('HEAD');
+  return [...methods].sort();
+}

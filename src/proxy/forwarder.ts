@@ -23,6 +23,9 @@ export interface OutgoingRequest {
   signal?: AbortSignal;
 }
 
+/** Responses declaring at most this many bytes are read whole rather than streamed (see Forwarder.stream). */
+export const SMALL_RESPONSE_BYTES = 64 * 1024;
+
 export class Forwarder {
   constructor(
     private readonly policy: DestinationPolicy,
@@ -35,8 +38,11 @@ export class Forwarder {
     return this.policy.checkUrl(url);
   }
 
-  /** Sends the request; the response body is a stream (counted as it flows). */
-  async stream(label: string, request: OutgoingRequest): Promise<OutboundResponse<Readable>> {
+  /**
+   * Sends the request; the response body is a stream (counted as it flows), or a Buffer when the destination declared
+   * a length of at most SMALL_RESPONSE_BYTES (read whole: one write back instead of a stream pipeline).
+   */
+  async stream(label: string, request: OutgoingRequest): Promise<OutboundResponse<Readable | Buffer>> {
     // Counted by the policy's size-limiting stream itself: another stream and pipeline per response cost ~20 µs.
     let received = 0;
     const response = await this.timed(label, request, () =>
@@ -44,9 +50,14 @@ export class Forwarder {
         ...this.options(request),
         maxResponseBytes: this.limits.maxResponseBytes,
         stream: true,
+        bufferUpTo: SMALL_RESPONSE_BYTES,
         onBytes: (bytes) => (received += bytes),
       }),
     );
+    if (Buffer.isBuffer(response.body)) {
+      if (received > 0) this.metrics.proxyBytes.inc({ proxy: label, direction: 'received' }, received);
+      return response;
+    }
     response.body.once('close', () => {
       if (received > 0) this.metrics.proxyBytes.inc({ proxy: label, direction: 'received' }, received);
     });

@@ -37,7 +37,8 @@ export function descriptionSchema(max: number) {
   return { type: 'string', maxLength: max, format: 'display-text' } as const;
 }
 
-export type Validator<T> = (value: unknown) => T;
+/** A compiled schema; `schema` is the JSON Schema it checks, which the OpenAPI document (src/http/openapi) publishes. */
+export type Validator<T> = ((value: unknown) => T) & { readonly schema: Readonly<Record<string, unknown>> };
 
 /** Compile a schema into a function that returns the value typed, or throws a 400 naming every bad field. */
 export function compile<T>(
@@ -45,10 +46,11 @@ export function compile<T>(
   ErrorClass: VaultErrorClass = Errors.InvalidBody,
 ): Validator<T> {
   const validate = ajv.compile(schema) as ValidateFunction<T>;
-  return (value: unknown): T => {
+  const check = (value: unknown): T => {
     if (validate(value)) return value;
     throw new ErrorClass({ errors: toFieldErrors(validate.errors ?? []) });
   };
+  return Object.assign(check, { schema });
 }
 
 function toFieldErrors(errors: ErrorObject[]): FieldErrors {

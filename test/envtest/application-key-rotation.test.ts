@@ -143,7 +143,11 @@ spec:
     'Application',
     ns,
     'scheduled',
-    (o) => o?.status?.key?.id !== made.status.key.id && !o.status.key.previousId,
+    // status.key and the KeyRotated condition are two status writes: wait for both to settle.
+    (o) =>
+      o?.status?.key?.id !== made.status.key.id &&
+      !o.status.key.previousId &&
+      o.status.conditions?.some((c: { type: string; reason: string }) => c.type === 'KeyRotated' && c.reason === 'Current'),
     30_000,
   );
   expect(await env.readSecret(ns, 'scheduled-key')).not.toBe(oldKey);

@@ -497,6 +497,7 @@ const MATRIX: Record<string, Row> = {
   'GET /healthz': { scope: 'open' },
   'GET /readyz': { scope: 'open' },
   'GET /ping': { scope: 'open' },
+  'GET /openapi.json': { scope: 'open' },
   ...Object.fromEntries(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map(proxyRow)),
   'POST /tokens': {
     ...TOKEN,

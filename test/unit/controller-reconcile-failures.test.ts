@@ -6,7 +6,13 @@ import { afterEach, beforeEach, describe, expect, jest, test } from '@jest/globa
 import { WorkQueue } from '../../src/controller/queue.js';
 import type { ReconcileContext } from '../../src/controller/manager.js';
 import { formulaReconciler, type FormulaObject } from '../../src/controller/reconcilers/formula.js';
-import { FINALIZER, reportingFailures, type VaultObject } from '../../src/controller/reconcilers/common.js';
+import {
+  fetchOrCreate,
+  FINALIZER,
+  reportingFailures,
+  writeStatus,
+  type VaultObject,
+} from '../../src/controller/reconcilers/common.js';
 import { VaultRefused, VaultUnavailable, type VaultClient } from '../../src/controller/vault-client.js';
 import type { Condition } from '../../src/controller/conditions.js';
 
@@ -162,5 +168,98 @@ describe('a formula still used by reactors', () => {
     );
     await formulaReconciler(vaultAnswering(refused)).reconcile(fake.ctx.key, fake.ctx);
     expect(fake.readyReason()).toBe('VaultRefused');
+  });
+});
+
+describe('a resync of an unchanged object', () => {
+  test('writes no status, although kube-apiserver answers with condition keys in alphabetical order', async () => {
+    // As kube-apiserver returns it: each condition's members sorted by name (it decodes status into a map).
+    const object: VaultObject = {
+      kind: 'Reactor',
+      metadata: { name: 'r', namespace: 'acme', generation: 3 },
+      spec: {},
+      status: {
+        conditions: [
+          {
+            lastTransitionTime: '2026-11-25T12:00:00Z',
+            message: 'The vault resource matches the spec.',
+            observedGeneration: 3,
+            reason: 'Reconciled',
+            status: 'True',
+            type: 'Ready',
+          },
+        ],
+        id: 'reactor-1',
+        observedGeneration: 3,
+      },
+    };
+    const fake = fakeContext(object);
+    await writeStatus(
+      fake.ctx,
+      object,
+      { type: 'Ready', status: 'True', reason: 'Reconciled', message: 'The vault resource matches the spec.' },
+      'reactor-1',
+    );
+    expect(fake.statuses).toEqual([]);
+
+    // A real change is still written, and keeps the transition time.
+    await writeStatus(
+      fake.ctx,
+      object,
+      { type: 'Ready', status: 'True', reason: 'Reconciled', message: 'other' },
+      'reactor-1',
+    );
+    expect(fake.statuses).toHaveLength(1);
+    expect(fake.statuses[0].conditions?.[0]).toMatchObject({
+      message: 'other',
+      lastTransitionTime: '2026-11-25T12:00:00Z',
+    });
+  });
+});
+
+describe('the vault resource of a new object', () => {
+  const recording = (answers: Record<string, () => unknown>) => {
+    const calls: string[] = [];
+    const vault = {
+      call: async (method: string) => {
+        calls.push(method);
+        return answers[method]();
+      },
+    } as unknown as VaultClient;
+    return { vault, calls };
+  };
+  const target = { collection: '/reactors', id: 'uid-1', noun: 'reactor' };
+  const request = { tenantId: 't', managedBy: 'm' };
+
+  test('is created without a read first when the status names no vault id yet', async () => {
+    const object: VaultObject = { kind: 'Reactor', metadata: { name: 'r', namespace: 'acme', uid: 'uid-1' }, spec: {} };
+    const { vault, calls } = recording({ POST: () => ({ id: 'uid-1' }) });
+    expect(await fetchOrCreate(fakeContext(object).ctx, vault, target, request, {})).toEqual({ id: 'uid-1' });
+    expect(calls).toEqual(['POST']);
+  });
+
+  test('is read again when the create finds it exists (409)', async () => {
+    const object: VaultObject = { kind: 'Reactor', metadata: { name: 'r', namespace: 'acme', uid: 'uid-1' }, spec: {} };
+    const { vault, calls } = recording({
+      POST: () => Promise.reject(new VaultRefused(409, 'exists')),
+      GET: () => ({ id: 'uid-1', name: 'old' }),
+    });
+    expect(await fetchOrCreate(fakeContext(object).ctx, vault, target, request, {})).toEqual({
+      id: 'uid-1',
+      name: 'old',
+    });
+    expect(calls).toEqual(['POST', 'GET']);
+  });
+
+  test('of a known object is read, not created', async () => {
+    const object: VaultObject = {
+      kind: 'Reactor',
+      metadata: { name: 'r', namespace: 'acme', uid: 'uid-1' },
+      spec: {},
+      status: { id: 'uid-1' },
+    };
+    const { vault, calls } = recording({ GET: () => ({ id: 'uid-1' }) });
+    await fetchOrCreate(fakeContext(object).ctx, vault, target, request, {});
+    expect(calls).toEqual(['GET']);
   });
 });

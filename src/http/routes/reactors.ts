@@ -65,7 +65,8 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
     const principal = tenantPrincipal(req);
     if (!mayEver(principal, 'token:use')) throw new Errors.Forbidden('The key lacks the permission token:use.');
     const id = uuidParam(req, 'id');
-    const body = validateReactBody(req.body ?? {});
+    // No body is no arguments; a JSON body must be the object the schema says (`null` is a body, and not one).
+    const body = validateReactBody(req.body === undefined ? {} : req.body);
     try {
       res.json(await reactors.react(principal, id, body.args));
     } catch (error) {

@@ -9,6 +9,7 @@ import type { Detokenizer } from '../../domain/tokens/detokenizer.js';
 import { TOKEN_ID_PATTERN, validateCreateToken, validateTokenPatch } from '../../domain/tokens/schema.js';
 import type { TokenListQuery, TokenService } from '../../domain/tokens/service.js';
 import { tokenize } from '../../domain/tokens/tokenize.js';
+import { TOKEN_TYPE_NAMES } from '../../domain/tokens/types.js';
 import { sendOnce } from '../idempotent.js';
 import { validateConvertTokenIntent } from '../../domain/token-intents/schema.js';
 import type { TokenIntentService } from '../../domain/token-intents/service.js';
@@ -213,12 +214,17 @@ function listQuery(req: Request): TokenListQuery & { page?: number } {
     if (typeof value !== 'string') throw new Errors.InvalidQuery({ errors: { [name]: ['must be given once'] } });
     metadata[match[1] ?? match[2]] = value;
   }
+  const types = listParam(req, 'type');
+  const unknownType = types?.find((type) => !TOKEN_TYPE_NAMES.includes(type));
+  // A type no token can have would match nothing: refused, as an ignored filter would be.
+  if (unknownType !== undefined)
+    throw new Errors.InvalidQuery({ errors: { type: [`must be one of: ${TOKEN_TYPE_NAMES.join(', ')}`] } });
   return {
     size: Number(size),
     page,
     start: stringQuery(req, 'start'),
     ids: listParam(req, 'id'),
-    types: listParam(req, 'type'),
+    types,
     container: stringQuery(req, 'container'),
     fingerprint: stringQuery(req, 'fingerprint'),
     metadata,

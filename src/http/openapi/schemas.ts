@@ -1,0 +1,301 @@
+// The response bodies of the REST interface, as JSON Schema (OpenAPI 3.1 uses JSON Schema 2020-12 as it is). The
+// request bodies are not here: they are the very schemas the routes validate with (each validator's `.schema`).
+// Entities list the fields a client may rely on (`required`) and describe the optional ones; they do not forbid
+// other fields, so adding a field to an answer is not a breaking change of the contract.
+import { accessRuleSchema } from '../../auth/access/rules.js';
+import { ALL_PERMISSIONS, APPLICATION_TYPES } from '../../auth/permissions.js';
+
+export type Schema = Record<string, unknown>;
+
+const string = { type: 'string' } as const;
+const dateTime = { type: 'string', format: 'date-time' } as const;
+const uuid = { type: 'string', format: 'uuid' } as const;
+const reference = { type: 'object', required: ['id'], properties: { id: uuid } } as const;
+
+/** Who created and last changed a record. */
+const audit = {
+  created_at: dateTime,
+  created_by: string,
+  modified_at: dateTime,
+  modified_by: string,
+};
+
+const managedBy = {
+  type: 'object',
+  description: 'Set when a Kubernetes object declares the record; then only the operator may change it.',
+  required: ['kind', 'name'],
+  properties: { kind: string, namespace: string, name: string },
+};
+
+const accessRule = accessRuleSchema(ALL_PERMISSIONS);
+
+export const ProblemDocument: Schema = {
+  type: 'object',
+  description: 'RFC 9457 problem document; `code` is stable (docs/api.md, error table).',
+  required: ['type', 'title', 'status', 'detail', 'code'],
+  properties: {
+    type: { type: 'string', pattern: '^urn:tokenvault:problem:' },
+    title: string,
+    status: { type: 'integer', minimum: 400, maximum: 599 },
+    detail: string,
+    code: string,
+    errors: {
+      type: 'object',
+      description: 'Offending fields, in the wire\u2019s own terms ("rules[0].priority"), each with its messages.',
+      additionalProperties: { type: 'array', items: string },
+    },
+  },
+};
+
+export const Token: Schema = {
+  type: 'object',
+  required: ['id', 'tenant_id', 'type', 'containers', 'created_at', 'created_by'],
+  properties: {
+    id: string,
+    tenant_id: uuid,
+    type: string,
+    data: { description: 'The data, masked or redacted unless an access rule reveals it.' },
+    containers: { type: 'array', items: string },
+    metadata: { type: 'object', additionalProperties: string },
+    fingerprint: string,
+    fingerprint_expression: string,
+    mask: {},
+    search_indexes: { type: 'array', items: string },
+    expires_at: dateTime,
+    ...audit,
+  },
+};
+
+/** Page-number paging (`page`, `size`), and the token lists' cursor paging (`start`, `pagination.next`). */
+const pagination = {
+  type: 'object',
+  required: ['page_size'],
+  properties: {
+    page_size: { type: 'integer' },
+    total_items: { type: 'integer' },
+    page_number: { type: 'integer' },
+    total_pages: { type: 'integer' },
+    next: { type: 'string', description: 'Cursor paging: the `start` of the next page; absent on the last.' },
+  },
+};
+
+export function pageOf(item: Schema): Schema {
+  return {
+    type: 'object',
+    required: ['pagination', 'data'],
+    properties: { pagination, data: { type: 'array', items: item } },
+  };
+}
+
+export const Application: Schema = {
+  type: 'object',
+  required: ['id', 'tenant_id', 'name', 'type', 'permissions', 'rules', 'keys', 'created_at', 'created_by'],
+  properties: {
+    id: uuid,
+    tenant_id: uuid,
+    name: string,
+    type: { type: 'string', enum: [...APPLICATION_TYPES] },
+    permissions: { type: 'array', items: string },
+    rules: { type: 'array', items: accessRule },
+    key: { type: 'string', description: 'A new key, once: on create and regenerate.' },
+    keys: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['id', 'created_at', 'created_by'],
+        properties: { id: uuid, key: string, created_at: dateTime, created_by: string },
+      },
+    },
+    expires_at: dateTime,
+    managed_by: managedBy,
+    ...audit,
+  },
+};
+
+export const ApplicationTemplate: Schema = {
+  type: 'object',
+  required: ['id', 'name', 'application_type', 'permissions', 'rules'],
+  properties: {
+    id: uuid,
+    name: string,
+    description: string,
+    application_type: { type: 'string', enum: [...APPLICATION_TYPES] },
+    template_type: string,
+    is_starter: { type: 'boolean' },
+    permissions: { type: 'array', items: string },
+    rules: { type: 'array', items: accessRule },
+  },
+};
+
+export const Role: Schema = { type: 'object', required: ['name'], properties: { name: string } };
+
+export const Permission: Schema = {
+  type: 'object',
+  required: ['type', 'description', 'application_types'],
+  properties: {
+    type: string,
+    description: string,
+    application_types: { type: 'array', items: { type: 'string', enum: [...APPLICATION_TYPES] } },
+  },
+};
+
+const booleanString = { type: 'string', enum: ['true', 'false'] };
+const rateLimits = {
+  type: 'object',
+  properties: Object.fromEntries(
+    ['api_per_key', 'api_per_tenant', 'calls_per_key', 'calls_per_tenant'].map((n) => [n, { type: 'integer' }]),
+  ),
+};
+
+export const Tenant: Schema = {
+  type: 'object',
+  required: ['id', 'owner_id', 'name', 'settings', 'created_at', 'created_by'],
+  properties: {
+    id: uuid,
+    owner_id: string,
+    name: string,
+    settings: {
+      type: 'object',
+      properties: { deduplicate_tokens: booleanString, fingerprint_tokens: booleanString },
+    },
+    managed_by: managedBy,
+    rate_limits: rateLimits,
+    runtime: {
+      type: 'object',
+      description: 'Operator answers only: where the tenant\u2019s code runs.',
+      required: ['worker_url'],
+      properties: { worker_url: string },
+    },
+    ...audit,
+  },
+};
+
+export const CreatedTenant: Schema = {
+  type: 'object',
+  required: ['tenant', 'application'],
+  properties: { tenant: Tenant, application: Application },
+};
+
+export const UsageReport: Schema = {
+  type: 'object',
+  required: ['total_tokens', 'token_report'],
+  properties: {
+    total_tokens: { type: 'integer' },
+    token_report: {
+      type: 'object',
+      required: ['total_tokens', 'metrics_by_type', 'included_monthly_active_tokens', 'monthly_active_tokens'],
+      properties: {
+        total_tokens: { type: 'integer' },
+        metrics_by_type: {
+          type: 'object',
+          additionalProperties: {
+            type: 'object',
+            required: ['count'],
+            properties: { count: { type: 'integer' }, last_created_at: dateTime },
+          },
+        },
+        included_monthly_active_tokens: { type: 'integer' },
+        monthly_active_tokens: { type: 'integer' },
+      },
+    },
+  },
+};
+
+const parameterElement = {
+  type: 'object',
+  required: ['name', 'type'],
+  properties: {
+    name: string,
+    description: string,
+    type: { type: 'string', enum: ['string', 'boolean', 'number'] },
+    optional: { type: 'boolean' },
+  },
+};
+
+export const Formula: Schema = {
+  type: 'object',
+  required: ['id', 'name', 'type', 'status', 'code', 'configuration', 'request_parameters', 'created_at', 'created_by'],
+  properties: {
+    id: uuid,
+    name: string,
+    description: string,
+    type: { type: 'string', enum: ['official', 'private'] },
+    status: { type: 'string', enum: ['verified', 'coming_soon'] },
+    icon: string,
+    code: string,
+    configuration: { type: 'array', items: parameterElement },
+    request_parameters: { type: 'array', items: parameterElement },
+    tenant_id: uuid,
+    managed_by: managedBy,
+    ...audit,
+  },
+};
+
+export const Reactor: Schema = {
+  type: 'object',
+  required: ['id', 'tenant_id', 'name', 'configuration', 'created_at', 'created_by'],
+  properties: {
+    id: uuid,
+    tenant_id: uuid,
+    name: string,
+    formula: Formula,
+    code: string,
+    configuration: { type: 'object', additionalProperties: { type: ['string', 'number', 'boolean'] } },
+    application: reference,
+    ...audit,
+  },
+};
+
+export const ReactResponse: Schema = {
+  type: 'object',
+  description: 'What the reactor code returned: `raw` as it is, `tokens` tokenized.',
+  properties: { tokens: {}, raw: {} },
+};
+
+const transform = { type: 'object', required: ['code'], properties: { code: string } };
+
+export const Proxy: Schema = {
+  type: 'object',
+  required: ['id', 'tenant_id', 'name', 'destination_url', 'configuration', 'require_auth', 'created_at', 'created_by'],
+  properties: {
+    id: uuid,
+    key: { type: 'string', description: 'The proxy key, sent as BT-PROXY-KEY to call through it.' },
+    tenant_id: uuid,
+    name: string,
+    destination_url: string,
+    request_transform: transform,
+    response_transform: transform,
+    application: reference,
+    application_id: uuid,
+    configuration: { type: 'object', additionalProperties: string },
+    require_auth: { type: 'boolean' },
+    ...audit,
+  },
+};
+
+export const CreatedSession: Schema = {
+  type: 'object',
+  required: ['session_key', 'nonce', 'expires_at'],
+  properties: { session_key: string, nonce: string, expires_at: dateTime },
+};
+
+export const Status: Schema = { type: 'object', required: ['status'], properties: { status: string } };
+
+/** Named schemas, published under components/schemas. */
+export const COMPONENTS: Record<string, Schema> = {
+  ProblemDocument,
+  Token,
+  Application,
+  ApplicationTemplate,
+  Role,
+  Permission,
+  Tenant,
+  CreatedTenant,
+  UsageReport,
+  Formula,
+  Reactor,
+  ReactResponse,
+  Proxy,
+  CreatedSession,
+  Status,
+};

@@ -1,0 +1,142 @@
+// The API contract (docs/api.md, "API contract"): GET /openapi.json serves the document without a key, real answers
+// match the document's schemas, and the fixes Schemathesis led to (405 with Allow, unknown token types refused).
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { openApiDocument } from '../../src/http/openapi/document.js';
+import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { call, client } from '../support/http.js';
+
+const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
+type Json = Record<string, any>;
+
+let api: TestApi;
+let managementKey: string;
+let privateKey: string;
+
+beforeAll(async () => {
+  api = await startTestApi();
+  ({ managementKey } = await createTenant(api.url, api.operatorKey));
+  const all = ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'];
+  ({ key: privateKey } = await createApplication(api.url, managementKey, {
+    name: 'contract',
+    type: 'private',
+    permissions: all,
+    rules: [{ priority: 1, container: '/', transform: 'reveal', permissions: all }],
+  }));
+});
+
+afterAll(async () => {
+  await api?.close();
+});
+
+/** Checks `body` against the schema the document gives the operation's `status` answer. */
+function conforms(path: string, method: string, status: number, body: unknown): void {
+  const document: Json = openApiDocument();
+  const response = document.paths[path][method].responses[String(status)];
+  const schema = response.content['application/json'].schema;
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  addFormats(ajv);
+  ajv.addSchema({ $id: 'doc', components: document.components });
+  const validate = ajv.compile(JSON.parse(JSON.stringify(schema).replaceAll('"#/components', '"doc#/components')));
+  if (!validate(body)) throw new Error(`${method} ${path} ${status}: ${JSON.stringify(validate.errors)}`);
+}
+
+describe('GET /openapi.json', () => {
+  test('serves the document without a key', async () => {
+    const answer = await call(api.url, 'GET', '/openapi.json');
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(answer.body).toEqual(openApiDocument());
+    expect(answer.body.openapi).toBe('3.1.0');
+  });
+});
+
+describe('answers match the document', () => {
+  test('tokens, applications, the tenant and problem documents', async () => {
+    const tokens = client(api.url, privateKey);
+    const created = await tokens.post('/tokens', { body: { type: 'token', data: 'contract', metadata: { a: 'b' } } });
+    expect(created.status).toBe(201);
+    conforms('/tokens', 'post', 201, created.body);
+    const read = await tokens.get(`/tokens/${created.body.id}`);
+    conforms('/tokens/{id}', 'get', 200, read.body);
+    conforms('/tokens', 'get', 200, (await tokens.get('/tokens')).body);
+    conforms('/tokens', 'get', 200, (await tokens.get('/tokens?page=1')).body);
+
+    const management = client(api.url, managementKey);
+    const app = await management.post('/applications', {
+      body: { name: 'c', type: 'public', permissions: ['token:create'] },
+    });
+    expect(app.status).toBe(201);
+    conforms('/applications', 'post', 201, app.body);
+    conforms('/applications', 'get', 200, (await management.get('/applications')).body);
+    conforms('/tenants/self', 'get', 200, (await management.get('/tenants/self')).body);
+    conforms('/tenants/self/reports/usage', 'get', 200, (await management.get('/tenants/self/reports/usage')).body);
+    conforms('/permissions', 'get', 200, (await management.get('/permissions')).body);
+    conforms('/application-templates', 'get', 200, (await management.get('/application-templates')).body);
+
+    const missing = await management.get('/applications/00000000-0000-4000-8000-000000000000');
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    conforms('/tokens', 'get', 200, { pagination: { page_size: 1 }, data: [] });
+    const schema = (openApiDocument() as { components: Json }).components.schemas.ProblemDocument;
+    expect(Object.keys(missing.body).sort()).toEqual(expect.arrayContaining(schema.required.sort()));
+  });
+});
+
+describe('what Schemathesis found', () => {
+  test('a method no route takes at a served path is 405 with Allow, not 404', async () => {
+    const trace = await call(api.url, 'PUT', '/tokens', { key: privateKey, body: {} });
+    expect(trace.status).toBe(405);
+    expect(trace.body.code).toBe('TV_METHOD_NOT_ALLOWED');
+    expect(trace.headers.get('allow')).toBe('GET, HEAD, POST');
+    const put = await call(api.url, 'PUT', '/tenants/self/reports/usage', { key: managementKey, body: {} });
+    expect(put.status).toBe(405);
+    expect(put.headers.get('allow')).toBe('GET, HEAD');
+    // An unknown path is still 404, and a known one still needs a key first.
+    expect((await call(api.url, 'GET', '/no-such-thing', { key: managementKey })).body.code).toBe('TV_ROUTE_NOT_FOUND');
+    expect((await call(api.url, 'PUT', '/tokens')).status).toBe(401);
+  });
+
+  test('/applications/key is read-only: other methods get 405, not a 404 for the id "key"', async () => {
+    for (const method of ['PUT', 'DELETE']) {
+      const answer = await call(api.url, method, '/applications/key', { key: managementKey, body: { name: 'x' } });
+      expect(answer.status).toBe(405);
+      expect(answer.headers.get('allow')).toBe('GET, HEAD');
+    }
+    expect((await call(api.url, 'GET', '/applications/key', { key: managementKey })).status).toBe(200);
+    // OPTIONS lists what the path takes, not the methods of /applications/{id} that its path also matches.
+    const options = await call(api.url, 'OPTIONS', '/applications/key', { key: managementKey });
+    expect([options.status, options.headers.get('allow')]).toEqual([200, 'GET, HEAD']);
+  });
+
+  test('invoking a reactor with a JSON body that is not an object is refused; no body is no arguments', async () => {
+    const reactor = await client(api.url, managementKey).post('/reactors', {
+      body: { name: 'echo', code: 'module.exports = async (req) => ({ raw: req.args });' },
+    });
+    expect(reactor.status).toBe(201);
+    const react = `/reactors/${reactor.body.id}/react`;
+    for (const raw of ['null', '[]', '"args"']) {
+      const answer = await call(api.url, 'POST', react, { key: privateKey, raw });
+      expect([answer.status, answer.body.code, Object.keys(answer.body.errors ?? {})]).toEqual([
+        400,
+        'TV_INVALID_BODY',
+        ['body'],
+      ]);
+    }
+    expect((await call(api.url, 'POST', react, { key: privateKey })).status).toBe(200);
+    expect((await call(api.url, 'POST', react, { key: privateKey, body: { args: { a: 1 } } })).body).toEqual({
+      raw: { a: 1 },
+    });
+  });
+
+  test('a token list filtered by a type no token can have is refused, not answered empty', async () => {
+    for (const path of ['/tokens?type=nope', '/v2/tokens?type=token,nope']) {
+      const answer = await call(api.url, 'GET', path, { key: privateKey });
+      expect(answer.status).toBe(400);
+      expect(answer.body.code).toBe('TV_INVALID_QUERY');
+      expect(Object.keys(answer.body.errors)).toEqual(['type']);
+    }
+    expect((await call(api.url, 'GET', '/tokens?type=token', { key: privateKey })).status).toBe(200);
+  });
+});
