@@ -154,6 +154,8 @@ export const AUDITED_ROUTES: Readonly<Record<string, AuditDeclaration | null>> =
   'GET /webhooks/event-types': null,
   // Unauthenticated liveness check of the official clients' webhooks.ping().
   'GET /ping': null,
+  // The OpenAPI document (unauthenticated, no tenant data).
+  'GET /openapi.json': null,
 
   // The audit log itself.
   'GET /logs': null,
