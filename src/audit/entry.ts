@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 export const ENTITY_TYPES = [
   { value: 'application', display_name: 'Application' },
   { value: 'application_key', display_name: 'Application Key' },
+  { value: 'client_encryption_key', display_name: 'Client Encryption Key' },
   { value: 'proxy', display_name: 'Proxy' },
   { value: 'reactor', display_name: 'Reactor' },
   { value: 'reactor_formula', display_name: 'Reactor Formula' },

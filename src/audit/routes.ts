@@ -54,6 +54,12 @@ export const AUDITED_ROUTES: Readonly<Record<string, AuditDeclaration | null>> =
   'GET /token-intents/:id': d('token_intent', 'read', 'Read a token intent', { id: 'param' }),
   'DELETE /token-intents/:id': d('token_intent', 'delete', 'Deleted a token intent', { id: 'param' }),
 
+  // Client-side encryption keys (a token created from `encrypted` data is a POST /tokens like any other).
+  'POST /keys': d('client_encryption_key', 'create', 'Created a client encryption key', { id: 'body' }),
+  'DELETE /keys/:id': d('client_encryption_key', 'delete', 'Deleted a client encryption key', { id: 'param' }),
+  'GET /keys': null,
+  'GET /keys/:id': null,
+
   // Applications and their keys.
   'POST /applications': d('application', 'create', 'Created an application', { id: 'body' }),
   'GET /applications': null,
@@ -148,6 +154,8 @@ export const AUDITED_ROUTES: Readonly<Record<string, AuditDeclaration | null>> =
   'GET /webhooks/event-types': null,
   // Unauthenticated liveness check of the official clients' webhooks.ping().
   'GET /ping': null,
+  // The OpenAPI document (unauthenticated, no tenant data).
+  'GET /openapi.json': null,
 
   // The audit log itself.
   'GET /logs': null,

@@ -44,6 +44,10 @@ const MANAGEMENT_PERMISSIONS: Array<[string, string]> = [
   ['webhook:read', 'Read webhooks and the event types'],
   ['webhook:update', 'Update webhooks'],
   ['webhook:delete', 'Delete webhooks'],
+  // Basis Theory's names (plural `keys:`): client-side encryption keys, created by a server for its browsers.
+  ['keys:create', 'Create client-side encryption keys (the public key is shown once)'],
+  ['keys:read', 'Read client-side encryption keys (never the keys themselves)'],
+  ['keys:delete', 'Delete client-side encryption keys'],
   ['report:read', 'Read usage reports'],
   ['log:read', 'Read logs'],
 ];

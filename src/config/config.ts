@@ -228,6 +228,15 @@ export interface Config {
     /** How long an intent lives unless converted or deleted. */
     ttlSeconds: number;
   };
+  /** Client-side encryption keys (domain/client-keys, docs/api.md "Client-side encryption"). */
+  clientKeys: {
+    /** Unexpired keys one tenant may have. */
+    perTenant: number;
+    /** Lifetime of a key created without expires_at. */
+    defaultTtlSeconds: number;
+    /** Longest lifetime a key may be given. */
+    maxTtlSeconds: number;
+  };
   /** The audit log (src/audit, docs/api.md "Audit log"). */
   audit: {
     /** Entries older than this are deleted by the retention sweep. */
@@ -709,6 +718,24 @@ export const SETTINGS = {
     description: 'api: how long a token intent lives unless it is converted to a token or deleted',
     default: '86400',
   },
+  clientKeysPerTenant: {
+    flag: 'client-keys-per-tenant',
+    env: 'TOKENVAULT_CLIENT_KEYS_PER_TENANT',
+    description: 'api: unexpired client-side encryption keys (/keys) one tenant may have (more: 409 TV_CLIENT_KEY_LIMIT)',
+    default: '20',
+  },
+  clientKeyDefaultTtl: {
+    flag: 'client-key-default-ttl-seconds',
+    env: 'TOKENVAULT_CLIENT_KEY_DEFAULT_TTL_SECONDS',
+    description: 'api: lifetime of a client-side encryption key created without expires_at',
+    default: String(30 * 24 * 3600),
+  },
+  clientKeyMaxTtl: {
+    flag: 'client-key-max-ttl-seconds',
+    env: 'TOKENVAULT_CLIENT_KEY_MAX_TTL_SECONDS',
+    description: "api: latest expires_at a client-side encryption key may be given, from its creation (Basis Theory's: 1 year)",
+    default: String(365 * 24 * 3600),
+  },
 } satisfies Record<string, Setting>;
 
 const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -921,6 +948,16 @@ export function loadConfig(options: LoadOptions = {}): Config {
     runnerLeaseSeconds: integer('asyncRunnerLease', 3, 3600),
   };
   const tokenIntents = { ttlSeconds: integer('tokenIntentTtl', 1, 48 * 3600) };
+  const clientKeys = {
+    perTenant: integer('clientKeysPerTenant', 0, 10_000),
+    defaultTtlSeconds: integer('clientKeyDefaultTtl', 60, 10 * 365 * 24 * 3600),
+    maxTtlSeconds: integer('clientKeyMaxTtl', 60, 10 * 365 * 24 * 3600),
+  };
+  if (clientKeys.defaultTtlSeconds > clientKeys.maxTtlSeconds) {
+    problems.push(
+      `${label('clientKeyDefaultTtl')} must not exceed ${label('clientKeyMaxTtl')}`,
+    );
+  }
 
   const audit = {
     retentionDays: integer('auditRetention', 1, 36_500),
@@ -953,6 +990,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     limits,
     asyncReactors,
     tokenIntents,
+    clientKeys,
     audit,
   };
 }

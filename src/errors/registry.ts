@@ -75,6 +75,18 @@ export const Errors = {
     'Bad Request',
     "The request's expressions need more time or memory than allowed.",
   ),
+  InvalidEncrypted: define(
+    'TV_INVALID_ENCRYPTED',
+    400,
+    'Bad Request',
+    'The `encrypted` JWE could not be decrypted with a client encryption key of the tenant.',
+  ),
+  ClientKeyExpired: define(
+    'TV_CLIENT_KEY_EXPIRED',
+    400,
+    'Bad Request',
+    'The client encryption key the JWE names has expired; create a new key and encrypt again.',
+  ),
   // 401 / 403
   Unauthenticated: define('TV_UNAUTHENTICATED', 401, 'Unauthorized', 'A valid BT-API-KEY header is required.'),
   Forbidden: define('TV_FORBIDDEN', 403, 'Forbidden', 'The key does not have the permission this request needs.'),
@@ -101,6 +113,12 @@ export const Errors = {
     409,
     'Conflict',
     'The tenant has as many webhooks as allowed (TOKENVAULT_WEBHOOKS_PER_TENANT).',
+  ),
+  ClientKeyLimit: define(
+    'TV_CLIENT_KEY_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many unexpired client encryption keys as allowed (TOKENVAULT_CLIENT_KEYS_PER_TENANT).',
   ),
   IdempotencyConflict: define(
     'TV_IDEMPOTENCY_CONFLICT',

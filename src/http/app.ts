@@ -21,6 +21,8 @@ import { reactorRoutes } from './routes/reactors.js';
 import { asyncReactorRoutes } from './routes/async-reactors.js';
 import type { AsyncReactorService } from '../domain/reactors/async.js';
 import { tokenIntentRoutes } from './routes/token-intents.js';
+import { keyRoutes } from './routes/keys.js';
+import type { ClientKeyService } from '../domain/client-keys/service.js';
 import type { TokenIntentService } from '../domain/token-intents/service.js';
 import type { ReactorService } from '../domain/reactors/service.js';
 import { proxiesRoutes } from './routes/proxies.js';
@@ -71,6 +73,7 @@ export interface ApiContext {
     reactors: ReactorService;
     asyncReactors: AsyncReactorService;
     tokenIntents: TokenIntentService;
+    clientKeys: ClientKeyService;
     proxies: ProxyService;
     proxy: ProxyHandler;
     webhooks: WebhookService;
@@ -141,9 +144,20 @@ export function createApp(context: ApiContext): Express {
   // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each
   // router is entered only under the static prefixes of its own routes: a request passes the others with one check
   // each instead of a walk through all their routes (~1 µs a route; the reactor routes sat behind some 30).
-  app.use(under(tokenRoutes(services.tokens, services.detokenizer, services.idempotency, services.tokenIntents)));
+  app.use(
+    under(
+      tokenRoutes(
+        services.tokens,
+        services.detokenizer,
+        services.idempotency,
+        services.tokenIntents,
+        services.clientKeys,
+      ),
+    ),
+  );
   app.use(under(tokenSearchRoutes(services.tokens, services.tokenSearch)));
-  app.use(under(tokenIntentRoutes(services.tokenIntents, services.idempotency)));
+  app.use(under(tokenIntentRoutes(services.tokenIntents, services.idempotency, services.clientKeys)));
+  app.use(under(keyRoutes(services.clientKeys, services.idempotency)));
   app.use(under(applicationRoutes(services.applications, services.idempotency)));
   app.use(under(tenantRoutes(services.tenants, services.idempotency)));
   app.use(under(sessionRoutes(services.sessions, services.idempotency)));

@@ -22,6 +22,7 @@ import { ApplicationDirectory } from '../domain/applications/directory.js';
 import { ReactorService } from '../domain/reactors/service.js';
 import { AsyncReactorService } from '../domain/reactors/async.js';
 import { TokenIntentService } from '../domain/token-intents/service.js';
+import { ClientKeyService } from '../domain/client-keys/service.js';
 import { RuntimeClient } from '../runtime/client/client.js';
 import { FairShare } from '../runtime/client/fair-share.js';
 import { RuntimeRouter } from '../runtime/client/router.js';
@@ -191,6 +192,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         metrics.asyncReactorRequests.inc({ outcome }),
       ),
       tokenIntents: new TokenIntentService(store, cipher, tokens, config.tokenIntents),
+      clientKeys: new ClientKeyService(store, cipher, {
+        ...config.clientKeys,
+        jsonMaxDepth: config.limits.jsonMaxDepth,
+      }),
       proxies,
       webhooks,
       proxy: new ProxyHandler(

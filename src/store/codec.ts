@@ -27,6 +27,8 @@ export type RecordKind =
   | 'webhook-delivery'
   | 'async-result'
   | 'token-intent'
+  /** A client-side encryption key (/keys): public key, sealed private key, expiry. */
+  | 'client-key'
   /** The audit log (src/audit): an entry, a tenant's chain head, a tenant's retention anchor. */
   | 'audit-entry'
   | 'audit-head'
@@ -65,6 +67,7 @@ export const UPGRADES: Record<RecordKind, readonly Upgrade[]> = {
   'webhook-delivery': [],
   'async-result': [],
   'token-intent': [],
+  'client-key': [],
   'audit-entry': [],
   'audit-head': [],
   'audit-anchor': [],

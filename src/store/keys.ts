@@ -106,6 +106,15 @@ export const keys = {
    * key is gone was lost with its process. No secrets: the key names only the process. */
   asyncRunner: (runnerId: string) => `${ROOT}async-runners/${runnerId}`,
 
+  /**
+   * Client-side encryption keys (/keys): X25519 key pairs, the private key sealed with the tenant's data key, each on
+   * a lease ending a while after its expires_at. The guard is rewritten by every create, in the same transaction and
+   * compared by revision, which makes the per-tenant limit exact under concurrent creates (it holds only a time).
+   */
+  clientKeys: (tenantId: string) => `${ROOT}t/${tenantId}/client-keys/`,
+  clientKey: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/client-keys/${id}`,
+  clientKeysGuard: (tenantId: string) => `${ROOT}t/${tenantId}/client-keys-guard`,
+
   /** Token intents: short-lived, sealed like tokens, on a lease that ends at their expires_at. */
   tokenIntents: (tenantId: string) => `${ROOT}t/${tenantId}/token-intents/`,
   tokenIntent: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/token-intents/${id}`,

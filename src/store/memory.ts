@@ -23,6 +23,9 @@ interface Watch {
   handler: (event: WatchEvent) => void;
 }
 
+/** The longest delay setTimeout honours; a longer one fires immediately. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** A change to apply, as it will be announced to watchers. */
 type Change = { type: 'put'; key: string; value: string; ttlSeconds?: number } | { type: 'delete'; key: string };
 
@@ -194,7 +197,19 @@ export class MemoryStore implements Store {
     const ms = leaseSeconds(ttlSeconds) * 1000;
     const lease: Lease = { expiresAt: Date.now() + ms, keys: new Set(), timer: undefined as unknown as NodeJS.Timeout };
     // The timer makes expiry visible to watchers even when nobody reads; unref so it never keeps a process alive.
-    lease.timer = setTimeout(() => this.leases.has(lease) && this.expire(lease), ms).unref();
+    // setTimeout fires at once for delays beyond 2^31 - 1 ms (~24.8 days): a longer lease waits in steps.
+    const arm = (delay: number) => {
+      lease.timer = setTimeout(
+        () => {
+          if (!this.leases.has(lease)) return;
+          const left = lease.expiresAt - Date.now();
+          if (left > 0) arm(left);
+          else this.expire(lease);
+        },
+        Math.min(delay, MAX_TIMER_MS),
+      ).unref();
+    };
+    arm(ms);
     this.leases.add(lease);
     return lease;
   }

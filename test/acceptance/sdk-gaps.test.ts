@@ -133,7 +133,7 @@ describe('catalogues, through the SDKs', () => {
 });
 
 describe('not supported here, through the SDKs', () => {
-  test('node-sdk 3-D Secure, tenant members, network tokens, documents, keys → 501 TV_NOT_SUPPORTED naming the feature', async () => {
+  test('node-sdk 3-D Secure, tenant members, network tokens, documents → 501 TV_NOT_SUPPORTED naming the feature', async () => {
     const node = nodeSdk(dev.rootKey);
     // Thunks, called one at a time: a rejection must not arrive before anything awaits it.
     const calls: Array<[string, () => Promise<unknown>]> = [
@@ -142,7 +142,6 @@ describe('not supported here, through the SDKs', () => {
       ['Tenant invitations', () => node.tenants.invitations.list()],
       ['Network tokens', () => node.networkTokens.get('00000000-0000-4000-8000-000000000000')],
       ['Documents', () => node.documents.get('00000000-0000-4000-8000-000000000000')],
-      ['Client-side encryption keys', () => node.keys.list()],
     ];
     for (const [feature, call] of calls) {
       const error = await rejection<NodeSdkError>(call());
@@ -151,11 +150,12 @@ describe('not supported here, through the SDKs', () => {
     }
   });
 
-  test('basis-theory-js tenant members and a JWE-encrypted token → 501, not 404 or 400', async () => {
+  test('basis-theory-js tenant members → 501, not 404; a token with `encrypted` that is no JWE → 400 naming it', async () => {
     expect(await rejection(root.tenants.listMembers())).toMatchObject({ status: 501 });
     const encrypted = await rejection<{ status: number; data: any }>(
       bt.tokens.create({ type: 'token', encrypted: 'a.b.c.d.e' } as never),
     );
-    expect(encrypted.status).toBe(501);
+    expect(encrypted.status).toBe(400);
+    expect(Object.keys(encrypted.data.errors)).toEqual(['encrypted']);
   });
 });

@@ -53,6 +53,15 @@ describe('GET /openapi.json', () => {
 });
 
 describe('answers match the document', () => {
+  test('client-side encryption keys', async () => {
+    const management = client(api.url, managementKey);
+    const created = await management.post('/keys', { body: {} });
+    expect(created.status).toBe(201);
+    conforms('/keys', 'post', 201, created.body);
+    conforms('/keys', 'get', 200, (await management.get('/keys')).body);
+    conforms('/keys/{id}', 'get', 200, (await management.get(`/keys/${created.body.id}`)).body);
+  });
+
   test('tokens, applications, the tenant and problem documents', async () => {
     const tokens = client(api.url, privateKey);
     const created = await tokens.post('/tokens', { body: { type: 'token', data: 'contract', metadata: { a: 'b' } } });

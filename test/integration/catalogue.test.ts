@@ -89,7 +89,7 @@ describe('features this deployment does not offer', () => {
     },
   );
 
-  test('a token with client-side encrypted (JWE) data → 501 naming the feature, not a 400 about data', async () => {
+  test('client-side encryption is supported: /keys answers, and a token whose `encrypted` is no JWE → 400 naming it', async () => {
     const key = (
       await createApplication(api.url, mgmt.key(), {
         name: 'w',
@@ -100,9 +100,12 @@ describe('features this deployment does not offer', () => {
     const answer = await client(api.url, key).post('/tokens', {
       body: { type: 'token', encrypted: 'eyJhbGciOi.x.y.z.w' },
     });
-    expect(answer.status).toBe(501);
-    expect(answer.body.code).toBe('TV_NOT_SUPPORTED');
-    expect(answer.body.detail).toContain('Client-side encryption');
+    expect([answer.status, answer.body.code, Object.keys(answer.body.errors)]).toEqual([
+      400,
+      'TV_INVALID_ENCRYPTED',
+      ['encrypted'],
+    ]);
+    expect((await mgmt.get('/keys')).status).toBe(200);
   });
 
   test('paths near a feature are still plain 404s', async () => {

@@ -183,6 +183,20 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/webhooks/:id', permission: 'webhook:read' },
   { method: 'PUT', path: '/webhooks/:id', permission: 'webhook:update', body: webhookBody },
   { method: 'DELETE', path: '/webhooks/:id', permission: 'webhook:delete' },
+  {
+    method: 'POST',
+    path: '/keys',
+    permission: 'keys:create',
+    body: {},
+    invalid: [
+      [{ expires_at: 'soon' }, 'expires_at'],
+      [{ expires_at: '2001-01-01T00:00:00Z' }, 'expires_at'],
+      [{ expires_at: '2999-01-01T00:00:00Z' }, 'expires_at'],
+    ],
+  },
+  { method: 'GET', path: '/keys', permission: 'keys:read' },
+  { method: 'GET', path: '/keys/:id', permission: 'keys:read' },
+  { method: 'DELETE', path: '/keys/:id', permission: 'keys:delete' },
   { method: 'GET', path: '/proxies', permission: 'proxy:read' },
   { method: 'GET', path: '/proxies/:id', permission: 'proxy:read', proxies: true },
   {
@@ -438,7 +452,8 @@ test('BT-TRACE-ID is echoed when given', async () => {
 // neither 401 nor 403 nor a 5xx (a random id then gives 404, a valid body 2xx).
 
 type Expect = number | 'allowed';
-type IdKind = 'application' | 'token' | 'proxy' | 'formula' | 'reactor' | 'tenant' | 'webhook' | 'tokenIntent';
+type IdKind =
+  'application' | 'token' | 'proxy' | 'formula' | 'reactor' | 'tenant' | 'webhook' | 'tokenIntent' | 'clientKey';
 
 interface Row {
   scope: 'open' | 'tenant' | 'admin';
@@ -611,6 +626,10 @@ const MATRIX: Record<string, Row> = {
   'GET /webhooks/:id': { scope: 'tenant', id: 'webhook', needs: ['webhook:read'] },
   'PUT /webhooks/:id': { scope: 'tenant', id: 'webhook', needs: ['webhook:update'], body: webhookBody },
   'DELETE /webhooks/:id': { scope: 'tenant', id: 'webhook', needs: ['webhook:delete'] },
+  'POST /keys': { scope: 'tenant', needs: ['keys:create'], body: {} },
+  'GET /keys': { scope: 'tenant', needs: ['keys:read'] },
+  'GET /keys/:id': { scope: 'tenant', id: 'clientKey', needs: ['keys:read'] },
+  'DELETE /keys/:id': { scope: 'tenant', id: 'clientKey', needs: ['keys:delete'] },
   'GET /logs': { scope: 'tenant', needs: ['log:read'] },
   'GET /logs/entity-types': { scope: 'tenant', needs: ['log:read'] },
   'POST /admin/tenants': { scope: 'admin', body: { name: 'matrix' } },
@@ -731,6 +750,7 @@ describe('route x principal matrix', () => {
     ).body.id;
     ids.proxy = (await mgmt.post('/proxies', { body: proxyBody })).body.id;
     ids.webhook = (await mgmt.post('/webhooks', { body: webhookBody })).body.id;
+    ids.clientKey = (await mgmt.post('/keys', { body: {} })).body.id;
     ids.formula = (await mgmt.post('/reactor-formulas', { body: formulaBody })).body.id;
     ids.reactor = (await mgmt.post('/reactors', { body: { name: 'target', formula: { id: ids.formula } } })).body.id;
     const intentKey = (

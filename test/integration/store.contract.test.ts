@@ -277,6 +277,12 @@ describe.each(subjects)('Store contract: $name', ({ open }) => {
     expect(await store.get(key)).toBeUndefined();
   });
 
+  test("a TTL beyond setTimeout's range (over 24.8 days) keeps the key (client encryption keys live a year)", async () => {
+    await store.put(`${prefix}long`, 'v', { ttlSeconds: 40 * 24 * 3600 });
+    await sleep(50);
+    expect((await store.get(`${prefix}long`))?.value).toBe('v');
+  });
+
   test('a key with a TTL expires, with a delete event; overwriting it without a TTL keeps it', async () => {
     const events: WatchEvent[] = [];
     const watcher = await store.watch(prefix, (event) => events.push(event));

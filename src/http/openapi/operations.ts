@@ -3,6 +3,7 @@
 // are the validators' own schemas (one source of truth: what is published is what is checked).
 import { APPLICATION_TYPES, SESSION_PERMISSIONS } from '../../auth/permissions.js';
 import { validateCreateApplication, validateUpdateApplication } from '../../domain/applications/schema.js';
+import { validateCreateClientKey } from '../../domain/client-keys/schema.js';
 import { validateFormula } from '../../domain/formulas/schema.js';
 import { validateCreateProxy, validatePatchProxy, validateUpdateProxy } from '../../domain/proxies/schema.js';
 import {
@@ -588,6 +589,44 @@ const proxies: Record<string, Operation> = {
     tag: 'Proxies',
     auth: 'key',
     permission: 'proxy:delete',
+    id: uuid,
+    status: 204,
+  },
+  'POST /keys': {
+    summary: 'Create a client-side encryption key (X25519; the public key is in this answer only)',
+    tag: 'Client-side encryption',
+    auth: 'key',
+    permission: 'keys:create',
+    body: { schema: validateCreateClientKey.schema, required: false, example: {} },
+    idempotent: true,
+    status: 201,
+    answer: S.CreatedClientKey,
+    description:
+      'Browsers encrypt token data to the public key as a compact JWE (ECDH-ES + A256GCM, `kid` = the key id) and the ' +
+      'server sends it as `encrypted` instead of `data` in POST /tokens or POST /token-intents.',
+  },
+  'GET /keys': {
+    summary: "List the tenant's client-side encryption keys (metadata only)",
+    tag: 'Client-side encryption',
+    auth: 'key',
+    permission: 'keys:read',
+    status: 200,
+    answer: { type: 'array', items: S.ClientKey },
+  },
+  'GET /keys/:id': {
+    summary: 'Get a client-side encryption key (metadata only)',
+    tag: 'Client-side encryption',
+    auth: 'key',
+    permission: 'keys:read',
+    id: uuid,
+    status: 200,
+    answer: S.ClientKey,
+  },
+  'DELETE /keys/:id': {
+    summary: 'Delete a client-side encryption key (JWEs naming it are refused from then on)',
+    tag: 'Client-side encryption',
+    auth: 'key',
+    permission: 'keys:delete',
     id: uuid,
     status: 204,
   },

@@ -281,6 +281,38 @@ export const CreatedSession: Schema = {
 
 export const Status: Schema = { type: 'object', required: ['status'], properties: { status: string } };
 
+/** A client-side encryption key as GET /keys shows it: never a key, public or private. */
+export const ClientKey: Schema = {
+  type: 'object',
+  required: ['id', 'key_id', 'expires_at'],
+  properties: {
+    id: uuid,
+    key_id: { ...uuid, description: 'The same as `id` (the name the node SDK reads).' },
+    expires_at: dateTime,
+    created_at: dateTime,
+    created_by: string,
+  },
+};
+
+/** POST /keys: the key's metadata and its public key, shown in this answer only. */
+export const CreatedClientKey: Schema = {
+  type: 'object',
+  required: ['id', 'key_id', 'expires_at', 'public_key_pem'],
+  properties: {
+    ...(ClientKey.properties as Record<string, unknown>),
+    public_key_pem: {
+      type: 'string',
+      description: "The X25519 public key's 32 raw bytes, base64, between PEM armour lines (Basis Theory's form).",
+    },
+    public_key_jwk: {
+      type: 'object',
+      description: 'The same public key as a JWK, for clients that import JWKs.',
+      required: ['kty', 'crv', 'x', 'kid'],
+      properties: { kty: string, crv: string, x: string, kid: string, use: string, alg: string },
+    },
+  },
+};
+
 /** Named schemas, published under components/schemas. */
 export const COMPONENTS: Record<string, Schema> = {
   ProblemDocument,
@@ -298,4 +330,6 @@ export const COMPONENTS: Record<string, Schema> = {
   Proxy,
   CreatedSession,
   Status,
+  ClientKey,
+  CreatedClientKey,
 };

@@ -8,20 +8,21 @@ import { uuidParam } from '../params.js';
 import { validateCreateTokenIntent } from '../../domain/token-intents/schema.js';
 import type { TokenIntentService } from '../../domain/token-intents/service.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
+import type { ClientKeyService } from '../../domain/client-keys/service.js';
 import { sendOnce } from '../idempotent.js';
 
-export function tokenIntentRoutes(intents: TokenIntentService, idempotency: IdempotencyService): Router {
+export function tokenIntentRoutes(
+  intents: TokenIntentService,
+  idempotency: IdempotencyService,
+  clientKeys: ClientKeyService,
+): Router {
   const router = Router();
 
   router.post('/token-intents', async (req, res) => {
     const principal = allowed(req, 'token-intent:create');
-    if (typeof req.body === 'object' && req.body !== null && 'encrypted' in req.body) {
-      throw new Errors.NotSupported(
-        'Client-side encryption (`encrypted` JWE data) is not supported by this deployment; send `data`.',
-      );
-    }
+    // `encrypted` (a JWE of the data, client-side encryption) is opened first, then validated as `data` would be.
     await sendOnce(idempotency, req, res, 201, async () =>
-      intents.create(principal, validateCreateTokenIntent(req.body)),
+      intents.create(principal, validateCreateTokenIntent(await clientKeys.withData(principal.tenantId, req.body))),
     );
   });
 

@@ -13,6 +13,7 @@ import { TOKEN_TYPE_NAMES } from '../../domain/tokens/types.js';
 import { sendOnce } from '../idempotent.js';
 import { validateConvertTokenIntent } from '../../domain/token-intents/schema.js';
 import type { TokenIntentService } from '../../domain/token-intents/service.js';
+import type { ClientKeyService } from '../../domain/client-keys/service.js';
 
 const TOKEN_ID = new RegExp(TOKEN_ID_PATTERN);
 
@@ -22,23 +23,29 @@ export function tokenRoutes(
   idempotency: IdempotencyService,
   /** Converts a token intent (POST /tokens with token_intent_id); without it such a body is refused as invalid. */
   intents?: TokenIntentService,
+  /** Opens `encrypted` (client-side encrypted JWE data) on create; without it such a body is refused (501). */
+  clientKeys?: ClientKeyService,
 ): Router {
   const router = Router();
 
   router.post('/tokens', async (req, res) => {
     const principal = allowed(req, 'token:create');
-    refuseEncrypted(req.body);
+    if (!clientKeys) refuseEncrypted(req.body);
+    // Keyed on the body as sent: a retry replays the answer without decrypting again.
     const answer = await idempotency.run(
       principal,
       req.get('bt-idempotency-key'),
       { route: 'POST /tokens', body: req.body },
-      async () => ({
-        status: 201,
-        body:
-          intents && isObject(req.body) && 'token_intent_id' in req.body
-            ? await intents.convert(principal, validateConvertTokenIntent(req.body))
-            : await tokens.create(principal, validateCreateToken(req.body)),
-      }),
+      async () => {
+        const body: unknown = clientKeys ? await clientKeys.withData(principal.tenantId, req.body) : req.body;
+        return {
+          status: 201,
+          body:
+            intents && isObject(body) && 'token_intent_id' in body
+              ? await intents.convert(principal, validateConvertTokenIntent(body))
+              : await tokens.create(principal, validateCreateToken(body)),
+        };
+      },
     );
     res.status(answer.status).json(answer.body);
   });
@@ -65,7 +72,11 @@ export function tokenRoutes(
         'PATCH takes a JSON merge patch: Content-Type: application/merge-patch+json.',
       );
     }
-    refuseEncrypted(req.body);
+    if (isObject(req.body) && 'encrypted' in req.body) {
+      throw new Errors.InvalidBody({
+        errors: { encrypted: ['is accepted on create (POST /tokens, /token-intents) only; patch data'] },
+      });
+    }
     // Validation would drop it silently; a caller moving a token by its privacy block must hear it did not move.
     if (isObject(req.body) && 'privacy' in req.body) {
       throw new Errors.InvalidBody({
@@ -113,7 +124,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
-/** Client-side encrypted (JWE) token data needs the /keys feature, which this deployment does not offer. */
+/** Client-side encrypted (JWE) token data needs the /keys feature, which this router was given no service for. */
 function refuseEncrypted(body: unknown): void {
   if (isObject(body) && 'encrypted' in body) {
     throw new Errors.NotSupported(

@@ -20,7 +20,6 @@ export const UNSUPPORTED_FEATURES: ReadonlyArray<readonly [string, string]> = [
   ['/enrichments', 'Enrichments'],
   ['/documents', 'Documents'],
   ['/agentic', 'Agentic commerce'],
-  ['/keys', 'Client-side encryption keys'],
 ];
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
