@@ -16,6 +16,7 @@ import { validateAdminUpdateTenant, validateCreateTenant, validateUpdateTenant }
 import { validateCreateToken, validateTokenPatch, TOKEN_ID_PATTERN } from '../../domain/tokens/schema.js';
 import { validateCreateTokenIntent } from '../../domain/token-intents/schema.js';
 import { ENTITY_TYPES } from '../../audit/entry.js';
+import { SORT_KEY_PATTERN } from '../../audit/chain.js';
 import { validateCreateWebhook, validateUpdateWebhook } from '../../webhooks/schema.js';
 import { TOKEN_TYPE_NAMES } from '../../domain/tokens/types.js';
 import { UNSUPPORTED_FEATURES } from '../routes/unsupported.js';
@@ -837,7 +838,11 @@ const logs: Record<string, Operation> = {
       dateQuery('start_date', 'Entries at or after this ISO 8601 date or date-time.'),
       dateQuery('end_date', 'Entries at or before this ISO 8601 date or date-time.'),
       { name: 'page', schema: { type: 'integer', minimum: 1, maximum: 999_999 }, description: 'Page paging.' },
-      { name: 'start', schema: { type: 'string' }, description: 'The cursor: `pagination.next` of the previous page.' },
+      {
+        name: 'start',
+        schema: { type: 'string', pattern: SORT_KEY_PATTERN.source },
+        description: 'The cursor: `pagination.next` of the previous page.',
+      },
       { name: 'size', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
     ],
     status: 200,
