@@ -48,7 +48,7 @@ import { jsonBody } from './middleware/json-body.js';
 import { rateLimit, takeRateLimit } from './middleware/rate-limit.js';
 import { observe } from './middleware/observe.js';
 import { traceId } from './middleware/trace.js';
-import { methodsAt, routeTable, tagged, type RouteRow } from './route-table.js';
+import { concretePathMethods, methodsAt, routeTable, tagged, type RouteRow } from './route-table.js';
 import { openApiDocument } from './openapi/document.js';
 
 export interface ApiContext {
@@ -137,9 +137,11 @@ export function createApp(context: ApiContext): Express {
     tagged((req, res, next) => proxy(req, res, next), proxy, '/proxy'),
   );
 
+  let rows: RouteRow[] | undefined;
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
   app.use(rateLimit(rateLimits.limiter, rateLimits.tenants));
+  app.use(concretePaths(() => (rows ??= routeTable(app))));
   app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES, maxDepth: config.limits.jsonMaxDepth }));
   // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each
   // router is entered only under the static prefixes of its own routes: a request passes the others with one check
@@ -174,7 +176,6 @@ export function createApp(context: ApiContext): Express {
   app.use(tagged((req, res, next) => unsupported(req, res, next), unsupported));
 
   // A path some route serves, asked with a method none takes: 405 with Allow; any other path: 404.
-  let rows: RouteRow[] | undefined;
   app.use((req, res) => {
     const allowed = methodsAt((rows ??= routeTable(app)), req.path);
     if (allowed.length === 0) return sendProblem(res, new Errors.RouteNotFound());
@@ -183,6 +184,22 @@ export function createApp(context: ApiContext): Express {
   });
   app.use(errorHandler(logger));
   return app;
+}
+
+/**
+ * A concrete path (`/tokens/search`, `/applications/key`, `/webhooks/event-types`) takes only its own methods, although
+ * a templated sibling (`/tokens/:id`) matches it too: any other method is 405 with the path's own Allow, and OPTIONS
+ * lists those methods (express would list the sibling's as well).
+ */
+function concretePaths(rows: () => RouteRow[]): RequestHandler {
+  let concrete: Map<string, string[]> | undefined;
+  return (req, res, next) => {
+    const allowed = (concrete ??= concretePathMethods(rows())).get(req.path.toLowerCase().replace(/\/$/, ''));
+    if (allowed === undefined || allowed.includes(req.method)) return next();
+    res.setHeader('Allow', allowed.join(', '));
+    if (req.method === 'OPTIONS') return void res.send(allowed.join(', '));
+    sendProblem(res, new Errors.MethodNotAllowed());
+  };
 }
 
 /**

@@ -59,3 +59,18 @@ export function methodsAt(rows: RouteRow[], path: string): string[] {
   if (methods.has('GET')) methods.add('HEAD');
   return [...methods].sort();
 }
+
+/**
+ * The methods served at each concrete path (a row without parameters), by the path in lower case without a trailing
+ * slash, as express matches it. A concrete path is matched before a templated one (as OpenAPI says), so
+ * `/webhooks/event-types` takes only its own methods although `/webhooks/:id` matches it too.
+ */
+export function concretePathMethods(rows: RouteRow[]): Map<string, string[]> {
+  const byPath = new Map<string, RouteRow[]>();
+  for (const row of rows) {
+    if (/[:{]/.test(row.path)) continue;
+    const path = row.path.toLowerCase().replace(/\/$/, '');
+    byPath.set(path, [...(byPath.get(path) ?? []), row]);
+  }
+  return new Map([...byPath].map(([path, served]) => [path, methodsAt(served, path)]));
+}

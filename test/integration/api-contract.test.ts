@@ -15,14 +15,16 @@ let managementKey: string;
 let privateKey: string;
 
 beforeAll(async () => {
-  api = await startTestApi();
+  // Webhook URLs must pass the destination policy: a loopback host is allowed here (nothing is delivered to it).
+  api = await startTestApi({ TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost' });
   ({ managementKey } = await createTenant(api.url, api.operatorKey));
-  const all = ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'];
+  const all = ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use', 'token:search'];
+  const intents = ['token-intent:create', 'token-intent:read', 'token-intent:delete'];
   ({ key: privateKey } = await createApplication(api.url, managementKey, {
     name: 'contract',
     type: 'private',
-    permissions: all,
-    rules: [{ priority: 1, container: '/', transform: 'reveal', permissions: all }],
+    permissions: [...all, ...intents],
+    rules: [{ priority: 1, container: '/', transform: 'reveal', permissions: [...all, ...intents] }],
   }));
 });
 
@@ -93,6 +95,67 @@ describe('answers match the document', () => {
   });
 });
 
+describe('answers of the later features match the document', () => {
+  test('token search, token intents, application keys, webhooks, the audit log, async reactors', async () => {
+    const tokens = client(api.url, privateKey);
+    const management = client(api.url, managementKey);
+    expect((await tokens.post('/tokens', { body: { type: 'token', data: 'searched' } })).status).toBe(201);
+    const v1 = await tokens.post('/tokens/search', { body: { query: 'type:token', size: 1, page: 1 } });
+    expect(v1.status).toBe(200);
+    conforms('/tokens/search', 'post', 200, v1.body);
+    conforms('/tokens/search', 'post', 200, (await tokens.post('/tokens/search', { body: {} })).body);
+    const v2 = await tokens.post('/v2/tokens/search', { body: { query: 'type:token', size: 1 } });
+    expect(v2.status).toBe(200);
+    conforms('/v2/tokens/search', 'post', 200, v2.body);
+
+    const intent = await tokens.post('/token-intents', {
+      body: { type: 'card', data: { number: '4242424242424242', expiration_month: 12, expiration_year: 2040 } },
+    });
+    expect(intent.status).toBe(201);
+    conforms('/token-intents', 'post', 201, intent.body);
+    conforms('/token-intents/{id}', 'get', 200, (await tokens.get(`/token-intents/${intent.body.id}`)).body);
+
+    const app = await management.post('/applications', { body: { name: 'keys', type: 'private' } });
+    const key = await management.post(`/applications/${app.body.id}/keys`);
+    expect(key.status).toBe(201);
+    conforms('/applications/{id}/keys', 'post', 201, key.body);
+    conforms('/applications/{id}/keys', 'get', 200, (await management.get(`/applications/${app.body.id}/keys`)).body);
+    const one = await management.get(`/applications/${app.body.id}/keys/${key.body.id}`);
+    expect(one.body.key).toBeUndefined();
+    conforms('/applications/{id}/keys/{keyId}', 'get', 200, one.body);
+
+    const hook = await management.post('/webhooks', {
+      body: { name: 'contract', url: 'https://localhost:9/hook', events: ['reactor.deleted'] },
+    });
+    expect(hook.status).toBe(201);
+    conforms('/webhooks', 'post', 201, hook.body);
+    conforms('/webhooks', 'get', 200, (await management.get('/webhooks')).body);
+    conforms('/webhooks/{id}', 'get', 200, (await management.get(`/webhooks/${hook.body.id}`)).body);
+    conforms('/webhooks/event-types', 'get', 200, (await management.get('/webhooks/event-types')).body);
+
+    const logs = await management.get('/logs?size=5');
+    expect(logs.body.data.length).toBeGreaterThan(0);
+    conforms('/logs', 'get', 200, logs.body);
+    conforms('/logs', 'get', 200, (await management.get('/logs?size=1&page=2')).body);
+    conforms('/logs/entity-types', 'get', 200, (await management.get('/logs/entity-types')).body);
+
+    const reactor = await management.post('/reactors', {
+      body: { name: 'async', code: 'module.exports = async (req) => ({ raw: req.args });' },
+    });
+    const request = await tokens.post(`/reactors/${reactor.body.id}/react-async`, { body: { args: { a: 1 } } });
+    expect(request.status).toBe(202);
+    conforms('/reactors/{id}/react-async', 'post', 202, request.body);
+    const resultPath = `/reactors/${reactor.body.id}/results/${request.body.asyncReactorRequestId}`;
+    let result = await tokens.get(resultPath);
+    for (let i = 0; i < 100 && result.body.status === 'pending'; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      result = await tokens.get(resultPath);
+    }
+    expect(result.body).toMatchObject({ status: 'completed', result: { raw: { a: 1 } } });
+    conforms('/reactors/{id}/results/{requestId}', 'get', 200, result.body);
+  });
+});
+
 describe('what Schemathesis found', () => {
   test('a method no route takes at a served path is 405 with Allow, not 404', async () => {
     const trace = await call(api.url, 'PUT', '/tokens', { key: privateKey, body: {} });
@@ -119,20 +182,54 @@ describe('what Schemathesis found', () => {
     expect([options.status, options.headers.get('allow')]).toEqual([200, 'GET, HEAD']);
   });
 
-  test('invoking a reactor with a JSON body that is not an object is refused; no body is no arguments', async () => {
+  test('a concrete path takes only its own methods, though a templated sibling matches it too', async () => {
+    // PUT /webhooks/event-types reached PUT /webhooks/:id with the id "event-types" (404), and OPTIONS /tokens/search
+    // listed the methods of /tokens/:id instead of POST.
+    for (const method of ['PUT', 'DELETE']) {
+      const answer = await call(api.url, method, '/webhooks/event-types', { key: managementKey, body: { name: 'x' } });
+      expect([answer.status, answer.body.code, answer.headers.get('allow')]).toEqual([
+        405,
+        'TV_METHOD_NOT_ALLOWED',
+        'GET, HEAD',
+      ]);
+    }
+    const get = await call(api.url, 'GET', '/tokens/search', { key: privateKey });
+    expect([get.status, get.headers.get('allow')]).toEqual([405, 'POST']);
+    for (const [path, allow] of [
+      ['/tokens/search', 'POST'],
+      ['/webhooks/event-types', 'GET, HEAD'],
+      ['/applications/key', 'GET, HEAD'],
+    ]) {
+      const options = await call(api.url, 'OPTIONS', path, { key: privateKey });
+      expect([path, options.status, options.headers.get('allow')]).toEqual([path, 200, allow]);
+    }
+    // The concrete paths' own methods still reach them, the templated ones still serve other ids, and a key is
+    // still needed first.
+    expect((await call(api.url, 'GET', '/webhooks/event-types', { key: managementKey })).status).toBe(200);
+    expect((await call(api.url, 'POST', '/tokens/search', { key: privateKey, body: {} })).status).toBe(200);
+    const other = '/webhooks/00000000-0000-4000-8000-000000000000';
+    expect((await call(api.url, 'PUT', other, { key: managementKey, body: { name: 'x' } })).status).toBe(400);
+    expect((await call(api.url, 'PUT', '/webhooks/event-types')).status).toBe(401);
+  });
+
+  test('invoking a reactor, at once or asynchronously, with a JSON body that is not an object is refused; no body is no arguments', async () => {
     const reactor = await client(api.url, managementKey).post('/reactors', {
       body: { name: 'echo', code: 'module.exports = async (req) => ({ raw: req.args });' },
     });
     expect(reactor.status).toBe(201);
     const react = `/reactors/${reactor.body.id}/react`;
-    for (const raw of ['null', '[]', '"args"']) {
-      const answer = await call(api.url, 'POST', react, { key: privateKey, raw });
-      expect([answer.status, answer.body.code, Object.keys(answer.body.errors ?? {})]).toEqual([
-        400,
-        'TV_INVALID_BODY',
-        ['body'],
-      ]);
+    for (const path of [react, `${react}-async`]) {
+      for (const raw of ['null', '[]', '"args"']) {
+        const answer = await call(api.url, 'POST', path, { key: privateKey, raw });
+        expect([path, answer.status, answer.body.code, Object.keys(answer.body.errors ?? {})]).toEqual([
+          path,
+          400,
+          'TV_INVALID_BODY',
+          ['body'],
+        ]);
+      }
     }
+    expect((await call(api.url, 'POST', `${react}-async`, { key: privateKey })).status).toBe(202);
     expect((await call(api.url, 'POST', react, { key: privateKey })).status).toBe(200);
     expect((await call(api.url, 'POST', react, { key: privateKey, body: { args: { a: 1 } } })).body).toEqual({
       raw: { a: 1 },

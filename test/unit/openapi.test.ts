@@ -97,6 +97,34 @@ describe('OpenAPI document', () => {
     expect(examples).toBeGreaterThanOrEqual(5);
   });
 
+  test('every link names an operation of the document and only parameters it has', () => {
+    const doc: Json = openApiDocument();
+    const operations = new Map<string, Json>();
+    for (const path of Object.values<Json>(doc.paths))
+      for (const op of Object.values<Json>(path)) operations.set(op.operationId, op);
+    let links = 0;
+    for (const op of operations.values()) {
+      for (const answer of Object.values<Json>(op.responses)) {
+        for (const link of Object.values<Json>(answer.links ?? {})) {
+          links++;
+          const target = operations.get(link.operationId);
+          expect(target).toBeDefined();
+          const names = (target!.parameters ?? []).map((p: Json) => p.name);
+          for (const name of Object.keys(link.parameters)) expect(names).toContain(name);
+        }
+      }
+    }
+    expect(links).toBeGreaterThan(20);
+    // The asynchronous invocation links to its result, and a new application key to its own operations.
+    const async = doc.paths['/reactors/{id}/react-async'].post.responses['202'].links;
+    expect(async.getReactorsIdResultsRequestId.parameters).toEqual({
+      id: '$request.path.id',
+      requestId: '$response.body#/asyncReactorRequestId',
+    });
+    const key = doc.paths['/applications/{id}/keys'].post.responses['201'].links;
+    expect(Object.keys(key).sort()).toEqual(['deleteApplicationsIdKeysKeyId', 'getApplicationsIdKeysKeyId']);
+  });
+
   test('paths are the routes in OpenAPI syntax', () => {
     expect(openApiPath('/tokens/:id')).toBe('/tokens/{id}');
     expect(openApiPath('/proxy{/*rest}')).toBe('/proxy');

@@ -58,6 +58,9 @@ const PROBLEMS = {
   Unauthorized: problem('No key, or an unknown, expired or revoked one.'),
   Forbidden: problem('The key may not do this (a missing permission, or the wrong kind of key).'),
   NotFound: problem('No such resource in the caller\u2019s tenant.'),
+  Conflict: problem(
+    'A limit, a record a Kubernetes object declares, a concurrent change, or a BT-IDEMPOTENCY-KEY used with another request.',
+  ),
   TooManyRequests: problem('A rate limit; Retry-After says when to retry.'),
   ClientError: problem('Any other refusal (docs/api.md, error table).'),
   ServerError: problem('The server or a service it needs failed.'),
@@ -81,7 +84,8 @@ function responses(op: Operation, links: Json | undefined): Json {
     out['401'] = ref('Unauthorized');
     out['403'] = ref('Forbidden');
   }
-  if (op.id) out['404'] = ref('NotFound');
+  if (op.id || op.params) out['404'] = ref('NotFound');
+  if (op.conflict || op.idempotent) out['409'] = ref('Conflict');
   if (op.auth !== 'none') out['429'] = ref('TooManyRequests');
   out['4XX'] = ref('ClientError');
   out['5XX'] = ref('ServerError');
@@ -92,7 +96,8 @@ function responses(op: Operation, links: Json | undefined): Json {
 function parameters(op: Operation, route: string): Json[] {
   const out: Json[] = [];
   for (const [, name] of route.matchAll(/:(\w+)/g)) {
-    out.push({ name, in: 'path', required: true, schema: publish(op.id ?? { type: 'string' }) });
+    const schema = op.params?.[name] ?? (name === 'id' ? op.id : undefined) ?? { type: 'string' };
+    out.push({ name, in: 'path', required: true, schema: publish(schema) });
   }
   for (const q of op.query ?? []) {
     out.push({
@@ -127,17 +132,25 @@ function security(op: Operation, route: string): Json[] {
   return [{ ApiKey: [] }];
 }
 
-/** Links from a create (POST on a collection) to the operations on the created resource, for stateful tests. */
-function linksOf(method: string, route: string): Json | undefined {
-  if (method !== 'POST' || route.includes(':')) return undefined;
+/**
+ * Links from a create (POST on a collection) to the operations on the created resource, for stateful tests: the new
+ * resource's path parameter is the answer's `id`, the collection's own parameters are the request's.
+ */
+function linksOf(method: string, route: string, op: Operation): Json | undefined {
   const links: Json = {};
+  for (const [key, parameters] of Object.entries(op.links ?? {})) {
+    const [otherMethod, otherRoute] = key.split(' ');
+    links[operationId(otherMethod, otherRoute)] = { operationId: operationId(otherMethod, otherRoute), parameters };
+  }
+  if (method !== 'POST') return Object.keys(links).length > 0 ? links : undefined;
   for (const key of Object.keys(OPERATIONS)) {
     const [otherMethod, otherRoute] = key.split(' ');
-    if (otherRoute !== `${route}/:id`) continue;
-    links[operationId(otherMethod, otherRoute)] = {
-      operationId: operationId(otherMethod, otherRoute),
-      parameters: { id: '$response.body#/id' },
-    };
+    const created = otherRoute.startsWith(`${route}/:`) ? otherRoute.slice(route.length + 2) : undefined;
+    if (created === undefined || !/^\w+$/.test(created)) continue;
+    const parameters: Json = {};
+    for (const [, name] of route.matchAll(/:(\w+)/g)) parameters[name] = `$request.path.${name}`;
+    parameters[created] = '$response.body#/id';
+    links[operationId(otherMethod, otherRoute)] = { operationId: operationId(otherMethod, otherRoute), parameters };
   }
   return Object.keys(links).length > 0 ? links : undefined;
 }
@@ -172,7 +185,7 @@ function operation(method: string, route: string, op: Operation): Json {
           },
         }
       : {}),
-    responses: responses(op, linksOf(method, route)),
+    responses: responses(op, linksOf(method, route, op)),
   };
 }
 

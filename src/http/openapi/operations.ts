@@ -15,6 +15,10 @@ import {
 import { validateAuthorizeSession } from '../../domain/sessions/schema.js';
 import { validateAdminUpdateTenant, validateCreateTenant, validateUpdateTenant } from '../../domain/tenants/schema.js';
 import { validateCreateToken, validateTokenPatch, TOKEN_ID_PATTERN } from '../../domain/tokens/schema.js';
+import { validateCreateTokenIntent } from '../../domain/token-intents/schema.js';
+import { ENTITY_TYPES } from '../../audit/entry.js';
+import { SORT_KEY_PATTERN } from '../../audit/chain.js';
+import { validateCreateWebhook, validateUpdateWebhook } from '../../webhooks/schema.js';
 import { TOKEN_TYPE_NAMES } from '../../domain/tokens/types.js';
 import { UNSUPPORTED_FEATURES } from '../routes/unsupported.js';
 import * as S from './schemas.js';
@@ -37,6 +41,10 @@ export interface Operation {
   permission?: string;
   /** The path parameter `id`'s schema, when the path has one. */
   id?: Schema;
+  /** The schemas of the path's other parameters (`keyId`, `requestId`). */
+  params?: Record<string, Schema>;
+  /** May answer 409 for a reason of its own (a limit, a managed record, a concurrent change). */
+  conflict?: boolean;
   query?: QueryParameter[];
   headers?: QueryParameter[];
   /** `example`: a body the route accepts (published as the request's example; Schemathesis sends it as is). */
@@ -46,6 +54,8 @@ export interface Operation {
   status: number;
   /** The success answer's body; none for 204. */
   answer?: Schema;
+  /** Links to other operations (`METHOD path` → their parameters as runtime expressions), besides a create's own. */
+  links?: Record<string, Record<string, string>>;
   /** Extra successful answers (a reactor's own response). */
   otherAnswers?: boolean;
   description?: string;
@@ -632,6 +642,261 @@ const proxies: Record<string, Operation> = {
   },
 };
 
+/**
+ * The token search bodies. routes/token-search.ts checks them by hand (it names a paging field of the other version
+ * in its refusal), so these state the same rules: `query` a string (or null: every readable token), `size` 1–100,
+ * and `page` (v1) or `start` (v2, the previous page's `pagination.next`).
+ */
+const searchBody = (paging: 'page' | 'start'): Schema => ({
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    query: { type: ['string', 'null'], description: 'The search query (Lucene-like; docs/api.md, "Token search").' },
+    size: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+    ...(paging === 'page'
+      ? { page: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 } }
+      : {
+          start: {
+            type: ['string', 'null'],
+            minLength: 1,
+            description: 'The cursor: `pagination.next` of the previous page.',
+          },
+        }),
+  },
+});
+
+const search: Record<string, Operation> = {
+  'POST /tokens/search': {
+    summary: 'Search tokens (page-number paging)',
+    tag: 'Tokens',
+    auth: 'key',
+    permission: 'token:search',
+    body: { schema: searchBody('page'), required: false, example: { query: 'type:card_number', size: 20, page: 1 } },
+    status: 200,
+    answer: S.TokenSearchPage,
+  },
+  'POST /v2/tokens/search': {
+    summary: 'Search tokens (cursor paging)',
+    tag: 'Tokens',
+    auth: 'key',
+    permission: 'token:search',
+    body: { schema: searchBody('start'), required: false, example: { query: 'type:card_number', size: 20 } },
+    status: 200,
+    answer: S.TokenCursorPage,
+  },
+};
+
+const tokenIntents: Record<string, Operation> = {
+  'POST /token-intents': {
+    summary: 'Create a token intent (short-lived; POST /tokens with token_intent_id converts it)',
+    tag: 'Token intents',
+    auth: 'key',
+    permission: 'token-intent:create',
+    description: 'Client-side encrypted data (`encrypted`) is answered 501 TV_NOT_SUPPORTED.',
+    body: { schema: validateCreateTokenIntent.schema, example: { type: 'card_number', data: '4242424242424242' } },
+    idempotent: true,
+    status: 201,
+    answer: S.TokenIntent,
+  },
+  'GET /token-intents/:id': {
+    summary: 'Get a token intent (never its data)',
+    tag: 'Token intents',
+    auth: 'key',
+    permission: 'token-intent:read',
+    id: uuid,
+    status: 200,
+    answer: S.TokenIntent,
+  },
+  'DELETE /token-intents/:id': {
+    summary: 'Delete a token intent',
+    tag: 'Token intents',
+    auth: 'key',
+    permission: 'token-intent:delete',
+    id: uuid,
+    status: 204,
+  },
+};
+
+const applicationKeys: Record<string, Operation> = {
+  'POST /applications/:id/keys': {
+    summary: 'Add a key to an application (the others keep working)',
+    tag: 'Applications',
+    auth: 'key',
+    permission: 'application:update',
+    description:
+      'The key is in this answer only. 409 past TOKENVAULT_APPLICATION_KEYS_MAX keys, or when a Kubernetes object declares the application.',
+    id: uuid,
+    idempotent: true,
+    conflict: true,
+    status: 201,
+    answer: S.CreatedApplicationKey,
+  },
+  'GET /applications/:id/keys': {
+    summary: "List an application's keys (never the keys themselves)",
+    tag: 'Applications',
+    auth: 'key',
+    permission: 'application:read',
+    id: uuid,
+    status: 200,
+    answer: array(S.ApplicationKey),
+  },
+  'GET /applications/:id/keys/:keyId': {
+    summary: "Get an application's key (never the key itself)",
+    tag: 'Applications',
+    auth: 'key',
+    permission: 'application:read',
+    id: uuid,
+    params: { keyId: uuid },
+    status: 200,
+    answer: S.ApplicationKey,
+  },
+  'DELETE /applications/:id/keys/:keyId': {
+    summary: "Revoke one of an application's keys",
+    tag: 'Applications',
+    auth: 'key',
+    permission: 'application:update',
+    id: uuid,
+    params: { keyId: uuid },
+    conflict: true,
+    status: 204,
+  },
+};
+
+const asyncReactors: Record<string, Operation> = {
+  'POST /reactors/:id/react-async': {
+    summary: 'Invoke a reactor asynchronously: answered at once with the request id',
+    tag: 'Reactors',
+    auth: 'key',
+    permission: 'token:use',
+    description: '429 TV_ASYNC_QUEUE_FULL when the tenant\u2019s queue on this API process is full.',
+    id: uuid,
+    body: { schema: validateReactBody.schema, required: false },
+    status: 202,
+    answer: S.AsyncReactorRequest,
+    links: {
+      'GET /reactors/:id/results/:requestId': {
+        id: '$request.path.id',
+        requestId: '$response.body#/asyncReactorRequestId',
+      },
+    },
+  },
+  'GET /reactors/:id/results/:requestId': {
+    summary: 'The result of an asynchronous invocation',
+    tag: 'Reactors',
+    auth: 'key',
+    permission: 'token:use',
+    description: 'Kept for TOKENVAULT_ASYNC_RESULT_TTL_SECONDS; 404 after that.',
+    id: uuid,
+    params: { requestId: uuid },
+    status: 200,
+    answer: S.AsyncReactorResult,
+  },
+};
+
+const webhookExample = { name: 'Orders', url: 'https://hooks.example.com/tokenvault', events: ['token.created'] };
+
+const webhooks: Record<string, Operation> = {
+  'GET /webhooks/event-types': {
+    summary: 'The event types a webhook may subscribe to',
+    tag: 'Webhooks',
+    auth: 'key',
+    permission: 'webhook:read',
+    status: 200,
+    answer: S.EventTypes,
+  },
+  'POST /webhooks': {
+    summary: 'Create a webhook (the answer holds its signing secret, once)',
+    tag: 'Webhooks',
+    auth: 'key',
+    permission: 'webhook:create',
+    description: 'The URL must pass the outbound destination policy. 409 past TOKENVAULT_WEBHOOKS_PER_TENANT webhooks.',
+    body: { schema: validateCreateWebhook.schema, example: webhookExample },
+    idempotent: true,
+    conflict: true,
+    status: 201,
+    answer: S.CreatedWebhook,
+  },
+  'GET /webhooks': {
+    summary: 'List webhooks',
+    tag: 'Webhooks',
+    auth: 'key',
+    permission: 'webhook:read',
+    status: 200,
+    answer: list(S.Webhook),
+  },
+  'GET /webhooks/:id': {
+    summary: 'Get a webhook',
+    tag: 'Webhooks',
+    auth: 'key',
+    permission: 'webhook:read',
+    id: uuid,
+    status: 200,
+    answer: S.Webhook,
+  },
+  'PUT /webhooks/:id': {
+    summary: 'Replace a webhook',
+    tag: 'Webhooks',
+    auth: 'key',
+    permission: 'webhook:update',
+    id: uuid,
+    body: { schema: validateUpdateWebhook.schema, example: { ...webhookExample, status: 'disabled' } },
+    idempotent: true,
+    status: 200,
+    answer: S.Webhook,
+  },
+  'DELETE /webhooks/:id': {
+    summary: 'Delete a webhook',
+    tag: 'Webhooks',
+    auth: 'key',
+    permission: 'webhook:delete',
+    id: uuid,
+    status: 204,
+  },
+};
+
+const dateQuery = (parameter: string, description: string): QueryParameter => ({
+  name: parameter,
+  schema: {
+    type: 'string',
+    pattern: '^\\d{4}-\\d{2}-\\d{2}([T ][\\d:.]+(Z|[+-]\\d{2}:?\\d{2})?)?$',
+    examples: ['2026-01-31T12:00:00Z'],
+  },
+  description,
+});
+
+const logs: Record<string, Operation> = {
+  'GET /logs': {
+    summary: 'The audit log, newest first',
+    tag: 'Logs',
+    auth: 'key',
+    permission: 'log:read',
+    description: 'Paged by number (`page`) or by cursor (`start`), not both.',
+    query: [
+      { name: 'entity_type', schema: { type: 'string', enum: ENTITY_TYPES.map((t) => t.value) } },
+      { name: 'entity_id', schema: { type: 'string', minLength: 1, maxLength: 200 } },
+      dateQuery('start_date', 'Entries at or after this ISO 8601 date or date-time.'),
+      dateQuery('end_date', 'Entries at or before this ISO 8601 date or date-time.'),
+      { name: 'page', schema: { type: 'integer', minimum: 1, maximum: 999_999 }, description: 'Page paging.' },
+      {
+        name: 'start',
+        schema: { type: 'string', pattern: SORT_KEY_PATTERN.source },
+        description: 'The cursor: `pagination.next` of the previous page.',
+      },
+      { name: 'size', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
+    ],
+    status: 200,
+    answer: S.AuditLogPage,
+  },
+  'GET /logs/entity-types': {
+    summary: 'The entity types of the audit log',
+    tag: 'Logs',
+    auth: 'key',
+    permission: 'log:read',
+    status: 200,
+    answer: S.EntityTypes,
+  },
+};
+
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 /**
@@ -681,6 +946,13 @@ const unsupported: Record<string, Operation> = Object.fromEntries(
 
 const service: Record<string, Operation> = {
   'GET /healthz': { summary: 'Liveness', tag: 'Service', auth: 'none', status: 200, answer: S.Status },
+  'GET /ping': {
+    summary: 'Is the API up (the official clients\u2019 ping)',
+    tag: 'Service',
+    auth: 'none',
+    status: 200,
+    answer: S.Status,
+  },
   'GET /readyz': {
     summary: 'Readiness (the store answers)',
     tag: 'Service',
@@ -701,12 +973,18 @@ const service: Record<string, Operation> = {
 export const OPERATIONS: Readonly<Record<string, Operation>> = {
   ...service,
   ...tokens,
+  ...search,
+  ...tokenIntents,
   ...applications,
+  ...applicationKeys,
   ...tenants,
   ...sessions,
   ...formulas,
   ...reactors,
+  ...asyncReactors,
   ...proxies,
+  ...webhooks,
+  ...logs,
   ...proxy,
   ...unsupported,
 };

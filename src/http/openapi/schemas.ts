@@ -4,6 +4,8 @@
 // other fields, so adding a field to an answer is not a breaking change of the contract.
 import { accessRuleSchema } from '../../auth/access/rules.js';
 import { ALL_PERMISSIONS, APPLICATION_TYPES } from '../../auth/permissions.js';
+import { ENTITY_TYPES, OPERATIONS as AUDIT_OPERATIONS } from '../../audit/entry.js';
+import { EVENT_TYPES } from '../../webhooks/events.js';
 
 export type Schema = Record<string, unknown>;
 
@@ -273,6 +275,194 @@ export const Proxy: Schema = {
   },
 };
 
+/** POST /tokens/search: page-number paging (basis-theory-js's tokens.search). */
+export const TokenSearchPage: Schema = {
+  type: 'object',
+  required: ['pagination', 'data'],
+  properties: {
+    pagination: {
+      type: 'object',
+      required: ['page_size', 'page_number', 'total_items', 'total_pages'],
+      properties: {
+        page_size: { type: 'integer' },
+        page_number: { type: 'integer' },
+        total_items: { type: 'integer' },
+        total_pages: { type: 'integer' },
+      },
+    },
+    data: { type: 'array', items: Token },
+  },
+};
+
+/** POST /v2/tokens/search: cursor paging (node-sdk's tokens.searchV2). */
+export const TokenCursorPage: Schema = {
+  type: 'object',
+  required: ['pagination', 'data'],
+  properties: {
+    pagination: {
+      type: 'object',
+      required: ['page_size'],
+      properties: {
+        page_size: { type: 'integer' },
+        next: { type: 'string', description: 'The `start` of the next page; absent on the last.' },
+      },
+    },
+    data: { type: 'array', items: Token },
+  },
+};
+
+export const TokenIntent: Schema = {
+  type: 'object',
+  description:
+    'Never the data: a card\u2019s or bank account\u2019s non-sensitive details, other types\u2019 masked data.',
+  required: ['id', 'tenant_id', 'type', 'created_at', 'created_by', 'expires_at'],
+  properties: {
+    id: uuid,
+    tenant_id: uuid,
+    type: string,
+    fingerprint: string,
+    card: {
+      type: 'object',
+      required: ['bin', 'last4'],
+      properties: {
+        bin: string,
+        last4: string,
+        expiration_month: { type: 'integer' },
+        expiration_year: { type: 'integer' },
+      },
+    },
+    bank: {
+      type: 'object',
+      required: ['routing_number', 'account_number_last4'],
+      properties: { routing_number: string, account_number_last4: string },
+    },
+    data: { description: 'The masked data (types other than card and bank).' },
+    created_at: dateTime,
+    created_by: string,
+    expires_at: dateTime,
+  },
+};
+
+/** An application key as listed: never the key itself. */
+export const ApplicationKey: Schema = {
+  type: 'object',
+  required: ['id', 'created_at', 'created_by'],
+  properties: { id: uuid, created_at: dateTime, created_by: string },
+};
+
+/** The answer of POST /applications/{id}/keys: the new key, shown this once. */
+export const CreatedApplicationKey: Schema = {
+  type: 'object',
+  required: ['id', 'key', 'created_at', 'created_by'],
+  properties: { id: uuid, key: string, created_at: dateTime, created_by: string },
+};
+
+export const AsyncReactorRequest: Schema = {
+  type: 'object',
+  required: ['asyncReactorRequestId'],
+  properties: { asyncReactorRequestId: { ...uuid, description: 'Read the result at /reactors/{id}/results/{this}.' } },
+};
+
+export const AsyncReactorResult: Schema = {
+  type: 'object',
+  required: ['id', 'reactor_id', 'status', 'created_at', 'created_by', 'expires_at'],
+  properties: {
+    id: uuid,
+    reactor_id: uuid,
+    status: { type: 'string', enum: ['pending', 'completed', 'failed'] },
+    created_at: dateTime,
+    created_by: string,
+    completed_at: dateTime,
+    expires_at: dateTime,
+    result: { ...ReactResponse, description: 'When completed: what POST /reactors/{id}/react would have answered.' },
+    error: {
+      type: 'object',
+      description:
+        'When failed: the status, body (a problem document, or the reactor\u2019s own response) and headers the synchronous call would have answered with.',
+      required: ['status', 'body'],
+      properties: {
+        status: { type: 'integer', minimum: 100, maximum: 599 },
+        headers: { type: 'object', additionalProperties: string },
+        body: {},
+      },
+    },
+  },
+};
+
+const eventType = { type: 'string', enum: [...EVENT_TYPES] };
+
+export const Webhook: Schema = {
+  type: 'object',
+  required: ['id', 'tenant_id', 'status', 'name', 'url', 'events', 'created_at', 'created_by'],
+  properties: {
+    id: uuid,
+    tenant_id: uuid,
+    status: { type: 'string', enum: ['enabled', 'disabled'] },
+    name: string,
+    url: string,
+    notify_email: string,
+    events: { type: 'array', items: eventType },
+    ...audit,
+  },
+};
+
+/** The answer of POST /webhooks: the webhook and its signing secret, shown this once. */
+export const CreatedWebhook: Schema = {
+  type: 'object',
+  required: [...(Webhook.required as string[]), 'signing_secret'],
+  properties: {
+    ...(Webhook.properties as Schema),
+    signing_secret: { type: 'string', description: 'Verifies the deliveries\u2019 signatures; shown only here.' },
+  },
+};
+
+export const EventTypes: Schema = { type: 'array', items: eventType };
+
+export const AuditLogEntry: Schema = {
+  type: 'object',
+  required: ['id', 'tenant_id', 'actor_type', 'entity_type', 'operation', 'message', 'created_at'],
+  properties: {
+    id: string,
+    tenant_id: uuid,
+    actor_id: string,
+    actor_type: { type: 'string', enum: ['application', 'session', 'operator', 'proxy_key'] },
+    key_id: string,
+    entity_type: { type: 'string', enum: ENTITY_TYPES.map((t) => t.value) },
+    entity_id: string,
+    operation: { type: 'string', enum: [...AUDIT_OPERATIONS] },
+    message: string,
+    created_at: dateTime,
+  },
+};
+
+/** GET /logs: page-number paging (`page`) or cursor paging (`start`). */
+export const AuditLogPage: Schema = {
+  type: 'object',
+  required: ['pagination', 'data'],
+  properties: {
+    pagination: {
+      type: 'object',
+      required: ['page_size'],
+      properties: {
+        page_size: { type: 'integer' },
+        page_number: { type: 'integer', description: 'With page paging.' },
+        next: { type: 'string', description: 'The `start` of the next page; absent on the last.' },
+        after: { type: 'string', description: 'The same as `next` (the name node-sdk reads).' },
+      },
+    },
+    data: { type: 'array', items: AuditLogEntry },
+  },
+};
+
+export const EntityTypes: Schema = {
+  type: 'array',
+  items: {
+    type: 'object',
+    required: ['value', 'display_name'],
+    properties: { value: { type: 'string', enum: ENTITY_TYPES.map((t) => t.value) }, display_name: string },
+  },
+};
+
 export const CreatedSession: Schema = {
   type: 'object',
   required: ['session_key', 'nonce', 'expires_at'],
@@ -332,4 +522,15 @@ export const COMPONENTS: Record<string, Schema> = {
   Status,
   ClientKey,
   CreatedClientKey,
+  TokenSearchPage,
+  TokenCursorPage,
+  TokenIntent,
+  ApplicationKey,
+  CreatedApplicationKey,
+  AsyncReactorRequest,
+  AsyncReactorResult,
+  Webhook,
+  CreatedWebhook,
+  AuditLogEntry,
+  AuditLogPage,
 };

@@ -37,14 +37,8 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
     res.json(await applications.list(tenantPrincipal(req).tenantId, parsePaging(req.query), ids, types));
   });
 
-  // The calling key's own application: any key may ask who it is. It is read-only: other methods get 405 here rather
-  // than reaching /applications/:id with the id "key" (a 404 that would read as a missing application).
-  router.use('/applications/key', (req, res, next) => {
-    if (req.path !== '/' || req.method === 'GET' || req.method === 'HEAD') return next();
-    // OPTIONS answers as express does for other paths, but without /applications/:id's methods.
-    if (req.method === 'OPTIONS') return void res.set('Allow', 'GET, HEAD').send('GET, HEAD');
-    throw new Errors.MethodNotAllowed({ headers: { Allow: 'GET, HEAD' } });
-  });
+  // The calling key's own application: any key may ask who it is. It is read-only: other methods get 405 (app.ts,
+  // concretePaths) rather than reaching /applications/:id with the id "key".
   router.get('/applications/key', async (req, res) => {
     const principal = tenantPrincipal(req);
     res.json(await applications.get(principal.tenantId, principal.applicationId));

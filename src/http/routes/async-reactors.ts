@@ -16,7 +16,8 @@ export function asyncReactorRoutes(requests: AsyncReactorService): Router {
     const principal = tenantPrincipal(req);
     if (!mayEver(principal, 'token:use')) throw new Errors.Forbidden('The key lacks the permission token:use.');
     const id = uuidParam(req, 'id');
-    const body = validateReactBody(req.body ?? {});
+    // As the synchronous call: no body is no arguments; a JSON `null` is a body, and not the object the schema says.
+    const body = validateReactBody(req.body === undefined ? {} : req.body);
     const requestId = await requests.submit(principal, id, body.args);
     // The SDKs read `asyncReactorRequestId` (camelCase on the wire, as Basis Theory answers).
     res.status(202).json({ asyncReactorRequestId: requestId });
