@@ -4,6 +4,7 @@
 // (`audit/anchor`, written in the same transaction as the deletions), where verification of the retained chain
 // starts. Every replica may sweep: the anchor is compared and swapped, so a sweep that lost a race writes nothing
 // and the next pass continues.
+import { PeriodicPass } from '../domain/periodic.js';
 import type { Logger } from '../observability/logger.js';
 import { decode, encode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
@@ -19,33 +20,26 @@ export interface Anchor {
 }
 
 export class AuditRetention {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
+  private readonly periodic: PeriodicPass;
 
   constructor(
     private readonly store: Store,
-    private readonly logger: Logger,
+    logger: Logger,
     private readonly retentionDays: number,
-    private readonly intervalSeconds: number,
-  ) {}
-
-  start(): void {
-    this.timer = setInterval(() => {
-      this.running ??= this.sweep()
-        .then((deleted) => {
-          if (deleted > 0) this.logger.info({ deleted }, 'audit entries past retention deleted');
-        })
-        .catch((error: Error) =>
-          this.logger.warn({ error_name: error.name, code: (error as { code?: string }).code }, 'audit sweep failed'),
-        )
-        .finally(() => (this.running = undefined));
-    }, this.intervalSeconds * 1000);
-    this.timer.unref();
+    intervalSeconds: number,
+  ) {
+    this.periodic = new PeriodicPass(logger, intervalSeconds, () => this.sweep(), {
+      done: 'audit entries past retention deleted',
+      failed: 'audit sweep failed',
+    });
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+  start(): void {
+    this.periodic.start();
+  }
+
+  stop(): Promise<void> {
+    return this.periodic.stop();
   }
 
   /** One pass over every tenant; returns how many entries it deleted. */

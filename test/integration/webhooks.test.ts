@@ -9,7 +9,8 @@ import type { AddressInfo } from 'node:net';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
 import { verify } from '../../src/webhooks/signature.js';
-import { createApplication, createTenant, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { startEtcd, type EtcdProcess } from '../support/etcd.js';
 import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { eventually, sleep } from '../support/wait.js';
@@ -33,6 +34,9 @@ const ALL_TOKENS = [
 ];
 
 let env: Record<string, string>;
+/** An etcd of this file's own: every API process on an etcd serves its one outbox, so another test file's APIs on the
+ * shared etcd would take these deliveries (with their own settings, CA and allow-list) and fail them. */
+let etcd: EtcdProcess;
 let api: TestApi;
 let receiver: HttpsTestServer;
 const received: Received[] = [];
@@ -73,7 +77,9 @@ async function webhook(path: string, events: string[], key = mgmt) {
 beforeAll(async () => {
   const { caFile } = await testCertificates();
   receiver = await startHttpsServer(handler);
+  etcd = await startEtcd();
   env = {
+    TOKENVAULT_STORE: `etcd://${new URL(etcd.endpoint).host}`,
     TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
     TOKENVAULT_PROXY_CA_FILE: caFile,
     TOKENVAULT_WEBHOOK_BACKOFF_MS: '200',
@@ -105,6 +111,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await api?.close();
   await receiver?.close();
+  await etcd?.stop();
 });
 
 describe('the webhooks resource', () => {
@@ -402,7 +409,7 @@ describe('delivery', () => {
     const again = { port: Number(new URL(api.url).port), operatorKey: api.operatorKey };
     await api.close();
     failing.set('/takeover', 0);
-    const store = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+    const store = new EtcdStore({ endpoints: [etcd.endpoint] });
     try {
       // Claim every pending delivery as a process that then died would have: its claims still live.
       const pending = await store.range(keys.webhookOutbox);

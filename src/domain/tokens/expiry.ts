@@ -2,6 +2,7 @@
 // replica may run it: each deletion is a transaction guarded by the token's revision, so two sweepers racing for
 // one token delete it once and the loser's transaction simply does not apply.
 import type { Logger } from '../../observability/logger.js';
+import { PeriodicPass } from '../periodic.js';
 import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
@@ -11,33 +12,26 @@ import type { TokenService } from './service.js';
 const BATCH = 100;
 
 export class ExpirySweeper {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
+  private readonly periodic: PeriodicPass;
 
   constructor(
     private readonly store: Store,
     private readonly tokens: TokenService,
-    private readonly logger: Logger,
-    private readonly intervalSeconds: number,
-  ) {}
-
-  start(): void {
-    this.timer = setInterval(() => {
-      this.running ??= this.sweep()
-        .then((deleted) => {
-          if (deleted > 0) this.logger.info({ deleted }, 'expired tokens deleted');
-        })
-        .catch((error: Error) =>
-          this.logger.warn({ error_name: error.name, code: (error as { code?: string }).code }, 'expiry sweep failed'),
-        )
-        .finally(() => (this.running = undefined));
-    }, this.intervalSeconds * 1000);
-    this.timer.unref();
+    logger: Logger,
+    intervalSeconds: number,
+  ) {
+    this.periodic = new PeriodicPass(logger, intervalSeconds, () => this.sweep(), {
+      done: 'expired tokens deleted',
+      failed: 'expiry sweep failed',
+    });
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+  start(): void {
+    this.periodic.start();
+  }
+
+  stop(): Promise<void> {
+    return this.periodic.stop();
   }
 
   /** One pass over every tenant; returns how many tokens it deleted. */

@@ -32,7 +32,8 @@ export interface CreateTokenBody extends TokenFields {
   privacy?: Privacy;
 }
 
-const tokenFields = {
+/** The fields a token is created with (also a token intent's conversion: src/domain/token-intents/schema.ts). */
+export const tokenFields = {
   data: {},
   containers: {
     type: 'array',
