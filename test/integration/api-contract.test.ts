@@ -236,6 +236,14 @@ describe('what Schemathesis found', () => {
     });
   });
 
+  test('creating a client encryption key with a JSON body that is not an object is refused; no body is the defaults', async () => {
+    for (const raw of ['null', '[]', '"key"']) {
+      const answer = await call(api.url, 'POST', '/keys', { key: managementKey, raw });
+      expect([raw, answer.status, answer.body.code]).toEqual([raw, 400, 'TV_INVALID_BODY']);
+    }
+    expect((await call(api.url, 'POST', '/keys', { key: managementKey })).status).toBe(201);
+  });
+
   test('a token list filtered by a type no token can have is refused, not answered empty', async () => {
     for (const path of ['/tokens?type=nope', '/v2/tokens?type=token,nope']) {
       const answer = await call(api.url, 'GET', path, { key: privateKey });

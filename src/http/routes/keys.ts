@@ -14,8 +14,9 @@ export function keyRoutes(clientKeys: ClientKeyService, idempotency: Idempotency
 
   router.post('/keys', requirePermission('keys:create'), async (req, res) => {
     const principal = tenantPrincipal(req);
-    // The node SDK's keys.create() may send no body at all: a key with the default lifetime.
-    const body = validateCreateClientKey(req.body ?? {});
+    // The node SDK's keys.create() may send no body at all: a key with the default lifetime. A JSON `null` is a body,
+    // and not the object the schema says.
+    const body = validateCreateClientKey(req.body === undefined ? {} : req.body);
     await sendOnce(idempotency, req, res, 201, async () => clientKeys.create(principal, body));
   });
 
