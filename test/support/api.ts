@@ -42,6 +42,22 @@ export async function startTestApi(
   logDestination?: DestinationStream,
   again: { port?: number; operatorKey?: string } = {},
 ): Promise<TestApi> {
+  // The port is chosen before the API listens on it (the worker needs the URL first), so a test file running beside
+  // this one may take it meanwhile: then choose another, unless the caller asked for that port.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startTestApiOnce(env, logDestination, again);
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'EADDRINUSE' || again.port !== undefined || attempt === 3) throw error;
+    }
+  }
+}
+
+async function startTestApiOnce(
+  env: Record<string, string>,
+  logDestination: DestinationStream | undefined,
+  again: { port?: number; operatorKey?: string },
+): Promise<TestApi> {
   const operatorKey = again.operatorKey ?? generateApiKey();
   const port = again.port ?? (await freeLoopbackPort());
   const logger = createLogger('silent');
