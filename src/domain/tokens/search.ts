@@ -21,7 +21,7 @@ import type { Store } from '../../store/store.js';
 import { decode } from '../../store/codec.js';
 import type { Page } from '../paging.js';
 import type { UsageService } from '../usage/service.js';
-import { isExpired, toToken, transformed, unseal, type DataCipher, type Token, type TokenRecord } from './records.js';
+import { isExpired, type DataCipher, type Token, type TokenRecord } from './records.js';
 import { equalityPrefix, fieldSegment, normalise, queryHash, startsWithPrefix } from './search-index.js';
 import {
   DEFAULT_SEARCH_QUERY_LIMITS,
@@ -30,7 +30,7 @@ import {
   type SearchQueryLimits,
   type SearchTerm,
 } from './search-query.js';
-import { facts } from './service.js';
+import { facts, shownTokens } from './service.js';
 
 export interface SearchLimits extends SearchQueryLimits {
   /** Most tokens one query may match (before access checks): what a search reads at most. */
@@ -217,17 +217,8 @@ export class TokenSearch {
     return { record, transform };
   }
 
-  private async shown(tenantId: string, found: Array<{ record: TokenRecord; transform: Transform }>) {
-    const data = await Promise.all(
-      found.map(async ({ record, transform }) =>
-        toToken(record, transformed(await unseal(this.cipher, record), transform)),
-      ),
-    );
-    await this.usage.touch(
-      tenantId,
-      data.map((t) => t.id),
-    );
-    return data;
+  private shown(tenantId: string, found: Array<{ record: TokenRecord; transform: Transform }>) {
+    return shownTokens(this.cipher, this.usage, tenantId, found);
   }
 }
 

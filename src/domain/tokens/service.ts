@@ -290,15 +290,7 @@ export class TokenService {
         if (found.length === query.size) break;
       }
     }
-    const data = await Promise.all(
-      found.map(async ({ record, transform }) =>
-        toToken(record, transformed(await unseal(this.cipher, record), transform)),
-      ),
-    );
-    await this.usage.touch(
-      tenantId,
-      data.map((t) => t.id),
-    );
+    const data = await shownTokens(this.cipher, this.usage, tenantId, found);
     const next =
       !exhausted && after !== undefined && (await this.store.range(prefix, { startAfter: after, limit: 1 })).length > 0;
     return {
@@ -502,6 +494,23 @@ function indexOps(record: TokenRecord, type: 'put' | 'delete'): TxnOp[] {
     entries.push([keys.fingerprint(record.tenant_id, record.type, record.fingerprint), record.id]);
   if (record.expires_at) entries.push([keys.expiry(record.tenant_id, record.expires_at, record.id), '']);
   return entries.map(([key, value]) => (type === 'put' ? { type, key, value } : { type, key }));
+}
+
+/** Tokens found by a list or a search, as the key sees them; their reads count in the usage report. */
+export async function shownTokens(
+  cipher: DataCipher,
+  usage: UsageService,
+  tenantId: string,
+  found: Array<{ record: TokenRecord; transform: Transform }>,
+): Promise<Token[]> {
+  const data = await Promise.all(
+    found.map(async ({ record, transform }) => toToken(record, transformed(await unseal(cipher, record), transform))),
+  );
+  await usage.touch(
+    tenantId,
+    data.map((t) => t.id),
+  );
+  return data;
 }
 
 export function facts(record: TokenRecord): TokenFacts {
