@@ -197,6 +197,8 @@ export interface Config {
     applicationKeysMax: number;
     /** How long an idle key stays in the per-process key cache; watches evict changed keys immediately. */
     keyCacheSeconds: number;
+    /** Bytes of stored (sealed) token records each API process caches for detokenization; 0: none. */
+    tokenCacheBytes: number;
     /** How often each API process sweeps expired tokens. */
     expirySweepSeconds: number;
     /** Deepest nesting of arrays and objects in a JSON body (every JSON body path, the proxy's included). */
@@ -676,6 +678,12 @@ export const SETTINGS = {
     description: 'Lifetime of cached lookups: API keys, tenants, proxies, and the reactors and formulas invocations read (changes are evicted at once by watch)',
     default: '300',
   },
+  tokenCache: {
+    flag: 'token-cache-bytes',
+    env: 'TOKENVAULT_TOKEN_CACHE_BYTES',
+    description: 'api: bytes of stored token records (sealed: the data stays encrypted) each process keeps for detokenization (the proxy, /detokenize, reactors), evicted at once by watch; 0 reads every record from etcd',
+    default: '33554432',
+  },
   shutdownDrain: {
     flag: 'shutdown-drain-seconds',
     env: 'TOKENVAULT_SHUTDOWN_DRAIN_SECONDS',
@@ -932,6 +940,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     // At most 100: an application write rewrites every key's index entry in one etcd transaction (128 ops by default).
     applicationKeysMax: integer('applicationKeysMax', 1, 100),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
+    tokenCacheBytes: integer('tokenCache', 0, 4 * 1024 * 1024 * 1024),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
     jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
     tokenPageScanLimit: integer('tokenPageScan', 100, 1_000_000),

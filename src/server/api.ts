@@ -13,6 +13,7 @@ import { TenantDirectory } from '../domain/tenants/directory.js';
 import { TenantService } from '../domain/tenants/service.js';
 import { Detokenizer } from '../domain/tokens/detokenizer.js';
 import { TokenSearch } from '../domain/tokens/search.js';
+import { TokenRecordCache } from '../domain/tokens/record-cache.js';
 import { ExpirySweeper } from '../domain/tokens/expiry.js';
 import { TokenService } from '../domain/tokens/service.js';
 import { UsageService } from '../domain/usage/service.js';
@@ -94,7 +95,13 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   });
   const btKeys = new BtKeys(store, applicationDirectory);
   const tokens = new TokenService(store, cipher, tenantDirectory, usage, config.limits.tokenPageScanLimit);
-  const detokenizer = new Detokenizer(store, cipher, usage);
+  // Sealed token records, watched: a proxied request naming ten tokens needs no etcd read for them once they are here.
+  const tokenRecords = new TokenRecordCache(store, {
+    maxBytes: config.limits.tokenCacheBytes,
+    ttlSeconds: config.limits.keyCacheSeconds,
+  });
+  tokens.onChanged((tenantId, id) => tokenRecords.forget(tenantId, id));
+  const detokenizer = new Detokenizer(store, cipher, usage, tokenRecords);
   const sharedRuntime = options.runtime ?? (config.workerUrl ? RuntimeClient.fromConfig(config) : undefined);
   const runtime = new RuntimeRouter({
     defaultClient: sharedRuntime,
@@ -269,6 +276,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         applicationDirectory.stop(),
         runtime.close(),
         proxies.stop(),
+        tokenRecords.stop(),
         destinations.close(),
         formulas.stop(),
         context.services.reactors.stop(),

@@ -69,23 +69,60 @@ export class PrefixWatchedCache<T> {
 
   /** The cached value of `key` (which lies under `prefix`), or what `load` finds (cached unless an event came meanwhile). */
   async get(prefix: string, key: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
-    let watch = this.pinned.get(prefix) ?? this.watches.get(prefix);
+    const watch = this.watchOf(prefix);
     if (watch?.watcher && !watch.broken) {
       const cached = this.entries.get(key);
       if (cached) return cached.value;
-    } else if (!watch && !this.stopped) {
-      const started: PrefixWatch = (watch = {});
-      this.watches.set(prefix, started);
-      this.start(prefix, started).catch(() => {
-        // The store is unavailable: reads go to it until a later read starts the watch again.
-        if (this.watches.peek(prefix) === started) this.watches.delete(prefix);
-      });
     }
     const generation = this.generation;
     const value = await load();
     if (watch?.watcher && !watch.broken && generation === this.generation && this.current(prefix) === watch)
       this.entries.set(key, { value });
     return value;
+  }
+
+  /**
+   * `get` for several keys under one prefix: the cached ones as they are, the others in one `load` call (which answers
+   * the values it found; a key it leaves out is absent), cached on the same terms as `get`.
+   */
+  async getMany(
+    prefix: string,
+    keys: readonly string[],
+    load: (missing: string[]) => Promise<Map<string, T>>,
+  ): Promise<Map<string, T | undefined>> {
+    const watch = this.watchOf(prefix);
+    const found = new Map<string, T | undefined>();
+    const missing: string[] = [];
+    const usable = watch?.watcher !== undefined && !watch.broken;
+    for (const key of keys) {
+      const cached = usable ? this.entries.get(key) : undefined;
+      if (cached) found.set(key, cached.value);
+      else missing.push(key);
+    }
+    if (missing.length === 0) return found;
+    const generation = this.generation;
+    const loaded = await load(missing);
+    const keep =
+      watch?.watcher !== undefined && !watch.broken && generation === this.generation && this.current(prefix) === watch;
+    for (const key of missing) {
+      const value = loaded.get(key);
+      found.set(key, value);
+      if (keep) this.entries.set(key, { value });
+    }
+    return found;
+  }
+
+  /** The prefix's watch; a read of a prefix not watched yet starts its watch (nothing is cached until it is up). */
+  private watchOf(prefix: string): PrefixWatch | undefined {
+    const watch = this.pinned.get(prefix) ?? this.watches.get(prefix);
+    if (watch || this.stopped) return watch;
+    const started: PrefixWatch = {};
+    this.watches.set(prefix, started);
+    this.start(prefix, started).catch(() => {
+      // The store is unavailable: reads go to it until a later read starts the watch again.
+      if (this.watches.peek(prefix) === started) this.watches.delete(prefix);
+    });
+    return started;
   }
 
   /** Drops a key this process has just changed, before its watch event arrives. */

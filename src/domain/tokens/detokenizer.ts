@@ -4,22 +4,23 @@
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import { detokenize, detokenizeText, findTokenIds, findTokenIdsInText } from '../../expressions/index.js';
-import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
 import { decide } from '../../auth/access/evaluate.js';
 import type { UsageService } from '../usage/service.js';
 import { isExpired, transformed, unseal, type DataCipher, type TokenRecord } from './records.js';
 import { facts } from './service.js';
-import { decode } from '../../store/codec.js';
+import { TokenRecordCache } from './record-cache.js';
 
 /** The most distinct tokens one request may detokenize. */
 export const MAX_TOKENS_PER_REQUEST = 100;
 
 export class Detokenizer {
   constructor(
-    private readonly store: Store,
+    store: Store,
     private readonly cipher: DataCipher,
     private readonly usage: UsageService,
+    /** Where records are read: a watched cache of the stored (sealed) records, or the store on every request. */
+    private readonly stored = new TokenRecordCache(store, { maxBytes: 0, ttlSeconds: 0 }),
   ) {}
 
   /** A JSON value with every expression replaced by the data it names. */
@@ -58,11 +59,10 @@ export class Detokenizer {
         `At most ${MAX_TOKENS_PER_REQUEST} tokens can be detokenized in one request; this one names ${ids.length}.`,
       );
     }
-    const entries = await this.store.getMany(ids.map((id) => keys.token(principal.tenantId, id)));
+    const found = await this.stored.records(principal.tenantId, ids);
     const records: TokenRecord[] = [];
     for (const id of ids) {
-      const entry = entries.get(keys.token(principal.tenantId, id));
-      const record = entry ? decode<TokenRecord>('token', entry.value) : undefined;
+      const record = found.get(id);
       if (!record || isExpired(record))
         throw new Errors.InvalidBody({
           detail: `The token ${id} does not exist.`,

@@ -1,0 +1,79 @@
+// A per-process cache of stored token records for detokenization (the proxy, /detokenize, reactors): a proxied request
+// naming ten tokens otherwise costs an etcd read of ten keys, the largest part of the API's work that a bare forwarder
+// does not do. What is cached is the record as etcd holds it: the data stays sealed (AES-GCM ciphertext in `sealed`),
+// decrypted per use as before; plaintext is never cached. Access (token:use, the access rules on containers), expiry
+// and the tenant are checked on every use, as without the cache.
+//
+// Staleness bound: each tenant's token prefix is watched (PrefixWatchedCache): a change or deletion on any replica
+// evicts the record as soon as its watch event arrives (milliseconds), a broken watch drops the tenant's records and
+// stops caching them until it is back, and a record is read again after TOKENVAULT_KEY_CACHE_SECONDS unused should a
+// watch ever miss an event. Changes made through this process (TokenService) evict at once, before they are answered,
+// so this process never serves a token it has itself deleted or re-permissioned.
+import { decode } from '../../store/codec.js';
+import { keys } from '../../store/keys.js';
+import type { Store } from '../../store/store.js';
+import { PrefixWatchedCache } from '../../store/watched-cache.js';
+import type { TokenRecord } from './records.js';
+
+export interface TokenRecordCacheOptions {
+  /** Total size of the cached records (their stored JSON), at most; 0 turns the cache off. */
+  maxBytes: number;
+  /** A record unused this long is read again. */
+  ttlSeconds: number;
+  /** Tenants whose tokens are watched (and so cached) at once, at most. */
+  maxTenants?: number;
+}
+
+interface Cached {
+  record: TokenRecord;
+  bytes: number;
+}
+
+export class TokenRecordCache {
+  private readonly cache?: PrefixWatchedCache<Cached>;
+
+  constructor(
+    private readonly store: Store,
+    options: TokenRecordCacheOptions,
+  ) {
+    if (options.maxBytes > 0) {
+      this.cache = new PrefixWatchedCache(store, {
+        max: 1_000_000,
+        maxSize: options.maxBytes,
+        sizeOf: (value) => value?.bytes ?? 64,
+        ttlSeconds: options.ttlSeconds,
+        maxPrefixes: options.maxTenants ?? 1000,
+      });
+    }
+  }
+
+  /** The tenant's records of `ids` (absent: not stored), in one store read for those not cached. */
+  async records(tenantId: string, ids: readonly string[]): Promise<Map<string, TokenRecord | undefined>> {
+    const keyOf = (id: string) => keys.token(tenantId, id);
+    const byKey = this.cache
+      ? await this.cache.getMany(keys.tokens(tenantId), ids.map(keyOf), (missing) => this.load(missing))
+      : await this.load(ids.map(keyOf));
+    const found = new Map<string, TokenRecord | undefined>();
+    for (const id of ids) found.set(id, byKey.get(keyOf(id))?.record);
+    return found;
+  }
+
+  /** Evicts a token this process has just written or deleted (its watch event may come after the answer). */
+  forget(tenantId: string, id: string): void {
+    this.cache?.forget(keys.token(tenantId, id));
+  }
+
+  async stop(): Promise<void> {
+    await this.cache?.stop();
+  }
+
+  private async load(keyList: string[]): Promise<Map<string, Cached>> {
+    const entries = await this.store.getMany(keyList);
+    const loaded = new Map<string, Cached>();
+    for (const [key, entry] of entries) {
+      // Frozen: one record object serves many requests, none may change it.
+      loaded.set(key, { record: Object.freeze(decode<TokenRecord>('token', entry.value)), bytes: entry.value.length });
+    }
+    return loaded;
+  }
+}
