@@ -126,3 +126,49 @@ test('WatchedCache: one prefix, watched from start; ids are the keys below it', 
     await single.stop();
   }
 });
+
+test('getMany: the cached keys from memory, the others in one load; writes, deletes and forget evict', async () => {
+  const prefix = `${root}many/`;
+  const [a, b, c] = ['a', 'b', 'c'].map((name) => `${prefix}${name}`);
+  await other.put(a, 'one');
+  await other.put(b, 'two');
+  const loaded: string[][] = [];
+  const readMany = () =>
+    cache.getMany(prefix, [a, b, c], async (missing) => {
+      loaded.push(missing);
+      const found = await store.getMany(missing);
+      return new Map([...found].map(([key, entry]) => [key, entry.value]));
+    });
+  await eventually(async () => {
+    await readMany();
+    loaded.length = 0;
+    await readMany();
+    expect(loaded).toEqual([]);
+  });
+  expect(await readMany()).toEqual(
+    new Map([
+      [a, 'one'],
+      [b, 'two'],
+      [c, undefined],
+    ]),
+  );
+  await other.put(b, 'three');
+  await eventually(async () => expect((await readMany()).get(b)).toBe('three'));
+  await other.put(c, 'created');
+  await eventually(async () => expect((await readMany()).get(c)).toBe('created'));
+  loaded.length = 0;
+  cache.forget(a);
+  await readMany();
+  expect(loaded).toEqual([[a]]);
+  // A read that was under way when an event (or forget) came does not cache what it read.
+  let release: () => void = () => {};
+  cache.forget(a);
+  const racing = cache.getMany(prefix, [a], async () => {
+    await new Promise<void>((resolve) => (release = resolve));
+    return new Map([[a, 'stale']]);
+  });
+  cache.forget(a);
+  release();
+  expect((await racing).get(a)).toBe('stale');
+  expect((await readMany()).get(a)).toBe('one');
+});
