@@ -197,7 +197,7 @@ export interface Config {
     applicationKeysMax: number;
     /** How long an idle key stays in the per-process key cache; watches evict changed keys immediately. */
     keyCacheSeconds: number;
-    /** Bytes of stored (sealed) token records each API process caches for detokenization; 0: none. */
+    /** Memory for the stored (sealed) token records each API process caches for detokenization; 0: none. */
     tokenCacheBytes: number;
     /** How often each API process sweeps expired tokens. */
     expirySweepSeconds: number;
@@ -681,7 +681,7 @@ export const SETTINGS = {
   tokenCache: {
     flag: 'token-cache-bytes',
     env: 'TOKENVAULT_TOKEN_CACHE_BYTES',
-    description: 'api: bytes of stored token records (sealed: the data stays encrypted) each process keeps for detokenization (the proxy, /detokenize, reactors), evicted at once by watch; 0 reads every record from etcd',
+    description: 'api: memory for stored token records (sealed: the data stays encrypted; each counted at twice its stored size) each process keeps for detokenization (the proxy, /detokenize, reactors), evicted at once by watch; 0 reads every record from etcd',
     default: '33554432',
   },
   shutdownDrain: {
