@@ -63,6 +63,15 @@ export interface CreateGuard {
   lost(): Promise<void>;
 }
 
+/** How a create may be written: with its audit entry, in one transaction (the HTTP route's audit trail). */
+export interface CreateOptions {
+  /**
+   * Commits the create's compares and writes together with the audit entry about the token `id`: true once both are
+   * stored, false when neither was written (then the create writes alone, and its entry is recorded after).
+   */
+  commitWithEntry?: (id: string, writes: { compare: Compare[]; success: TxnOp[] }) => Promise<boolean>;
+}
+
 export class TokenService {
   /** Where changes are published as webhook events (outbox writes in the change's own transaction). */
   private events: EventSink = NO_EVENTS;
@@ -80,7 +89,12 @@ export class TokenService {
     this.events = events;
   }
 
-  async create(principal: TenantPrincipal, given: CreateTokenBody, guard?: CreateGuard): Promise<Token> {
+  async create(
+    principal: TenantPrincipal,
+    given: CreateTokenBody,
+    guard?: CreateGuard,
+    options: CreateOptions = {},
+  ): Promise<Token> {
     const body = applyPrivacy(given);
     const tenantId = principal.tenantId;
     const type = TOKEN_TYPES.get(body.type)!;
@@ -126,7 +140,7 @@ export class TokenService {
       const compare: Compare[] = [{ key: keys.token(tenantId, id), modRevision: 0 }];
       if (deduplicate && record.fingerprint)
         compare.push({ key: keys.fingerprint(tenantId, record.type, record.fingerprint), modRevision: 0 });
-      const written = await this.store.txn({
+      const txn = {
         compare: [...compare, ...(guard?.compare ?? [])],
         success: [
           ...indexOps(record, 'put'),
@@ -136,7 +150,11 @@ export class TokenService {
           ...(await this.events.ops(tenantId, 'token.created', tokenEventData(record, actorOf(principal)))),
           ...(guard?.success ?? []),
         ],
-      });
+      };
+      // First with the audit entry (one round trip for both); when that transaction fails, alone, to learn why.
+      const written =
+        (attempt === 0 && guard === undefined && (await options.commitWithEntry?.(id, txn))) ||
+        (await this.store.txn(txn));
       if (written) return this.asSeenBy(principal, record, { d: body.data, m: derived.masked });
       await guard?.lost();
       if (await this.store.get(keys.token(tenantId, id)))
