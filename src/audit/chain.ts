@@ -120,8 +120,11 @@ export class ChainAppender {
    */
   appendWith(record: AuditRecord, writes: ChangeWrites): Promise<AuditEntry | undefined> {
     // A change that cannot share a transaction with its entry, the head's put and the two compares is written alone.
-    // So is one that deletes a prefix (it could meet any other change's keys).
+    // So is one that deletes a prefix (it could meet any other change's keys), and any change of a tenant another
+    // replica appends to: its transactions would keep failing on the moved head, and each failure costs the change
+    // two more round trips (the failed transaction, then its own).
     if (
+      (this.contendedUntil.get(record.tenant_id) ?? 0) > this.now() ||
       writes.success.length + 2 > MAX_TXN_OPS ||
       writes.compare.length + 2 > MAX_TXN_OPS ||
       writes.success.some((op) => op.type === 'deletePrefix')

@@ -430,6 +430,22 @@ describe('the hash chain', () => {
     }
   }, 60_000);
 
+  test('POST /tokens commits the token and its entry in one transaction (same etcd revision)', async () => {
+    const { tenantId: id, managementKey } = await createTenant(api.url, api.operatorKey);
+    const app = await createApplication(api.url, managementKey, { name: 'one', type: 'private', rules: REVEAL_ALL });
+    const writer = client(api.url, app.key);
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => writer.post('/tokens', { body: { type: 'token', data: `one-${i}` } })),
+    );
+    expect(answers.map((a) => a.status)).toEqual(Array(10).fill(201));
+    const entries = await store.range(keys.auditLog(id));
+    const revisionOf = new Map(entries.map((e) => [JSON.parse(e.value).entity_id as string, e.modRevision] as const));
+    const tokens = await store.getMany(answers.map((a) => keys.token(id, a.body.id as string)));
+    for (const answer of answers)
+      expect(tokens.get(keys.token(id, answer.body.id as string))?.modRevision).toBe(revisionOf.get(answer.body.id));
+    expect((await verifyChain(store, id)).breaks).toEqual([]);
+  });
+
   test('a change whose compare fails is handed back unwritten, and the records beside it are still appended', async () => {
     const { tenantId: id } = await createTenant(api.url, api.operatorKey);
     const writer = new AuditLog(store, createLogger('silent'), { scanLimit: 1000 });
