@@ -443,6 +443,15 @@ describe('the hash chain', () => {
     const tokens = await store.getMany(answers.map((a) => keys.token(id, a.body.id as string)));
     for (const answer of answers)
       expect(tokens.get(keys.token(id, answer.body.id as string))?.modRevision).toBe(revisionOf.get(answer.body.id));
+    // Two creates of one new id in the same turn: they cannot share a transaction (the second's compare would
+    // pass against the state before the first), so one is created and the other refused, with one entry.
+    const same = randomUUID();
+    const pair = await Promise.all(
+      [1, 2].map((n) => writer.post('/tokens', { body: { id: same, type: 'token', data: `same-${n}` } })),
+    );
+    expect(pair.map((a) => a.status).sort()).toEqual([201, 409]);
+    const about = (await store.range(keys.auditLog(id))).filter((e) => JSON.parse(e.value).entity_id === same);
+    expect(about).toHaveLength(1);
     expect((await verifyChain(store, id)).breaks).toEqual([]);
   });
 
