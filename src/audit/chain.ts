@@ -1,7 +1,7 @@
 // Appending to a tenant's hash chain in etcd, with group commit: records are queued per tenant and written together,
-// up to MAX_BATCH per transaction, while the previous transaction of that tenant is in flight. A record's promise
-// resolves once its entry is committed, so a caller that awaits it (the HTTP middleware does, before the response
-// ends) never acknowledges a change whose entry was not stored.
+// up to etcd's operation limit per transaction (takeBatch), while the previous transaction of that tenant is in
+// flight. A record's promise resolves once its entry is committed, so a caller that awaits it (the HTTP middleware
+// does, before the response ends) never acknowledges a change whose entry was not stored.
 //
 // Replicas do not fork the chain: every append is one transaction that compares the tenant's chain head key
 // (`audit/head`, its mod revision) and moves it; a replica that lost the race reads the new head and tries again.
@@ -21,9 +21,6 @@ import { MAX_TXN_OPS } from '../store/common.js';
 import { keys } from '../store/keys.js';
 import type { Compare, Store, TxnOp } from '../store/store.js';
 import { GENESIS, hashOf, type AuditEntry, type AuditRecord } from './entry.js';
-
-/** Entries per transaction: etcd's operation limit, less the head's put. */
-export const MAX_BATCH = MAX_TXN_OPS - 1;
 
 /** A lost race for the chain head is retried this many times (with a short random pause) before the append fails. */
 const MAX_ATTEMPTS = 20;
