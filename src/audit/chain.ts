@@ -221,13 +221,12 @@ export class ChainAppender {
       if (changes.length > 0) {
         for (const p of changes) p.resolve(undefined);
         batch = batch.filter((p) => p.writes === undefined);
-        // The head read again tells whether another replica moved it, or a change's own compare failed.
+        // The head read again tells whether another replica moved it, or something else failed (a change's own
+        // compare, or the tenant's record was updated): only the first is contention.
         const fresh = await this.read(tenant);
-        if (fresh.headRevision !== state.headRevision || fresh.tenantRevision !== state.tenantRevision) {
-          if (cached) this.contendedUntil.set(tenant, this.now() + CONTENDED_MS);
-        } else {
-          this.heads.set(tenant, fresh);
-        }
+        if (cached && fresh.headRevision !== state.headRevision)
+          this.contendedUntil.set(tenant, this.now() + CONTENDED_MS);
+        else this.heads.set(tenant, fresh);
         if (batch.length === 0) return;
         known = fresh;
         continue;
