@@ -1,22 +1,26 @@
 // Appending to a tenant's hash chain in etcd, with group commit: records are queued per tenant and written together,
-// up to MAX_BATCH per transaction, while the previous transaction of that tenant is in flight. A record's promise
-// resolves once its entry is committed, so a caller that awaits it (the HTTP middleware does, before the response
-// ends) never acknowledges a change whose entry was not stored.
+// up to etcd's operation limit per transaction (takeBatch), while the previous transaction of that tenant is in
+// flight. A record's promise resolves once its entry is committed, so a caller that awaits it (the HTTP middleware
+// does, before the response ends) never acknowledges a change whose entry was not stored.
 //
 // Replicas do not fork the chain: every append is one transaction that compares the tenant's chain head key
 // (`audit/head`, its mod revision) and moves it; a replica that lost the race reads the new head and tries again.
 // The head a process committed is kept with the revision it was committed at, so its next append needs no read.
 // The transaction also compares the tenant's registry record, so entries of a tenant deleted meanwhile are not
 // written back under its removed prefix.
+//
+// A record may come with the writes of the change it describes (`appendWith`: a token create's compares and puts).
+// Those join the entries' transaction, so the change and its entry commit together or not at all: one round trip
+// instead of two, and no entry for a change that did not happen, nor a change whose entry was lost. When such a
+// transaction fails, etcd does not say which compare failed (the change's own, e.g. an id that exists, or the head's),
+// so every change in it is handed back unwritten (`undefined`) and its caller writes it alone, as without this, and
+// records its entry after; the plain records of the batch are appended again.
 import { randomUUID } from 'node:crypto';
 import { decode, encode } from '../store/codec.js';
 import { MAX_TXN_OPS } from '../store/common.js';
 import { keys } from '../store/keys.js';
-import type { Store, TxnOp } from '../store/store.js';
+import type { Compare, Store, TxnOp } from '../store/store.js';
 import { GENESIS, hashOf, type AuditEntry, type AuditRecord } from './entry.js';
-
-/** Entries per transaction: etcd's operation limit, less the head's put. */
-export const MAX_BATCH = MAX_TXN_OPS - 1;
 
 /** A lost race for the chain head is retried this many times (with a short random pause) before the append fails. */
 const MAX_ATTEMPTS = 20;
@@ -65,11 +69,22 @@ interface HeadState {
   tenantRevision: number;
 }
 
+/** The writes of the change a record describes, committed in the same transaction as its entry. */
+export interface ChangeWrites {
+  compare: Compare[];
+  success: TxnOp[];
+}
+
 interface Pending {
   record: AuditRecord;
-  resolve: (entry: AuditEntry) => void;
+  writes?: ChangeWrites;
+  /** The stored entry; undefined for a record with writes that were not written (then nothing of it was). */
+  resolve: (entry: AuditEntry | undefined) => void;
   reject: (error: unknown) => void;
 }
+
+/** Bytes of changes' writes one transaction carries at most (etcd takes requests up to 1.5 MiB by default). */
+const MAX_BATCH_BYTES = 512 * 1024;
 
 export interface AppendStats {
   /** Called after every committed transaction with its size and how many head races it lost first. */
@@ -93,11 +108,34 @@ export class ChainAppender {
 
   /** Queues the record; resolves with the stored entry once its transaction committed. */
   append(record: AuditRecord): Promise<AuditEntry> {
+    return this.enqueue(record) as Promise<AuditEntry>;
+  }
+
+  /**
+   * Queues the record with the writes of its change: resolves with the entry once both committed, or with undefined
+   * when the transaction failed (then neither was written, and the caller writes the change alone).
+   */
+  appendWith(record: AuditRecord, writes: ChangeWrites): Promise<AuditEntry | undefined> {
+    // A change that cannot share a transaction with its entry, the head's put and the two compares is written alone.
+    // So is one that deletes a prefix (it could meet any other change's keys), and any change of a tenant another
+    // replica appends to: its transactions would keep failing on the moved head, and each failure costs the change
+    // two more round trips (the failed transaction, then its own).
+    if (
+      (this.contendedUntil.get(record.tenant_id) ?? 0) > this.now() ||
+      writes.success.length + 2 > MAX_TXN_OPS ||
+      writes.compare.length + 2 > MAX_TXN_OPS ||
+      writes.success.some((op) => op.type === 'deletePrefix')
+    )
+      return Promise.resolve(undefined);
+    return this.enqueue(record, writes);
+  }
+
+  private enqueue(record: AuditRecord, writes?: ChangeWrites): Promise<AuditEntry | undefined> {
     return new Promise((resolve, reject) => {
       const tenant = record.tenant_id;
       let queue = this.queues.get(tenant);
       if (!queue) this.queues.set(tenant, (queue = []));
-      queue.push({ record, resolve, reject });
+      queue.push({ record, writes, resolve, reject });
       // Records of the same event-loop turn (and those arriving while a transaction is in flight) go together.
       if (!this.flushing.has(tenant)) {
         this.flushing.add(tenant);
@@ -115,13 +153,9 @@ export class ChainAppender {
   private async drain(tenant: string): Promise<void> {
     const queue = this.queues.get(tenant)!;
     while (queue.length > 0) {
-      const batch = queue.splice(0, MAX_BATCH);
+      const batch = takeBatch(queue);
       try {
-        const entries = await this.commit(
-          tenant,
-          batch.map((p) => p.record),
-        );
-        batch.forEach((p, i) => p.resolve(entries[i]));
+        await this.commit(tenant, batch);
       } catch (error) {
         for (const p of batch) p.reject(error);
       }
@@ -131,20 +165,27 @@ export class ChainAppender {
     if (this.flushing.size === 0) for (const resolve of this.idle.splice(0)) resolve();
   }
 
-  private async commit(tenant: string, records: AuditRecord[]): Promise<AuditEntry[]> {
+  /** Commits the batch's entries (and changes), settling each pending record: resolved, or rejected by the caller. */
+  private async commit(tenant: string, batch: Pending[]): Promise<void> {
     const headKey = keys.auditHead(tenant);
     const tenantKey = keys.tenant(tenant);
+    let known: HeadState | undefined;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       // The head this process wrote last is still the head unless another replica appended since: then the
       // transaction's compare fails, and the head is read again. So a steady writer needs one round trip per batch.
       const contended = (this.contendedUntil.get(tenant) ?? 0) > this.now();
-      const cached = contended ? undefined : this.heads.get(tenant);
+      const cached = known ?? (contended ? undefined : this.heads.get(tenant));
       const state = cached ?? (await this.read(tenant));
+      known = undefined;
       let head = state.head;
       const time = Math.max(this.now(), head.time);
       const entries: AuditEntry[] = [];
       const ops: TxnOp[] = [];
-      for (const record of records) {
+      const compare: Compare[] = [
+        { key: headKey, modRevision: state.headRevision },
+        { key: tenantKey, modRevision: state.tenantRevision },
+      ];
+      for (const { record, writes } of batch) {
         const unhashed = {
           ...record,
           id: randomUUID(),
@@ -154,6 +195,10 @@ export class ChainAppender {
         };
         const entry: AuditEntry = { ...unhashed, hash: hashOf(unhashed) };
         entries.push(entry);
+        if (writes) {
+          compare.push(...writes.compare);
+          ops.push(...writes.success);
+        }
         ops.push({
           type: 'put',
           key: keys.auditEntry(tenant, sortKey(time, entry.seq)),
@@ -162,19 +207,30 @@ export class ChainAppender {
         head = { seq: entry.seq, hash: entry.hash, time };
       }
       ops.push({ type: 'put', key: headKey, value: encode('audit-head', head) });
-      const revision = await this.store.commit({
-        compare: [
-          { key: headKey, modRevision: state.headRevision },
-          { key: tenantKey, modRevision: state.tenantRevision },
-        ],
-        success: ops,
-      });
+      const revision = await this.store.commit({ compare, success: withoutOverwritten(ops) });
       if (revision > 0) {
         this.heads.set(tenant, { head, headRevision: revision, tenantRevision: state.tenantRevision });
         this.stats.onCommit?.(entries.length, attempt);
-        return entries;
+        batch.forEach((p, i) => p.resolve(entries[i]));
+        return;
       }
       this.heads.delete(tenant);
+      // A failed transaction with changes in it: which compare failed is unknown, so the changes go back to their
+      // callers unwritten, and the plain records are appended again.
+      const changes = batch.filter((p) => p.writes !== undefined);
+      if (changes.length > 0) {
+        for (const p of changes) p.resolve(undefined);
+        batch = batch.filter((p) => p.writes === undefined);
+        // The head read again tells whether another replica moved it, or something else failed (a change's own
+        // compare, or the tenant's record was updated): only the first is contention.
+        const fresh = await this.read(tenant);
+        if (cached && fresh.headRevision !== state.headRevision)
+          this.contendedUntil.set(tenant, this.now() + CONTENDED_MS);
+        else this.heads.set(tenant, fresh);
+        if (batch.length === 0) return;
+        known = fresh;
+        continue;
+      }
       if (cached) {
         // Another replica appends to this tenant too: for a while, read the head first (two round trips) rather
         // than try the cached one and fail (three).
@@ -201,4 +257,72 @@ export class ChainAppender {
       tenantRevision: tenantEntry.modRevision,
     };
   }
+}
+
+/**
+ * The next batch off the queue: entries and changes' writes up to etcd's operation limit and MAX_BATCH_BYTES. A change
+ * whose keys meet another's in the batch (a compare of one on a key the other writes or compares, or a key deleted)
+ * waits for the next batch: one after the other, the later one's compare would see the earlier one's write. Two
+ * changes that only put the same key (the type's last-created time, the fingerprint's newest token) go together; the
+ * later put is the one written, as it would be one after the other.
+ */
+function takeBatch(queue: Pending[]): Pending[] {
+  const batch: Pending[] = [];
+  const compared = new Set<string>();
+  /** Keys put (without a lease): another change may put them too. */
+  const put = new Set<string>();
+  /** Keys deleted, or put with a lease: no other change may touch them. */
+  const exclusive = new Set<string>();
+  let opCount = 1; // the head's put
+  let compareCount = 2; // the head and the tenant
+  let bytes = 0;
+  for (let i = 0; i < queue.length && opCount < MAX_TXN_OPS;) {
+    const { writes } = queue[i];
+    if (!writes) {
+      batch.push(...queue.splice(i, 1));
+      opCount++;
+      continue;
+    }
+    const size = writes.success.reduce((sum, op) => sum + (op.type === 'put' ? op.key.length + op.value.length : 0), 0);
+    const fits =
+      batch.length === 0 ||
+      (opCount + writes.success.length + 1 <= MAX_TXN_OPS &&
+        compareCount + writes.compare.length <= MAX_TXN_OPS &&
+        bytes + size <= MAX_BATCH_BYTES);
+    if (!fits) break;
+    const meets =
+      batch.length > 0 &&
+      (writes.compare.some((c) => compared.has(c.key) || put.has(c.key) || exclusive.has(c.key)) ||
+        writes.success.some((op) =>
+          op.type === 'deletePrefix'
+            ? true
+            : op.type === 'put' && op.ttlSeconds === undefined
+              ? compared.has(op.key) || exclusive.has(op.key)
+              : compared.has(op.key) || put.has(op.key) || exclusive.has(op.key),
+        ));
+    if (meets) {
+      i++;
+      continue;
+    }
+    for (const c of writes.compare) compared.add(c.key);
+    for (const op of writes.success) {
+      if (op.type === 'deletePrefix') continue;
+      (op.type === 'put' && op.ttlSeconds === undefined ? put : exclusive).add(op.key);
+    }
+    opCount += writes.success.length + 1;
+    compareCount += writes.compare.length;
+    bytes += size;
+    batch.push(...queue.splice(i, 1));
+  }
+  return batch;
+}
+
+/** The operations with each key put only once, by its last put (etcd refuses a transaction that puts a key twice). */
+function withoutOverwritten(ops: TxnOp[]): TxnOp[] {
+  const last = new Map<string, number>();
+  ops.forEach((op, i) => {
+    if (op.type === 'put') last.set(op.key, i);
+  });
+  if (last.size === ops.filter((op) => op.type === 'put').length) return ops;
+  return ops.filter((op, i) => op.type !== 'put' || last.get(op.key) === i);
 }

@@ -5,7 +5,7 @@ import { Errors } from '../errors/registry.js';
 import { decode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/store.js';
-import { atOrBefore, ChainAppender, SORT_KEY_PATTERN, TenantGone, timeOfSortKey } from './chain.js';
+import { atOrBefore, ChainAppender, type ChangeWrites, SORT_KEY_PATTERN, TenantGone, timeOfSortKey } from './chain.js';
 import { publicEntry, type AuditEntry, type AuditRecord } from './entry.js';
 
 export interface AuditFilter {
@@ -83,6 +83,28 @@ export class AuditLog {
         gone ? 'audit entry of a deleted tenant not stored' : 'audit entry not stored',
       );
     }
+  }
+
+  /**
+   * Writes the change (its compares and writes) and the record's entry in one transaction (group commit with other
+   * records of the tenant). True once both are committed; false when the transaction failed, and then neither was
+   * written: the caller writes the change alone, and its entry is recorded after (`record`), as for any change.
+   */
+  async recordWith(record: AuditRecord, writes: ChangeWrites): Promise<boolean> {
+    if (record.line_only) return false;
+    let entry: AuditEntry | undefined;
+    try {
+      entry = await this.appender.appendWith(record, writes);
+    } catch (error) {
+      // A deleted tenant: nothing was written; the caller's own path decides. Any other failure is the store's (the
+      // transaction may or may not have been applied), answered as the change's own transaction failing would be.
+      if (error instanceof TenantGone) return false;
+      throw error;
+    }
+    if (!entry) return false;
+    this.counters?.entry('committed');
+    this.logger.info({ audit: logged(entry) }, 'audit');
+    return true;
   }
 
   /** Resolves when every queued record is written (or has failed). */

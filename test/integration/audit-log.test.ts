@@ -385,6 +385,119 @@ describe('the hash chain', () => {
     expect(seqs).toEqual(Array.from({ length: 151 }, (_, i) => 151 - i));
   });
 
+  test('token creates through two APIs at once: each token and its entry are written together, once; the chain does not fork', async () => {
+    // Two API replicas on one etcd: each commits its creates with their entries in shared transactions that move
+    // the tenant's chain head (compare-and-swap), so the other's transactions keep failing and falling back.
+    const second = await startTestApi({}, undefined, { operatorKey: api.operatorKey });
+    try {
+      const { tenantId: id, managementKey } = await createTenant(api.url, api.operatorKey);
+      const app = await createApplication(api.url, managementKey, { name: 'w', type: 'private', rules: REVEAL_ALL });
+      const writers = [client(api.url, app.key), client(second.url, app.key)];
+      const taken = randomUUID();
+      expect((await writers[0].post('/tokens', { body: { id: taken, type: 'token', data: 'first' } })).status).toBe(
+        201,
+      );
+      // The same card twice per round (same fingerprint key: both creates put it) and an id that exists (its
+      // create fails and must leave no entry).
+      const answers = await Promise.all(
+        Array.from({ length: 80 }, (_, i) =>
+          writers[i % 2].post('/tokens', {
+            body:
+              i % 20 === 7
+                ? { id: taken, type: 'token', data: 'again' }
+                : i % 3 === 0
+                  ? { type: 'card', data: { number: '4242424242424242', expiration_month: 12, expiration_year: 2040 } }
+                  : { type: 'token', data: `value-${i}` },
+          }),
+        ),
+      );
+      const created = answers.filter((a) => a.status === 201).map((a) => a.body.id as string);
+      expect(answers.filter((a) => a.status !== 201).map((a) => a.status)).toEqual([409, 409, 409, 409]);
+      expect(created).toHaveLength(76);
+
+      const verdict = await verifyChain(store, id);
+      expect(verdict.breaks).toEqual([]);
+      const entries = (await store.range(keys.auditLog(id))).map((e) => JSON.parse(e.value) as Log & { seq: number });
+      expect(entries.map((e) => e.seq)).toEqual(Array.from({ length: entries.length }, (_, i) => entries.length - i));
+      const creates = entries.filter((e) => e.entity_type === 'token' && e.operation === 'create');
+      // Every created token has exactly one entry; the refused creates of the taken id have none.
+      expect(creates.map((e) => e.entity_id).sort()).toEqual([taken, ...created].sort());
+      const stored = await store.getMany([taken, ...created].map((token) => keys.token(id, token)));
+      expect(stored.size).toBe(77);
+      expect(await verify(id)).toMatchObject({ code: 0, stdout: expect.stringMatching(/chain intact/) });
+    } finally {
+      await second.close();
+    }
+  }, 60_000);
+
+  test('POST /tokens commits the token and its entry in one transaction (same etcd revision)', async () => {
+    const { tenantId: id, managementKey } = await createTenant(api.url, api.operatorKey);
+    const app = await createApplication(api.url, managementKey, { name: 'one', type: 'private', rules: REVEAL_ALL });
+    const writer = client(api.url, app.key);
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => writer.post('/tokens', { body: { type: 'token', data: `one-${i}` } })),
+    );
+    expect(answers.map((a) => a.status)).toEqual(Array(10).fill(201));
+    const entries = await store.range(keys.auditLog(id));
+    const revisionOf = new Map(entries.map((e) => [JSON.parse(e.value).entity_id as string, e.modRevision] as const));
+    const tokens = await store.getMany(answers.map((a) => keys.token(id, a.body.id as string)));
+    for (const answer of answers)
+      expect(tokens.get(keys.token(id, answer.body.id as string))?.modRevision).toBe(revisionOf.get(answer.body.id));
+    // Two creates of one new id in the same turn: they cannot share a transaction (the second's compare would
+    // pass against the state before the first), so one is created and the other refused, with one entry.
+    const same = randomUUID();
+    const pair = await Promise.all(
+      [1, 2].map((n) => writer.post('/tokens', { body: { id: same, type: 'token', data: `same-${n}` } })),
+    );
+    expect(pair.map((a) => a.status).sort()).toEqual([201, 409]);
+    const about = (await store.range(keys.auditLog(id))).filter((e) => JSON.parse(e.value).entity_id === same);
+    expect(about).toHaveLength(1);
+    expect((await verifyChain(store, id)).breaks).toEqual([]);
+  });
+
+  test('a change whose compare fails is handed back unwritten, and the records beside it are still appended', async () => {
+    const { tenantId: id } = await createTenant(api.url, api.operatorKey);
+    const writer = new AuditLog(store, createLogger('silent'), { scanLimit: 1000 });
+    const existing = `/test/audit-with/${randomUUID()}`;
+    await store.put(existing, 'there');
+    const record = {
+      tenant_id: id,
+      actor_type: 'application' as const,
+      entity_type: 'token' as const,
+      operation: 'create' as const,
+      message: 'Created a token',
+    };
+    const fresh = `/test/audit-with/${randomUUID()}`;
+    const [failed, plain, written] = await Promise.all([
+      writer.recordWith(
+        { ...record, entity_id: 'refused' },
+        { compare: [{ key: existing, modRevision: 0 }], success: [{ type: 'put', key: `${existing}-x`, value: '1' }] },
+      ),
+      writer.record({ ...record, entity_id: 'plain', operation: 'read', message: 'Read a token' }),
+      writer.recordWith(
+        { ...record, entity_id: 'written' },
+        { compare: [{ key: fresh, modRevision: 0 }], success: [{ type: 'put', key: fresh, value: '1' }] },
+      ),
+    ]);
+    expect(failed).toBe(false);
+    expect(plain).toBeUndefined();
+    // The three went in one transaction, which failed: the other change was handed back too.
+    expect(written).toBe(false);
+    expect(await store.get(`${existing}-x`)).toBeUndefined();
+    expect(await store.get(fresh)).toBeUndefined();
+    const ids = (await store.range(keys.auditLog(id))).map((e) => JSON.parse(e.value).entity_id as string);
+    expect(ids).toEqual(['plain', id]);
+    // Alone, the good change commits with its entry.
+    expect(
+      await writer.recordWith(
+        { ...record, entity_id: 'written' },
+        { compare: [{ key: fresh, modRevision: 0 }], success: [{ type: 'put', key: fresh, value: '1' }] },
+      ),
+    ).toBe(true);
+    expect((await store.get(fresh))?.value).toBe('1');
+    expect((await verifyChain(store, id)).breaks).toEqual([]);
+  });
+
   test('one request reads at most TOKENVAULT_AUDIT_SCAN_LIMIT entries: page paging is refused past it, a cursor continues', async () => {
     const { tenantId: id } = await createTenant(api.url, api.operatorKey);
     const silent = createLogger('silent');

@@ -63,6 +63,15 @@ export interface CreateGuard {
   lost(): Promise<void>;
 }
 
+/** How a create may be written: with its audit entry, in one transaction (the HTTP route's audit trail). */
+export interface CreateOptions {
+  /**
+   * Commits the create's compares and writes together with the audit entry about the token `id`: true once both are
+   * stored, false when neither was written (then the create writes alone, and its entry is recorded after).
+   */
+  commitWithEntry?: (id: string, writes: { compare: Compare[]; success: TxnOp[] }) => Promise<boolean>;
+}
+
 export class TokenService {
   /** Where changes are published as webhook events (outbox writes in the change's own transaction). */
   private events: EventSink = NO_EVENTS;
@@ -87,7 +96,12 @@ export class TokenService {
     this.changed = changed;
   }
 
-  async create(principal: TenantPrincipal, given: CreateTokenBody, guard?: CreateGuard): Promise<Token> {
+  async create(
+    principal: TenantPrincipal,
+    given: CreateTokenBody,
+    guard?: CreateGuard,
+    options: CreateOptions = {},
+  ): Promise<Token> {
     const body = applyPrivacy(given);
     const tenantId = principal.tenantId;
     const type = TOKEN_TYPES.get(body.type)!;
@@ -133,7 +147,7 @@ export class TokenService {
       const compare: Compare[] = [{ key: keys.token(tenantId, id), modRevision: 0 }];
       if (deduplicate && record.fingerprint)
         compare.push({ key: keys.fingerprint(tenantId, record.type, record.fingerprint), modRevision: 0 });
-      const written = await this.store.txn({
+      const txn = {
         compare: [...compare, ...(guard?.compare ?? [])],
         success: [
           ...indexOps(record, 'put'),
@@ -143,7 +157,11 @@ export class TokenService {
           ...(await this.events.ops(tenantId, 'token.created', tokenEventData(record, actorOf(principal)))),
           ...(guard?.success ?? []),
         ],
-      });
+      };
+      // First with the audit entry (one round trip for both); when that transaction fails, alone, to learn why.
+      const written =
+        (attempt === 0 && guard === undefined && (await options.commitWithEntry?.(id, txn))) ||
+        (await this.store.txn(txn));
       // Also when the write lost: this process may have cached the id as absent (a read of an unknown token).
       this.changed(tenantId, id);
       if (written) return this.asSeenBy(principal, record, { d: body.data, m: derived.masked });

@@ -8,6 +8,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { actorId, type Principal } from '../../auth/principal.js';
 import type { AuditRecord } from '../../audit/entry.js';
 import { AUDITED_ROUTES, type AuditDeclaration } from '../../audit/routes.js';
+import type { ChangeWrites } from '../../audit/chain.js';
 import type { AuditLog } from '../../audit/service.js';
 
 /** What a route handler may leave for the audit trail in res.locals. */
@@ -18,6 +19,12 @@ export interface AuditLocals {
   auditTenant?: string;
   /** Records the request's entry now (once), for routes that stream their answer; set by this middleware. */
   auditNow?: () => Promise<void>;
+  /**
+   * Commits a change's writes and the request's entry (about `entityId`) in one transaction; true once both are
+   * stored (the response then records nothing more), false when neither was written (the route writes its change
+   * alone, and the entry is recorded before the response ends, as for any route). Set by this middleware.
+   */
+  auditWith?: (entityId: string, writes: ChangeWrites) => Promise<boolean>;
 }
 
 export function auditTrail(audit: AuditLog, declarations = AUDITED_ROUTES) {
@@ -38,6 +45,13 @@ export function auditTrail(audit: AuditLog, declarations = AUDITED_ROUTES) {
       recorded = true;
       const record = recordOf(req, res, declarations);
       if (record) await audit.record(record);
+    };
+    (res.locals as AuditLocals).auditWith = async (entityId, writes) => {
+      if (recorded) return false;
+      const record = recordOf(req, res, declarations, entityId);
+      if (!record || !(await audit.recordWith(record, writes))) return false;
+      recorded = true;
+      return true;
     };
     res.end = ((...args: unknown[]) => {
       if (recorded) return end(...args);
@@ -62,7 +76,13 @@ function declarationOf(req: Request, declarations: typeof AUDITED_ROUTES): Audit
   return undefined;
 }
 
-function recordOf(req: Request, res: Response, declarations: typeof AUDITED_ROUTES): AuditRecord | undefined {
+function recordOf(
+  req: Request,
+  res: Response,
+  declarations: typeof AUDITED_ROUTES,
+  /** The entity's id when the route tells it before answering (auditWith). */
+  entityIdGiven?: string,
+): AuditRecord | undefined {
   const declared = declarationOf(req, declarations);
   if (!declared) return undefined;
   const locals = res.locals as AuditLocals & { auditBodyId?: string };
@@ -76,7 +96,8 @@ function recordOf(req: Request, res: Response, declarations: typeof AUDITED_ROUT
       : (locals.auditTenant ?? (principal && principal.kind !== 'operator' ? principal.tenantId : undefined));
   if (tenantId === undefined && declared.store !== 'line') return undefined;
   const entityId =
-    declared.id === 'param'
+    entityIdGiven ??
+    (declared.id === 'param'
       ? param
       : declared.id === 'body'
         ? locals.auditBodyId
@@ -84,7 +105,7 @@ function recordOf(req: Request, res: Response, declarations: typeof AUDITED_ROUT
           ? locals.auditEntityId
           : declared.entity === 'tenant'
             ? tenantId
-            : undefined;
+            : undefined);
   return {
     tenant_id: tenantId ?? '',
     ...actorOf(principal),
