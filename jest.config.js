@@ -15,11 +15,18 @@ const shared = {
 const withEtcd = { globalSetup: './test/support/global-setup.ts', globalTeardown: './test/support/global-teardown.ts' };
 
 /** @param {string} name @param {object} [extra] */
-const tier = (name, extra = {}) => ({ ...shared, ...extra, displayName: name, testMatch: [`<rootDir>/test/${name}/**/*.test.ts`] });
+const tier = (name, extra = {}) => ({
+  ...shared,
+  ...extra,
+  displayName: name,
+  testMatch: [`<rootDir>/test/${name}/**/*.test.ts`],
+});
 
 /** @type {import('jest').Config} */
 export default {
-  testTimeout: 30000,
+  // Room for a test that starts processes (tokenvault dev, an API, a worker) on a loaded 2-CPU machine; a hung test
+  // still fails, only later.
+  testTimeout: 60000,
   reporters: ['default', './test/support/summary-reporter.js'],
   projects: [tier('unit'), tier('integration', withEtcd), tier('acceptance', withEtcd), tier('envtest', withEtcd)],
 };

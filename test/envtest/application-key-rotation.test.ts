@@ -63,7 +63,15 @@ test('the rotate-key annotation rotates the key: the Secret changes, the old key
   expect((await whoAmI(oldKey)).body.id).toBe(app.status.id);
 
   await env.apply(applicationYaml('2026-01-01'));
-  const rotated = await env.waitFor('Application', ns, 'rotating', (o) => o?.status?.key?.id !== firstKeyId);
+  // status.key and the KeyRotated condition are two status writes: wait for both.
+  const keyRotated = (o: any) =>
+    o?.status?.conditions?.find((c: { type: string }) => c.type === 'KeyRotated')?.reason as string | undefined;
+  const rotated = await env.waitFor(
+    'Application',
+    ns,
+    'rotating',
+    (o) => o?.status?.key?.id !== firstKeyId && keyRotated(o) === 'GracePeriod',
+  );
   const annotatedAt = Date.now();
   expect(rotated.status.key).toMatchObject({ previousId: firstKeyId, rotateRequest: '2026-01-01' });
   expect(rotated.status.conditions.find((c: { type: string }) => c.type === 'KeyRotated')).toMatchObject({
@@ -87,7 +95,7 @@ test('the rotate-key annotation rotates the key: the Secret changes, the old key
     'Application',
     ns,
     'rotating',
-    (o) => o?.status?.key?.id === rotated.status.key.id && !o.status.key.previousId,
+    (o) => o?.status?.key?.id === rotated.status.key.id && !o.status.key.previousId && keyRotated(o) === 'Current',
     30_000,
   );
   const retiredAfterMs = Date.now() - annotatedAt;

@@ -25,6 +25,11 @@ import { client, type Answer } from '../support/http.js';
 const HUNG = 'module.exports = () => new Promise(() => {});';
 const TRIVIAL = 'module.exports = async () => ({ raw: { ok: true } });';
 const REACTOR_TIMEOUT_MS = 6000;
+/**
+ * A call held up behind A's hung calls would wait for their 6 s time limit. Half of it tells that apart from a call
+ * that was only slowed by a loaded machine (a warm call takes a few ms; 1.5 s was seen under a load average of 12).
+ */
+const STARVED_MS = REACTOR_TIMEOUT_MS / 2;
 
 let api: TestApi;
 
@@ -87,7 +92,7 @@ test('8. tenant A’s hung reactor calls leave tenant B’s trivial reactor fast
   // One reactor at its cap does not hold up the tenant's other reactors.
   const besideHung = await timed(react(a, 'trivial'));
   expect(besideHung.answer.status).toBe(200);
-  expect(besideHung.ms).toBeLessThan(1000);
+  expect(besideHung.ms).toBeLessThan(STARVED_MS);
   await flood('hung2', 24);
   await sleep(200);
 
@@ -108,7 +113,7 @@ test('8. tenant A’s hung reactor calls leave tenant B’s trivial reactor fast
   const p99 = latencies[Math.ceil(latencies.length * 0.99) - 1];
   expect(latencies).toHaveLength(40);
   expect(statuses.every((status) => status === 200)).toBe(true);
-  expect(p99).toBeLessThan(1000);
+  expect(p99).toBeLessThan(STARVED_MS);
 
   // A's whole share is in use now: its trivial reactor waits for a slot, then is told so.
   const blocked = await timed(react(a, 'trivial'));

@@ -41,7 +41,7 @@ export async function startDevServer(env: Record<string, string> = {}): Promise<
   };
   const banner = await new Promise<Record<string, string>>((resolve, reject) => {
     const fields: Record<string, string> = {};
-    const timer = setTimeout(() => reject(new Error(`no banner within 15 s; stderr: ${stderr}`)), 15_000);
+    const timer = setTimeout(() => reject(new Error(`no banner within 45 s; stderr: ${stderr}`)), 45_000);
     child.once('exit', (code) => reject(new Error(`tokenvault dev exited with ${code}; stderr: ${stderr}`)));
     createInterface({ input: child.stdout }).on('line', (line) => {
       const field = /^ {2}(URL|Management key|Operator key):\s+(\S+)$/.exec(line);
