@@ -152,6 +152,9 @@ export class ReactorService {
       throw new Errors.Conflict(`A reactor with the id ${id} already exists.`);
     }
     this.records.forget(keys.reactor(tenantId, id));
+    // The first call then reads the reactor and its formula in the same round trip (see `react`).
+    if (formula)
+      this.formulaIds.set(keys.reactor(tenantId, id), { id: formula.id, official: formula.type === 'official' });
     return this.toReactor(record, configuration, formula);
   }
 
