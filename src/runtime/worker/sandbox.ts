@@ -124,6 +124,10 @@ const SYNC_SLICE_MS = 20;
 /** Defaults of SandboxPoolOptions.maxResultBytes and maxHostBytes. */
 const DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024;
 const DEFAULT_MAX_HOST_BYTES = 64 * 1024 * 1024;
+/** The next spare isolate is prepared after this long without an invocation (see wantSpare)... */
+const SPARE_QUIET_MS = 2;
+/** ...or after this long at the latest. */
+const SPARE_MAX_WAIT_MS = 100;
 
 /** What a context's host functions reach: the invocation it is serving now, if any. */
 interface InvocationHooks {
@@ -289,6 +293,13 @@ export class SandboxPool {
   private readonly suspectLane: Lane;
   /** An isolate with the prelude compiled, waiting for the next new code (see preparedIsolate). */
   private spare?: Spare;
+  /**
+   * The heap size of the spare to prepare next (see wantSpare), and the timer that waits for a quiet moment to do it.
+   */
+  private spareWanted?: { memoryMb: number; since: number; timer: NodeJS.Timeout };
+  /** Invocations in `invoke` now, and when one last started or ended (see wantSpare). */
+  private running = 0;
+  private lastActivity = 0;
   /** V8's code cache of the prelude, produced by the first isolate (see compilePrelude). */
   private preludeCache?: ivm.ExternalCopy<ArrayBuffer>;
 
@@ -310,6 +321,17 @@ export class SandboxPool {
   /** Runs one invocation. Code failures are results; only a request that cannot be run at all throws. */
   async invoke(request: InvocationRequest): Promise<InvocationResult> {
     if (this.closed) throw new Error('the sandbox pool is closed');
+    this.running++;
+    this.lastActivity = performance.now();
+    try {
+      return await this.invokeNow(request);
+    } finally {
+      this.running--;
+      this.lastActivity = performance.now();
+    }
+  }
+
+  private async invokeNow(request: InvocationRequest): Promise<InvocationResult> {
     const started = performance.now();
     const limits = this.limitsFor(request);
     const acquired = await this.claim(request, limits.memoryMb);
@@ -348,6 +370,8 @@ export class SandboxPool {
   /** Disposes every isolate; invocations still running fail. */
   close(): void {
     this.closed = true;
+    clearTimeout(this.spareWanted?.timer);
+    this.spareWanted = undefined;
     void this.spare?.ready.then(({ isolate }) => isolate.dispose()).catch(() => undefined);
     this.spare = undefined;
     this.cache.clear();
@@ -447,12 +471,37 @@ export class SandboxPool {
     }
   }
 
-  /** Prepares the next spare (after the current compilation, so it does not delay the call that needed one). */
+  /**
+   * Prepares the next spare once the pool has had no invocation for SPARE_QUIET_MS, or after SPARE_MAX_WAIT_MS under
+   * steady load. Prepared at once, its ~2 ms of isolate work (isolate, prelude, context) would compete for the CPU
+   * with the call that took the last spare (a new reactor's first call) and the calls right after it.
+   */
+  private wantSpare(memoryMb: number): void {
+    if (this.closed || this.spare !== undefined) return;
+    const wanted = this.spareWanted;
+    if (wanted) {
+      wanted.memoryMb = memoryMb;
+      return;
+    }
+    const check = () => {
+      const current = this.spareWanted!;
+      const now = performance.now();
+      const quiet = this.running === 0 && now - this.lastActivity >= SPARE_QUIET_MS;
+      if (!quiet && now - current.since < SPARE_MAX_WAIT_MS) {
+        current.timer = setTimeout(check, SPARE_QUIET_MS).unref();
+        return;
+      }
+      this.spareWanted = undefined;
+      this.prepareSpare(current.memoryMb);
+    };
+    this.spareWanted = { memoryMb, since: performance.now(), timer: setTimeout(check, SPARE_QUIET_MS).unref() };
+  }
+
   private prepareSpare(memoryMb: number): void {
     if (this.closed || this.spare !== undefined) return;
     const spare: Spare = {
       memoryMb,
-      ready: new Promise((resolve) => setImmediate(resolve)).then(async () => {
+      ready: Promise.resolve().then(async () => {
         if (this.closed) throw new Error('the sandbox pool is closed');
         const isolate = this.newIsolate(memoryMb);
         let prelude: ivm.Script;
@@ -492,7 +541,7 @@ export class SandboxPool {
 
   private async compile(key: string, code: string, memoryMb: number): Promise<CompiledSandbox | InvocationFailure> {
     const { isolate, prelude, context } = await this.preparedIsolate(memoryMb);
-    this.prepareSpare(memoryMb);
+    this.wantSpare(memoryMb);
     let script: ivm.Script;
     try {
       script = await isolate.compileScript(wrapReactorCode(code), { filename: 'reactor.js', lineOffset: -1 });
