@@ -484,7 +484,8 @@ export class SandboxPool {
       return;
     }
     const check = () => {
-      const current = this.spareWanted!;
+      const current = this.spareWanted;
+      if (current === undefined) return; // the pool closed
       const now = performance.now();
       const quiet = this.running === 0 && now - this.lastActivity >= SPARE_QUIET_MS;
       if (!quiet && now - current.since < SPARE_MAX_WAIT_MS) {
