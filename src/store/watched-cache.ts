@@ -7,7 +7,7 @@
 // read, at most `maxPrefixes` watches run at once (the least recently used stops, its entries go with it), and one
 // LRU bounded in count and size holds every prefix's entries. WatchedCache is the one-prefix case, watched from start.
 import { LRUCache } from 'lru-cache';
-import type { Store, Watcher } from './store.js';
+import type { Store, WatchEvent, Watcher } from './store.js';
 
 export interface PrefixWatchedCacheOptions<T> {
   /** Entries kept, at most. */
@@ -19,6 +19,8 @@ export interface PrefixWatchedCacheOptions<T> {
   /** Total size of the entries, at most, as `sizeOf` counts it (default: no bound but `max`). */
   maxSize?: number;
   sizeOf?: (value: T | undefined) => number;
+  /** Sees every event of the watches after its key is evicted (what a put wrote may serve as a hint, never as data). */
+  onEvent?: (event: WatchEvent) => void;
 }
 
 interface PrefixWatch {
@@ -42,10 +44,13 @@ export class PrefixWatchedCache<T> {
   private generation = 0;
   private stopped = false;
 
+  private readonly onEvent?: (event: WatchEvent) => void;
+
   constructor(
     private readonly store: Store,
     options: PrefixWatchedCacheOptions<T>,
   ) {
+    this.onEvent = options.onEvent;
     const sizeOf = options.sizeOf;
     this.entries = new LRUCache({
       max: options.max,
@@ -147,7 +152,10 @@ export class PrefixWatchedCache<T> {
   private async start(prefix: string, watch: PrefixWatch): Promise<void> {
     const watcher = await this.store.watch(
       prefix,
-      (event) => this.forget(event.key),
+      (event) => {
+        this.forget(event.key);
+        this.onEvent?.(event);
+      },
       (phase) => {
         watch.broken = phase === 'lost';
         this.dropUnder(prefix);

@@ -107,6 +107,27 @@ test('a reactor created after a call for its id answered 404 is found at once', 
   await expectWord(one.url, id, 'born');
 });
 
+test('a reactor re-created with the same id and another formula runs the new formula on both APIs', async () => {
+  // Each API remembers a reactor's formula id (from creating it, from its watch, from a call) to read the formula in
+  // the same round trip as the reactor: a hint, which the record read must override.
+  const id = randomUUID();
+  const create = (api: TestApi, formulaId: string) =>
+    call(api.url, 'POST', '/reactors', {
+      key: api.operatorKey,
+      headers: { 'BT-TENANT-ID': tenantId },
+      body: { id, name: 'r', formula: { id: formulaId } },
+    });
+  const first = await formulaWith(answering('first formula'));
+  expect((await create(one, first)).status).toBe(201);
+  await expectWord(one.url, id, 'first formula');
+  await eventually(() => expectWord(two.url, id, 'first formula'), 1000);
+  expect((await client(two.url, managementKey).delete(`/reactors/${id}`)).status).toBe(204);
+  const second = await formulaWith(answering('second formula'));
+  expect((await create(two, second)).status).toBe(201);
+  await expectWord(two.url, id, 'second formula');
+  await eventually(() => expectWord(one.url, id, 'second formula'), 1000);
+});
+
 test('an official formula changed by the operator is what reactors on the other API run within a second', async () => {
   const body = (word: string) => ({
     name: 'Official word',

@@ -145,6 +145,25 @@ describe('the code contract', () => {
     });
   });
 
+  test("new code's first invocation (in the context prepared with its spare isolate) reaches the host and sees only its own args", async () => {
+    // Each new code takes the spare isolate, whose context has run the prelude and nothing else; the next spare is
+    // prepared meanwhile. The host functions must reach the invocation that took the context, and no other.
+    const code = (salt: string) => `// ${salt}
+      globalThis.leak = globalThis.leak || '${salt}';
+      const crypto = require('crypto');
+      module.exports = async (req) => {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        return { salt: '${salt}', leak: globalThis.leak, args: req.args, uuid: typeof crypto.randomUUID() };
+      };`;
+    for (let round = 0; round < 3; round++) {
+      const salts = [`prepared-${round}-a`, `prepared-${round}-b`];
+      const results = await Promise.all(
+        salts.map((salt, i) => run(code(salt), { tenantId: `tenant-prepared-${i}`, args: { salt } })),
+      );
+      expect(results.map(value)).toEqual(salts.map((salt) => ({ salt, leak: salt, args: { salt }, uuid: 'string' })));
+    }
+  });
+
   describe('warm contexts (contextKey)', () => {
     const COUNTER = `
       globalThis.counter = (globalThis.counter || 0) + 1;

@@ -25,7 +25,7 @@ import { applyParameters } from './arguments.js';
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import type { BtKeys } from './bt-keys.js';
 import type { ConfigurationValues, ReactorBody } from './schema.js';
-import { encode } from '../../store/codec.js';
+import { decode, encode } from '../../store/codec.js';
 import { actorOf, reactorEventData } from '../../webhooks/events.js';
 import type { EventSink } from '../../webhooks/service.js';
 
@@ -84,8 +84,12 @@ const CACHED_REACTORS = 10_000;
 const CACHED_REACTOR_CHARS = 32 * 1024 * 1024;
 
 export class ReactorService {
-  /** Formula id by reactor key, remembered from earlier calls (a reactor's formula cannot change). */
-  private readonly formulaIds = new LRUCache<string, { id: string; official: boolean }>({ max: 10_000 });
+  /**
+   * Formula id by reactor key, remembered from earlier calls, from creating the reactor here, or from the watch's
+   * events (a reactor's formula cannot change; `official` is unknown until a call found the formula). A hint only:
+   * `react` checks it against the record it reads.
+   */
+  private readonly formulaIds = new LRUCache<string, { id: string; official?: boolean }>({ max: 10_000 });
   /** Decrypted configuration by reactor key, with the ciphertext it came from (a new version does not match). */
   private readonly configurations = new LRUCache<string, { sealed: string; values: ConfigurationValues }>({
     max: 10_000,
@@ -111,6 +115,19 @@ export class ReactorService {
       maxSize: CACHED_REACTOR_CHARS,
       sizeOf: (record) => (record?.code?.length ?? 0) + (record?.sealed_configuration.length ?? 0) + 1024,
       ttlSeconds: options.cacheSeconds ?? 300,
+      // A reactor created or replaced on another replica: its first call here reads the formula in the same round
+      // trip as the reactor (see `react`). Only the id is kept, never the record.
+      onEvent: (event) => {
+        if (event.type !== 'put' || event.value === undefined) return;
+        let formulaId: string | undefined;
+        try {
+          formulaId = decode<ReactorRecord>('reactor', event.value).formula_id;
+        } catch {
+          return; // not a reactor record: nothing to learn
+        }
+        if (formulaId !== undefined && this.formulaIds.peek(event.key)?.id !== formulaId)
+          this.formulaIds.set(event.key, { id: formulaId });
+      },
     });
   }
 
@@ -152,6 +169,9 @@ export class ReactorService {
       throw new Errors.Conflict(`A reactor with the id ${id} already exists.`);
     }
     this.records.forget(keys.reactor(tenantId, id));
+    // The first call then reads the reactor and its formula in the same round trip (see `react`).
+    if (formula)
+      this.formulaIds.set(keys.reactor(tenantId, id), { id: formula.id, official: formula.type === 'official' });
     return this.toReactor(record, configuration, formula);
   }
 

@@ -124,6 +124,10 @@ const SYNC_SLICE_MS = 20;
 /** Defaults of SandboxPoolOptions.maxResultBytes and maxHostBytes. */
 const DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024;
 const DEFAULT_MAX_HOST_BYTES = 64 * 1024 * 1024;
+/** The next spare isolate is prepared after this long without an invocation (see wantSpare)... */
+const SPARE_QUIET_MS = 2;
+/** ...or after this long at the latest. */
+const SPARE_MAX_WAIT_MS = 100;
 
 /** What a context's host functions reach: the invocation it is serving now, if any. */
 interface InvocationHooks {
@@ -134,10 +138,20 @@ interface InvocationHooks {
 /** What compileScript returns with cachedData options (isolated-vm sets these; its typings omit them). */
 type CachingScript = ivm.Script & ivm.CachedDataResult & { cachedDataRejected?: boolean };
 
+/**
+ * An isolate with the prelude compiled, and a context with the prelude run in it when that worked (see
+ * SandboxPool.prepareSpare).
+ */
+interface Prepared {
+  isolate: ivm.Isolate;
+  prelude: ivm.Script;
+  context?: SandboxContext;
+}
+
 /** The isolate prepared for the next new code, for one heap size; `ready` rejects when it is no longer wanted. */
 interface Spare {
   memoryMb: number;
-  ready: Promise<{ isolate: ivm.Isolate; prelude: ivm.Script }>;
+  ready: Promise<Prepared>;
 }
 
 /** A context with the prelude run in it; `entry` is the prelude's dispatcher. */
@@ -147,7 +161,24 @@ class SandboxContext {
   uses = 0;
   idleSince = 0;
 
-  constructor(readonly context: ivm.Context) {}
+  constructor(readonly context: ivm.Context) {
+    // The host functions reach whichever invocation the context serves at the time (none between invocations, nor
+    // before the first: a context prepared in a spare isolate has no hooks until an invocation takes it).
+    const global = context.global;
+    global.setIgnored(
+      '__tv_call',
+      new ivm.Callback((id: number, op: string, json: string, body: unknown) => this.hooks?.call(id, op, json, body), {
+        ignored: true,
+      }),
+    );
+    global.setIgnored(
+      '__tv_sync',
+      new ivm.Callback((op: string, json: string, parts: unknown) => {
+        if (this.hooks === undefined) throw new Error('the invocation has ended');
+        return this.hooks.sync(op, json, parts);
+      }),
+    );
+  }
 
   release(): void {
     this.hooks = undefined;
@@ -178,7 +209,16 @@ class CompiledSandbox {
     readonly prelude: ivm.Script,
     readonly script: ivm.Script,
     readonly memoryMb: number,
+    /** A context with the prelude run, prepared in the spare isolate: the first fresh context this code needs. */
+    private prepared?: SandboxContext,
   ) {}
+
+  /** The prepared context, once (see `prepared`). */
+  takePrepared(): SandboxContext | undefined {
+    const prepared = this.prepared;
+    this.prepared = undefined;
+    return prepared;
+  }
 
   get usable(): boolean {
     return !this.retired && !this.isolate.isDisposed;
@@ -253,6 +293,13 @@ export class SandboxPool {
   private readonly suspectLane: Lane;
   /** An isolate with the prelude compiled, waiting for the next new code (see preparedIsolate). */
   private spare?: Spare;
+  /**
+   * The heap size of the spare to prepare next (see wantSpare), and the timer that waits for a quiet moment to do it.
+   */
+  private spareWanted?: { memoryMb: number; since: number; timer: NodeJS.Timeout };
+  /** Invocations in `invoke` now, and when one last started or ended (see wantSpare). */
+  private running = 0;
+  private lastActivity = 0;
   /** V8's code cache of the prelude, produced by the first isolate (see compilePrelude). */
   private preludeCache?: ivm.ExternalCopy<ArrayBuffer>;
 
@@ -274,6 +321,17 @@ export class SandboxPool {
   /** Runs one invocation. Code failures are results; only a request that cannot be run at all throws. */
   async invoke(request: InvocationRequest): Promise<InvocationResult> {
     if (this.closed) throw new Error('the sandbox pool is closed');
+    this.running++;
+    this.lastActivity = performance.now();
+    try {
+      return await this.invokeNow(request);
+    } finally {
+      this.running--;
+      this.lastActivity = performance.now();
+    }
+  }
+
+  private async invokeNow(request: InvocationRequest): Promise<InvocationResult> {
     const started = performance.now();
     const limits = this.limitsFor(request);
     const acquired = await this.claim(request, limits.memoryMb);
@@ -312,6 +370,8 @@ export class SandboxPool {
   /** Disposes every isolate; invocations still running fail. */
   close(): void {
     this.closed = true;
+    clearTimeout(this.spareWanted?.timer);
+    this.spareWanted = undefined;
     void this.spare?.ready.then(({ isolate }) => isolate.dispose()).catch(() => undefined);
     this.spare = undefined;
     this.cache.clear();
@@ -393,7 +453,7 @@ export class SandboxPool {
    * it is taken, so it is as fresh as a new isolate; it saves a new reactor's first call the isolate's creation and
    * the prelude's compilation.
    */
-  private async preparedIsolate(memoryMb: number): Promise<{ isolate: ivm.Isolate; prelude: ivm.Script }> {
+  private async preparedIsolate(memoryMb: number): Promise<Prepared> {
     const spare = this.spare;
     this.spare = undefined;
     if (spare?.memoryMb === memoryMb) {
@@ -411,20 +471,52 @@ export class SandboxPool {
     }
   }
 
-  /** Prepares the next spare (after the current compilation, so it does not delay the call that needed one). */
+  /**
+   * Prepares the next spare once the pool has had no invocation for SPARE_QUIET_MS, or after SPARE_MAX_WAIT_MS under
+   * steady load. Prepared at once, its ~2 ms of isolate work (isolate, prelude, context) would compete for the CPU
+   * with the call that took the last spare (a new reactor's first call) and the calls right after it.
+   */
+  private wantSpare(memoryMb: number): void {
+    if (this.closed || this.spare !== undefined) return;
+    const wanted = this.spareWanted;
+    if (wanted) {
+      wanted.memoryMb = memoryMb;
+      return;
+    }
+    const check = () => {
+      const current = this.spareWanted;
+      if (current === undefined) return; // the pool closed
+      const now = performance.now();
+      const quiet = this.running === 0 && now - this.lastActivity >= SPARE_QUIET_MS;
+      if (!quiet && now - current.since < SPARE_MAX_WAIT_MS) {
+        current.timer = setTimeout(check, SPARE_QUIET_MS).unref();
+        return;
+      }
+      this.spareWanted = undefined;
+      this.prepareSpare(current.memoryMb);
+    };
+    this.spareWanted = { memoryMb, since: performance.now(), timer: setTimeout(check, SPARE_QUIET_MS).unref() };
+  }
+
   private prepareSpare(memoryMb: number): void {
     if (this.closed || this.spare !== undefined) return;
     const spare: Spare = {
       memoryMb,
-      ready: new Promise((resolve) => setImmediate(resolve)).then(async () => {
+      ready: Promise.resolve().then(async () => {
         if (this.closed) throw new Error('the sandbox pool is closed');
         const isolate = this.newIsolate(memoryMb);
+        let prelude: ivm.Script;
         try {
-          return { isolate, prelude: await this.compilePrelude(isolate) };
+          prelude = await this.compilePrelude(isolate);
         } catch (error) {
           if (!isolate.isDisposed) isolate.dispose();
           throw error;
         }
+        // A context with the prelude run in it as well (~1 ms of a new reactor's first call). Its host functions
+        // reach the invocation that takes it, as for any context (SandboxContext); until then, none. Should this
+        // fail, the first invocation creates its context itself.
+        const context = await this.preparedContext(isolate, prelude).catch(() => undefined);
+        return { isolate, prelude, context };
       }),
     };
     spare.ready.catch(() => {
@@ -433,9 +525,24 @@ export class SandboxPool {
     this.spare = spare;
   }
 
+  /** A new context of `isolate` with the prelude run in it; nothing else has run there. */
+  private async preparedContext(isolate: ivm.Isolate, prelude: ivm.Script): Promise<SandboxContext> {
+    const prepared = new SandboxContext(await isolate.createContext());
+    try {
+      prepared.entry = await prelude.run(prepared.context, {
+        reference: true,
+        timeout: this.options.limits.cpuMs,
+      });
+      return prepared;
+    } catch (error) {
+      prepared.release();
+      throw error;
+    }
+  }
+
   private async compile(key: string, code: string, memoryMb: number): Promise<CompiledSandbox | InvocationFailure> {
-    const { isolate, prelude } = await this.preparedIsolate(memoryMb);
-    this.prepareSpare(memoryMb);
+    const { isolate, prelude, context } = await this.preparedIsolate(memoryMb);
+    this.wantSpare(memoryMb);
     let script: ivm.Script;
     try {
       script = await isolate.compileScript(wrapReactorCode(code), { filename: 'reactor.js', lineOffset: -1 });
@@ -445,7 +552,7 @@ export class SandboxPool {
       this.broken.set(key, failure);
       return failure;
     }
-    const sandbox = new CompiledSandbox(key, isolate, prelude, script, memoryMb);
+    const sandbox = new CompiledSandbox(key, isolate, prelude, script, memoryMb, context);
     this.live.add(sandbox);
     this.options.metrics?.isolates.set(this.live.size);
     if (this.closed) {
@@ -725,10 +832,18 @@ export class SandboxPool {
         if (startSync(warm)) return;
         warm = undefined;
       }
+      const prepared = warm ? undefined : sandbox.takePrepared();
       if (warm) {
         context = warm;
         warm.hooks = hooks;
         entry = warm.entry!;
+      } else if (prepared) {
+        // The code's first invocation: the context prepared with its isolate (the prelude has run, nothing else).
+        context = prepared;
+        prepared.hooks = hooks;
+        entry = prepared.entry!;
+        await issue(() => sandbox.script.run(prepared.context, { timeout: limits.cpuMs }));
+        if (finished) return;
       } else {
         const created = await sandbox.track(isolate.createContext());
         // Once the invocation has been answered, whatever arrives late is released here, not in the cleanup below.
@@ -736,22 +851,6 @@ export class SandboxPool {
         const fresh = new SandboxContext(created);
         context = fresh;
         fresh.hooks = hooks;
-        // The host functions reach whichever invocation the context serves at the time (none between invocations).
-        const global = created.global;
-        global.setIgnored(
-          '__tv_call',
-          new ivm.Callback(
-            (id: number, op: string, json: string, body: unknown) => fresh.hooks?.call(id, op, json, body),
-            { ignored: true },
-          ),
-        );
-        global.setIgnored(
-          '__tv_sync',
-          new ivm.Callback((op: string, json: string, parts: unknown) => {
-            if (fresh.hooks === undefined) throw new Error('the invocation has ended');
-            return fresh.hooks.sync(op, json, parts);
-          }),
-        );
         // Queued back to back: the prelude takes the host functions off the global object before the module runs.
         const preludeRun = sandbox.track(sandbox.prelude.run(created, { reference: true, timeout: limits.cpuMs }));
         const moduleRun = issue(() => sandbox.script.run(created, { timeout: limits.cpuMs }));
