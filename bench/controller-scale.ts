@@ -104,7 +104,11 @@ async function run(): Promise<void> {
     client = await KubeClient.fromKubeConfig(plane.kubeConfig());
 
     progress('starting the controller');
-    const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', 'controller'], {
+    // BENCH_CONTROLLER_PROFILE=<dir>: the controller writes a V8 CPU profile there when it exits (Chrome DevTools).
+    const profileArgs = process.env.BENCH_CONTROLLER_PROFILE
+      ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(process.env.BENCH_CONTROLLER_PROFILE)]
+      : [];
+    const child = spawn(process.execPath, ['--no-node-snapshot', ...profileArgs, 'dist/cli.js', 'controller'], {
       cwd: repoRoot,
       env: {
         PATH: process.env.PATH ?? '',
@@ -211,6 +215,10 @@ spec:
         configuration: { index: { value: String(i) } },
       },
     });
+    const controllerMetricsUrl = `http://127.0.0.1:${controllerPort}/metrics`;
+    const kubeMetricsText = async () => (await plane!.kubectl(['get', '--raw', '/metrics'])).stdout;
+    const metricsText = async (url: string) => (await fetch(url)).text();
+    const [kubeAtStart, controllerAtStart] = await Promise.all([kubeMetricsText(), metricsText(controllerMetricsUrl)]);
     const started = performance.now();
     const applyMs: number[] = [];
     let next = 0;
@@ -262,6 +270,22 @@ spec:
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
     const hwm = procMiB(child.pid!, 'VmHWM');
+    // What the first pass cost: reconciles per Reactor and the kube-apiserver writes (the benchmark's applies among
+    // them, as APPLY reactors), read once every Reactor is Ready.
+    const [kubeAtReady, controllerAtReady] = await Promise.all([kubeMetricsText(), metricsText(controllerMetricsUrl)]);
+    const firstPassReconciles =
+      sumSamples(controllerAtReady, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor') -
+      sumSamples(controllerAtStart, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor');
+    const writesOf = (body: string) =>
+      countBy(
+        body,
+        'apiserver_request_total',
+        (l) => `${l.verb} ${l.resource}${l.subresource ? `/${l.subresource}` : ''}`,
+        (l) =>
+          ['POST', 'PUT', 'PATCH', 'DELETE', 'APPLY', 'CREATE', 'UPDATE'].includes(l.verb ?? '') &&
+          l.resource !== 'leases',
+      );
+    const firstPassWrites = difference(writesOf(kubeAtReady), writesOf(kubeAtStart));
 
     // Every Reactor is one vault reactor (ids = uids), none extra: counted with the tenant's management key.
     const secret = await client.find<KubeObject & { data?: Record<string, string> }>(
@@ -379,6 +403,8 @@ spec:
             ['controller RSS peak (sampled every 2 s)', `${peakRss.toFixed(0)} MiB`],
             ['controller peak RSS (VmHWM)', `${hwm?.toFixed(0) ?? '?'} MiB`],
             ['vault reactors in the tenant', String(vaultCount ?? '?')],
+            ['Reactor reconciles until all Ready', String(firstPassReconciles)],
+            ['kube-apiserver writes until all Ready (leases apart)', describe(firstPassWrites)],
             ['controller error log lines', String(errorLines)],
           ],
           ['l', 'r'],

@@ -55,6 +55,11 @@ const CONTROLLER_METRICS = {
     help: 'Reconciles running now',
     collect: (gauge: Gauge, queues: QueueState | undefined): void => gauge.set(queues?.inFlight ?? 0),
   },
+  eventsDropped: {
+    type: 'counter',
+    name: 'tokenvault_controller_events_dropped_total',
+    help: 'Events not written because the backlog of Events to write was full (a burst of reconciles)',
+  },
   leader: {
     type: 'gauge',
     name: 'tokenvault_controller_leader',
