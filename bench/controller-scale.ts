@@ -276,6 +276,11 @@ spec:
     const firstPassReconciles =
       sumSamples(controllerAtReady, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor') -
       sumSamples(controllerAtStart, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor');
+    const durationOf = (body: string, part: 'sum' | 'count') =>
+      sumSamples(body, `tokenvault_controller_reconcile_duration_seconds_${part}`, (l) => l.kind === 'Reactor');
+    const reconcileMeanMs =
+      (1000 * (durationOf(controllerAtReady, 'sum') - durationOf(controllerAtStart, 'sum'))) /
+      Math.max(1, durationOf(controllerAtReady, 'count') - durationOf(controllerAtStart, 'count'));
     const writesOf = (body: string) =>
       countBy(
         body,
@@ -404,6 +409,7 @@ spec:
             ['controller peak RSS (VmHWM)', `${hwm?.toFixed(0) ?? '?'} MiB`],
             ['vault reactors in the tenant', String(vaultCount ?? '?')],
             ['Reactor reconciles until all Ready', String(firstPassReconciles)],
+            ['Reactor reconcile mean duration until all Ready', `${reconcileMeanMs.toFixed(1)} ms`],
             ['kube-apiserver writes until all Ready (leases apart)', describe(firstPassWrites)],
             ['controller error log lines', String(errorLines)],
           ],

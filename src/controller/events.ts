@@ -6,7 +6,7 @@
 //
 // Reconciles do not wait for their Events (emit): as client-go's event broadcaster, the recorder keeps a bounded
 // backlog written by a few requests at a time, and drops what arrives while the backlog is full (counted, and logged
-// as a warning at most once a minute). An Event is an observation, not state: a burst of 10,000 new objects must not
+// as a warning at most once a minute; a Warning event takes the place of the oldest waiting Normal one). An Event is an observation, not state: a burst of 10,000 new objects must not
 // hold every reconcile for one more kube-apiserver round trip. A repeat of an event still waiting in the backlog is
 // folded into it, and the Events of one correlation are written one after another, so a repeat finds the Event to
 // count up.
@@ -28,7 +28,10 @@ export interface EventRecorderOptions {
   cacheSize?: number;
   /** Events waiting to be written at most; more are dropped (default 1000, as client-go's broadcaster queue). */
   maxPending?: number;
-  /** Event writes in flight at once (default 4). */
+  /**
+   * Event writes in flight at once (default 2): during a burst of reconciles the Events trail behind, and what the
+   * backlog cannot hold is dropped, rather than Events taking kube-apiserver time from the reconciles' own writes.
+   */
   concurrency?: number;
   /** Called with the number of events dropped, each time some are (a metric). */
   onDropped?(count: number): void;
@@ -82,7 +85,7 @@ export class EventRecorder {
     this.windowMs = options.aggregateWindowMs ?? 10 * 60_000;
     this.cacheSize = options.cacheSize ?? 4096;
     this.maxPending = Math.max(1, options.maxPending ?? 1000);
-    this.concurrency = Math.max(1, options.concurrency ?? 4);
+    this.concurrency = Math.max(1, options.concurrency ?? 2);
   }
 
   /**
@@ -148,8 +151,15 @@ export class EventRecorder {
       return waiting;
     }
     if (this.pending.size >= this.maxPending) {
-      this.drop(object, reason);
-      return undefined;
+      // A warning is worth more than a routine Normal event: it takes the place of the oldest Normal one waiting.
+      const evicted = type === 'Warning' ? this.oldestNormal() : undefined;
+      if (!evicted) {
+        this.drop(object, reason);
+        return undefined;
+      }
+      this.pending.delete(evicted.correlation);
+      for (const resolve of evicted.waiters) resolve();
+      this.drop(evicted.object, evicted.reason);
     }
     const entry: Pending = {
       correlation,
@@ -165,6 +175,11 @@ export class EventRecorder {
     this.pending.set(correlation, entry);
     this.pump();
     return entry;
+  }
+
+  private oldestNormal(): Pending | undefined {
+    for (const entry of this.pending.values()) if (entry.type === 'Normal') return entry;
+    return undefined;
   }
 
   private drop(object: KubeObject, reason: string): void {

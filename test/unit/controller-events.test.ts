@@ -95,6 +95,20 @@ describe('EventRecorder', () => {
     expect(calls).toHaveLength(4);
   });
 
+  test('with the backlog full, a Warning takes the place of the oldest waiting Normal event', async () => {
+    const { client, calls } = fakeClient();
+    let dropped = 0;
+    const recorder = new EventRecorder(client, { concurrency: 1, maxPending: 2, onDropped: (n) => (dropped += n) });
+    recorder.emit(object('a'), 'Normal', 'Created', 'a'); // written at once
+    recorder.emit(object('b'), 'Normal', 'Created', 'b');
+    recorder.emit(object('c'), 'Normal', 'Created', 'c');
+    recorder.emit(object('d'), 'Warning', 'VaultRefused', 'd'); // b goes
+    recorder.emit(object('e'), 'Normal', 'Created', 'e'); // dropped
+    expect(dropped).toBe(2);
+    await finishAll(calls, recorder);
+    expect(calls.map((c) => (c.body.involvedObject as { name: string }).name)).toEqual(['a', 'c', 'd']);
+  });
+
   test('repeats waiting in the backlog fold into one Event; a repeat of one being written counts it up after', async () => {
     const { client, calls } = fakeClient();
     const recorder = new EventRecorder(client, { concurrency: 1 });
