@@ -117,7 +117,7 @@ export interface ManagerOptions {
   metrics?: ControllerMetrics;
   /** Watch one namespace (namespaced kinds); every namespace when unset. */
   namespace?: string;
-  /** Reconciles at once, per kind (default 4). */
+  /** Reconciles at once, per kind (default 16, as TOKENVAULT_CONTROLLER_WORKERS). */
   concurrency?: number;
   /** Every cached object is queued again this often (default 10 min; 0 disables). */
   resyncMs?: number;
@@ -295,7 +295,7 @@ export class Manager {
       this.queues.set(
         kind,
         new WorkQueue({
-          concurrency: options.concurrency ?? 4,
+          concurrency: options.concurrency ?? 16,
           backoff: options.backoff,
           process: (key, info) => this.reconcileKey(key, info.attempt, info.signal),
           onError: (key, error, failures, retryInMs) =>

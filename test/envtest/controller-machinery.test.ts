@@ -932,7 +932,7 @@ describe('tokenvault controller', () => {
       leaseName: 'tokenvault-controller',
       leaseNamespace: namespace,
       resyncSeconds: 60,
-      workers: 4,
+      workers: 16,
       retryMaxSeconds: 60,
       workerImages: [],
     });
