@@ -256,11 +256,13 @@ spec:
         reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
       }
       const rss = procMiB(child.pid!, 'VmRSS');
+      const queue = await metricsText(controllerMetricsUrl).catch(() => '');
+      const queueNote = `queue ${sumSamples(queue, 'tokenvault_controller_queue_depth')} waiting, ${sumSamples(queue, 'tokenvault_controller_queue_in_flight')} in flight, ${sumSamples(queue, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor')} reconciled, ${sumSamples(queue, 'tokenvault_controller_informer_objects', (l) => l.resource.startsWith('reactors'))} cached`;
       if (rss !== undefined) peakRss = Math.max(peakRss, rss);
       if (ready > 0) firstReadyMs ??= elapsed;
       if (ready >= total / 2) halfReadyMs ??= elapsed;
       progress(
-        `${(elapsed / 1000).toFixed(0)} s: ${ready}/${total} Ready (${items.length} listed), RSS ${rss?.toFixed(0)} MiB${reasons.size ? `, not ready: ${JSON.stringify(Object.fromEntries(reasons))}` : ''}`,
+        `${(elapsed / 1000).toFixed(0)} s: ${ready}/${total} Ready (${items.length} listed), RSS ${rss?.toFixed(0)} MiB, ${queueNote}${reasons.size ? `, not ready: ${JSON.stringify(Object.fromEntries(reasons))}` : ''}`,
       );
       if (ready >= total) {
         allReadyMs = elapsed;

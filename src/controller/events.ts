@@ -5,7 +5,7 @@
 // list Events in the namespace.
 //
 // Reconciles do not wait for their Events (emit): as client-go's event broadcaster, the recorder keeps a bounded
-// backlog written by a few requests at a time, and drops what arrives while the backlog is full (counted, and logged
+// backlog written by a few requests at a time and at a bounded rate (client-go's client rate limiter), and drops what arrives while the backlog is full (counted, and logged
 // as a warning at most once a minute; a Warning event takes the place of the oldest waiting Normal one). An Event is an observation, not state: a burst of 10,000 new objects must not
 // hold every reconcile for one more kube-apiserver round trip. A repeat of an event still waiting in the backlog is
 // folded into it, and the Events of one correlation are written one after another, so a repeat finds the Event to
@@ -33,6 +33,13 @@ export interface EventRecorderOptions {
    * backlog cannot hold is dropped, rather than Events taking kube-apiserver time from the reconciles' own writes.
    */
   concurrency?: number;
+  /**
+   * Event writes per second at most, with bursts of `burst` (default 25/s, 100): as client-go's rate-limited client,
+   * so a burst of new objects costs kube-apiserver a bounded number of Event writes, and the rest of a long burst is
+   * dropped once the backlog is full.
+   */
+  qps?: number;
+  burst?: number;
   /** Called with the number of events dropped, each time some are (a metric). */
   onDropped?(count: number): void;
 }
@@ -76,6 +83,11 @@ export class EventRecorder {
   private dropped = 0;
   private droppedLoggedAt = 0;
   private idleWaiters: Array<() => void> = [];
+  private readonly qps: number;
+  private readonly burst: number;
+  private tokens: number;
+  private refilledAt = Date.now();
+  private tokenTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly client: KubeClient,
@@ -86,6 +98,9 @@ export class EventRecorder {
     this.cacheSize = options.cacheSize ?? 4096;
     this.maxPending = Math.max(1, options.maxPending ?? 1000);
     this.concurrency = Math.max(1, options.concurrency ?? 2);
+    this.qps = Math.max(0.001, options.qps ?? 25);
+    this.burst = Math.max(1, options.burst ?? 100);
+    this.tokens = this.burst;
   }
 
   /**
@@ -200,11 +215,34 @@ export class EventRecorder {
     );
   }
 
+  /** Takes a write's token from the bucket, or schedules a pump for when there will be one. */
+  private takeToken(): boolean {
+    const now = Date.now();
+    this.tokens = Math.min(this.burst, this.tokens + ((now - this.refilledAt) / 1000) * this.qps);
+    this.refilledAt = now;
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return true;
+    }
+    if (!this.tokenTimer) {
+      this.tokenTimer = setTimeout(
+        () => {
+          this.tokenTimer = undefined;
+          this.pump();
+        },
+        Math.ceil(((1 - this.tokens) / this.qps) * 1000),
+      );
+      this.tokenTimer.unref?.();
+    }
+    return false;
+  }
+
   private pump(): void {
     if (this.writing.size >= this.concurrency) return;
     for (const entry of this.pending.values()) {
       if (this.writing.size >= this.concurrency) break;
       if (this.writing.has(entry.correlation)) continue;
+      if (!this.takeToken()) break;
       this.pending.delete(entry.correlation);
       this.writing.add(entry.correlation);
       void this.write(entry).finally(() => {

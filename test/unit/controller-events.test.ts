@@ -135,6 +135,21 @@ describe('EventRecorder', () => {
     await recorder.flush();
   });
 
+  test('writes are rate-limited: a burst, then qps', async () => {
+    const { client, calls } = fakeClient();
+    const recorder = new EventRecorder(client, { concurrency: 10, qps: 20, burst: 2 });
+    for (let i = 0; i < 4; i++) recorder.emit(object(`r${i}`), 'Normal', 'Created', 'x');
+    await settle();
+    expect(calls).toHaveLength(2);
+    for (const call of calls) call.finish();
+    await new Promise((resolve) => setTimeout(resolve, 40)); // a token every 50 ms
+    expect(calls.length).toBeLessThanOrEqual(3);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(calls).toHaveLength(4);
+    for (const call of calls) call.finish();
+    await recorder.flush();
+  });
+
   test('record resolves once its event is written', async () => {
     const { client, calls } = fakeClient();
     const recorder = new EventRecorder(client);
