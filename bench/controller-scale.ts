@@ -327,10 +327,12 @@ spec:
         sumSamples(body, 'tokenvault_controller_reconciles_total', (labels) => labels.kind === 'Reactor');
       const idle = (body: string) =>
         sumSamples(body, 'tokenvault_controller_queue_depth') +
-          sumSamples(body, 'tokenvault_controller_queue_in_flight') ===
+          sumSamples(body, 'tokenvault_controller_queue_in_flight') +
+          sumSamples(body, 'tokenvault_controller_events_backlog') ===
         0;
-      // Let the tail of the first pass settle (status writes, events) before the counters are read.
-      for (let i = 0; i < 30 && !idle(await text(controllerMetrics)); i++)
+      // Let the tail of the first pass settle (status writes, and the Events, written in the background at a bounded
+      // rate) before the counters are read.
+      for (let i = 0; i < 120 && !idle(await text(controllerMetrics)); i++)
         await new Promise((resolve) => setTimeout(resolve, 1_000));
       const [kubeBefore, vaultBefore, controllerBefore] = await Promise.all([
         kubeMetrics(),

@@ -317,7 +317,7 @@ export class Manager {
         delayed += queue.delayedCount;
         inFlight += queue.inFlight;
       }
-      return { depthByKind, delayed, inFlight };
+      return { depthByKind, delayed, inFlight, eventBacklog: this.events.backlog };
     });
     metrics?.leader.set(0);
     this.elector =
