@@ -104,7 +104,11 @@ async function run(): Promise<void> {
     client = await KubeClient.fromKubeConfig(plane.kubeConfig());
 
     progress('starting the controller');
-    const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', 'controller'], {
+    // BENCH_CONTROLLER_PROFILE=<dir>: the controller writes a V8 CPU profile there when it exits (Chrome DevTools).
+    const profileArgs = process.env.BENCH_CONTROLLER_PROFILE
+      ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(process.env.BENCH_CONTROLLER_PROFILE)]
+      : [];
+    const child = spawn(process.execPath, ['--no-node-snapshot', ...profileArgs, 'dist/cli.js', 'controller'], {
       cwd: repoRoot,
       env: {
         PATH: process.env.PATH ?? '',
@@ -211,6 +215,10 @@ spec:
         configuration: { index: { value: String(i) } },
       },
     });
+    const controllerMetricsUrl = `http://127.0.0.1:${controllerPort}/metrics`;
+    const kubeMetricsText = async () => (await plane!.kubectl(['get', '--raw', '/metrics'])).stdout;
+    const metricsText = async (url: string) => (await fetch(url)).text();
+    const [kubeAtStart, controllerAtStart] = await Promise.all([kubeMetricsText(), metricsText(controllerMetricsUrl)]);
     const started = performance.now();
     const applyMs: number[] = [];
     let next = 0;
@@ -248,11 +256,13 @@ spec:
         reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
       }
       const rss = procMiB(child.pid!, 'VmRSS');
+      const queue = await metricsText(controllerMetricsUrl).catch(() => '');
+      const queueNote = `queue ${sumSamples(queue, 'tokenvault_controller_queue_depth')} waiting, ${sumSamples(queue, 'tokenvault_controller_queue_in_flight')} in flight, ${sumSamples(queue, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor')} reconciled, ${sumSamples(queue, 'tokenvault_controller_informer_objects', (l) => l.resource.startsWith('reactors'))} cached`;
       if (rss !== undefined) peakRss = Math.max(peakRss, rss);
       if (ready > 0) firstReadyMs ??= elapsed;
       if (ready >= total / 2) halfReadyMs ??= elapsed;
       progress(
-        `${(elapsed / 1000).toFixed(0)} s: ${ready}/${total} Ready (${items.length} listed), RSS ${rss?.toFixed(0)} MiB${reasons.size ? `, not ready: ${JSON.stringify(Object.fromEntries(reasons))}` : ''}`,
+        `${(elapsed / 1000).toFixed(0)} s: ${ready}/${total} Ready (${items.length} listed), RSS ${rss?.toFixed(0)} MiB, ${queueNote}${reasons.size ? `, not ready: ${JSON.stringify(Object.fromEntries(reasons))}` : ''}`,
       );
       if (ready >= total) {
         allReadyMs = elapsed;
@@ -262,6 +272,27 @@ spec:
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
     const hwm = procMiB(child.pid!, 'VmHWM');
+    // What the first pass cost: reconciles per Reactor and the kube-apiserver writes (the benchmark's applies among
+    // them, as APPLY reactors), read once every Reactor is Ready.
+    const [kubeAtReady, controllerAtReady] = await Promise.all([kubeMetricsText(), metricsText(controllerMetricsUrl)]);
+    const firstPassReconciles =
+      sumSamples(controllerAtReady, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor') -
+      sumSamples(controllerAtStart, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor');
+    const durationOf = (body: string, part: 'sum' | 'count') =>
+      sumSamples(body, `tokenvault_controller_reconcile_duration_seconds_${part}`, (l) => l.kind === 'Reactor');
+    const reconcileMeanMs =
+      (1000 * (durationOf(controllerAtReady, 'sum') - durationOf(controllerAtStart, 'sum'))) /
+      Math.max(1, durationOf(controllerAtReady, 'count') - durationOf(controllerAtStart, 'count'));
+    const writesOf = (body: string) =>
+      countBy(
+        body,
+        'apiserver_request_total',
+        (l) => `${l.verb} ${l.resource}${l.subresource ? `/${l.subresource}` : ''}`,
+        (l) =>
+          ['POST', 'PUT', 'PATCH', 'DELETE', 'APPLY', 'CREATE', 'UPDATE'].includes(l.verb ?? '') &&
+          l.resource !== 'leases',
+      );
+    const firstPassWrites = difference(writesOf(kubeAtReady), writesOf(kubeAtStart));
 
     // Every Reactor is one vault reactor (ids = uids), none extra: counted with the tenant's management key.
     const secret = await client.find<KubeObject & { data?: Record<string, string> }>(
@@ -296,10 +327,12 @@ spec:
         sumSamples(body, 'tokenvault_controller_reconciles_total', (labels) => labels.kind === 'Reactor');
       const idle = (body: string) =>
         sumSamples(body, 'tokenvault_controller_queue_depth') +
-          sumSamples(body, 'tokenvault_controller_queue_in_flight') ===
+          sumSamples(body, 'tokenvault_controller_queue_in_flight') +
+          sumSamples(body, 'tokenvault_controller_events_backlog') ===
         0;
-      // Let the tail of the first pass settle (status writes, events) before the counters are read.
-      for (let i = 0; i < 30 && !idle(await text(controllerMetrics)); i++)
+      // Let the tail of the first pass settle (status writes, and the Events, written in the background at a bounded
+      // rate) before the counters are read.
+      for (let i = 0; i < 120 && !idle(await text(controllerMetrics)); i++)
         await new Promise((resolve) => setTimeout(resolve, 1_000));
       const [kubeBefore, vaultBefore, controllerBefore] = await Promise.all([
         kubeMetrics(),
@@ -379,6 +412,9 @@ spec:
             ['controller RSS peak (sampled every 2 s)', `${peakRss.toFixed(0)} MiB`],
             ['controller peak RSS (VmHWM)', `${hwm?.toFixed(0) ?? '?'} MiB`],
             ['vault reactors in the tenant', String(vaultCount ?? '?')],
+            ['Reactor reconciles until all Ready', String(firstPassReconciles)],
+            ['Reactor reconcile mean duration until all Ready', `${reconcileMeanMs.toFixed(1)} ms`],
+            ['kube-apiserver writes until all Ready (leases apart)', describe(firstPassWrites)],
             ['controller error log lines', String(errorLines)],
           ],
           ['l', 'r'],

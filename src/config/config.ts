@@ -367,7 +367,9 @@ export const SETTINGS = {
     flag: 'controller-workers',
     env: 'TOKENVAULT_CONTROLLER_WORKERS',
     description: 'controller: reconciles run at once, per kind (each kind has its own work queue)',
-    default: '4',
+    // A reconcile mostly waits on kube-apiserver and the vault (a new object: three round trips), so throughput is
+    // workers / latency: 4 held a burst of 10,000 new objects to ~40/s on a busy machine where 16 did twice that.
+    default: '16',
   },
   controllerRetryMaxSeconds: {
     flag: 'controller-retry-max-seconds',

@@ -3,6 +3,13 @@
 // the existing Event's count instead of creating another, so a reconcile failing every few seconds does not flood
 // etcd with Events. Messages must not carry secrets: they are stored in plain text and readable by anyone who can
 // list Events in the namespace.
+//
+// Reconciles do not wait for their Events (emit): as client-go's event broadcaster, the recorder keeps a bounded
+// backlog written by a few requests at a time and at a bounded rate (client-go's client rate limiter), and drops what arrives while the backlog is full (counted, and logged
+// as a warning at most once a minute; a Warning event takes the place of the oldest waiting Normal one). An Event is an observation, not state: a burst of 10,000 new objects must not
+// hold every reconcile for one more kube-apiserver round trip. A repeat of an event still waiting in the backlog is
+// folded into it, and the Events of one correlation are written one after another, so a repeat finds the Event to
+// count up.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../observability/logger.js';
 import { isNotFound, kubeTime, Resources, type KubeClient, type KubeObject } from './kube.js';
@@ -19,6 +26,22 @@ export interface EventRecorderOptions {
   aggregateWindowMs?: number;
   /** Distinct events remembered for folding (default 4096, least recently used dropped). */
   cacheSize?: number;
+  /** Events waiting to be written at most; more are dropped (default 1000, as client-go's broadcaster queue). */
+  maxPending?: number;
+  /**
+   * Event writes in flight at once (default 2): during a burst of reconciles the Events trail behind, and what the
+   * backlog cannot hold is dropped, rather than Events taking kube-apiserver time from the reconciles' own writes.
+   */
+  concurrency?: number;
+  /**
+   * Event writes per second at most, with bursts of `burst` (default 25/s, 100): as client-go's rate-limited client,
+   * so a burst of new objects costs kube-apiserver a bounded number of Event writes, and the rest of a long burst is
+   * dropped once the backlog is full.
+   */
+  qps?: number;
+  burst?: number;
+  /** Called with the number of events dropped, each time some are (a metric). */
+  onDropped?(count: number): void;
 }
 
 interface Recorded {
@@ -29,13 +52,42 @@ interface Recorded {
   lastSeen: number;
 }
 
+/** An event waiting to be written: the first occurrence and how many repeats were folded into it since. */
+interface Pending {
+  correlation: string;
+  object: KubeObject;
+  type: EventType;
+  reason: string;
+  message: string;
+  occurrences: number;
+  first: Date;
+  last: Date;
+  /** record() callers waiting for this write. */
+  waiters: Array<() => void>;
+}
+
 const MAX_MESSAGE = 1024;
+const DROP_LOG_INTERVAL_MS = 60_000;
 
 export class EventRecorder {
   private readonly recent = new Map<string, Recorded>();
   private readonly component: string;
   private readonly windowMs: number;
   private readonly cacheSize: number;
+  private readonly maxPending: number;
+  private readonly concurrency: number;
+  /** Waiting events by correlation, oldest first. */
+  private readonly pending = new Map<string, Pending>();
+  /** Correlations being written now (their next occurrence waits, so it can count up the Event just made). */
+  private readonly writing = new Set<string>();
+  private dropped = 0;
+  private droppedLoggedAt = 0;
+  private idleWaiters: Array<() => void> = [];
+  private readonly qps: number;
+  private readonly burst: number;
+  private tokens: number;
+  private refilledAt = Date.now();
+  private tokenTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly client: KubeClient,
@@ -44,15 +96,57 @@ export class EventRecorder {
     this.component = options.component ?? 'tokenvault-controller';
     this.windowMs = options.aggregateWindowMs ?? 10 * 60_000;
     this.cacheSize = options.cacheSize ?? 4096;
+    this.maxPending = Math.max(1, options.maxPending ?? 1000);
+    this.concurrency = Math.max(1, options.concurrency ?? 2);
+    this.qps = Math.max(0.001, options.qps ?? 25);
+    this.burst = Math.max(1, options.burst ?? 100);
+    this.tokens = this.burst;
   }
 
   /**
-   * Records an event about `object` (it needs apiVersion, kind and metadata.name; namespace and uid when it has them).
-   * Never throws: a failure to write an Event is logged and otherwise ignored.
+   * Queues an event about `object` (it needs apiVersion, kind and metadata.name; namespace and uid when it has them)
+   * and returns at once. Never throws: a failure to write an Event is logged and otherwise ignored.
    */
-  async record(object: KubeObject, type: EventType, reason: string, message: string): Promise<void> {
+  emit(object: KubeObject, type: EventType, reason: string, message: string): void {
+    this.enqueue(object, type, reason, message);
+  }
+
+  /** As emit, and resolves once the event is written (or its write failed, or it was dropped). */
+  record(object: KubeObject, type: EventType, reason: string, message: string): Promise<void> {
+    return new Promise((resolve) => {
+      const entry = this.enqueue(object, type, reason, message);
+      if (entry) entry.waiters.push(resolve);
+      else resolve();
+    });
+  }
+
+  /** Events waiting or being written. */
+  get backlog(): number {
+    return this.pending.size + this.writing.size;
+  }
+
+  /** Resolves when every queued event is written (or `timeoutMs` passed): shutdown and tests. */
+  flush(timeoutMs?: number): Promise<void> {
+    if (this.backlog === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.idleWaiters.push(done);
+      if (timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          this.idleWaiters = this.idleWaiters.filter((waiter) => waiter !== done);
+          resolve();
+        }, timeoutMs);
+        timer.unref?.();
+      }
+    });
+  }
+
+  private enqueue(object: KubeObject, type: EventType, reason: string, message: string): Pending | undefined {
     const meta = object.metadata ?? {};
-    const namespace = meta.namespace || 'default'; // events about cluster-scoped objects go to default, as kubectl looks there
     const text = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 3)}...` : message;
     const correlation = JSON.stringify([
       object.apiVersion,
@@ -65,15 +159,114 @@ export class EventRecorder {
       text,
     ]);
     const now = new Date();
+    const waiting = this.pending.get(correlation);
+    if (waiting) {
+      waiting.occurrences++;
+      waiting.last = now;
+      return waiting;
+    }
+    if (this.pending.size >= this.maxPending) {
+      // A warning is worth more than a routine Normal event: it takes the place of the oldest Normal one waiting.
+      const evicted = type === 'Warning' ? this.oldestNormal() : undefined;
+      if (!evicted) {
+        this.drop(object, reason);
+        return undefined;
+      }
+      this.pending.delete(evicted.correlation);
+      for (const resolve of evicted.waiters) resolve();
+      this.drop(evicted.object, evicted.reason);
+    }
+    const entry: Pending = {
+      correlation,
+      object,
+      type,
+      reason,
+      message: text,
+      occurrences: 1,
+      first: now,
+      last: now,
+      waiters: [],
+    };
+    this.pending.set(correlation, entry);
+    this.pump();
+    return entry;
+  }
+
+  private oldestNormal(): Pending | undefined {
+    for (const entry of this.pending.values()) if (entry.type === 'Normal') return entry;
+    return undefined;
+  }
+
+  private drop(object: KubeObject, reason: string): void {
+    this.dropped++;
+    this.options.onDropped?.(1);
+    const now = Date.now();
+    if (now - this.droppedLoggedAt < DROP_LOG_INTERVAL_MS) return;
+    this.droppedLoggedAt = now;
+    const meta = object.metadata ?? {};
+    this.options.logger?.warn(
+      {
+        object: `${object.kind}/${meta.namespace ? `${meta.namespace}/` : ''}${meta.name}`,
+        reason,
+        dropped_total: this.dropped,
+        backlog: this.maxPending,
+      },
+      'events dropped: the backlog of events to write is full',
+    );
+  }
+
+  /** Takes a write's token from the bucket, or schedules a pump for when there will be one. */
+  private takeToken(): boolean {
+    const now = Date.now();
+    this.tokens = Math.min(this.burst, this.tokens + ((now - this.refilledAt) / 1000) * this.qps);
+    this.refilledAt = now;
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return true;
+    }
+    if (!this.tokenTimer) {
+      this.tokenTimer = setTimeout(
+        () => {
+          this.tokenTimer = undefined;
+          this.pump();
+        },
+        Math.ceil(((1 - this.tokens) / this.qps) * 1000),
+      );
+      this.tokenTimer.unref?.();
+    }
+    return false;
+  }
+
+  private pump(): void {
+    if (this.writing.size >= this.concurrency) return;
+    for (const entry of this.pending.values()) {
+      if (this.writing.size >= this.concurrency) break;
+      if (this.writing.has(entry.correlation)) continue;
+      if (!this.takeToken()) break;
+      this.pending.delete(entry.correlation);
+      this.writing.add(entry.correlation);
+      void this.write(entry).finally(() => {
+        this.writing.delete(entry.correlation);
+        for (const resolve of entry.waiters) resolve();
+        this.pump();
+        if (this.backlog === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+      });
+    }
+  }
+
+  private async write(entry: Pending): Promise<void> {
+    const { object, type, reason, correlation, occurrences, first, last: now } = entry;
+    const meta = object.metadata ?? {};
+    const namespace = meta.namespace || 'default'; // events about cluster-scoped objects go to default, as kubectl looks there
     try {
       const previous = this.recent.get(correlation);
       if (previous && now.getTime() - previous.lastSeen < this.windowMs) {
         try {
           await this.client.patch(Resources.events, previous.namespace, previous.name, {
-            count: previous.count + 1,
+            count: previous.count + occurrences,
             lastTimestamp: kubeTime(now),
           });
-          previous.count++;
+          previous.count += occurrences;
           previous.lastSeen = now.getTime();
           this.touch(correlation, previous);
           return;
@@ -95,9 +288,9 @@ export class EventRecorder {
         },
         type,
         reason,
-        message: text,
-        count: 1,
-        firstTimestamp: kubeTime(now),
+        message: entry.message,
+        count: occurrences,
+        firstTimestamp: kubeTime(first),
         lastTimestamp: kubeTime(now),
         eventTime: null,
         source: { component: this.component },
@@ -105,7 +298,13 @@ export class EventRecorder {
         reportingInstance: this.options.instance ?? '',
         action: reason,
       });
-      this.touch(correlation, { namespace, name, count: 1, firstTimestamp: kubeTime(now), lastSeen: now.getTime() });
+      this.touch(correlation, {
+        namespace,
+        name,
+        count: occurrences,
+        firstTimestamp: kubeTime(first),
+        lastSeen: now.getTime(),
+      });
     } catch (error) {
       this.options.logger?.warn(
         {

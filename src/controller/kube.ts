@@ -118,6 +118,13 @@ export interface KubeClientOptions {
   userAgent?: string;
 }
 
+/**
+ * Idle keep-alive connections kept: more than the reconciles, Event writes and leader election use at once with many
+ * workers (TOKENVAULT_CONTROLLER_WORKERS, per kind), so a burst does not close connections only to open new ones
+ * (a TLS handshake each, on both sides).
+ */
+const IDLE_SOCKETS = 64;
+
 /** Credentials are re-read this often (in-cluster service-account tokens are rotated by the kubelet). */
 const AUTH_REFRESH_MS = 30_000;
 
@@ -153,11 +160,11 @@ export class KubeClient {
     } else if (server.startsWith('http:')) {
       if (!cluster.skipTLSVerify)
         throw new Error('a plain-HTTP server needs insecure-skip-tls-verify in the kubeconfig');
-      agent = new http.Agent({ keepAlive: true, maxFreeSockets: 16 });
+      agent = new http.Agent({ keepAlive: true, maxFreeSockets: IDLE_SOCKETS });
     } else {
       agent = new https.Agent({
         keepAlive: true,
-        maxFreeSockets: 16,
+        maxFreeSockets: IDLE_SOCKETS,
         ca: tls.ca,
         cert: tls.cert,
         key: tls.key,

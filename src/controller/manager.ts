@@ -75,7 +75,10 @@ export interface ReconcileContext<T extends KubeObject = KubeObject> {
   patchStatus(status: Record<string, unknown>, options?: { resourceVersion?: string }): Promise<T>;
   /** JSON merge patch of the object itself (finalizers, annotations...); include metadata.resourceVersion to lock. */
   patch(patch: Record<string, unknown>): Promise<T>;
-  /** Records a core/v1 Event about this object (no-op once it is gone). Never throws. */
+  /**
+   * Queues a core/v1 Event about this object (no-op once it is gone) and resolves at once: the write happens in the
+   * background (EventRecorder.emit), so a reconcile never waits for it. Never throws.
+   */
   event(type: EventType, reason: string, message: string): Promise<void>;
   /** Events about other objects. */
   events: EventRecorder;
@@ -97,7 +100,12 @@ export interface Reconciler<T extends KubeObject = KubeObject> {
    * keeps the cache to the objects it made.
    */
   watch?: Array<{ resource: ResourceRef; labelSelector?: string }>;
-  /** Whether an update should queue the object (default: defaultUpdatePredicate). */
+  /**
+   * The finalizer this kind's reconcile adds to its objects. An update that only adds it is that reconcile's own write,
+   * and the reconcile carries on past it: queuing the object again would reconcile every new object twice.
+   */
+  finalizer?: string;
+  /** Whether an update should queue the object (default: defaultUpdatePredicate with the reconciler's finalizer). */
   shouldReconcileUpdate?(previous: T, object: T): boolean;
   reconcile(key: ObjectKey, ctx: ReconcileContext<T>): Promise<ReconcileResult | void>;
 }
@@ -109,7 +117,7 @@ export interface ManagerOptions {
   metrics?: ControllerMetrics;
   /** Watch one namespace (namespaced kinds); every namespace when unset. */
   namespace?: string;
-  /** Reconciles at once, per kind (default 4). */
+  /** Reconciles at once, per kind (default 16, as TOKENVAULT_CONTROLLER_WORKERS). */
   concurrency?: number;
   /** Every cached object is queued again this often (default 10 min; 0 disables). */
   resyncMs?: number;
@@ -126,8 +134,12 @@ export interface ManagerOptions {
   eventComponent?: string;
 }
 
-/** Default update predicate: a change to anything but status (and bookkeeping such as resourceVersion). */
-export function defaultUpdatePredicate(previous: KubeObject, object: KubeObject): boolean {
+/**
+ * Default update predicate: a change to anything but status (and bookkeeping such as resourceVersion). With
+ * `ownFinalizer`, the addition of that finalizer alone is not a change either (see Reconciler.finalizer); its removal
+ * is (an object whose finalizer someone stripped gets it back).
+ */
+export function defaultUpdatePredicate(previous: KubeObject, object: KubeObject, ownFinalizer?: string): boolean {
   const a = previous.metadata ?? {};
   const b = object.metadata ?? {};
   if (a.generation === undefined || b.generation === undefined) return a.resourceVersion !== b.resourceVersion;
@@ -136,13 +148,23 @@ export function defaultUpdatePredicate(previous: KubeObject, object: KubeObject)
     Boolean(a.deletionTimestamp) !== Boolean(b.deletionTimestamp) ||
     !sameJson(a.labels, b.labels) ||
     !sameJson(a.annotations, b.annotations) ||
-    !sameJson(a.finalizers, b.finalizers) ||
+    !sameFinalizers(a.finalizers, b.finalizers, ownFinalizer) ||
     !sameJson(a.ownerReferences, b.ownerReferences)
   );
 }
 
 function sameJson(a: unknown, b: unknown): boolean {
   return JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+}
+
+/** The same finalizers, or `after` is `before` with `own` added. */
+function sameFinalizers(before: string[] | undefined, after: string[] | undefined, own: string | undefined): boolean {
+  if (sameJson(before, after)) return true;
+  if (own === undefined || (before ?? []).includes(own) || !(after ?? []).includes(own)) return false;
+  return sameJson(
+    before ?? [],
+    (after ?? []).filter((finalizer) => finalizer !== own),
+  );
 }
 
 /** Which objects reference which (both ways), by formatted key. */
@@ -204,6 +226,8 @@ export function patchStatus<T extends KubeObject = KubeObject>(
   });
 }
 
+const EVENT_FLUSH_MS = 5_000;
+
 export class Manager {
   /** The work queue of each reconciled kind. */
   private readonly queues = new Map<string, WorkQueue>();
@@ -261,12 +285,17 @@ export class Manager {
     for (const [kind, informer] of this.informers) this.wire(kind, informer);
 
     const identity = (options.leaderElection && options.leaderElection.identity) || defaultIdentity();
-    this.events = new EventRecorder(client, { component: options.eventComponent, instance: identity, logger });
+    this.events = new EventRecorder(client, {
+      component: options.eventComponent,
+      instance: identity,
+      logger,
+      onDropped: (count) => metrics?.eventsDropped.inc(count),
+    });
     for (const kind of this.reconcilers.keys()) {
       this.queues.set(
         kind,
         new WorkQueue({
-          concurrency: options.concurrency ?? 4,
+          concurrency: options.concurrency ?? 16,
           backoff: options.backoff,
           process: (key, info) => this.reconcileKey(key, info.attempt, info.signal),
           onError: (key, error, failures, retryInMs) =>
@@ -288,7 +317,7 @@ export class Manager {
         delayed += queue.delayedCount;
         inFlight += queue.inFlight;
       }
-      return { depthByKind, delayed, inFlight };
+      return { depthByKind, delayed, inFlight, eventBacklog: this.events.backlog };
     });
     metrics?.leader.set(0);
     this.elector =
@@ -319,6 +348,8 @@ export class Manager {
       if (this.elector) await this.elector.stop();
       else await this.stoppedLeading();
       await Promise.all([...this.queues.values()].map((queue) => queue.stop()));
+      // The last reconciles' Events, for a few seconds at most: shutdown must not hang on a slow kube-apiserver.
+      await this.events.flush(EVENT_FLUSH_MS);
       await Promise.all([...this.informers.values()].map((informer) => informer.stop()));
     })();
     return this.stopping;
@@ -376,7 +407,12 @@ export class Manager {
       },
       onUpdate: (previous, object) => {
         const key = keyFor(object);
-        if (reconciler && (reconciler.shouldReconcileUpdate ?? defaultUpdatePredicate)(previous, object))
+        if (
+          reconciler &&
+          (reconciler.shouldReconcileUpdate
+            ? reconciler.shouldReconcileUpdate(previous, object)
+            : defaultUpdatePredicate(previous, object, reconciler.finalizer))
+        )
           this.queueOf(key)?.add(key);
         referrers(key);
       },
@@ -456,9 +492,10 @@ export class Manager {
       patchStatus: (status, options = {}) =>
         patchStatus(client, reconciler.resource, key.namespace, key.name, status, { ...options, signal }),
       patch: (patch) => client.patch(reconciler.resource, key.namespace, key.name, patch, { type: 'merge', signal }),
-      event: async (type, reason, message) => {
+      event: (type, reason, message) => {
         const current = informer.get(key.namespace, key.name) ?? object;
-        if (current) await this.events.record(current, type, reason, message);
+        if (current) this.events.emit(current, type, reason, message);
+        return Promise.resolve();
       },
       events: this.events,
       references: {

@@ -9,6 +9,8 @@ export interface QueueState {
   depthByKind: Map<string, number>;
   delayed: number;
   inFlight: number;
+  /** Events queued or being written (EventRecorder.backlog). */
+  eventBacklog?: number;
 }
 
 const CONTROLLER_METRICS = {
@@ -54,6 +56,17 @@ const CONTROLLER_METRICS = {
     name: 'tokenvault_controller_queue_in_flight',
     help: 'Reconciles running now',
     collect: (gauge: Gauge, queues: QueueState | undefined): void => gauge.set(queues?.inFlight ?? 0),
+  },
+  eventsBacklog: {
+    type: 'gauge',
+    name: 'tokenvault_controller_events_backlog',
+    help: 'Events waiting to be written or being written (reconciles do not wait for them)',
+    collect: (gauge: Gauge, queues: QueueState | undefined): void => gauge.set(queues?.eventBacklog ?? 0),
+  },
+  eventsDropped: {
+    type: 'counter',
+    name: 'tokenvault_controller_events_dropped_total',
+    help: 'Events not written because the backlog of Events to write was full (a burst of reconciles)',
   },
   leader: {
     type: 'gauge',

@@ -5,7 +5,9 @@
 //   - bounded concurrency: at most `concurrency` keys in process at once;
 //   - per-key exponential backoff with jitter after a failure, reset by a success;
 //   - addAfter(key, ms) for requeue-after and backoff (an earlier time replaces a later one, never the reverse);
-//   - an optional periodic resync that adds every key a callback returns.
+//   - an optional periodic resync that adds every key a callback returns, at low priority (as controller-runtime's
+//     priority queue does): keys added because something happened run first, so a resync of 10,000 unchanged objects
+//     that comes during a burst of new ones does not put them behind 10,000 no-op reconciles.
 // While paused (a standby controller, not the leader) keys still collect, deduplicated, and wait.
 import type { Logger } from '../observability/logger.js';
 
@@ -62,6 +64,8 @@ export class WorkQueue {
   private readonly random: () => number;
   /** Keys ready to run, in order (a Set: insertion-ordered, O(1) dedup and removal). */
   private readonly ready = new Set<string>();
+  /** Keys the resync added, run when `ready` is empty; add() moves a key from here to `ready`. */
+  private readonly readyLow = new Set<string>();
   /** Keys in process → their run. */
   private readonly processing = new Map<string, Promise<void>>();
   /** Keys added while in process: run again when the current run ends. */
@@ -88,7 +92,16 @@ export class WorkQueue {
       return;
     }
     if (this.ready.has(key)) return;
+    this.readyLow.delete(key);
     this.ready.add(key);
+    this.pump();
+  }
+
+  /** Queues a key at low priority (the resync): after every key add() queued. */
+  private addLow(key: string): void {
+    // A key in process is being reconciled now, which serves the resync as well.
+    if (this.stopped || this.processing.has(key) || this.ready.has(key) || this.readyLow.has(key)) return;
+    this.readyLow.add(key);
     this.pump();
   }
 
@@ -137,7 +150,7 @@ export class WorkQueue {
     if (this.options.resync && !this.resyncTimer) {
       this.resyncTimer = setInterval(() => {
         if (!this.running) return;
-        for (const key of this.options.resync!.keys()) this.add(key);
+        for (const key of this.options.resync!.keys()) this.addLow(key);
       }, this.options.resync.everyMs);
       this.resyncTimer.unref?.();
     }
@@ -163,6 +176,7 @@ export class WorkQueue {
     for (const { timer } of this.delayed.values()) clearTimeout(timer);
     this.delayed.clear();
     this.ready.clear();
+    this.readyLow.clear();
     this.again.clear();
     this.notifyIdle();
   }
@@ -173,12 +187,13 @@ export class WorkQueue {
 
   /** Keys waiting to run (not in process, not delayed). */
   get depth(): number {
-    return this.ready.size + [...this.again].filter((key) => !this.ready.has(key)).length;
+    return this.ready.size + this.readyLow.size + [...this.again].filter((key) => !this.ready.has(key)).length;
   }
 
   /** Keys waiting, each once (for the depth-by-kind gauge). */
   *waitingKeys(): Iterable<string> {
     yield* this.ready;
+    yield* this.readyLow;
     for (const key of this.again) if (!this.ready.has(key)) yield key;
   }
 
@@ -202,7 +217,11 @@ export class WorkQueue {
   }
 
   private isIdle(): boolean {
-    return this.processing.size === 0 && (this.ready.size === 0 || !this.running) && this.again.size === 0;
+    return (
+      this.processing.size === 0 &&
+      ((this.ready.size === 0 && this.readyLow.size === 0) || !this.running) &&
+      this.again.size === 0
+    );
   }
 
   private notifyIdle(): void {
@@ -211,9 +230,11 @@ export class WorkQueue {
   }
 
   private pump(): void {
-    while (this.running && this.processing.size < this.concurrency && this.ready.size > 0) {
-      const key = this.ready.values().next().value as string;
-      this.ready.delete(key);
+    while (this.running && this.processing.size < this.concurrency) {
+      const lane = this.ready.size > 0 ? this.ready : this.readyLow;
+      if (lane.size === 0) break;
+      const key = lane.values().next().value as string;
+      lane.delete(key);
       this.processing.set(key, this.runKey(key));
     }
   }

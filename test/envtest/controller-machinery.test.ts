@@ -723,6 +723,53 @@ describe('status and events', () => {
     await eventually(async () => expect(calls).toEqual([1, 2]), 5000);
   }, 30_000);
 
+  test("adding the reconciler's own finalizer does not requeue the object (one reconcile per new object); stripping it does", async () => {
+    const namespace = await freshNamespace();
+    const finalizer = 'example.com/widget';
+    const calls: string[][] = [];
+    const reconciler: Reconciler = {
+      kind: 'Widget',
+      resource: widgets,
+      finalizer,
+      async reconcile(_key, ctx) {
+        const object: (KubeObject & { status?: { conditions?: Condition[] } }) | undefined = ctx.object;
+        if (!object) return;
+        const finalizers = object.metadata!.finalizers ?? [];
+        calls.push(finalizers);
+        if (!finalizers.includes(finalizer))
+          await ctx.patch({
+            metadata: { finalizers: [...finalizers, finalizer], resourceVersion: object.metadata!.resourceVersion },
+          });
+        await ctx.patchStatus({ observedGeneration: object.metadata!.generation });
+      },
+    };
+    const manager = startManager({
+      client: await client(),
+      reconcilers: [reconciler],
+      namespace,
+      leaderElection: false,
+      resyncMs: 0,
+    });
+    await manager.waitForSync(10_000);
+    await admin.create(widgets, namespace, { metadata: { name: 'w', finalizers: ['example.com/other'] }, spec: {} });
+    await eventually(async () => {
+      const read = await admin.get<KubeObject & { status?: { observedGeneration?: number } }>(widgets, namespace, 'w');
+      expect(read.status?.observedGeneration).toBe(1);
+      expect(read.metadata?.finalizers).toEqual(['example.com/other', finalizer]);
+    }, 5000);
+    await sleep(500);
+    expect(calls).toEqual([['example.com/other']]); // the finalizer patch's MODIFIED event did not requeue
+    // Someone strips it: that change requeues, and the reconcile puts it back.
+    await admin.patch(widgets, namespace, 'w', { metadata: { finalizers: ['example.com/other'] } });
+    await eventually(async () => {
+      expect(calls).toEqual([['example.com/other'], ['example.com/other']]);
+      const read = await admin.get(widgets, namespace, 'w');
+      expect(read.metadata?.finalizers).toEqual(['example.com/other', finalizer]);
+    }, 5000);
+    await manager.stop();
+    await admin.patch(widgets, namespace, 'w', { metadata: { finalizers: null } });
+  }, 30_000);
+
   test('events are created about an object, and repeats are folded into a count', async () => {
     const namespace = await freshNamespace();
     const object = await createConfigMap(namespace, 'subject');
@@ -885,7 +932,7 @@ describe('tokenvault controller', () => {
       leaseName: 'tokenvault-controller',
       leaseNamespace: namespace,
       resyncSeconds: 60,
-      workers: 4,
+      workers: 16,
       retryMaxSeconds: 60,
       workerImages: [],
     });

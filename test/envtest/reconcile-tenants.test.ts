@@ -40,6 +40,7 @@ function applicationYaml(name: string, spec: Record<string, unknown>): string {
 }
 
 async function eventReasons(name: string): Promise<string[]> {
+  await env.manager.events.flush(10_000); // reconciles queue their Events and do not wait for them
   const events = await env.client.list<{ reason?: string; involvedObject?: { name?: string } }>(Resources.events, ns);
   return events.items.filter((e) => e.involvedObject?.name === name).map((e) => e.reason ?? '');
 }

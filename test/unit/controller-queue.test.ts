@@ -267,6 +267,32 @@ describe('delays, requeue and resync', () => {
   });
 });
 
+describe('resync priority', () => {
+  test('keys the resync adds run after keys added for a reason; add() promotes a key waiting from the resync', async () => {
+    const work = controllable();
+    const queue = new WorkQueue({
+      concurrency: 1,
+      process: work.process,
+      resync: { everyMs: 1000, keys: () => ['old-1', 'old-2', 'old-3', 'busy'] },
+    });
+    queue.start();
+    queue.add('busy'); // in process when the resync comes: not queued again for it
+    await flush();
+    await jest.advanceTimersByTimeAsync(1000);
+    expect([...queue.waitingKeys()]).toEqual(['old-1', 'old-2', 'old-3']);
+    expect(queue.depth).toBe(3);
+    queue.add('new-1');
+    queue.add('old-3'); // changed meanwhile: now it has a reason
+    queue.add('new-2');
+    for (let i = 0; i < 6; i++) {
+      work.runs[i].finish();
+      await flush();
+    }
+    expect(work.runs.map((run) => run.key)).toEqual(['busy', 'new-1', 'old-3', 'new-2', 'old-1', 'old-2']);
+    await queue.stop();
+  });
+});
+
 describe('pause and stop', () => {
   test('a paused queue collects keys (deduplicated) and runs them when started', async () => {
     const seen: string[] = [];
