@@ -86,7 +86,8 @@ test('a gauge row with a collect function reads its value at scrape time from th
 });
 
 // The fixtures are the exposition text of the controller's metrics as declared before the table (one constructor call
-// per metric): moving them onto the table changed no name, help, label, bucket or order.
+// per metric): moving them onto the table changed no name, help, label, bucket or order. Metrics added since (the
+// Event backlog and drops) are in the fixtures too: a change to any exposed metric shows here.
 test('the controller metrics expose the same text as before the table, before and after a queue is attached', async () => {
   const fixture = (name: string) => readFileSync(new URL(`fixtures/${name}`, import.meta.url), 'utf8');
   const metrics = new ControllerMetrics({ defaultMetrics: false });
