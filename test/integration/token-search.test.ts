@@ -281,7 +281,9 @@ describe('the index follows the token', () => {
     expect(await found('metadata.era:older')).toEqual([]);
     const env = { TOKENVAULT_KEK: TEST_KEK, TOKENVAULT_STORE: testEtcdStoreUrl(), TOKENVAULT_LOG_LEVEL: 'warn' };
     const first = await runCli(['search', 'reindex'], env);
-    expect(first.stderr).toBe('');
+    // It reindexes every tenant of the shared test etcd: a tenant another test file deletes meanwhile is skipped
+    // (the cipher may log its failed read of that tenant's token), and the command still succeeds.
+    expect(first.code).toBe(0);
     expect(first.stdout).toMatch(/^search reindex: \d+ tenants, \d+ tokens reindexed, 0 changed meanwhile/);
     expect(await found('metadata.era:older AND data:"very old value"')).toEqual([id]);
     const keysAfterFirst = await indexKeysNaming(id);

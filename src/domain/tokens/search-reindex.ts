@@ -20,29 +20,56 @@ export async function reindexTokens(store: Store, cipher: DataCipher, tenantIds?
   const tenants = tenantIds ?? (await store.range(keys.tenants)).map((entry) => entry.key.slice(keys.tenants.length));
   const result: ReindexResult = { tenants: 0, tokens: 0, skipped: 0 };
   for (const tenantId of tenants) {
-    result.tenants++;
-    const prefix = keys.tokens(tenantId);
-    let after: string | undefined;
-    for (;;) {
-      const batch = await store.range(prefix, { startAfter: after, limit: 100 });
-      if (batch.length === 0) break;
-      after = batch[batch.length - 1].key;
-      for (const entry of batch) {
-        const before = decode<TokenRecord>('token', entry.value);
-        if (isExpired(before)) continue;
-        const content = await unseal(cipher, before);
-        const record: TokenRecord = {
-          ...before,
-          search_hashes: await searchHashes(cipher, tenantId, before.search_indexes, content.d),
-        };
-        const written = await store.txn({
-          compare: [{ key: entry.key, modRevision: entry.modRevision }],
-          success: [...searchIndexOps(before, record), { type: 'put', key: entry.key, value: encode('token', record) }],
-        });
-        if (written) result.tokens++;
-        else result.skipped++;
-      }
-    }
+    if (await reindexTenant(store, cipher, tenantId, result)) result.tenants++;
   }
   return result;
+}
+
+/**
+ * Reindexes one tenant's tokens; false when the tenant was deleted meanwhile (its keys went with it, so its tokens
+ * could not be read: nothing is left to index).
+ */
+async function reindexTenant(
+  store: Store,
+  cipher: DataCipher,
+  tenantId: string,
+  result: ReindexResult,
+): Promise<boolean> {
+  try {
+    await reindexTenantTokens(store, cipher, tenantId, result);
+    return true;
+  } catch (error) {
+    if (!(await store.get(keys.tenant(tenantId)))) return false;
+    throw error;
+  }
+}
+
+async function reindexTenantTokens(
+  store: Store,
+  cipher: DataCipher,
+  tenantId: string,
+  result: ReindexResult,
+): Promise<void> {
+  const prefix = keys.tokens(tenantId);
+  let after: string | undefined;
+  for (;;) {
+    const batch = await store.range(prefix, { startAfter: after, limit: 100 });
+    if (batch.length === 0) break;
+    after = batch[batch.length - 1].key;
+    for (const entry of batch) {
+      const before = decode<TokenRecord>('token', entry.value);
+      if (isExpired(before)) continue;
+      const content = await unseal(cipher, before);
+      const record: TokenRecord = {
+        ...before,
+        search_hashes: await searchHashes(cipher, tenantId, before.search_indexes, content.d),
+      };
+      const written = await store.txn({
+        compare: [{ key: entry.key, modRevision: entry.modRevision }],
+        success: [...searchIndexOps(before, record), { type: 'put', key: entry.key, value: encode('token', record) }],
+      });
+      if (written) result.tokens++;
+      else result.skipped++;
+    }
+  }
 }
