@@ -64,12 +64,14 @@ async function run(settings: Settings): Promise<void> {
   const etcd = await startBenchEtcd();
   const profileDir = settings.profile ? await mkdtemp(path.join(os.tmpdir(), 'tokenvault-bench-prof-')) : undefined;
   const apiPort = await freePort();
-  const worker = await spawnWorker({ apiUrl: `http://127.0.0.1:${apiPort}`, logLevel: settings.apiLogLevel }).catch(
-    async (error: unknown) => {
-      await etcd.stop();
-      throw error;
-    },
-  );
+  const worker = await spawnWorker({
+    apiUrl: `http://127.0.0.1:${apiPort}`,
+    logLevel: settings.apiLogLevel,
+    cpuProfileDir: profileDir,
+  }).catch(async (error: unknown) => {
+    await etcd.stop();
+    throw error;
+  });
   const api = await spawnApi({
     storeUrl: etcd.storeUrl,
     logLevel: settings.apiLogLevel,
@@ -85,6 +87,7 @@ async function run(settings: Settings): Promise<void> {
   let report: string;
   let extra: string;
   let profileFile: string | undefined;
+  let workerProfileFile: string | undefined;
   try {
     const tenant = await createTenantWithApplication(api.url, api.operatorKey, RULES);
     const card = (number: string) =>
@@ -258,13 +261,29 @@ async function run(settings: Settings): Promise<void> {
 
     await pool.close();
     profileFile = await api.stop();
+    workerProfileFile = await worker.stop();
+    const windows = results[0].subject.map((r) => ({ startUs: r.startUs, endUs: r.endUs }));
+    const cpuUsPerReact = (name: string) =>
+      median(results[0].subject.map((r) => ((r.cores[name] ?? NaN) / r.opsPerSecond) * 1e6));
     if (profileFile) {
-      const windows = results[0].subject.map((r) => ({ startUs: r.startUs, endUs: r.endUs }));
-      const cpuUsPerRequest = median(results[0].subject.map((r) => ((r.cores.api ?? NaN) / r.opsPerSecond) * 1e6));
       report += [
         '',
         heading('Where the API spends its time (CPU profile of the API process, measured windows only)'),
-        summarizeProfile(profileFile, repoRoot, 'API POST /reactors/{id}/react', windows, { cpuUsPerRequest }),
+        summarizeProfile(profileFile, repoRoot, 'API POST /reactors/{id}/react', windows, {
+          cpuUsPerRequest: cpuUsPerReact('api'),
+        }),
+      ].join('\n');
+    }
+    if (workerProfileFile) {
+      // The profile samples the worker's main thread; its CPU per react (from /proc) also counts isolated-vm's
+      // threads, which run the asynchronous calls into isolates.
+      report += [
+        '',
+        heading('Where the worker spends its time (CPU profile of its main thread, measured windows only)'),
+        summarizeProfile(workerProfileFile, repoRoot, 'worker, per react', windows, {
+          cpuUsPerRequest: cpuUsPerReact('worker'),
+          processName: 'worker',
+        }),
       ].join('\n');
     }
   } catch (error) {
@@ -277,7 +296,7 @@ async function run(settings: Settings): Promise<void> {
     await etcd.stop();
     if (profileDir && process.env.BENCH_KEEP_PROFILE === undefined)
       await rm(profileDir, { recursive: true, force: true });
-    else if (profileFile) progress(`reactors: CPU profile kept at ${profileFile}`);
+    else if (profileFile) progress(`reactors: CPU profiles kept at ${profileFile}, ${workerProfileFile}`);
   }
 
   process.stdout.write(
@@ -287,7 +306,7 @@ async function run(settings: Settings): Promise<void> {
       'and card2.number and returns their last four digits. Baseline: GET /applications/key through the same API process',
       '(same express app and middleware, authenticated, one etcd get, JSON; no route answers fixed JSON after',
       'authentication without editing src/); reference: GET /healthz (fixed JSON, same app and access log, no auth).',
-      `The worker is its own process (dist/cli.js worker); API and worker log level: ${settings.apiLogLevel}${settings.profile ? '; API running under --cpu-prof' : ''}.`,
+      `The worker is its own process (dist/cli.js worker); API and worker log level: ${settings.apiLogLevel}${settings.profile ? '; API and worker running under --cpu-prof' : ''}.`,
       '',
       report,
       '',

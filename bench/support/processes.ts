@@ -108,11 +108,10 @@ const logTailBytes = 8_000;
  */
 export async function spawnApi(options: ApiOptions): Promise<BenchApi> {
   const operatorKey = generateApiKey();
-  const nodeFlags = options.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`] : [];
   const cli = await spawnCli({
     what: 'api',
     args: ['api', '--store', options.storeUrl],
-    nodeFlags,
+    nodeFlags: profileFlags(options.cpuProfileDir),
     port: options.port,
     probe: '/healthz',
     env: {
@@ -128,21 +127,31 @@ export async function spawnApi(options: ApiOptions): Promise<BenchApi> {
       ...options.env,
     },
   });
-  const stop = async (): Promise<string | undefined> => {
-    await cli.stop();
-    if (!options.cpuProfileDir) return undefined;
-    const profile = (await readdir(options.cpuProfileDir)).find(
-      (name) => name.endsWith('.cpuprofile') && name.includes(`.${cli.pid}.`),
-    );
-    return profile && path.join(options.cpuProfileDir, profile);
-  };
+  const stop = () => stopProfiled(cli, options.cpuProfileDir);
   return { url: cli.url, pid: cli.pid, operatorKey, logTail: cli.logTail, process: cli.child, stop };
+}
+
+/** Stops the process; the path of its CPU profile when it wrote one into `profileDir`. */
+async function stopProfiled(cli: CliProcess, profileDir: string | undefined): Promise<string | undefined> {
+  await cli.stop();
+  if (!profileDir) return undefined;
+  const profile = (await readdir(profileDir)).find(
+    (name) => name.endsWith('.cpuprofile') && name.includes(`.${cli.pid}.`),
+  );
+  return profile && path.join(profileDir, profile);
+}
+
+/** node flags that make a process write a V8 CPU profile into `dir` when it exits. */
+function profileFlags(dir: string | undefined): string[] {
+  return dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [];
 }
 
 export interface WorkerOptions {
   /** TOKENVAULT_API_URL of the worker (for reactor code's bt client). */
   apiUrl?: string;
   logLevel?: string;
+  /** Write a V8 CPU profile (--cpu-prof) into this directory; it appears when the worker stops. */
+  cpuProfileDir?: string;
   env?: Record<string, string>;
 }
 
@@ -150,7 +159,8 @@ export interface BenchWorker {
   url: string;
   pid: number;
   logTail(): string;
-  stop(): Promise<void>;
+  /** SIGTERM and wait; returns the CPU profile's path when one was asked for. */
+  stop(): Promise<string | undefined>;
 }
 
 /**
@@ -161,6 +171,7 @@ export async function spawnWorker(options: WorkerOptions = {}): Promise<BenchWor
   const cli = await spawnCli({
     what: 'worker',
     args: ['worker'],
+    nodeFlags: profileFlags(options.cpuProfileDir),
     probe: '/readyz',
     env: {
       TOKENVAULT_LOG_LEVEL: options.logLevel ?? 'info',
@@ -168,7 +179,7 @@ export async function spawnWorker(options: WorkerOptions = {}): Promise<BenchWor
       ...options.env,
     },
   });
-  return { url: cli.url, pid: cli.pid, logTail: cli.logTail, stop: cli.stop };
+  return { url: cli.url, pid: cli.pid, logTail: cli.logTail, stop: () => stopProfiled(cli, options.cpuProfileDir) };
 }
 
 interface CliOptions {

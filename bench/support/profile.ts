@@ -87,6 +87,8 @@ export interface SummaryOptions {
   cpuUsPerRequest?: number;
   /** Rows per table. Default 15. */
   top?: number;
+  /** The profiled process, as the report names it. Default 'API'. */
+  processName?: string;
 }
 
 /**
@@ -104,6 +106,7 @@ export function summarizeProfile(
 ): string {
   const top = options.top ?? 15;
   const cpuUs = options.cpuUsPerRequest;
+  const processName = options.processName ?? 'API';
   const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
   const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
   const parent = new Map<number, number>();
@@ -171,8 +174,8 @@ export function summarizeProfile(
     ]);
   const seconds = windows.reduce((sum, w) => sum + (w.endUs - w.startUs) / 1e6, 0);
   return [
-    `${title}: ${windows.length} window(s), ${seconds.toFixed(1)} s, ${formatCount(samples)} samples, API busy ${share(busy, samples)} of the time` +
-      (cpuUs === undefined ? '' : `; measured API CPU per request ${formatCount(cpuUs)} µs`),
+    `${title}: ${windows.length} window(s), ${seconds.toFixed(1)} s, ${formatCount(samples)} samples, ${processName} busy ${share(busy, samples)} of the time` +
+      (cpuUs === undefined ? '' : `; measured ${processName} CPU per request ${formatCount(cpuUs)} µs`),
     '',
     table(
       ['busy time by component (leaf-most frame that belongs to one)', 'share', '≈ µs/request'],

@@ -202,6 +202,25 @@ describe('what is recorded', () => {
     expect((await logs(`?entity_type=reactor_formula&entity_id=${formula.body.id}`)).data).toHaveLength(1);
   });
 
+  test('a reactor call is recorded once its args go to the runtime, even when the code then fails', async () => {
+    const reactor = await mgmt.post('/reactors', {
+      body: {
+        name: 'failing',
+        configuration: {},
+        code: 'module.exports = async function () { throw new Error("no"); };',
+      },
+    });
+    expect(reactor.status).toBe(201);
+    const failed = await user.post(`/reactors/${reactor.body.id}/react`, { body: { args: { secret: REACTOR_ARG } } });
+    expect(failed.status).toBeGreaterThanOrEqual(400);
+    const page = await logs(`?entity_type=reactor&entity_id=${reactor.body.id}`);
+    expect(page.data.map((e) => e.operation)).toEqual(['use', 'create']);
+    // Refused before anything was invoked: nothing recorded.
+    const unknown = randomUUID();
+    expect((await user.post(`/reactors/${unknown}/react`, { body: { args: {} } })).status).toBe(404);
+    expect((await logs(`?entity_id=${unknown}`)).data).toEqual([]);
+  });
+
   test('proxy calls: direct with a key, and through a pre-configured proxy without one', async () => {
     const direct = await fetch(`${api.url}/proxy`, {
       method: 'POST',

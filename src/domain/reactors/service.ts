@@ -261,7 +261,11 @@ export class ReactorService {
     }
   }
 
-  async react(principal: TenantPrincipal, id: string, args: unknown): Promise<ReactResponse> {
+  /**
+   * Runs the reactor with `args`. `invoking` is called once the detokenized args are handed to the runtime (not when
+   * the call is refused before: unknown reactor, bad args, no workers).
+   */
+  async react(principal: TenantPrincipal, id: string, args: unknown, invoking?: () => void): Promise<ReactResponse> {
     const tenantId = principal.tenantId;
     // At most one store round trip on the hot path: the reactor and its formula come from the watched caches (or are
     // read in the same turn as the tokens the args name, which the store sends as one transaction). A reactor's
@@ -302,6 +306,7 @@ export class ReactorService {
 
     const runtime = await this.runtime.clientFor(tenantId);
     if (!runtime) throw new Errors.RuntimeUnavailable('No reactor workers are configured (TOKENVAULT_WORKER_URL).');
+    invoking?.();
     const result = await runtime.invoke({
       tenantId,
       codeHash: codeHash(code),

@@ -14,6 +14,7 @@ import {
 import { CustomResponse, type ReactorService } from '../../domain/reactors/service.js';
 import { sendOnce } from '../idempotent.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
+import type { AuditLocals } from '../middleware/audit.js';
 
 export function reactorRoutes(reactors: ReactorService, idempotency: IdempotencyService): Router {
   const router = Router();
@@ -67,9 +68,18 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
     const id = uuidParam(req, 'id');
     // No body is no arguments; a JSON body must be the object the schema says (`null` is a body, and not one).
     const body = validateReactBody(req.body === undefined ? {} : req.body);
+    // The audit entry is written once the args' token data goes to the runtime, whatever the code then answers, and
+    // while the invocation runs: the answer waits for it, but not for one more etcd round trip after the invocation.
+    let audited: Promise<void> | undefined;
+    const invoking = () => {
+      audited = (res.locals as AuditLocals).auditNow?.();
+    };
     try {
-      res.json(await reactors.react(principal, id, body.args));
+      const answer = await reactors.react(principal, id, body.args, invoking);
+      await audited;
+      res.json(answer);
     } catch (error) {
+      await audited;
       if (!(error instanceof CustomResponse)) throw error;
       sendCustomResponse(res, error);
     }
