@@ -11,6 +11,7 @@
 // folded into it, and the Events of one correlation are written one after another, so a repeat finds the Event to
 // count up.
 import { randomBytes } from 'node:crypto';
+import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Logger } from '../observability/logger.js';
 import { isNotFound, kubeTime, Resources, type KubeClient, type KubeObject } from './kube.js';
 
@@ -36,7 +37,8 @@ export interface EventRecorderOptions {
   /**
    * Event writes per second at most, with bursts of `burst` (default 25/s, 100): as client-go's rate-limited client,
    * so a burst of new objects costs kube-apiserver a bounded number of Event writes, and the rest of a long burst is
-   * dropped once the backlog is full.
+   * dropped once the backlog is full. Counted in windows of burst/qps seconds (4 s by default) that allow `burst`
+   * writes each: the long-run rate and first burst of client-go's token bucket.
    */
   qps?: number;
   burst?: number;
@@ -68,6 +70,8 @@ interface Pending {
 
 const MAX_MESSAGE = 1024;
 const DROP_LOG_INTERVAL_MS = 60_000;
+/** The rate limiter's one key: the limit is the recorder's, not per object. */
+const RATE_KEY = 'events';
 
 export class EventRecorder {
   private readonly recent = new Map<string, Recorded>();
@@ -83,11 +87,7 @@ export class EventRecorder {
   private dropped = 0;
   private droppedLoggedAt = 0;
   private idleWaiters: Array<() => void> = [];
-  private readonly qps: number;
-  private readonly burst: number;
-  private tokens: number;
-  private refilledAt = Date.now();
-  private tokenTimer: NodeJS.Timeout | undefined;
+  private readonly rate: RateLimiterMemory;
 
   constructor(
     private readonly client: KubeClient,
@@ -98,9 +98,9 @@ export class EventRecorder {
     this.cacheSize = options.cacheSize ?? 4096;
     this.maxPending = Math.max(1, options.maxPending ?? 1000);
     this.concurrency = Math.max(1, options.concurrency ?? 2);
-    this.qps = Math.max(0.001, options.qps ?? 25);
-    this.burst = Math.max(1, options.burst ?? 100);
-    this.tokens = this.burst;
+    const qps = Math.max(0.001, options.qps ?? 25);
+    const burst = Math.max(1, options.burst ?? 100);
+    this.rate = new RateLimiterMemory({ points: burst, duration: burst / qps });
   }
 
   /**
@@ -215,26 +215,18 @@ export class EventRecorder {
     );
   }
 
-  /** Takes a write's token from the bucket, or schedules a pump for when there will be one. */
-  private takeToken(): boolean {
-    const now = Date.now();
-    this.tokens = Math.min(this.burst, this.tokens + ((now - this.refilledAt) / 1000) * this.qps);
-    this.refilledAt = now;
-    if (this.tokens >= 1) {
-      this.tokens -= 1;
-      return true;
+  /** Resolves when the rate limit allows one more write. */
+  private async turn(): Promise<void> {
+    for (;;) {
+      try {
+        await this.rate.consume(RATE_KEY);
+        return;
+      } catch (refused) {
+        if (!(refused instanceof RateLimiterRes)) throw refused;
+        // Unref'd: a process shutting down does not stay up for Events still waiting (flush bounds that wait).
+        await new Promise((resolve) => setTimeout(resolve, refused.msBeforeNext).unref());
+      }
     }
-    if (!this.tokenTimer) {
-      this.tokenTimer = setTimeout(
-        () => {
-          this.tokenTimer = undefined;
-          this.pump();
-        },
-        Math.ceil(((1 - this.tokens) / this.qps) * 1000),
-      );
-      this.tokenTimer.unref?.();
-    }
-    return false;
   }
 
   private pump(): void {
@@ -242,7 +234,6 @@ export class EventRecorder {
     for (const entry of this.pending.values()) {
       if (this.writing.size >= this.concurrency) break;
       if (this.writing.has(entry.correlation)) continue;
-      if (!this.takeToken()) break;
       this.pending.delete(entry.correlation);
       this.writing.add(entry.correlation);
       void this.write(entry).finally(() => {
@@ -254,11 +245,13 @@ export class EventRecorder {
     }
   }
 
+  /** Writes when the rate limit allows (the wait takes one of the `concurrency` slots, as client-go's client does). */
   private async write(entry: Pending): Promise<void> {
     const { object, type, reason, correlation, occurrences, first, last: now } = entry;
     const meta = object.metadata ?? {};
     const namespace = meta.namespace || 'default'; // events about cluster-scoped objects go to default, as kubectl looks there
     try {
+      await this.turn();
       const previous = this.recent.get(correlation);
       if (previous && now.getTime() - previous.lastSeen < this.windowMs) {
         try {
