@@ -33,6 +33,11 @@ interface PrefixWatch {
   broken?: boolean;
 }
 
+/** The watch is up and unbroken: its prefix's entries may be served, and reads cached. */
+function serving(watch: PrefixWatch | undefined): boolean {
+  return watch?.watcher !== undefined && !watch.broken;
+}
+
 export class PrefixWatchedCache<T> {
   private readonly entries: LRUCache<string, { value: T | undefined }>;
   /** Watches started by reads, the least recently read stopped for room. */
@@ -75,14 +80,13 @@ export class PrefixWatchedCache<T> {
   /** The cached value of `key` (which lies under `prefix`), or what `load` finds (cached unless an event came meanwhile). */
   async get(prefix: string, key: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
     const watch = this.watchOf(prefix);
-    if (watch?.watcher && !watch.broken) {
+    if (serving(watch)) {
       const cached = this.entries.get(key);
       if (cached) return cached.value;
     }
     const generation = this.generation;
     const value = await load();
-    if (watch?.watcher && !watch.broken && generation === this.generation && this.current(prefix) === watch)
-      this.entries.set(key, { value });
+    if (this.keepable(prefix, watch, generation)) this.entries.set(key, { value });
     return value;
   }
 
@@ -98,7 +102,7 @@ export class PrefixWatchedCache<T> {
     const watch = this.watchOf(prefix);
     const found = new Map<string, T | undefined>();
     const missing: string[] = [];
-    const usable = watch?.watcher !== undefined && !watch.broken;
+    const usable = serving(watch);
     for (const key of keys) {
       const cached = usable ? this.entries.get(key) : undefined;
       if (cached) found.set(key, cached.value);
@@ -107,14 +111,21 @@ export class PrefixWatchedCache<T> {
     if (missing.length === 0) return found;
     const generation = this.generation;
     const loaded = await load(missing);
-    const keep =
-      watch?.watcher !== undefined && !watch.broken && generation === this.generation && this.current(prefix) === watch;
+    const keep = this.keepable(prefix, watch, generation);
     for (const key of missing) {
       const value = loaded.get(key);
       found.set(key, value);
       if (keep) this.entries.set(key, { value });
     }
     return found;
+  }
+
+  /**
+   * Whether what a read under `watch` loaded may be cached: the watch is up and unbroken, still the prefix's, and no
+   * event (or forget, or reset) came while the read was out (`generation` is what it was when the read began).
+   */
+  private keepable(prefix: string, watch: PrefixWatch | undefined, generation: number): boolean {
+    return serving(watch) && generation === this.generation && this.current(prefix) === watch;
   }
 
   /** The prefix's watch; a read of a prefix not watched yet starts its watch (nothing is cached until it is up). */
