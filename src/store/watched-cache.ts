@@ -24,6 +24,7 @@ export interface PrefixWatchedCacheOptions<T> {
 }
 
 interface PrefixWatch {
+  prefix: string;
   /** Set once the watch is established: until then reads go to the store and nothing is cached. */
   watcher?: Watcher;
   /**
@@ -31,7 +32,17 @@ interface PrefixWatch {
    * (nothing would evict an entry cached now, and with etcd reachable through another member the reads still work).
    */
   broken?: boolean;
+  /**
+   * Bumped by the prefix's resets and, while reads of it are out, by events and `forget`s of keys under it: a read of
+   * the prefix caches what it loaded only if this did not move meanwhile. Per prefix, so one tenant's writes do not
+   * keep another tenant's reads from being cached.
+   */
+  generation: number;
+  /** Reads of the prefix out to the store (while there are any, the watch is in `reading`). */
+  reads: number;
 }
+
+const newWatch = (prefix: string): PrefixWatch => ({ prefix, generation: 0, reads: 0 });
 
 /** The watch is up and unbroken: its prefix's entries may be served, and reads cached. */
 function serving(watch: PrefixWatch | undefined): boolean {
@@ -45,8 +56,8 @@ export class PrefixWatchedCache<T> {
   /** Watches started by `pin`, kept until `stop`. */
   private readonly pinned = new Map<string, PrefixWatch>();
   private readonly closing = new Set<Promise<void>>();
-  /** Bumped by every watch event and reset, and by `forget`. */
-  private generation = 0;
+  /** The watches with reads out: the only ones whose generation a `forget` needs to bump. */
+  private readonly reading = new Set<PrefixWatch>();
   private stopped = false;
 
   private readonly onEvent?: (event: WatchEvent) => void;
@@ -66,13 +77,13 @@ export class PrefixWatchedCache<T> {
     });
     this.watches = new LRUCache({
       max: options.maxPrefixes ?? 1000,
-      dispose: (watch, prefix) => this.unwatch(prefix, watch),
+      dispose: (watch) => this.unwatch(watch),
     });
   }
 
   /** Watches `prefix` until `stop`; resolves once the watch is up. */
   async pin(prefix: string): Promise<void> {
-    const watch: PrefixWatch = {};
+    const watch = newWatch(prefix);
     this.pinned.set(prefix, watch);
     await this.start(prefix, watch);
   }
@@ -84,9 +95,8 @@ export class PrefixWatchedCache<T> {
       const cached = this.entries.get(key);
       if (cached) return cached.value;
     }
-    const generation = this.generation;
-    const value = await load();
-    if (this.keepable(prefix, watch, generation)) this.entries.set(key, { value });
+    const { value, keep } = await this.load(prefix, watch, load);
+    if (keep) this.entries.set(key, { value });
     return value;
   }
 
@@ -109,9 +119,7 @@ export class PrefixWatchedCache<T> {
       else missing.push(key);
     }
     if (missing.length === 0) return found;
-    const generation = this.generation;
-    const loaded = await load(missing);
-    const keep = this.keepable(prefix, watch, generation);
+    const { value: loaded, keep } = await this.load(prefix, watch, () => load(missing));
     for (const key of missing) {
       const value = loaded.get(key);
       found.set(key, value);
@@ -121,18 +129,31 @@ export class PrefixWatchedCache<T> {
   }
 
   /**
-   * Whether what a read under `watch` loaded may be cached: the watch is up and unbroken, still the prefix's, and no
-   * event (or forget, or reset) came while the read was out (`generation` is what it was when the read began).
+   * Runs a read's `load`, and answers whether what it found may be cached: the prefix's watch is up and unbroken, still
+   * the prefix's, and no event (or forget, or reset) under the prefix came while the read was out.
    */
-  private keepable(prefix: string, watch: PrefixWatch | undefined, generation: number): boolean {
-    return serving(watch) && generation === this.generation && this.current(prefix) === watch;
+  private async load<R>(
+    prefix: string,
+    watch: PrefixWatch | undefined,
+    load: () => Promise<R>,
+  ): Promise<{ value: R; keep: boolean }> {
+    if (!watch) return { value: await load(), keep: false };
+    const generation = watch.generation;
+    watch.reads++;
+    this.reading.add(watch);
+    try {
+      const value = await load();
+      return { value, keep: serving(watch) && watch.generation === generation && this.current(prefix) === watch };
+    } finally {
+      if (--watch.reads === 0) this.reading.delete(watch);
+    }
   }
 
   /** The prefix's watch; a read of a prefix not watched yet starts its watch (nothing is cached until it is up). */
   private watchOf(prefix: string): PrefixWatch | undefined {
     const watch = this.pinned.get(prefix) ?? this.watches.get(prefix);
     if (watch || this.stopped) return watch;
-    const started: PrefixWatch = {};
+    const started = newWatch(prefix);
     this.watches.set(prefix, started);
     this.start(prefix, started).catch(() => {
       // The store is unavailable: reads go to it until a later read starts the watch again.
@@ -143,14 +164,14 @@ export class PrefixWatchedCache<T> {
 
   /** Drops a key this process has just changed, before its watch event arrives. */
   forget(key: string): void {
-    this.generation++;
     this.entries.delete(key);
+    for (const watch of this.reading) if (key.startsWith(watch.prefix)) watch.generation++;
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     this.watches.clear(); // each one closes as it goes (unwatch)
-    for (const [prefix, watch] of this.pinned) this.unwatch(prefix, watch);
+    for (const watch of this.pinned.values()) this.unwatch(watch);
     this.pinned.clear();
     this.entries.clear();
     await Promise.all([...this.closing]);
@@ -169,16 +190,16 @@ export class PrefixWatchedCache<T> {
       },
       (phase) => {
         watch.broken = phase === 'lost';
-        this.dropUnder(prefix);
+        this.dropUnder(watch);
       },
     );
     watch.watcher = watcher;
     // Stopped for room, or the cache stopped, while it was being set up.
-    if (this.stopped || this.current(prefix) !== watch) this.unwatch(prefix, watch);
+    if (this.stopped || this.current(prefix) !== watch) this.unwatch(watch);
   }
 
-  private unwatch(prefix: string, watch: PrefixWatch): void {
-    this.dropUnder(prefix);
+  private unwatch(watch: PrefixWatch): void {
+    this.dropUnder(watch);
     const watcher = watch.watcher;
     watch.watcher = undefined;
     if (!watcher) return;
@@ -187,9 +208,9 @@ export class PrefixWatchedCache<T> {
     void closed.then(() => this.closing.delete(closed));
   }
 
-  private dropUnder(prefix: string): void {
-    this.generation++;
-    for (const key of [...this.entries.keys()]) if (key.startsWith(prefix)) this.entries.delete(key);
+  private dropUnder(watch: PrefixWatch): void {
+    watch.generation++;
+    for (const key of [...this.entries.keys()]) if (key.startsWith(watch.prefix)) this.entries.delete(key);
   }
 }
 

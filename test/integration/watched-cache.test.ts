@@ -93,6 +93,24 @@ test('a value read while an event for it arrives is not cached', async () => {
   expect(await read(prefix, `${prefix}k`)).toBe('new');
 });
 
+test("an event or forget under one prefix does not keep another prefix's read under way from being cached", async () => {
+  const [a, b] = [`${root}ra/`, `${root}rb/`];
+  await other.put(`${a}k`, 'one');
+  await warm(a, `${a}other`);
+  await warm(b, `${b}other`);
+  const loaded = await cache.get(a, `${a}k`, async () => {
+    const value = (await store.get(`${a}k`))?.value;
+    await other.put(`${b}k`, 'elsewhere');
+    cache.forget(`${b}k`);
+    await sleep(200); // b's event arrives while this read is still out
+    return value;
+  });
+  expect(loaded).toBe('one');
+  let reloaded = false;
+  expect(await cache.get(a, `${a}k`, async () => ((reloaded = true), 'reloaded'))).toBe('one');
+  expect(reloaded).toBe(false);
+});
+
 test('at most maxPrefixes watches: the least recently read prefix stops being watched, and its entries go with it', async () => {
   const [a, b, c] = ['p1/', 'p2/', 'p3/'].map((p) => `${root}${p}`);
   await other.put(`${a}k`, 'one');
