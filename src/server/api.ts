@@ -47,6 +47,7 @@ import type { Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { instrumentStore } from '../store/instrumented.js';
 import { openStore } from '../store/open.js';
+import { withWriteListeners } from '../store/write-listeners.js';
 import type { Store } from '../store/store.js';
 
 export interface RunningApi {
@@ -76,7 +77,8 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
 
   const metrics = new Metrics();
   const rawStore = options.store ?? openStore(config.store);
-  const store = instrumentStore(rawStore, metrics);
+  // Told of the process's own writes: its watched caches drop what it changed before the watch events come.
+  const store = withWriteListeners(instrumentStore(rawStore, metrics));
   const tenantDirectory = new TenantDirectory(store, config.limits.keyCacheSeconds);
   const cipher = new TenantCrypto(store, ring, logger);
   const usage = new UsageService(store);
@@ -100,7 +102,6 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     maxBytes: config.limits.tokenCacheBytes,
     ttlSeconds: config.limits.keyCacheSeconds,
   });
-  tokens.onChanged((tenantId, id) => tokenRecords.forget(tenantId, id));
   const detokenizer = new Detokenizer(store, cipher, usage, tokenRecords);
   const sharedRuntime = options.runtime ?? (config.workerUrl ? RuntimeClient.fromConfig(config) : undefined);
   const runtime = new RuntimeRouter({

@@ -54,6 +54,9 @@ export interface Watcher {
   close(): Promise<void>;
 }
 
+/** Told of a key a write put or deleted, or (`prefix` true) of a prefix it deleted. */
+export type WriteListener = (key: string, prefix: boolean) => void;
+
 export interface Store {
   get(key: string): Promise<Entry | undefined>;
   /** One round trip for many keys; absent keys are missing from the map. */
@@ -88,6 +91,12 @@ export interface Store {
    * nothing in between (no event would evict it).
    */
   watch(prefix: string, handler: (event: WatchEvent) => void, onReset?: (phase: WatchPhase) => void): Promise<Watcher>;
+  /**
+   * Tells `listener` of what every write through this store object touches, as the write settles and before its caller
+   * goes on; answers the function that stops telling it. Only a store wrapped by withWriteListeners (write-listeners.ts)
+   * has it: the API process's, whose watched caches so drop what the process itself changed before its watch event.
+   */
+  onWrite?(listener: WriteListener): () => void;
   /** Resolves when the store answers; rejects (StoreUnavailable) when it does not. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -1,7 +1,9 @@
 // Per-process read-through caches of stored values, kept honest by watches: an event evicts its key at once (on
 // every replica), a watch reset drops everything under its prefix, and a read that raced an event does not cache its
 // (maybe stale) answer. Absent values are cached too. Nothing is cached under a prefix until its watch is up, nor
-// while it is broken (between a disconnect or a compaction and the watch's return).
+// while it is broken (between a disconnect or a compaction and the watch's return). What the process itself writes
+// through a store that tells its writes (write-listeners.ts: the API's) is dropped as the write settles, before its
+// event comes.
 //
 // PrefixWatchedCache serves keys under many prefixes (one per tenant, say): a prefix's watch starts with its first
 // read, at most `maxPrefixes` watches run at once (the least recently used stops, its entries go with it), and one
@@ -59,6 +61,8 @@ export class PrefixWatchedCache<T> {
   /** The watches with reads out: the only ones whose generation a `forget` needs to bump. */
   private readonly reading = new Set<PrefixWatch>();
   private stopped = false;
+  /** Stops the store telling this cache of the process's own writes. */
+  private readonly unlisten?: () => void;
 
   private readonly onEvent?: (event: WatchEvent) => void;
 
@@ -79,6 +83,8 @@ export class PrefixWatchedCache<T> {
       max: options.maxPrefixes ?? 1000,
       dispose: (watch) => this.unwatch(watch),
     });
+    // What this process writes is dropped as the write settles, before its watch event comes.
+    this.unlisten = store.onWrite?.((key, prefix) => (prefix ? this.forgetUnder(key) : this.forget(key)));
   }
 
   /** Watches `prefix` until `stop`; resolves once the watch is up. */
@@ -168,8 +174,16 @@ export class PrefixWatchedCache<T> {
     for (const watch of this.reading) if (key.startsWith(watch.prefix)) watch.generation++;
   }
 
+  /** Drops every key under `prefix`, which this process has just deleted (a tenant's data, say). */
+  private forgetUnder(prefix: string): void {
+    this.deleteUnder(prefix);
+    for (const watch of this.reading)
+      if (watch.prefix.startsWith(prefix) || prefix.startsWith(watch.prefix)) watch.generation++;
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
+    this.unlisten?.();
     this.watches.clear(); // each one closes as it goes (unwatch)
     for (const watch of this.pinned.values()) this.unwatch(watch);
     this.pinned.clear();
@@ -210,7 +224,11 @@ export class PrefixWatchedCache<T> {
 
   private dropUnder(watch: PrefixWatch): void {
     watch.generation++;
-    for (const key of [...this.entries.keys()]) if (key.startsWith(watch.prefix)) this.entries.delete(key);
+    this.deleteUnder(watch.prefix);
+  }
+
+  private deleteUnder(prefix: string): void {
+    for (const key of [...this.entries.keys()]) if (key.startsWith(prefix)) this.entries.delete(key);
   }
 }
 

@@ -7,8 +7,8 @@
 // Staleness bound: each tenant's token prefix is watched (PrefixWatchedCache): a change or deletion on any replica
 // evicts the record as soon as its watch event arrives (milliseconds), a broken watch drops the tenant's records and
 // stops caching them until it is back, and a record is read again after TOKENVAULT_KEY_CACHE_SECONDS unused should a
-// watch ever miss an event. Changes made through this process (TokenService) evict at once, before they are answered,
-// so this process never serves a token it has itself deleted or re-permissioned.
+// watch ever miss an event. Writes through this process's store evict at once, before the writer goes on
+// (write-listeners.ts), so this process never serves a token it has itself deleted or re-permissioned.
 import { decode } from '../../store/codec.js';
 import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
@@ -56,11 +56,6 @@ export class TokenRecordCache {
     const found = new Map<string, TokenRecord | undefined>();
     for (const id of ids) found.set(id, byKey.get(keyOf(id))?.record);
     return found;
-  }
-
-  /** Evicts a token this process has just written or deleted (its watch event may come after the answer). */
-  forget(tenantId: string, id: string): void {
-    this.cache?.forget(keys.token(tenantId, id));
   }
 
   async stop(): Promise<void> {

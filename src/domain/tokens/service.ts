@@ -89,13 +89,6 @@ export class TokenService {
     this.events = events;
   }
 
-  /** Told of every token this service writes or deletes, once stored and before it is answered (the record cache). */
-  private changed: (tenantId: string, id: string) => void = () => {};
-
-  onChanged(changed: (tenantId: string, id: string) => void): void {
-    this.changed = changed;
-  }
-
   async create(
     principal: TenantPrincipal,
     given: CreateTokenBody,
@@ -162,8 +155,6 @@ export class TokenService {
       const written =
         (attempt === 0 && guard === undefined && (await options.commitWithEntry?.(id, txn))) ||
         (await this.store.txn(txn));
-      // Also when the write lost: this process may have cached the id as absent (a read of an unknown token).
-      this.changed(tenantId, id);
       if (written) return this.asSeenBy(principal, record, { d: body.data, m: derived.masked });
       await guard?.lost();
       if (await this.store.get(keys.token(tenantId, id)))
@@ -261,7 +252,6 @@ export class TokenService {
           ...(await this.events.ops(tenantId, 'token.updated', tokenEventData(record, actorOf(principal)))),
         ],
       });
-      this.changed(tenantId, id);
       if (written) return this.asSeenBy(principal, record, { d: merged.data, m: derived.masked });
     }
     throw new Errors.Conflict('The token was changed by other requests; retry.');
@@ -285,14 +275,10 @@ export class TokenService {
       ...(await this.events.ops(record.tenant_id, 'token.deleted', tokenEventData(record, actor))),
     ];
     const fingerprintOps = await this.fingerprintOwnedOps(record);
-    try {
-      return await this.store.txn({
-        compare: [{ key: keys.token(record.tenant_id, record.id), modRevision }],
-        success: [...ops, ...fingerprintOps],
-      });
-    } finally {
-      this.changed(record.tenant_id, record.id);
-    }
+    return this.store.txn({
+      compare: [{ key: keys.token(record.tenant_id, record.id), modRevision }],
+      success: [...ops, ...fingerprintOps],
+    });
   }
 
   async list(principal: TenantPrincipal, query: TokenListQuery): Promise<TokenPage> {
