@@ -25,7 +25,7 @@ import { applyParameters } from './arguments.js';
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import type { BtKeys } from './bt-keys.js';
 import type { ConfigurationValues, ReactorBody } from './schema.js';
-import { decode, encode } from '../../store/codec.js';
+import { encode } from '../../store/codec.js';
 import { actorOf, reactorEventData } from '../../webhooks/events.js';
 import type { EventSink } from '../../webhooks/service.js';
 
@@ -83,6 +83,21 @@ export class CustomResponse extends Error {
 const CACHED_REACTORS = 10_000;
 const CACHED_REACTOR_CHARS = 32 * 1024 * 1024;
 
+/**
+ * `"formula_id":"<id>"` in a stored reactor record's JSON. A string value cannot hold that text (its quotes are
+ * escaped) and the record's member names are fixed, so a match is the member itself. An id written with escapes is not
+ * matched: no hint.
+ */
+const STORED_FORMULA_ID = /"formula_id":"([^"\\]*)"/;
+
+/**
+ * The formula id a stored reactor record names, found without decoding the record: every replica sees every reactor
+ * put, and the record may carry 32 KiB of code. A hint only (see formulaIds).
+ */
+function storedFormulaId(stored: string): string | undefined {
+  return STORED_FORMULA_ID.exec(stored)?.[1];
+}
+
 export class ReactorService {
   /**
    * Formula id by reactor key, remembered from earlier calls, from creating the reactor here, or from the watch's
@@ -119,12 +134,7 @@ export class ReactorService {
       // trip as the reactor (see `react`). Only the id is kept, never the record.
       onEvent: (event) => {
         if (event.type !== 'put' || event.value === undefined) return;
-        let formulaId: string | undefined;
-        try {
-          formulaId = decode<ReactorRecord>('reactor', event.value).formula_id;
-        } catch {
-          return; // not a reactor record: nothing to learn
-        }
+        const formulaId = storedFormulaId(event.value);
         if (formulaId !== undefined && this.formulaIds.peek(event.key)?.id !== formulaId)
           this.formulaIds.set(event.key, { id: formulaId });
       },
