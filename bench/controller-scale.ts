@@ -19,7 +19,8 @@
 // Gives up after 15 minutes (Ready) and resync + 5 minutes (resync).
 // Settings: BENCH_CONTROLLER_OBJECTS (default 10000; BENCH_SCALE_REACTORS is the older name),
 // BENCH_CONTROLLER_APPLY_CONCURRENCY (16), BENCH_CONTROLLER_RESYNC_SECONDS (60; TOKENVAULT_RESYNC_SECONDS, at least
-// 10), BENCH_SCALE_WORKERS (TOKENVAULT_CONTROLLER_WORKERS, default the CLI's).
+// 10), BENCH_SCALE_WORKERS (TOKENVAULT_CONTROLLER_WORKERS, default the CLI's), BENCH_CONTROLLER_FINALIZER_POLICY=1 (an
+// experiment: bench/support/reactor-finalizer-policy.yaml makes kube-apiserver add the finalizer at create).
 import { execFileSync, spawn } from 'node:child_process';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
@@ -74,6 +75,7 @@ async function run(): Promise<void> {
   const total = Number(process.env.BENCH_CONTROLLER_OBJECTS ?? process.env.BENCH_SCALE_REACTORS ?? 10_000);
   const applyConcurrency = Number(process.env.BENCH_CONTROLLER_APPLY_CONCURRENCY ?? 16);
   const resyncSeconds = Math.max(10, Number(process.env.BENCH_CONTROLLER_RESYNC_SECONDS ?? 60));
+  const finalizerPolicy = process.env.BENCH_CONTROLLER_FINALIZER_POLICY === '1';
   let plane: ControlPlane | undefined;
   let etcd: BenchEtcd | undefined;
   let worker: BenchWorker | undefined;
@@ -105,6 +107,8 @@ async function run(): Promise<void> {
       env: { TOKENVAULT_WORKER_URL: worker.url, TOKENVAULT_METRICS_PORT: String(apiMetricsPort) },
     });
     client = await KubeClient.fromKubeConfig(plane.kubeConfig());
+    if (finalizerPolicy)
+      await plane.kubectl(['apply', '-f', path.join(repoRoot, 'bench/support/reactor-finalizer-policy.yaml')]);
 
     progress('starting the controller');
     // BENCH_CONTROLLER_PROFILE=<dir>: the controller writes a V8 CPU profile there when it exits (Chrome DevTools).
@@ -463,7 +467,7 @@ spec:
                 ['l', 'r'],
               ),
             ].join('\n'),
-        `controller: ${process.env.BENCH_SCALE_WORKERS ?? 'default'} workers, leader election on; Ready followed by a watch.`,
+        `controller: ${process.env.BENCH_SCALE_WORKERS ?? 'default'} workers, leader election on; Ready followed by a watch${finalizerPolicy ? '; the finalizer added by a MutatingAdmissionPolicy (experiment)' : ''}.`,
         '',
       ].join('\n'),
     );
