@@ -314,7 +314,8 @@ async function startApiServerOnce(
       // As envtest: without a controller manager no ServiceAccount "default" is ever created, and this admission
       // plugin would refuse every pod for lack of it.
       '--disable-admission-plugins=ServiceAccount',
-      '--profiling=false',
+      // /debug/pprof for profiling kube-apiserver itself (benchmarks): TOKENVAULT_KUBE_APISERVER_PROFILING=1.
+      `--profiling=${process.env.TOKENVAULT_KUBE_APISERVER_PROFILING === '1'}`,
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
