@@ -7,10 +7,7 @@
 //   - addAfter(key, ms) for requeue-after and backoff (an earlier time replaces a later one, never the reverse);
 //   - an optional periodic resync that adds every key a callback returns, at low priority (as controller-runtime's
 //     priority queue does): keys added because something happened run first, so a resync of 10,000 unchanged objects
-//     that comes during a burst of new ones does not put them behind 10,000 no-op reconciles. A key that was
-//     processed successfully less than half a period before the resync is left out of it: it was compared with the
-//     vault moments ago, and a resync during a burst would otherwise read back every object the burst just created
-//     (each key is still checked at least every 1.5 periods).
+//     that comes during a burst of new ones does not put them behind 10,000 no-op reconciles.
 // While paused (a standby controller, not the leader) keys still collect, deduplicated, and wait.
 import type { Logger } from '../observability/logger.js';
 
@@ -75,8 +72,6 @@ export class WorkQueue {
   private readonly again = new Set<string>();
   private readonly delayed = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private readonly failureCounts = new Map<string, number>();
-  /** When each key last ran without failing (Date.now()), for the resync to leave recent ones out. */
-  private readonly lastSuccess = new Map<string, number>();
   private running = false;
   private stopped = false;
   private term = new AbortController();
@@ -153,18 +148,10 @@ export class WorkQueue {
     this.running = true;
     if (this.term.signal.aborted) this.term = new AbortController();
     if (this.options.resync && !this.resyncTimer) {
-      const { everyMs } = this.options.resync;
       this.resyncTimer = setInterval(() => {
         if (!this.running) return;
-        const recent = Date.now() - everyMs / 2;
-        const current = new Set<string>();
-        for (const key of this.options.resync!.keys()) {
-          current.add(key);
-          if ((this.lastSuccess.get(key) ?? -Infinity) <= recent) this.addLow(key);
-        }
-        // Keys the resync no longer returns (deleted objects) are forgotten.
-        for (const key of this.lastSuccess.keys()) if (!current.has(key)) this.lastSuccess.delete(key);
-      }, everyMs);
+        for (const key of this.options.resync!.keys()) this.addLow(key);
+      }, this.options.resync.everyMs);
       this.resyncTimer.unref?.();
     }
     this.pump();
@@ -191,7 +178,6 @@ export class WorkQueue {
     this.ready.clear();
     this.readyLow.clear();
     this.again.clear();
-    this.lastSuccess.clear();
     this.notifyIdle();
   }
 
@@ -260,7 +246,6 @@ export class WorkQueue {
     try {
       const result = await this.options.process(key, { attempt, signal: this.term.signal });
       this.failureCounts.delete(key);
-      if (this.options.resync) this.lastSuccess.set(key, Date.now());
       if (result && result.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
     } catch (error) {
       const delay = this.addRateLimited(key);

@@ -293,33 +293,6 @@ describe('resync priority', () => {
   });
 });
 
-describe('resync after recent work', () => {
-  test('the resync leaves out a key that succeeded less than half a period ago, not one that failed', async () => {
-    const seen: Array<[string, number]> = [];
-    const queue = new WorkQueue({
-      process: async (key) => {
-        seen.push([key, Date.now() % 10_000]);
-        if (key === 'failing') throw new Error('down');
-      },
-      backoff: { baseMs: 60_000, jitter: 0 },
-      resync: { everyMs: 1000, keys: () => ['old', 'recent', 'failing'] },
-    });
-    queue.start();
-    const start = Date.now() % 10_000;
-    queue.add('old');
-    await jest.advanceTimersByTimeAsync(800);
-    queue.add('recent'); // e.g. created by a burst just before the resync
-    queue.add('failing');
-    await jest.advanceTimersByTimeAsync(200); // resync 1 at 1000: 'recent' ran 200 ms ago
-    await jest.advanceTimersByTimeAsync(1000); // resync 2 at 2000: 1200 ms ago
-    const at = (key: string) => seen.filter(([k]) => k === key).map(([, t]) => t - start);
-    expect(at('old')).toEqual([0, 1000, 2000]);
-    expect(at('recent')).toEqual([800, 2000]);
-    expect(at('failing')).toEqual([800, 1000, 2000]);
-    await queue.stop();
-  });
-});
-
 describe('pause and stop', () => {
   test('a paused queue collects keys (deduplicated) and runs them when started', async () => {
     const seen: string[] = [];
