@@ -29,7 +29,7 @@ import { createInterface } from 'node:readline';
 import { performance } from 'node:perf_hooks';
 import { KubeClient, Resources, type KubeObject } from '../src/controller/kube.js';
 import { Informer } from '../src/controller/informer.js';
-import { Kinds } from '../src/controller/reconcilers/common.js';
+import { FINALIZER, Kinds } from '../src/controller/reconcilers/common.js';
 import { startControlPlane, type ControlPlane } from '../test/support/control-plane.js';
 import {
   freePort,
@@ -170,6 +170,18 @@ async function run(): Promise<void> {
       await plane.kubectl(['apply', '-f', '-'], {
         input: policy.replace('kubernetes.io/metadata.name: tokenvault-system', `kubernetes.io/metadata.name: ${ns}`),
       });
+      // kube-apiserver runs a new policy a moment after it is stored (a run once got 27 finalizer PATCHes without
+      // this): wait until a dry-run create gets the finalizer.
+      const probe = `{"apiVersion": "tokenvault.dev/v1alpha1", "kind": "Reactor", "metadata": {"name": "probe", "namespace": "${ns}"}, "spec": {"tenantRef": {"name": "acme"}, "formulaRef": {"name": "echo"}}}`;
+      const policyDeadline = Date.now() + 30_000;
+      for (;;) {
+        const { stdout } = await plane.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], {
+          input: probe,
+        });
+        if ((JSON.parse(stdout) as KubeObject).metadata?.finalizers?.includes(FINALIZER)) break;
+        if (Date.now() > policyDeadline) throw new Error('the finalizer policy did not take effect within 30 s');
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
     }
     await plane.kubectl(['apply', '-f', '-'], {
       input: `
