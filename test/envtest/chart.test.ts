@@ -596,6 +596,47 @@ test('watchAllNamespaces is the one setting that grants Secrets cluster-wide', a
   expect(objects.some((o) => o.metadata.name === `${FULLNAME}-controller-events`)).toBe(false);
 });
 
+test('the finalizer MutatingAdmissionPolicy: where the API serves it, per release, bound to the watched namespace', async () => {
+  const served = ['--api-versions', 'admissionregistration.k8s.io/v1/MutatingAdmissionPolicy'];
+  const policies = (objects: Manifest[]) => objects.filter((o) => o.kind.startsWith('MutatingAdmissionPolicy'));
+  const { text, objects } = await template(served);
+  const policy = find(objects, 'MutatingAdmissionPolicy', `${FULLNAME}-finalizer`);
+  expect(policy.spec.failurePolicy).toBe('Ignore');
+  expect(policy.spec.matchConstraints.resourceRules[0].resources.sort()).toEqual(
+    ['applications', 'clusterreactorformulas', 'proxies', 'reactorformulas', 'reactors', 'tenants'].sort(),
+  );
+  expect(find(objects, 'MutatingAdmissionPolicyBinding', `${FULLNAME}-finalizer`).spec).toEqual({
+    policyName: `${FULLNAME}-finalizer`,
+    matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': NAMESPACE } } },
+  });
+  // kube-apiserver accepts both (the policy's CEL included).
+  const { stdout } = await plane.kubectl(['apply', '--dry-run=server', '-o', 'name', '-f', '-'], {
+    input: parseManifests(text)
+      .filter((o) => o.kind.startsWith('MutatingAdmissionPolicy'))
+      .map((o) => JSON.stringify(o))
+      .join('\n'),
+  });
+  expect(stdout.trim().split('\n')).toHaveLength(2);
+  // Two releases: two policies, cluster-scoped, by release name.
+  const other = await run(helmBinary, ['template', 'other', chartDir, '--namespace', 'elsewhere', ...served], {
+    env: plane.env,
+  });
+  expect(policies(parseManifests(other.stdout)).map(describeObject)).toEqual([
+    'MutatingAdmissionPolicy other-tokenvault-finalizer',
+    'MutatingAdmissionPolicyBinding other-tokenvault-finalizer',
+  ]);
+  // Every namespace when the controller watches every namespace.
+  const all = await template([...served, '--set', 'controller.watchAllNamespaces=true']);
+  expect(find(all.objects, 'MutatingAdmissionPolicyBinding', `${FULLNAME}-finalizer`).spec.matchResources).toBe(
+    undefined,
+  );
+  // Absent where the API does not serve it (helm template assumes that), and when turned off.
+  expect(policies(rendered.default.objects)).toEqual([]);
+  expect(policies((await template([...served, '--set', 'controller.finalizerPolicy.enabled=false'])).objects)).toEqual(
+    [],
+  );
+}, 30_000);
+
 test('helm install generates the keys; helm upgrade keeps them, and keeps edits; helm uninstall leaves them', async () => {
   // A real release in the test control plane (objects are stored, pods never run). The CRDs are already installed
   // by the control plane, outside Helm, so this release leaves them out.

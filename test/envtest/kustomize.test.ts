@@ -234,6 +234,9 @@ test('config/default (with config/cluster-events) and the chart render the same 
       'etcd.tls.enabled=false',
       '--set',
       'tests.enabled=false',
+      // As on a cluster that serves it (helm install asks the cluster; helm template assumes it does not).
+      '--api-versions',
+      'admissionregistration.k8s.io/v1/MutatingAdmissionPolicy',
     ],
     { env: plane.env },
   );
@@ -253,7 +256,14 @@ test('config/default (with config/cluster-events) and the chart render the same 
       .filter((o) => o.kind !== 'Namespace') // config/default creates its namespace; helm install --create-namespace does
       .map((o) => `${o.kind} ${clusterKinds.has(o.kind) ? '' : `${o.metadata.namespace}/`}${o.metadata.name}`)
       .sort();
-  expect(names([...built.default.objects, ...events.objects])).toEqual(names(parseManifests(stdout)));
+  const chart = parseManifests(stdout);
+  expect(names([...built.default.objects, ...events.objects])).toEqual(names(chart));
+  // The finalizer policy is the same policy in both.
+  for (const kind of ['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding']) {
+    expect(find(built.default.objects, kind, 'tokenvault-finalizer').spec).toEqual(
+      find(chart, kind, 'tokenvault-finalizer').spec,
+    );
+  }
   expect(events.objects.map(describeObject).sort()).toEqual([
     'Role default/tokenvault-controller-events',
     'RoleBinding default/tokenvault-controller-events',
