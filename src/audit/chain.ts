@@ -16,6 +16,7 @@
 // so every change in it is handed back unwritten (`undefined`) and its caller writes it alone, as without this, and
 // records its entry after; the plain records of the batch are appended again.
 import { randomUUID } from 'node:crypto';
+import { Errors } from '../errors/registry.js';
 import { decode, encode } from '../store/codec.js';
 import { MAX_TXN_OPS } from '../store/common.js';
 import { keys } from '../store/keys.js';
@@ -158,6 +159,9 @@ export class ChainAppender {
         await this.commit(tenant, batch);
       } catch (error) {
         for (const p of batch) p.reject(error);
+        // etcd did not answer within the request deadline: what queued behind this batch would wait that deadline and
+        // then its own, so it fails now, unwritten, and its callers answer 503 after one deadline, not two.
+        if (error instanceof Errors.StoreUnavailable) for (const p of queue.splice(0)) p.reject(error);
       }
     }
     this.queues.delete(tenant);
