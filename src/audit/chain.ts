@@ -88,7 +88,10 @@ interface Pending {
 const MAX_BATCH_BYTES = 512 * 1024;
 
 export interface AppendStats {
-  /** Called after every committed transaction with its size and how many head races it lost first. */
+  /**
+   * Called after every committed transaction with its size and how many head races it lost first (to another replica
+   * moving the chain head; a change's own failed compare is not a race).
+   */
   onCommit?: (entries: number, conflicts: number) => void;
 }
 
@@ -174,12 +177,16 @@ export class ChainAppender {
     const headKey = keys.auditHead(tenant);
     const tenantKey = keys.tenant(tenant);
     let known: HeadState | undefined;
+    /** The head revision the last failed attempt compared against: a different one read after it is a lost race. */
+    let failedAt: number | undefined;
+    let racesLost = 0;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       // The head this process wrote last is still the head unless another replica appended since: then the
       // transaction's compare fails, and the head is read again. So a steady writer needs one round trip per batch.
       const contended = (this.contendedUntil.get(tenant) ?? 0) > this.now();
       const cached = known ?? (contended ? undefined : this.heads.get(tenant));
       const state = cached ?? (await this.read(tenant));
+      if (failedAt !== undefined && state.headRevision !== failedAt) racesLost++;
       known = undefined;
       let head = state.head;
       const time = Math.max(this.now(), head.time);
@@ -214,11 +221,12 @@ export class ChainAppender {
       const revision = await this.store.commit({ compare, success: withoutOverwritten(ops) });
       if (revision > 0) {
         this.heads.set(tenant, { head, headRevision: revision, tenantRevision: state.tenantRevision });
-        this.stats.onCommit?.(entries.length, attempt);
+        this.stats.onCommit?.(entries.length, racesLost);
         batch.forEach((p, i) => p.resolve(entries[i]));
         return;
       }
       this.heads.delete(tenant);
+      failedAt = state.headRevision;
       // A failed transaction with changes in it: which compare failed is unknown, so the changes go back to their
       // callers unwritten, and the plain records are appended again.
       const changes = batch.filter((p) => p.writes !== undefined);

@@ -476,7 +476,9 @@ describe('the hash chain', () => {
 
   test('a change whose compare fails is handed back unwritten, and the records beside it are still appended', async () => {
     const { tenantId: id } = await createTenant(api.url, api.operatorKey);
-    const writer = new AuditLog(store, createLogger('silent'), { scanLimit: 1000 });
+    let conflicts = 0;
+    const counters = { entry: () => {}, batch: () => {}, conflicts: (count: number) => (conflicts += count) };
+    const writer = new AuditLog(store, createLogger('silent'), { scanLimit: 1000 }, counters);
     const existing = `/test/audit-with/${randomUUID()}`;
     await store.put(existing, 'there');
     const record = {
@@ -506,6 +508,8 @@ describe('the hash chain', () => {
     expect(await store.get(fresh)).toBeUndefined();
     const ids = (await store.range(keys.auditLog(id))).map((e) => JSON.parse(e.value).entity_id as string);
     expect(ids).toEqual(['plain', id]);
+    // The retry of the plain record was not a race lost to another replica (tokenvault_audit_chain_conflicts_total).
+    expect(conflicts).toBe(0);
     // Alone, the good change commits with its entry.
     expect(
       await writer.recordWith(
@@ -514,6 +518,12 @@ describe('the hash chain', () => {
       ),
     ).toBe(true);
     expect((await store.get(fresh))?.value).toBe('1');
+    expect((await verifyChain(store, id)).breaks).toEqual([]);
+    expect(conflicts).toBe(0);
+    // Another writer moves the head this one cached: that is a race lost, and counted.
+    await new AuditLog(store, createLogger('silent'), { scanLimit: 1000 }).record({ ...record, entity_id: 'other' });
+    await writer.record({ ...record, entity_id: 'after', operation: 'read', message: 'Read a token' });
+    expect(conflicts).toBe(1);
     expect((await verifyChain(store, id)).breaks).toEqual([]);
   });
 
