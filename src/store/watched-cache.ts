@@ -168,8 +168,8 @@ export class PrefixWatchedCache<T> {
     return started;
   }
 
-  /** Drops a key this process has just changed, before its watch event arrives. */
-  forget(key: string): void {
+  /** Drops a key that changed: told by its watch event, or by the store as this process's own write settles. */
+  private forget(key: string): void {
     this.entries.delete(key);
     for (const watch of this.reading) if (key.startsWith(watch.prefix)) watch.generation++;
   }
@@ -254,10 +254,5 @@ export class WatchedCache<T> {
 
   get(id: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
     return this.cache.get(this.prefix, `${this.prefix}${id}`, load);
-  }
-
-  /** Drops one id this process has just changed, before its watch event arrives. */
-  forget(id: string): void {
-    this.cache.forget(`${this.prefix}${id}`);
   }
 }
