@@ -35,11 +35,6 @@ export class Authenticator {
     return this.keyCache.stop();
   }
 
-  /** Drops cached lookups of these key hashes (this process changed or revoked them; the watch follows). */
-  forget(keyHashes: readonly string[]): void {
-    for (const hash of keyHashes) this.keyCache.forget(hash);
-  }
-
   /**
    * The principal for a presented key; 401 for a missing, unknown or expired key. The operator key with a tenant id
    * (BT-TENANT-ID) acts in that tenant with the management permissions only, which is how the controller manages a

@@ -87,14 +87,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     operatorKeyHash: config.operatorKeyHash,
     cacheSeconds: config.limits.keyCacheSeconds,
   });
-  const applications = new ApplicationService(store, {
-    maxKeys: config.limits.applicationKeysMax,
-    // A key deleted here is refused by the very next request here; other replicas follow their watches.
-    changed: (tenantId, id, keyHashes) => {
-      authenticator.forget(keyHashes);
-      applicationDirectory.forget(tenantId, id);
-    },
-  });
+  const applications = new ApplicationService(store, { maxKeys: config.limits.applicationKeysMax });
   const btKeys = new BtKeys(store, applicationDirectory);
   const tokens = new TokenService(store, cipher, tenantDirectory, usage, config.limits.tokenPageScanLimit);
   // Sealed token records, watched: a proxied request naming ten tokens needs no etcd read for them once they are here.
@@ -181,7 +174,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     authenticator,
     services: {
       applications,
-      tenants: new TenantService(store, applications, usage, (id) => tenantDirectory.forget(id)),
+      tenants: new TenantService(store, applications, usage),
       sessions: new SessionService(store, applicationDirectory, {
         defaultTtlSeconds: config.limits.sessionTtlSeconds,
         maxSeconds: config.limits.sessionMaxSeconds,

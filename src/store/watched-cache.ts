@@ -91,7 +91,7 @@ export class PrefixWatchedCache<T> {
   async pin(prefix: string): Promise<void> {
     const watch = newWatch(prefix);
     this.pinned.set(prefix, watch);
-    await this.start(prefix, watch);
+    await this.start(watch);
   }
 
   /** The cached value of `key` (which lies under `prefix`), or what `load` finds (cached unless an event came meanwhile). */
@@ -101,7 +101,7 @@ export class PrefixWatchedCache<T> {
       const cached = this.entries.get(key);
       if (cached) return cached.value;
     }
-    const { value, keep } = await this.load(prefix, watch, load);
+    const { value, keep } = await this.load(watch, load);
     if (keep) this.entries.set(key, { value });
     return value;
   }
@@ -125,7 +125,7 @@ export class PrefixWatchedCache<T> {
       else missing.push(key);
     }
     if (missing.length === 0) return found;
-    const { value: loaded, keep } = await this.load(prefix, watch, () => load(missing));
+    const { value: loaded, keep } = await this.load(watch, () => load(missing));
     for (const key of missing) {
       const value = loaded.get(key);
       found.set(key, value);
@@ -138,18 +138,14 @@ export class PrefixWatchedCache<T> {
    * Runs a read's `load`, and answers whether what it found may be cached: the prefix's watch is up and unbroken, still
    * the prefix's, and no event (or forget, or reset) under the prefix came while the read was out.
    */
-  private async load<R>(
-    prefix: string,
-    watch: PrefixWatch | undefined,
-    load: () => Promise<R>,
-  ): Promise<{ value: R; keep: boolean }> {
+  private async load<R>(watch: PrefixWatch | undefined, load: () => Promise<R>): Promise<{ value: R; keep: boolean }> {
     if (!watch) return { value: await load(), keep: false };
     const generation = watch.generation;
     watch.reads++;
     this.reading.add(watch);
     try {
       const value = await load();
-      return { value, keep: serving(watch) && watch.generation === generation && this.current(prefix) === watch };
+      return { value, keep: serving(watch) && watch.generation === generation && this.isCurrent(watch) };
     } finally {
       if (--watch.reads === 0) this.reading.delete(watch);
     }
@@ -161,15 +157,15 @@ export class PrefixWatchedCache<T> {
     if (watch || this.stopped) return watch;
     const started = newWatch(prefix);
     this.watches.set(prefix, started);
-    this.start(prefix, started).catch(() => {
+    this.start(started).catch(() => {
       // The store is unavailable: reads go to it until a later read starts the watch again.
       if (this.watches.peek(prefix) === started) this.watches.delete(prefix);
     });
     return started;
   }
 
-  /** Drops a key this process has just changed, before its watch event arrives. */
-  forget(key: string): void {
+  /** Drops a key that changed: told by its watch event, or by the store as this process's own write settles. */
+  private forget(key: string): void {
     this.entries.delete(key);
     for (const watch of this.reading) if (key.startsWith(watch.prefix)) watch.generation++;
   }
@@ -191,13 +187,14 @@ export class PrefixWatchedCache<T> {
     await Promise.all([...this.closing]);
   }
 
-  private current(prefix: string): PrefixWatch | undefined {
-    return this.pinned.get(prefix) ?? this.watches.peek(prefix);
+  /** The watch is still its prefix's (not stopped for room, nor replaced). */
+  private isCurrent(watch: PrefixWatch): boolean {
+    return (this.pinned.get(watch.prefix) ?? this.watches.peek(watch.prefix)) === watch;
   }
 
-  private async start(prefix: string, watch: PrefixWatch): Promise<void> {
+  private async start(watch: PrefixWatch): Promise<void> {
     const watcher = await this.store.watch(
-      prefix,
+      watch.prefix,
       (event) => {
         this.forget(event.key);
         this.onEvent?.(event);
@@ -209,7 +206,7 @@ export class PrefixWatchedCache<T> {
     );
     watch.watcher = watcher;
     // Stopped for room, or the cache stopped, while it was being set up.
-    if (this.stopped || this.current(prefix) !== watch) this.unwatch(watch);
+    if (this.stopped || !this.isCurrent(watch)) this.unwatch(watch);
   }
 
   private unwatch(watch: PrefixWatch): void {
@@ -254,10 +251,5 @@ export class WatchedCache<T> {
 
   get(id: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
     return this.cache.get(this.prefix, `${this.prefix}${id}`, load);
-  }
-
-  /** Drops one id this process has just changed, before its watch event arrives. */
-  forget(id: string): void {
-    this.cache.forget(`${this.prefix}${id}`);
   }
 }

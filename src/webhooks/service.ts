@@ -245,8 +245,6 @@ export class WebhookService implements EventSink {
         compare: [{ key: summaryKey, modRevision: entry?.modRevision ?? 0 }, ...next.compare],
         success: [...next.ops, { type: 'put', key: summaryKey, value: encode('webhook-subscriptions', next.summary) }],
       });
-      this.subscriptions.forget(summaryKey);
-      for (const c of next.compare) this.targets.forget(c.key);
       if (written) return;
       // The webhook itself changed (not only the summary): the caller's view is stale.
       const moved = await this.store.getMany(next.compare.map((c) => c.key));

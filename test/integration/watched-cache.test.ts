@@ -1,19 +1,22 @@
-// The watched caches on a real etcd, with a second client writing as another replica would.
+// The watched caches on a real etcd, with a second client writing as another replica would. The cache's own store
+// tells it of its writes as the API process's does (withWriteListeners).
 import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { EtcdStore } from '../../src/store/etcd.js';
+import type { Store } from '../../src/store/store.js';
 import { PrefixWatchedCache, WatchedCache } from '../../src/store/watched-cache.js';
+import { withWriteListeners } from '../../src/store/write-listeners.js';
 import { eventually, sleep } from '../support/wait.js';
 
 const endpoints = (process.env.TOKENVAULT_TEST_ETCD_ENDPOINTS ?? '').split(',').filter(Boolean);
-let store: EtcdStore;
+let store: Store;
 let other: EtcdStore;
 let root: string;
 let cache: PrefixWatchedCache<string>;
 let loads: number;
 
 beforeAll(() => {
-  store = new EtcdStore({ endpoints });
+  store = withWriteListeners(new EtcdStore({ endpoints }));
   other = new EtcdStore({ endpoints });
 });
 
@@ -69,13 +72,13 @@ test('an absent key is cached as absent until it is created', async () => {
   await eventually(async () => expect(await read(prefix, `${prefix}new`)).toBe('here'));
 });
 
-test('forget drops a key at once (a change made by this process, before its event)', async () => {
+test("a write through the cache's own store drops the key at once (before its event)", async () => {
   const prefix = `${root}c/`;
   await store.put(`${prefix}k`, 'one');
   await warm(prefix, `${prefix}k`);
   const before = loads;
-  cache.forget(`${prefix}k`);
-  await read(prefix, `${prefix}k`);
+  await store.put(`${prefix}k`, 'two');
+  expect(await read(prefix, `${prefix}k`)).toBe('two');
   expect(loads).toBe(before + 1);
 });
 
@@ -93,7 +96,7 @@ test('a value read while an event for it arrives is not cached', async () => {
   expect(await read(prefix, `${prefix}k`)).toBe('new');
 });
 
-test("an event or forget under one prefix does not keep another prefix's read under way from being cached", async () => {
+test("an event or own write under one prefix does not keep another prefix's read under way from being cached", async () => {
   const [a, b] = [`${root}ra/`, `${root}rb/`];
   await other.put(`${a}k`, 'one');
   await warm(a, `${a}other`);
@@ -101,8 +104,8 @@ test("an event or forget under one prefix does not keep another prefix's read un
   const loaded = await cache.get(a, `${a}k`, async () => {
     const value = (await store.get(`${a}k`))?.value;
     await other.put(`${b}k`, 'elsewhere');
-    cache.forget(`${b}k`);
-    await sleep(200); // b's event arrives while this read is still out
+    await store.put(`${b}k`, 'here');
+    await sleep(200); // b's events arrive while this read is still out
     return value;
   });
   expect(loaded).toBe('one');
@@ -145,7 +148,7 @@ test('WatchedCache: one prefix, watched from start; ids are the keys below it', 
   }
 });
 
-test('getMany: the cached keys from memory, the others in one load; writes, deletes and forget evict', async () => {
+test('getMany: the cached keys from memory, the others in one load; writes, deletes and own writes evict', async () => {
   const prefix = `${root}many/`;
   const [a, b, c] = ['a', 'b', 'c'].map((name) => `${prefix}${name}`);
   await other.put(a, 'one');
@@ -175,17 +178,17 @@ test('getMany: the cached keys from memory, the others in one load; writes, dele
   await other.put(c, 'created');
   await eventually(async () => expect((await readMany()).get(c)).toBe('created'));
   loaded.length = 0;
-  cache.forget(a);
+  await store.put(a, 'one');
   await readMany();
   expect(loaded).toEqual([[a]]);
-  // A read that was under way when an event (or forget) came does not cache what it read.
+  // A read that was under way when an event (or own write) came does not cache what it read.
   let release: () => void = () => {};
-  cache.forget(a);
+  await store.put(a, 'one'); // not cached when the racing read starts
   const racing = cache.getMany(prefix, [a], async () => {
     await new Promise<void>((resolve) => (release = resolve));
     return new Map([[a, 'stale']]);
   });
-  cache.forget(a);
+  await store.put(a, 'one');
   release();
   expect((await racing).get(a)).toBe('stale');
   expect((await readMany()).get(a)).toBe('one');

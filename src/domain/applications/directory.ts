@@ -68,11 +68,6 @@ export class ApplicationDirectory {
     return this.cache.stop();
   }
 
-  /** Drops the cached application (this process changed it; the watch would do the same a moment later). */
-  forget(tenantId: string, applicationId: string): void {
-    this.cache.forget(keys.application(tenantId, applicationId));
-  }
-
   /** The application as stored now (within a watch event), or undefined when it is gone or has expired. */
   async get(tenantId: string, applicationId: string): Promise<LiveApplication | undefined> {
     const key = keys.application(tenantId, applicationId);

@@ -100,10 +100,6 @@ function keysAreFree(fresh: StoredApplicationKey[]) {
   return fresh.map((k) => ({ key: keys.apiKey(k.key_hash), modRevision: 0 }));
 }
 
-function hashesOf(list: StoredApplicationKey[]): string[] {
-  return list.map((k) => k.key_hash);
-}
-
 function revokeKeys(gone: StoredApplicationKey[]): TxnOp[] {
   return gone.map((k) => ({ type: 'delete', key: keys.apiKey(k.key_hash) }));
 }
@@ -116,11 +112,6 @@ export interface NewApplication {
 export interface ApplicationServiceOptions {
   /** Most live keys one application may have (TOKENVAULT_APPLICATION_KEYS_MAX). */
   maxKeys: number;
-  /**
-   * Called after an application's keys or rights changed, with the hashes of its keys before and after: this
-   * process's caches drop them at once (other replicas follow their watches within milliseconds).
-   */
-  changed?: (tenantId: string, applicationId: string, keyHashes: string[]) => void;
 }
 
 export class ApplicationService {
@@ -296,7 +287,6 @@ export class ApplicationService {
       success: [{ type: 'delete', key: keys.application(tenantId, id) }, ...revokeKeys(current.value.keys)],
     });
     if (!deleted) throw new Errors.Conflict('The application changed while it was being deleted; retry.');
-    this.options.changed?.(tenantId, id, hashesOf(current.value.keys));
   }
 
   private async load(tenantId: string, id: string) {
@@ -328,7 +318,6 @@ export class ApplicationService {
       success: [...revokeKeys(change.gone), ...createApplicationOps(record)],
     });
     if (!written) throw new Errors.Conflict('The application was changed by another request; retry.');
-    this.options.changed?.(record.tenant_id, record.id, hashesOf([...change.gone, ...record.keys]));
   }
 }
 

@@ -101,7 +101,6 @@ export class FormulaService {
     if (!(await this.store.create(storeKey(owner, formula.id), encode('formula', formula)))) {
       throw new Errors.Conflict(`A reactor formula with the id ${formula.id} already exists.`);
     }
-    this.records.forget(storeKey(owner, formula.id));
     return formula;
   }
 
@@ -118,7 +117,6 @@ export class FormulaService {
     if (!(await this.store.compareAndSwap(storeKey(owner, id), current.modRevision, encode('formula', formula)))) {
       throw new Errors.Conflict('The formula was changed by another request; retry.');
     }
-    this.records.forget(storeKey(owner, id));
     return formula;
   }
 
@@ -143,7 +141,6 @@ export class FormulaService {
     if (!(await this.store.compareAndDelete(storeKey(owner, id), current.modRevision))) {
       throw new Errors.Conflict('The formula was changed while it was being deleted; retry.');
     }
-    this.records.forget(storeKey(owner, id));
   }
 
   /**

@@ -178,7 +178,6 @@ export class ReactorService {
     if (!(await this.store.txn({ compare: [{ key: keys.reactor(tenantId, id), modRevision: 0 }], success: ops }))) {
       throw new Errors.Conflict(`A reactor with the id ${id} already exists.`);
     }
-    this.records.forget(keys.reactor(tenantId, id));
     // The first call then reads the reactor and its formula in the same round trip (see `react`).
     if (formula)
       this.formulaIds.set(keys.reactor(tenantId, id), { id: formula.id, official: formula.type === 'official' });
@@ -246,7 +245,6 @@ export class ReactorService {
     ) {
       throw new Errors.Conflict('The reactor was changed while it was being deleted; retry.');
     }
-    this.records.forget(keys.reactor(tenantId, id));
   }
 
   /** The reactor's name, or undefined when it no longer exists (formula deletion checks its users with this). */
@@ -374,7 +372,6 @@ export class ReactorService {
     if (!written) {
       throw new Errors.Conflict('The reactor was changed by another request; retry.');
     }
-    this.records.forget(keys.reactor(tenantId, id));
     return this.toReactor(record, configuration, formula);
   }
 

@@ -24,11 +24,6 @@ export class TenantDirectory {
     return this.cache.stop();
   }
 
-  /** Drops this process's cached record of a tenant it has just changed (the watch event does it everywhere else). */
-  forget(tenantId: string): void {
-    this.cache.forget(tenantId);
-  }
-
   /** The tenant's record, or undefined when it does not exist or is being deleted. */
   get(tenantId: string): Promise<TenantRecord | undefined> {
     return this.cache.get(tenantId, async () => {

@@ -61,11 +61,6 @@ export class TenantService {
     private readonly store: Store,
     private readonly applications: ApplicationService,
     private readonly usageService: UsageService,
-    /**
-     * Told of each tenant this process has just changed, so its own cached view (the tenant directory) reads the new
-     * record at once rather than when the watch event arrives: an operator's next request sees its own write.
-     */
-    private readonly changed: (tenantId: string) => void = () => undefined,
   ) {}
 
   /** Operator: a tenant and its first management application, whose key is returned once. */
@@ -143,7 +138,6 @@ export class TenantService {
     else if (body.rate_limits !== undefined) tenant.rate_limits = body.rate_limits;
     const written = await this.store.compareAndSwap(keys.tenant(id), current.modRevision, encode('tenant', tenant));
     if (!written) throw new Errors.Conflict('The tenant was changed by another request; retry.');
-    this.changed(id);
     return tenant;
   }
 
@@ -164,7 +158,6 @@ export class TenantService {
         encode('tenant', { ...found.value, deleting: true }),
       );
       if (!marked) throw new Errors.Conflict('The tenant was changed by another request; retry.');
-      this.changed(id);
     }
     const keyHashes = [
       ...(await listRecords<ApplicationRecord>(this.store, 'application', keys.applications(id))).flatMap((a) =>

@@ -11,7 +11,7 @@ import {
   validateReactBody,
   validateUpdateReactor,
 } from '../../domain/reactors/schema.js';
-import { CustomResponse, type ReactorService } from '../../domain/reactors/service.js';
+import { CustomResponse, type ReactResponse, type ReactorService } from '../../domain/reactors/service.js';
 import { sendOnce } from '../idempotent.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
 import type { AuditLocals } from '../middleware/audit.js';
@@ -74,15 +74,18 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
     const invoking = () => {
       audited = (res.locals as AuditLocals).auditNow?.();
     };
+    let answer: ReactResponse | CustomResponse;
     try {
-      const answer = await reactors.react(principal, id, body.args, invoking);
-      await audited;
-      res.json(answer);
+      answer = await reactors.react(principal, id, body.args, invoking);
     } catch (error) {
-      await audited;
       if (!(error instanceof CustomResponse)) throw error;
-      sendCustomResponse(res, error);
+      answer = error;
+    } finally {
+      // Success or failure, the answer waits for the entry.
+      await audited;
     }
+    if (answer instanceof CustomResponse) sendCustomResponse(res, answer);
+    else res.json(answer);
   });
 
   return router;
