@@ -162,22 +162,23 @@ export function createWorkerHandler(options: {
     }
     res.writeHead(200, { 'content-type': 'application/x-ndjson' });
     let pending = batch.length;
-    let corked = false;
+    // Lines finished in the same loop iteration (answers of several invocations arrive together) leave as one HTTP
+    // chunk: one write here, and one body callback in the API's parser instead of one per line.
+    let queued = '';
+    const flush = () => {
+      if (queued === '' || res.destroyed) return;
+      res.write(queued);
+      queued = '';
+    };
     const write = (line: BatchLine) => {
       pending--;
       // A caller that went away gets nothing; the invocations still finish (they may have side effects).
       if (res.destroyed) return;
-      // Lines finished in the same loop iteration (answers of several invocations arrive together) leave in one write.
-      if (!corked) {
-        corked = true;
-        res.cork();
-        setImmediate(() => {
-          corked = false;
-          res.uncork();
-        });
-      }
-      res.write(`${JSON.stringify(line)}\n`);
-      if (pending === 0) res.end();
+      if (queued === '' && pending > 0) setImmediate(flush);
+      queued += `${JSON.stringify(line)}\n`;
+      if (pending > 0) return;
+      res.end(queued);
+      queued = '';
     };
     batch.forEach((item: unknown, i) => {
       const parsed = parseInvocation(item, maxLimits);
