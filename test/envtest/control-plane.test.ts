@@ -62,7 +62,7 @@ test('a ConfigMap created through @kubernetes/client-node can be read back', asy
   expect(stdout).toBe('hello');
 });
 
-test('RBAC is enforced: a request without a client certificate is refused', async () => {
+test('RBAC is enforced: a request without credentials is refused', async () => {
   // Anonymous requests are authenticated as system:anonymous, which RBAC gives no access to namespaces.
   const response = await fetchWithCa(`${controlPlane.server}/api/v1/namespaces`, controlPlane.caPem);
   expect([401, 403]).toContain(response.status);
