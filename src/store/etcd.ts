@@ -101,7 +101,14 @@ export class EtcdStore implements Store {
       defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + this.requestTimeoutMs }),
       // Keepalive pings find a watch stream whose connection died silently. etcd refuses pings more often than every
       // 5 s (--grpc-keepalive-min-time) and pings without an active call, so neither is asked for.
-      grpcOptions: { 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 },
+      // grpc-js takes responses up to 4 MiB by default; etcd's own Go client takes up to 2 GiB. Past the limit a read
+      // fails as if etcd were down (and counts against the circuit breaker), so it is etcd's limit here too; lists
+      // read in pages all the same (listRecords).
+      grpcOptions: {
+        'grpc.keepalive_time_ms': 30_000,
+        'grpc.keepalive_timeout_ms': 10_000,
+        'grpc.max_receive_message_length': 2 ** 31 - 1,
+      },
       faultHandling: {
         global: tryOnce,
         host: () => hostBreaker() as unknown as ReturnType<NonNullable<FaultHandling['host']>>,

@@ -12,9 +12,17 @@ export async function getRecord<T>(store: Store, kind: RecordKind, key: string):
   return entry && { value: decode<T>(kind, entry.value), modRevision: entry.modRevision };
 }
 
+/** Records read per etcd request while listing: each response stays small whatever the prefix holds. */
+const LIST_PAGE = 500;
+
 export async function listRecords<T>(store: Store, kind: RecordKind, prefix: string): Promise<T[]> {
-  const entries = await store.range(prefix);
-  return entries.map((entry) => decode<T>(kind, entry.value));
+  const records: T[] = [];
+  for (let after: string | undefined; ;) {
+    const entries = await store.range(prefix, { startAfter: after, limit: LIST_PAGE });
+    for (const entry of entries) records.push(decode<T>(kind, entry.value));
+    if (entries.length < LIST_PAGE) return records;
+    after = entries[entries.length - 1].key;
+  }
 }
 
 /** Seconds from now until an ISO time, rounded up, at least 1: the TTL of a lease that ends then. */

@@ -290,6 +290,28 @@ describe('reactors', () => {
     expect((await mgmt.get('/reactors?name=ALPHA')).body.data.map((r: { id: string }) => r.id)).toEqual([a.id]);
   });
 
+  test('a tenant whose reactors hold more than 4 MiB of code still lists them all', async () => {
+    // One etcd response larger than the client's receive limit (grpc-js: 4 MiB) used to fail the whole list.
+    const tenant = await createTenant(api.url, api.operatorKey);
+    const own = client(api.url, tenant.managementKey);
+    const code = `${ECHO}\n/*${'x'.repeat(49_000)}*/`;
+    const created: string[] = [];
+    for (let round = 0; round < 9; round++) {
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          own.post('/reactors', { body: { name: `big ${round * 10 + i}`, configuration: {}, code } }),
+        ),
+      );
+      expect(answers.map((a) => a.status)).toEqual(Array(10).fill(201));
+      created.push(...answers.map((a) => a.body.id as string));
+    }
+    const listed = await own.get('/reactors?page=2&size=50');
+    expect(listed.status).toBe(200);
+    expect(listed.body.pagination).toMatchObject({ total_items: 90, page_number: 2 });
+    expect(listed.body.data).toHaveLength(40);
+    expect(listed.body.data[0].code).toBe(code);
+  }, 60_000);
+
   test('configuration is encrypted at rest', async () => {
     const r = await reactor({ code: ECHO, configuration: { SECRET: 'sk_live_quokka_0123456789' } });
     const raw = await api.context.store.get(`/tokenvault/t/${tenantId}/reactors/${r.id}`);

@@ -1,4 +1,5 @@
-// The record codec: what `encode` writes, how `decode` reads unversioned records and upgrades old ones in order.
+// The record codec: what `encode` writes, how `decode` reads unversioned records and upgrades old ones in order; and
+// listRecords, which reads a prefix of them in pages.
 import { expect, test } from '@jest/globals';
 import {
   currentVersion,
@@ -9,6 +10,8 @@ import {
   type RecordKind,
   type Upgrade,
 } from '../../src/store/codec.js';
+import { MemoryStore } from '../../src/store/memory.js';
+import { listRecords } from '../../src/store/records.js';
 
 test('a record is written with its kind’s current version and read back without it', () => {
   const text = encode('tenant', { id: 't1', name: 'A' });
@@ -63,4 +66,21 @@ test('a v1 application (one key_hash beside keys[0]) reads as v2 with that key f
   const once = decode<{ keys: { id: string }[] }>('application', bare);
   expect(once.keys[0].id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   expect(decode<{ keys: { id: string }[] }>('application', bare).keys[0].id).toBe(once.keys[0].id);
+});
+
+test('listRecords reads a prefix of any size in pages, every record once, in key order', async () => {
+  const store = new MemoryStore();
+  const ids = Array.from({ length: 1_201 }, (_, i) => `r${String(i).padStart(5, '0')}`);
+  for (const id of ids) await store.put(`/list/${id}`, encode('tenant', { id }));
+  await store.put('/listed-not/x', encode('tenant', { id: 'outside' }));
+  const ranges: Array<number | undefined> = [];
+  const range = store.range.bind(store);
+  store.range = (prefix, options) => {
+    ranges.push(options?.limit);
+    return range(prefix, options);
+  };
+  const records = await listRecords<{ id: string }>(store, 'tenant', '/list/');
+  expect(records.map((r) => r.id)).toEqual(ids);
+  // Three pages of at most 500: no one response holds the whole prefix.
+  expect(ranges).toEqual([500, 500, 500]);
 });
