@@ -5,6 +5,9 @@ import type { Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 
 export function observe(metrics: Metrics, logger: Logger) {
+  // The access line's fields are the fixed ones below, none of them a path the logger redacts: its redaction (~8 µs a
+  // line measured, more than the rest of the line) is left off for this line only.
+  const access = logger.child({}, { redact: [] });
   return (req: Request, res: Response, next: NextFunction): void => {
     const start = process.hrtime.bigint();
     res.on('finish', () => {
@@ -14,7 +17,7 @@ export function observe(metrics: Metrics, logger: Logger) {
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
       metrics.httpRequests.inc(labels);
       metrics.httpDuration.observe(labels, seconds);
-      logger.info({ trace_id: req.traceId, ...labels, ms: Math.round(seconds * 1e4) / 10 }, 'request');
+      access.info({ trace_id: req.traceId, ...labels, ms: Math.round(seconds * 1e4) / 10 }, 'request');
     });
     next();
   };
