@@ -1,6 +1,6 @@
 // The audit log of every tenant: `record` appends an entry to the tenant's hash chain in etcd (chain.ts) and writes
 // it as a structured log line (the `audit` field) for a log pipeline; `list` answers GET /logs, newest first.
-import type { Logger } from '../observability/logger.js';
+import { fixedFieldsLogger, type Logger } from '../observability/logger.js';
 import { Errors } from '../errors/registry.js';
 import { decode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
@@ -46,6 +46,8 @@ const CHUNK = 200;
 
 export class AuditLog {
   private readonly appender: ChainAppender;
+  /** For the entries' lines: their fields are the entry's own (ids, names, hashes), nothing a caller sent. */
+  private readonly lines: Logger;
 
   constructor(
     private readonly store: Store,
@@ -53,6 +55,7 @@ export class AuditLog {
     private readonly options: AuditOptions,
     private readonly counters?: AuditCounters,
   ) {
+    this.lines = fixedFieldsLogger(logger);
     this.appender = new ChainAppender(store, {
       onCommit: (entries, conflicts) => {
         counters?.batch(entries);
@@ -68,13 +71,13 @@ export class AuditLog {
    */
   async record(record: AuditRecord): Promise<void> {
     if (record.line_only) {
-      this.logger.info({ audit: { ...record, stored: false } }, 'audit');
+      this.lines.info({ audit: { ...record, stored: false } }, 'audit');
       return;
     }
     try {
       const entry = await this.appender.append(record);
       this.counters?.entry('committed');
-      this.logger.info({ audit: logged(entry) }, 'audit');
+      this.lines.info({ audit: logged(entry) }, 'audit');
     } catch (error) {
       const gone = error instanceof TenantGone;
       this.counters?.entry(gone ? 'tenant_deleted' : 'failed');
@@ -103,7 +106,7 @@ export class AuditLog {
     }
     if (!entry) return false;
     this.counters?.entry('committed');
-    this.logger.info({ audit: logged(entry) }, 'audit');
+    this.lines.info({ audit: logged(entry) }, 'audit');
     return true;
   }
 

@@ -36,4 +36,14 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
   );
 }
 
+/**
+ * The logger for lines whose fields the code fixes (the access line, audit entries), none of them a path
+ * REDACTED_PATHS names: such lines skip the redaction, whose wildcard paths cost more CPU than the rest of a line
+ * (~8 µs a line measured, against ~3-5 for writing it). A line carrying anything from outside (an error, a request's
+ * data) goes through the redacting logger.
+ */
+export function fixedFieldsLogger(logger: Logger): Logger {
+  return logger.child({}, { redact: [] });
+}
+
 export type { Logger };

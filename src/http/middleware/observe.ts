@@ -1,13 +1,11 @@
 // Request metrics and one access-log line per request. The route label is the matched route's pattern (never the
 // raw path, which holds ids); the log line has no headers, query or body.
 import type { NextFunction, Request, Response } from 'express';
-import type { Logger } from '../../observability/logger.js';
+import { fixedFieldsLogger, type Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 
 export function observe(metrics: Metrics, logger: Logger) {
-  // The access line's fields are the fixed ones below, none of them a path the logger redacts: its redaction (~8 µs a
-  // line measured, more than the rest of the line) is left off for this line only.
-  const access = logger.child({}, { redact: [] });
+  const access = fixedFieldsLogger(logger);
   return (req: Request, res: Response, next: NextFunction): void => {
     const start = process.hrtime.bigint();
     res.on('finish', () => {
