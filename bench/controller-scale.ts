@@ -20,8 +20,9 @@
 // Settings: BENCH_CONTROLLER_OBJECTS (default 10000; BENCH_SCALE_REACTORS is the older name),
 // BENCH_CONTROLLER_APPLY_CONCURRENCY (16), BENCH_CONTROLLER_RESYNC_SECONDS (60; TOKENVAULT_RESYNC_SECONDS, at least
 // 10), BENCH_SCALE_WORKERS (TOKENVAULT_CONTROLLER_WORKERS, default the CLI's), BENCH_CONTROLLER_FINALIZER_POLICY
-// (default 1: the finalizer MutatingAdmissionPolicy of config/rbac/finalizer_policy.yaml is installed, as the chart
-// does, so kube-apiserver adds the controller's finalizer at create; 0: left out, the controller PATCHes it in).
+// (default 1: the finalizer MutatingAdmissionPolicy of config/finalizer-policy/finalizer_policy.yaml is installed, as
+// the chart does, so kube-apiserver adds the controller's finalizer at create; 0: left out, the controller PATCHes it
+// in).
 import { execFileSync, spawn } from 'node:child_process';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
@@ -180,7 +181,7 @@ async function run(): Promise<void> {
     await plane.kubectl(['create', 'namespace', ns]);
     if (finalizerPolicy) {
       // The shipped manifest, bound to this namespace instead of config/'s tokenvault-system.
-      const policy = readFileSync(path.join(repoRoot, 'config/rbac/finalizer_policy.yaml'), 'utf8');
+      const policy = readFileSync(path.join(repoRoot, 'config/finalizer-policy/finalizer_policy.yaml'), 'utf8');
       await plane.kubectl(['apply', '-f', '-'], {
         input: policy.replace('kubernetes.io/metadata.name: tokenvault-system', `kubernetes.io/metadata.name: ${ns}`),
       });

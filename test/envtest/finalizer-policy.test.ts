@@ -1,4 +1,4 @@
-// The finalizer MutatingAdmissionPolicy (config/rbac/finalizer_policy.yaml, the chart's templates/finalizer-policy.yaml)
+// The finalizer MutatingAdmissionPolicy (config/finalizer-policy/finalizer_policy.yaml, the chart's templates/finalizer-policy.yaml)
 // against a real kube-apiserver with the controller running (test/support/operator.ts): a new object has the
 // controller's finalizer already in the create response, so the controller writes only its status (no finalizer
 // PATCH of its own, seen in the object's managedFields); a finalizer a user strips is put back in the same request;
@@ -41,7 +41,7 @@ beforeAll(async () => {
   env = await startOperatorEnv();
   ns = await env.namespace('finalizer-policy');
   // The shipped manifest, bound to this test's namespace instead of tokenvault-system.
-  const policy = readFileSync(path.join(repoRoot, 'config/rbac/finalizer_policy.yaml'), 'utf8');
+  const policy = readFileSync(path.join(repoRoot, 'config/finalizer-policy/finalizer_policy.yaml'), 'utf8');
   await env.apply(
     policy.replace('kubernetes.io/metadata.name: tokenvault-system', `kubernetes.io/metadata.name: ${ns}`),
   );

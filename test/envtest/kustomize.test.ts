@@ -1,8 +1,8 @@
 // The kustomize bases under config/: `kubectl kustomize config/default` builds with the pinned kubectl, its objects keep
 // the same rules as the Helm chart's (restricted security contexts, the worker NetworkPolicy, no service-account token
 // outside the controller, RBAC without wildcards and with Secrets only in the controller's namespace), config/crd is
-// crds/, and a real kube-apiserver accepts every object of config/default and of config/samples (server-side dry run,
-// so the samples are valid against the CRDs).
+// crds/, and a real kube-apiserver accepts every object of config/default, config/finalizer-policy and config/samples
+// (server-side dry run, so the samples are valid against the CRDs).
 
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
@@ -79,6 +79,9 @@ test('config/default builds: namespace, CRDs, RBAC, etcd, api, worker and contro
       namespace: NAMESPACE,
     });
   }
+  // Nothing that needs a newer cluster than the chart's (kubeVersion >=1.29): the finalizer policy, served from
+  // Kubernetes 1.36, is config/finalizer-policy's.
+  expect(built.default.objects.filter((o) => o.kind.startsWith('MutatingAdmissionPolicy'))).toEqual([]);
   // The image is set once, in config/default.
   const images = podTemplates(built.default.objects).flatMap((pod) => pod.spec.containers.map((c: any) => c.image));
   expect(images.filter((image) => !image.startsWith('gcr.io/etcd-development/etcd:'))).toEqual(
@@ -171,6 +174,19 @@ test('kube-apiserver accepts every object of config/default (server-side dry run
   expect(stdout.trim().split('\n')).toHaveLength(built.default.objects.length);
 }, 30_000);
 
+test('config/finalizer-policy: the policy and its binding, accepted by a kube-apiserver that serves them', async () => {
+  const { text, objects } = await kustomize('config/finalizer-policy');
+  expect(objects.map(describeObject).sort()).toEqual([
+    'MutatingAdmissionPolicy tokenvault-finalizer',
+    'MutatingAdmissionPolicyBinding tokenvault-finalizer',
+  ]);
+  expect(find(objects, 'MutatingAdmissionPolicyBinding', 'tokenvault-finalizer').spec.matchResources).toEqual({
+    namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': NAMESPACE } },
+  });
+  const { stdout } = await plane.kubectl(['apply', '--dry-run=server', '-o', 'name', '-f', '-'], { input: text });
+  expect(stdout.trim().split('\n')).toHaveLength(2);
+}, 30_000);
+
 test('config/samples: every kind with the Secrets it refers to, accepted by kube-apiserver against the CRDs', async () => {
   const objects = built.samples.objects;
   expect(objects.map((o) => `${o.kind} ${o.metadata.name}`).sort()).toEqual(
@@ -240,7 +256,7 @@ test('config/default (with config/cluster-events) and the chart render the same 
     ],
     { env: plane.env },
   );
-  const events = await kustomize('config/cluster-events');
+  const [events, policy] = await Promise.all([kustomize('config/cluster-events'), kustomize('config/finalizer-policy')]);
   // kustomize puts every object into its namespace, cluster-scoped kinds it does not know included (kube-apiserver
   // ignores it there): compare cluster-scoped objects by name only.
   const { stdout: clusterScoped } = await plane.kubectl(['api-resources', '--namespaced=false', '--no-headers']);
@@ -257,10 +273,10 @@ test('config/default (with config/cluster-events) and the chart render the same 
       .map((o) => `${o.kind} ${clusterKinds.has(o.kind) ? '' : `${o.metadata.namespace}/`}${o.metadata.name}`)
       .sort();
   const chart = parseManifests(stdout);
-  expect(names([...built.default.objects, ...events.objects])).toEqual(names(chart));
+  expect(names([...built.default.objects, ...events.objects, ...policy.objects])).toEqual(names(chart));
   // The finalizer policy is the same policy in both.
   for (const kind of ['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding']) {
-    expect(find(built.default.objects, kind, 'tokenvault-finalizer').spec).toEqual(
+    expect(find(policy.objects, kind, 'tokenvault-finalizer').spec).toEqual(
       find(chart, kind, 'tokenvault-finalizer').spec,
     );
   }
@@ -287,7 +303,7 @@ test('config/cluster-events: kube-apiserver takes Events about a cluster-scoped 
     plane.kubectl(['create', '--dry-run=server', '-f', '-'], { input: event('tokenvault-events') }),
   ).rejects.toThrow(/involvedObject.namespace.*does not match event.namespace/);
   await plane.kubectl(['create', '--dry-run=server', '-f', '-'], { input: event('default') });
-  const events = await kustomize('config/cluster-events');
+  const [events, policy] = await Promise.all([kustomize('config/cluster-events'), kustomize('config/finalizer-policy')]);
   const role = find(events.objects, 'Role', 'tokenvault-controller-events');
   expect(role.metadata.namespace).toBe('default');
   expect(role.rules).toEqual([{ apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] }]);
