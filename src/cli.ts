@@ -1,13 +1,9 @@
-// The `tokenvault` command: one subcommand per process (see docs/architecture.md).
+// The `tokenvault` command: one subcommand per process (see docs/architecture.md). Each command imports what it runs
+// when it runs, so a process loads only its own part (a worker not express and the API's routes, the API not the
+// Kubernetes client).
 import { ConfigError, loadConfig, SETTINGS, type LoadOptions } from './config/config.js';
 import { createLogger, type Logger } from './observability/logger.js';
-import { backupCommand, restoreCommand } from './server/backup-command.js';
-import { keysCommand } from './server/keys-command.js';
-import { searchCommand } from './server/search-command.js';
-import { auditCommand } from './server/audit-command.js';
-import { startApi } from './server/api.js';
-import { devBanner, startDev } from './server/dev.js';
-import { startWorker, type RunningWorker } from './server/worker.js';
+import type { RunningWorker } from './server/worker.js';
 import pino from 'pino';
 
 const USAGE = `usage: tokenvault <command> [flags]
@@ -31,6 +27,7 @@ async function main(argv: string[]): Promise<number> {
     case 'api': {
       const config = loadConfig({ argv: rest });
       const logger = createLogger(config.logLevel);
+      const { startApi } = await import('./server/api.js');
       const api = await startApi(config, logger);
       stopOnSignal(logger, () => api.close({ drainMs: config.limits.shutdownDrainSeconds * 1000 }));
       return -1;
@@ -40,26 +37,28 @@ async function main(argv: string[]): Promise<number> {
       const config = loadConfig({ argv: rest, defaults });
       // Logs go to stderr so stdout carries only the banner.
       const logger = createLogger(config.logLevel, pino.destination(2));
+      const { devBanner, startDev } = await import('./server/dev.js');
       const dev = await startDev(config, logger);
       process.stdout.write(`${devBanner(dev, config)}\n`);
       stopOnSignal(logger, () => dev.close());
       return -1;
     }
     case 'keys':
-      return keysCommand(rest);
+      return (await import('./server/keys-command.js')).keysCommand(rest);
     case 'backup':
-      return backupCommand(rest);
+      return (await import('./server/backup-command.js')).backupCommand(rest);
     case 'restore':
-      return restoreCommand(rest);
+      return (await import('./server/backup-command.js')).restoreCommand(rest);
     case 'search':
-      return searchCommand(rest);
+      return (await import('./server/search-command.js')).searchCommand(rest);
     case 'audit':
-      return auditCommand(rest);
+      return (await import('./server/audit-command.js')).auditCommand(rest);
     case 'worker': {
       const config = loadConfig({ argv: rest, requireStore: false });
       const logger = createLogger(config.logLevel);
       // eslint-disable-next-line prefer-const -- stop() can run (a catastrophic error) before startWorker has returned
       let worker: RunningWorker | undefined;
+      const { startWorker } = await import('./server/worker.js');
       const stop = (exit: () => never) => {
         const timer = setTimeout(exit, 5000);
         void (worker ? worker.close() : Promise.resolve()).finally(() => {
@@ -92,7 +91,6 @@ async function main(argv: string[]): Promise<number> {
       }
       if (missing.length > 0) throw new ConfigError(missing);
       const logger = createLogger(config.logLevel);
-      // Loaded here only: @kubernetes/client-node is large, and the other commands do not need it.
       const { startController } = await import('./server/controller.js');
       const { createReconcilers } = await import('./controller/reconcilers/index.js');
       const { VaultClient } = await import('./controller/vault-client.js');
