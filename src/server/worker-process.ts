@@ -19,7 +19,16 @@ export interface SpawnWorkerOptions {
   logger?: Logger;
   /** How long to wait for /readyz (default 15 s). */
   readyTimeoutMs?: number;
+  /** Where the worker's ports come from (default: a free loopback port each time). */
+  freePort?: () => Promise<number>;
 }
+
+/**
+ * Starts a worker that exits before it is ready gets, each on a new port. A port chosen free can be taken before the
+ * worker binds it (another process's connection may get it as its local port): then the worker exits with
+ * EADDRINUSE, and the same port would fail again.
+ */
+const START_ATTEMPTS = 3;
 
 /**
  * Starts `tokenvault worker` as a child process on a free loopback port (the built CLI next to this module:
@@ -28,13 +37,13 @@ export interface SpawnWorkerOptions {
  */
 export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOptions = {}): Promise<WorkerProcess> {
   const cli = fileURLToPath(new URL('../cli.js', import.meta.url));
-  const port = await freeLoopbackPort();
-  const url = `http://127.0.0.1:${port}`;
+  const freePort = options.freePort ?? freeLoopbackPort;
+  let port = await freePort();
+  let url = `http://127.0.0.1:${port}`;
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(process.env)) if (!name.startsWith('TOKENVAULT_')) env[name] = value;
   Object.assign(env, {
     TOKENVAULT_HOST: '127.0.0.1',
-    TOKENVAULT_PORT: String(port),
     TOKENVAULT_LOG_LEVEL: config.logLevel,
     TOKENVAULT_REACTOR_CPU_MS: String(config.runtime.cpuMs),
     TOKENVAULT_REACTOR_TIMEOUT_MS: String(config.runtime.timeoutMs),
@@ -51,14 +60,18 @@ export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOpt
   delete env.NODE_OPTIONS;
 
   let stopping = false;
+  let ready = false;
   let child!: ChildProcess;
   let restarts = 0;
   const start = () => {
+    env.TOKENVAULT_PORT = String(port);
     // stdin is a pipe the worker watches: when this process dies, the worker sees it close and exits. The worker's
     // logs go to this process's stderr (dev keeps stdout for its banner).
     child = spawn(process.execPath, ['--no-node-snapshot', cli, 'worker'], { env, stdio: ['pipe', 2, 2] });
     child.once('exit', (code, signal) => {
-      if (stopping) return;
+      // Before it is ready, the wait below decides what follows; after, it is restarted on its port (the API has its
+      // URL).
+      if (stopping || !ready) return;
       restarts++;
       const delay = Math.min(5000, 100 * 2 ** Math.min(restarts, 6));
       options.logger?.error({ code, signal, restart_in_ms: delay }, 'the worker process exited; restarting it');
@@ -70,10 +83,23 @@ export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOpt
   start();
 
   const deadline = Date.now() + (options.readyTimeoutMs ?? 15_000);
-  for (;;) {
-    if (child.exitCode !== null && restarts > 0) {
-      stopping = true;
-      throw new Error(`the worker process exited with ${child.exitCode} while starting`);
+  for (let attempt = 1; ;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      if (attempt === START_ATTEMPTS) {
+        stopping = true;
+        throw new Error(
+          `the worker process exited (${child.exitCode ?? child.signalCode}) while starting, ${attempt} times`,
+        );
+      }
+      attempt++;
+      options.logger?.warn(
+        { code: child.exitCode, signal: child.signalCode, port },
+        'the worker process exited while starting; trying another port',
+      );
+      port = await freePort();
+      url = `http://127.0.0.1:${port}`;
+      start();
+      continue;
     }
     if (await isReady(url)) break;
     if (Date.now() > deadline) {
@@ -83,6 +109,7 @@ export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOpt
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+  ready = true;
   options.logger?.info({ url, pid: child.pid }, 'worker process ready');
 
   return {

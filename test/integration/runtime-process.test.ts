@@ -4,13 +4,16 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { once } from 'node:events';
+import net from 'node:net';
 import { loadConfig } from '../../src/config/config.js';
 import { RuntimeClient } from '../../src/runtime/client/client.js';
 import type { InvocationRequest } from '../../src/runtime/contract.js';
+import { freeLoopbackPort } from '../../src/server/ports.js';
 import type { WorkerProcess } from '../../src/server/worker-process.js';
 import { eventually } from '../support/wait.js';
 
 let spawnWorkerProcess: (typeof import('../../src/server/worker-process.js'))['spawnWorkerProcess'];
+let config: ReturnType<typeof loadConfig>;
 let worker: WorkerProcess;
 let client: RuntimeClient;
 
@@ -32,7 +35,7 @@ beforeAll(async () => {
   ({ spawnWorkerProcess } = (await import(
     `${process.cwd()}/dist/server/worker-process.js`
   )) as typeof import('../../src/server/worker-process.js'));
-  const config = loadConfig({
+  config = loadConfig({
     requireStore: false,
     env: { TOKENVAULT_LOG_LEVEL: 'warn', TOKENVAULT_REACTOR_CPU_MS: '200', TOKENVAULT_REACTOR_TIMEOUT_MS: '1000' },
   });
@@ -66,6 +69,29 @@ test('the child worker serves invocations on loopback', async () => {
     error: { kind: 'timeout', status: 408, detail: expect.stringContaining('200 ms') },
   });
 });
+
+test('a port taken between choosing it and the worker binding it: the worker starts on another', async () => {
+  // What `tokenvault dev` met under load: another process's connection got the chosen port as its local port.
+  const holder = net.createServer();
+  holder.listen(0, '127.0.0.1');
+  await once(holder, 'listening');
+  const taken = (holder.address() as net.AddressInfo).port;
+  const ports = [taken];
+  try {
+    const second = await spawnWorkerProcess(config, {
+      apiUrl: 'http://127.0.0.1:9',
+      freePort: async () => ports.shift() ?? freeLoopbackPort(),
+    });
+    try {
+      expect(second.url).not.toBe(`http://127.0.0.1:${taken}`);
+      expect((await fetch(`${second.url}/readyz`)).status).toBe(200);
+    } finally {
+      await second.stop();
+    }
+  } finally {
+    holder.close();
+  }
+}, 30_000);
 
 test('the child gets its settings, and no secrets, from the parent', () => {
   const environ = readFileSync(`/proc/${worker.child.pid}/environ`, 'utf8').split('\0');
