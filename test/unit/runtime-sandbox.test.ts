@@ -248,18 +248,24 @@ describe('the code contract', () => {
           };`;
         const before = await starts();
         outboundCalls.length = 0;
-        for (let i = 1; i <= 8; i++) {
+        const call = async (i: number) =>
           expect(value(await run(code, { contextKey: 'reactor:sync-quick' }))).toEqual({
             runs: i,
             uuid: 36,
             echoed: 'Ada',
           });
-        }
-        expect(outboundCalls).toHaveLength(8);
+        for (let i = 1; i <= 4; i++) await call(i);
+        // The first call is cold, the next three learn: asynchronous, however quick they were.
+        const learned = await starts();
+        expect(learned.asynchronous - before.asynchronous).toBe(3);
+        expect(learned.synchronous - before.synchronous).toBe(0);
+        // Then quick starts run synchronously. How many of the next eight do is not fixed: a start that measured
+        // over 1 ms of CPU (a busy machine) makes the reactor learn again, three asynchronous starts.
+        for (let i = 5; i <= 12; i++) await call(i);
+        expect(outboundCalls).toHaveLength(12);
         const after = await starts();
-        // The first call is cold, the next three learn, the rest start synchronously.
-        expect(after.asynchronous - before.asynchronous).toBe(3);
-        expect(after.synchronous - before.synchronous).toBe(4);
+        expect(after.synchronous - learned.synchronous).toBeGreaterThanOrEqual(1);
+        expect(after.synchronous + after.asynchronous - (before.synchronous + before.asynchronous)).toBe(11);
       });
 
       test('a start that overruns its slice is stopped, nothing it asked of the host happens, and it runs again in a fresh context', async () => {
