@@ -28,11 +28,9 @@ import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { performance } from 'node:perf_hooks';
-import { Etcd3 } from 'etcd3';
-import { KubeClient, type KubeObject } from '../src/controller/kube.js';
+import { KubeClient, Resources, type KubeObject } from '../src/controller/kube.js';
 import { Informer } from '../src/controller/informer.js';
 import { FINALIZER, Kinds } from '../src/controller/reconcilers/common.js';
-import { keys } from '../src/store/keys.js';
 import { startControlPlane, type ControlPlane } from '../test/support/control-plane.js';
 import {
   freePort,
@@ -44,6 +42,7 @@ import {
   type BenchEtcd,
   type BenchWorker,
 } from './support/processes.js';
+import { processCpuSeconds } from './support/load.js';
 import { heading, table } from './support/report.js';
 import type { Benchmark } from './support/settings.js';
 
@@ -63,18 +62,6 @@ interface StatusObject extends KubeObject {
 const readyOf = (o: StatusObject) => o.status?.conditions?.find((c) => c.type === 'Ready');
 const isReady = (o: StatusObject) =>
   readyOf(o)?.status === 'True' && o.status?.observedGeneration === o.metadata?.generation;
-
-/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat; undefined when unreadable. */
-function procCpuSeconds(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces): state is field 3, utime and stime are fields 14 and 15.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100; // in clock ticks of 1/100 s (USER_HZ on Linux)
-  } catch {
-    return undefined;
-  }
-}
 
 /** A line of /proc/<pid>/status in MiB (VmRSS, VmHWM), or undefined. */
 function procMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number | undefined {
@@ -259,7 +246,7 @@ spec:
     const kubeMetricsText = async () => (await plane!.kubectl(['get', '--raw', '/metrics'])).stdout;
     const metricsText = async (url: string) => (await fetch(url)).text();
     const [kubeAtStart, controllerAtStart] = await Promise.all([kubeMetricsText(), metricsText(controllerMetricsUrl)]);
-    const controllerCpuAtStart = procCpuSeconds(child.pid!);
+    const controllerCpuAtStart = processCpuSeconds(child.pid!);
     // Readiness is followed with a watch (an informer), not by listing all the Reactors at each poll: a list of
     // 10,000 objects costs kube-apiserver and this process CPU the controller is competing for, and a poll only every
     // 2 s made the time up to 2 s late. The moments the first, the half and the last Reactor turn Ready are taken
@@ -344,7 +331,7 @@ spec:
     // CPU seconds spent until all Ready: on a shared machine these vary less than the wall time.
     const kubeCpu =
       sumSamples(kubeAtReady, 'process_cpu_seconds_total') - sumSamples(kubeAtStart, 'process_cpu_seconds_total');
-    const controllerCpu = (procCpuSeconds(child.pid!) ?? NaN) - (controllerCpuAtStart ?? NaN);
+    const controllerCpu = (processCpuSeconds(child.pid!) ?? NaN) - (controllerCpuAtStart ?? NaN);
     const firstPassReconciles =
       sumSamples(controllerAtReady, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor') -
       sumSamples(controllerAtStart, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor');
@@ -364,18 +351,17 @@ spec:
       );
     const firstPassWrites = difference(writesOf(kubeAtReady), writesOf(kubeAtStart));
 
-    // Every Reactor is one vault reactor (ids = uids), none extra: the tenant's reactor records, counted in the vault's
-    // etcd. (The API's GET /reactors?size=1 gave no count at 10,000: it reads every record of the tenant for a page.)
-    const tenant = await client.find<StatusObject & { status?: { id?: string } }>(Kinds.Tenant, ns, 'acme');
-    let vaultCount: number | undefined;
-    if (tenant?.status?.id) {
-      const vaultEtcd = new Etcd3({ hosts: etcd.endpoint });
-      vaultCount = await vaultEtcd
-        .getAll()
-        .prefix(keys.reactors(tenant.status.id))
-        .count()
-        .finally(() => vaultEtcd.close());
-    }
+    // Every Reactor is one vault reactor (ids = uids), none extra: counted with the tenant's management key.
+    const secret = await client.find<KubeObject & { data?: Record<string, string> }>(
+      Resources.secrets,
+      ns,
+      'acme-management',
+    );
+    const managementKey = Buffer.from(secret?.data?.key ?? '', 'base64').toString('utf8');
+    const listed = await fetch(`${api.url}/reactors?size=1`, { headers: { 'bt-api-key': managementKey } });
+    const vaultCount = listed.ok
+      ? ((await listed.json()) as { pagination?: { total_items?: number } }).pagination?.total_items
+      : undefined;
 
     // The resync: counters before and after the next periodic resync has reconciled every Reactor again.
     let resync:
@@ -483,7 +469,7 @@ spec:
             ['controller RSS before the Reactors', `${rssBefore?.toFixed(0) ?? '?'} MiB`],
             ['controller RSS peak (sampled every 2 s)', `${peakRss.toFixed(0)} MiB`],
             ['controller peak RSS (VmHWM)', `${hwm?.toFixed(0) ?? '?'} MiB`],
-            ['vault reactors in the tenant (records in its etcd)', String(vaultCount ?? '?')],
+            ['vault reactors in the tenant (GET /reactors)', String(vaultCount ?? '?')],
             ['Reactor reconciles until all Ready', String(firstPassReconciles)],
             ['Reactor reconcile mean duration until all Ready', `${reconcileMeanMs.toFixed(1)} ms`],
             ['kube-apiserver writes until all Ready (leases apart)', describe(firstPassWrites)],

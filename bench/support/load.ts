@@ -123,7 +123,7 @@ function sampleCpu(processes: Record<string, number | undefined>): CpuSample {
 }
 
 /** utime + stime of a process from /proc/<pid>/stat (fields 14 and 15, counted after the command name). */
-function processCpuSeconds(pid: number): number | undefined {
+export function processCpuSeconds(pid: number): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
