@@ -3,7 +3,7 @@
 // whole keyspace, and these calls take the raw bytes and the lease of each key, which the Store hides.
 import { Etcd3, type IKeyValue, type IRequestOp } from 'etcd3';
 import { MAX_TXN_OPS, prefixEnd } from './common.js';
-import { tlsCredentials, type EtcdStoreOptions } from './etcd.js';
+import { MAX_RESPONSE_BYTES, tlsCredentials, type EtcdStoreOptions } from './etcd.js';
 
 export interface KeyValue {
   key: Buffer;
@@ -37,7 +37,7 @@ export class EtcdKeyspace {
       hosts: options.endpoints,
       credentials: tlsCredentials(options.tls),
       defaultCallOptions: () => ({ deadline: Date.now() + this.timeoutMs }),
-      grpcOptions: { 'grpc.max_receive_message_length': 64 * 1024 * 1024 },
+      grpcOptions: { 'grpc.max_receive_message_length': MAX_RESPONSE_BYTES },
     });
   }
 

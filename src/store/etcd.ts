@@ -72,6 +72,13 @@ interface ReadBatch {
   readers: { keys: string[]; resolve: (found: Map<string, Entry>) => void; reject: (error: unknown) => void }[];
 }
 
+/**
+ * The largest etcd response a client of this process takes. grpc-js takes 4 MiB by default, and past it a read fails
+ * as if etcd were down (counted against the circuit breaker); etcd's own Go client takes 2 GiB, so these do too.
+ * Reads of many keys go in pages all the same (listRecords, EtcdKeyspace).
+ */
+export const MAX_RESPONSE_BYTES = 2 ** 31 - 1;
+
 export class EtcdStore implements Store {
   private readonly client: Etcd3;
   private readonly dialTimeoutMs: number;
@@ -101,13 +108,10 @@ export class EtcdStore implements Store {
       defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + this.requestTimeoutMs }),
       // Keepalive pings find a watch stream whose connection died silently. etcd refuses pings more often than every
       // 5 s (--grpc-keepalive-min-time) and pings without an active call, so neither is asked for.
-      // grpc-js takes responses up to 4 MiB by default; etcd's own Go client takes up to 2 GiB. Past the limit a read
-      // fails as if etcd were down (and counts against the circuit breaker), so it is etcd's limit here too; lists
-      // read in pages all the same (listRecords).
       grpcOptions: {
         'grpc.keepalive_time_ms': 30_000,
         'grpc.keepalive_timeout_ms': 10_000,
-        'grpc.max_receive_message_length': 2 ** 31 - 1,
+        'grpc.max_receive_message_length': MAX_RESPONSE_BYTES,
       },
       faultHandling: {
         global: tryOnce,
