@@ -24,7 +24,7 @@ export interface SpawnWorkerOptions {
 }
 
 /**
- * Starts a worker that exits before it is ready gets, each on a new port. A port chosen free can be taken before the
+ * How many times a worker that exits before it is ready is started, each time on a new port. A port chosen free can be taken before the
  * worker binds it (another process's connection may get it as its local port): then the worker exits with
  * EADDRINUSE, and the same port would fail again.
  */
@@ -39,7 +39,7 @@ export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOpt
   const cli = fileURLToPath(new URL('../cli.js', import.meta.url));
   const freePort = options.freePort ?? freeLoopbackPort;
   let port = await freePort();
-  let url = `http://127.0.0.1:${port}`;
+  const urlOf = (workerPort: number) => `http://127.0.0.1:${workerPort}`;
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(process.env)) if (!name.startsWith('TOKENVAULT_')) env[name] = value;
   Object.assign(env, {
@@ -97,11 +97,10 @@ export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOpt
         'the worker process exited while starting; trying another port',
       );
       port = await freePort();
-      url = `http://127.0.0.1:${port}`;
       start();
       continue;
     }
-    if (await isReady(url)) break;
+    if (await isReady(urlOf(port))) break;
     if (Date.now() > deadline) {
       stopping = true;
       child.kill('SIGKILL');
@@ -110,6 +109,7 @@ export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOpt
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   ready = true;
+  const url = urlOf(port);
   options.logger?.info({ url, pid: child.pid }, 'worker process ready');
 
   return {
