@@ -107,12 +107,14 @@ async function run(): Promise<void> {
       storeUrl: etcd.storeUrl,
       logLevel: 'warn',
       port: apiPort,
+      cpuProfileDir: process.env.BENCH_CONTROLLER_PROFILE && path.resolve(process.env.BENCH_CONTROLLER_PROFILE),
       env: { TOKENVAULT_WORKER_URL: worker.url, TOKENVAULT_METRICS_PORT: String(apiMetricsPort) },
     });
     client = await KubeClient.fromKubeConfig(plane.kubeConfig());
 
     progress('starting the controller');
-    // BENCH_CONTROLLER_PROFILE=<dir>: the controller writes a V8 CPU profile there when it exits (Chrome DevTools).
+    // BENCH_CONTROLLER_PROFILE=<dir>: the controller (and the vault API) write V8 CPU profiles there when they exit
+    // (Chrome DevTools).
     const profileArgs = process.env.BENCH_CONTROLLER_PROFILE
       ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(process.env.BENCH_CONTROLLER_PROFILE)]
       : [];
