@@ -7,7 +7,6 @@
 // Prints "schemathesis: passed" or "schemathesis: failed" last; exits non-zero on failures.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -45,22 +44,11 @@ if (!existsSync(st)) {
   run(join(venv, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', `schemathesis==${SCHEMATHESIS}`]);
 }
 
-const freePort = () =>
-  new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-
-const port = await freePort();
-const base = `http://127.0.0.1:${port}`;
 const dev = spawn(process.execPath, ['--no-node-snapshot', join(root, 'dist/cli.js'), 'dev'], {
   env: {
     PATH: process.env.PATH ?? '',
-    TOKENVAULT_PORT: String(port),
+    // Port 0: dev binds a free port itself and prints it (a port chosen free here could be taken before dev binds it).
+    TOKENVAULT_PORT: '0',
     TOKENVAULT_LOG_LEVEL: 'warn',
     // Schemathesis sends thousands of requests from one key; the limits are tested elsewhere (rate-limits.test.ts).
     TOKENVAULT_RATE_LIMIT_API_PER_KEY: '0',
@@ -89,12 +77,13 @@ try {
     createInterface({ input: dev.stdout }).on('line', (line) => {
       const field = /^ {2}(URL|Management key|Operator key):\s+(\S+)$/.exec(line);
       if (field) fields[field[1]] = field[2];
-      if (fields['Management key'] && fields['Operator key']) {
+      if (fields.URL && fields['Management key'] && fields['Operator key']) {
         clearTimeout(timer);
         resolve(fields);
       }
     });
   });
+  const base = banner.URL;
 
   // The run's keys belong to applications the operator creates in the development tenant as if a Kubernetes object
   // declared them (BT-MANAGED-BY): the tenant's own keys get 409 changing, regenerating or deleting them, so the run

@@ -4,6 +4,7 @@
 import { ConfigError, loadConfig, SETTINGS, type LoadOptions } from './config/config.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import type { RunningWorker } from './server/worker.js';
+import type { WorkerListening } from './server/worker-process.js';
 import pino from 'pino';
 
 const USAGE = `usage: tokenvault <command> [flags]
@@ -71,7 +72,9 @@ async function main(argv: string[]): Promise<number> {
         onCatastrophicError: () => stop(() => process.abort()),
       });
       stopOnSignal(logger, () => worker.close());
-      // `tokenvault dev` starts the worker as a child with a stdin pipe: when the parent goes, so does the worker.
+      // `tokenvault dev` starts the worker as a child on port 0 and learns the port it got from this message.
+      process.send?.({ port: Number(new URL(worker.url).port) } satisfies WorkerListening);
+      // It also gives the worker a stdin pipe: when the parent goes, so does the worker.
       if (process.env.TOKENVAULT_WORKER_EXIT_WITH_PARENT === '1') {
         process.stdin.on('close', () => stop(() => process.exit(0)));
         process.stdin.on('end', () => stop(() => process.exit(0)));

@@ -1,6 +1,6 @@
 // Assembles and starts the API process: store, crypto, services, authenticator and the HTTP server.
 import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 import type { Server } from 'node:http';
 import { Authenticator } from '../auth/authenticator.js';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
@@ -68,6 +68,11 @@ export interface StartOptions {
   runtime?: RuntimeClient;
   /** Dev mode passes a generated ring; the api command requires configured keys. */
   keyRing?: KeyRing;
+  /**
+   * A socket already listening, which the API serves on instead of binding config.host:config.port (dev binds it
+   * before it starts its worker, which is given the API's URL). The API's server takes over its handle.
+   */
+  listener?: NetServer;
 }
 
 export async function startApi(config: Config, logger: Logger, options: StartOptions = {}): Promise<RunningApi> {
@@ -228,7 +233,8 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const drainer = drainable(server);
   context.draining = () => drainer.draining;
   server.keepAliveTimeout = 65_000;
-  server.listen(config.port, config.host);
+  if (options.listener) server.listen(options.listener);
+  else server.listen(config.port, config.host);
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;

@@ -2,6 +2,8 @@
 // management application whose key is TOKENVAULT_DEV_ROOT_KEY (or a fresh one), and prints the URL and the key.
 // On etcd the tenant id is fixed, so a restart with the same root key finds its tenant again.
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import net from 'node:net';
 import { generateApiKey, hashKey } from '../auth/api-keys.js';
 import { OPERATOR_ACTOR_ID } from '../auth/principal.js';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
@@ -9,9 +11,8 @@ import { KeyRing } from '../crypto/keyring.js';
 import { MANAGEMENT_DEFAULT } from '../auth/permissions.js';
 import type { Logger } from '../observability/logger.js';
 import { keys } from '../store/keys.js';
-import { spawnWorkerProcess } from './worker-process.js';
+import { spawnWorkerProcess, type WorkerProcess } from './worker-process.js';
 import { startApi, type RunningApi } from './api.js';
-import { freeLoopbackPort } from './ports.js';
 
 export const DEV_TENANT_ID = 'a7d3f1c2-0d5e-4b8a-9c61-2f4e8b7d0001';
 
@@ -32,22 +33,30 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
     ]);
   }
   const keyRing = config.keyEncryptionKeys ? undefined : KeyRing.generate();
-  // The worker's bt client calls back into this API, so the API's port is fixed before either starts.
-  const port = config.port === 0 ? await freeLoopbackPort() : config.port;
+  // The worker's bt client calls back into this API, so the API's socket is bound before the worker starts, and the
+  // worker is given the port it got: a port chosen free and bound later could be taken in between.
+  const listener = await listenForApi(config);
+  const { port } = listener.address() as net.AddressInfo;
   // The dev worker listens on loopback, where other local users could reach it: it gets a secret all the same.
   const workerSecret = config.workerSecret ?? (config.workerUrl ? undefined : randomBytes(32).toString('base64url'));
-  const worker = config.workerUrl
-    ? undefined
-    : await spawnWorkerProcess(
-        { ...config, workerSecret },
-        { apiUrl: `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`, logger },
-      );
-  const api = await startApi({ ...effective, port, workerSecret, workerUrl: config.workerUrl ?? worker!.url }, logger, {
-    keyRing,
-  }).catch(async (error: unknown) => {
+  let worker: WorkerProcess | undefined;
+  let api: RunningApi;
+  try {
+    worker = config.workerUrl
+      ? undefined
+      : await spawnWorkerProcess(
+          { ...config, workerSecret },
+          { apiUrl: `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`, logger },
+        );
+    api = await startApi({ ...effective, workerSecret, workerUrl: config.workerUrl ?? worker!.url }, logger, {
+      keyRing,
+      listener,
+    });
+  } catch (error) {
+    listener.close();
     await worker?.stop();
     throw error;
-  });
+  }
   const { store, services } = api.context;
   const managementKey = config.devRootKey ?? generateApiKey();
 
@@ -76,6 +85,24 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
       await worker?.stop();
     },
   };
+}
+
+/**
+ * Listens on config.host:config.port (port 0: one the kernel picks). Until the API takes the socket over, connections
+ * are closed at once, as a port nobody listens on would refuse them. A port in use is a configuration error.
+ */
+async function listenForApi(config: Config): Promise<net.Server> {
+  const listener = net.createServer((socket) => socket.destroy());
+  listener.listen(config.port, config.host);
+  try {
+    await once(listener, 'listening');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+    throw new ConfigError([
+      `--${SETTINGS.port.flag} / ${SETTINGS.port.env}: ${config.host}:${config.port} is in use (choose another port, or 0 for a free one)`,
+    ]);
+  }
+  return listener;
 }
 
 export function devBanner(dev: RunningDev, config: Config): string {

@@ -1,11 +1,10 @@
-// `tokenvault dev`'s own worker: `tokenvault worker` as a child process of the dev server, on a free loopback port,
-// restarted if it dies. Production runs workers as their own pods; only the dev server spawns one.
+// `tokenvault dev`'s own worker: `tokenvault worker` as a child process of the dev server, on a loopback port of its
+// own choosing, restarted if it dies. Production runs workers as their own pods; only the dev server spawns one.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/config.js';
 import type { Logger } from '../observability/logger.js';
-import { freeLoopbackPort } from './ports.js';
 
 export interface WorkerProcess {
   url: string;
@@ -17,29 +16,24 @@ export interface SpawnWorkerOptions {
   /** The API the worker's bt client calls (default config.apiUrl). */
   apiUrl?: string;
   logger?: Logger;
-  /** How long to wait for /readyz (default 15 s). */
+  /** How long to wait for the worker to listen (default 15 s). */
   readyTimeoutMs?: number;
-  /** Where the worker's ports come from (default: a free loopback port each time). */
-  freePort?: () => Promise<number>;
+}
+
+/** What the child sends over its IPC channel once it listens (src/cli.ts, `worker`). */
+export interface WorkerListening {
+  port: number;
 }
 
 /**
- * How many times a worker that exits before it is ready is started, each time on a new port. A port chosen free can be taken before the
- * worker binds it (another process's connection may get it as its local port): then the worker exits with
- * EADDRINUSE, and the same port would fail again.
- */
-const START_ATTEMPTS = 3;
-
-/**
- * Starts `tokenvault worker` as a child process on a free loopback port (the built CLI next to this module:
- * dist/cli.js), waits until it is ready, and restarts it if it dies. The child gets the runtime and destination
+ * Starts `tokenvault worker` as a child process (the built CLI next to this module: dist/cli.js) and waits until it
+ * listens, and restarts it if it dies. The first child binds port 0 and reports the port the kernel gave it: a port
+ * chosen free here and bound by the child later could be taken in between. The child gets the runtime and destination
  * settings of `config` and no secrets but the worker secret: TOKENVAULT_* variables of this process are not passed on.
  */
 export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOptions = {}): Promise<WorkerProcess> {
   const cli = fileURLToPath(new URL('../cli.js', import.meta.url));
-  const freePort = options.freePort ?? freeLoopbackPort;
-  let port = await freePort();
-  const urlOf = (workerPort: number) => `http://127.0.0.1:${workerPort}`;
+  let port = 0;
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(process.env)) if (!name.startsWith('TOKENVAULT_')) env[name] = value;
   Object.assign(env, {
@@ -67,10 +61,9 @@ export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOpt
     env.TOKENVAULT_PORT = String(port);
     // stdin is a pipe the worker watches: when this process dies, the worker sees it close and exits. The worker's
     // logs go to this process's stderr (dev keeps stdout for its banner).
-    child = spawn(process.execPath, ['--no-node-snapshot', cli, 'worker'], { env, stdio: ['pipe', 2, 2] });
+    child = spawn(process.execPath, ['--no-node-snapshot', cli, 'worker'], { env, stdio: ['pipe', 2, 2, 'ipc'] });
     child.once('exit', (code, signal) => {
-      // Before it is ready, the wait below decides what follows; after, it is restarted on its port (the API has its
-      // URL).
+      // Before it is ready, the wait below fails; after, it is restarted on its port (the API has its URL).
       if (stopping || !ready) return;
       restarts++;
       const delay = Math.min(5000, 100 * 2 ** Math.min(restarts, 6));
@@ -82,34 +75,26 @@ export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOpt
   };
   start();
 
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 15_000);
-  for (let attempt = 1; ;) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      if (attempt === START_ATTEMPTS) {
-        stopping = true;
-        throw new Error(
-          `the worker process exited (${child.exitCode ?? child.signalCode}) while starting, ${attempt} times`,
-        );
-      }
-      attempt++;
-      options.logger?.warn(
-        { code: child.exitCode, signal: child.signalCode, port },
-        'the worker process exited while starting; trying another port',
-      );
-      port = await freePort();
-      start();
-      continue;
-    }
-    if (await isReady(urlOf(port))) break;
-    if (Date.now() > deadline) {
-      stopping = true;
+  const timeoutMs = options.readyTimeoutMs ?? 15_000;
+  port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      throw new Error(`the worker process was not ready within ${options.readyTimeoutMs ?? 15_000} ms`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+      reject(new Error(`the worker process was not ready within ${timeoutMs} ms`));
+    }, timeoutMs);
+    child.once('message', (message: WorkerListening) => {
+      clearTimeout(timer);
+      resolve(message.port);
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`the worker process exited (${code ?? signal}) while starting`));
+    });
+  }).catch((error: unknown) => {
+    stopping = true;
+    throw error;
+  });
   ready = true;
-  const url = urlOf(port);
+  const url = `http://127.0.0.1:${port}`;
   options.logger?.info({ url, pid: child.pid }, 'worker process ready');
 
   return {
@@ -128,14 +113,4 @@ export async function spawnWorkerProcess(config: Config, options: SpawnWorkerOpt
       clearTimeout(timer);
     },
   };
-}
-
-async function isReady(url: string): Promise<boolean> {
-  try {
-    const response = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(1000) });
-    await response.arrayBuffer();
-    return response.status === 200;
-  } catch {
-    return false;
-  }
 }

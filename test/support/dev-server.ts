@@ -21,14 +21,14 @@ export interface DevServer {
 export const freePort = freeLoopbackPort;
 
 /**
- * Starts `tokenvault dev` on a free port and waits for its banner (URL, management key, operator key). `env` adds
- * settings (TOKENVAULT_PROXY_ALLOWED_HOSTS, TOKENVAULT_PROXY_CA_FILE for proxy tests).
+ * Starts `tokenvault dev` on a port it picks (port 0: a port chosen free here could be taken before dev binds it) and
+ * waits for its banner (URL, management key, operator key). `env` adds settings (TOKENVAULT_PROXY_ALLOWED_HOSTS,
+ * TOKENVAULT_PROXY_CA_FILE for proxy tests).
  */
 export async function startDevServer(env: Record<string, string> = {}): Promise<DevServer> {
-  const port = await freePort();
   const rootKey = generateApiKey();
   const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', 'dev'], {
-    env: { PATH: process.env.PATH ?? '', ...env, TOKENVAULT_PORT: String(port), TOKENVAULT_DEV_ROOT_KEY: rootKey },
+    env: { PATH: process.env.PATH ?? '', ...env, TOKENVAULT_PORT: '0', TOKENVAULT_DEV_ROOT_KEY: rootKey },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -55,6 +55,7 @@ export async function startDevServer(env: Record<string, string> = {}): Promise<
     await stop();
     throw error;
   });
+  const port = Number(new URL(banner.URL).port);
   return { child, port, banner, baseUrl: `http://localhost:${port}`, rootKey, stop };
 }
 

@@ -1,0 +1,96 @@
+// `tokenvault dev` binds the API's port before it starts its worker (src/server/dev.ts): the worker is given the URL
+// of a port dev already holds, so no other process can take that port in between. Real processes from the built dist/
+// (build it first when iterating: node_modules/.bin/tsc -p tsconfig.build.json).
+import { afterEach, beforeAll, expect, test } from '@jest/globals';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import { createInterface } from 'node:readline';
+
+const started: ChildProcess[] = [];
+
+beforeAll(() => {
+  if (!existsSync('dist/cli.js')) throw new Error('dist/ is not built: run npx tsc -p tsconfig.build.json');
+});
+
+afterEach(async () => {
+  for (const child of started.splice(0)) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    const exited = once(child, 'exit');
+    child.kill('SIGTERM');
+    await exited;
+  }
+});
+
+function dev(port: number) {
+  const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', 'dev'], {
+    env: { PATH: process.env.PATH ?? '', TOKENVAULT_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  started.push(child);
+  return child;
+}
+
+/** The TOKENVAULT_API_URL of dev's worker, read as soon as the worker process has it. */
+async function workerApiUrl(devPid: number): Promise<string> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    for (const pid of readFileSync(`/proc/${devPid}/task/${devPid}/children`, 'utf8').split(' ').filter(Boolean)) {
+      const entry = readFileSync(`/proc/${pid}/environ`, 'utf8')
+        .split('\0')
+        .find((variable) => variable.startsWith('TOKENVAULT_API_URL='));
+      if (entry) return entry.slice('TOKENVAULT_API_URL='.length);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error('dev started no worker within 30 s');
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+test('a port in use: dev fails at once with the setting to change, and no stack trace', async () => {
+  const holder = net.createServer();
+  holder.listen(0, '127.0.0.1');
+  await once(holder, 'listening');
+  const taken = (holder.address() as net.AddressInfo).port;
+  try {
+    const child = dev(taken);
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const [code] = await once(child, 'exit');
+    expect({ code, stderr }).toEqual({
+      code: 1,
+      stderr: `tokenvault: invalid configuration:\n  - --port / TOKENVAULT_PORT: 127.0.0.1:${taken} is in use (choose another port, or 0 for a free one)\n`,
+    });
+  } finally {
+    holder.close();
+  }
+});
+
+test('port 0: the API holds its port when the worker starts, and the banner shows that port', async () => {
+  const child = dev(0);
+  let stderr = '';
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const apiUrl = await workerApiUrl(child.pid!);
+  // Before the API serves, the connection is closed at once; what matters is that the port is dev's already.
+  expect(await accepts(Number(new URL(apiUrl).port))).toBe(true);
+  const banner = await new Promise<string>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`tokenvault dev exited with ${code}; stderr: ${stderr}`)));
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      const url = /^ {2}URL:\s+(\S+)$/.exec(line);
+      if (url) resolve(url[1]);
+    });
+  });
+  expect(banner).toBe(apiUrl);
+  expect((await fetch(`${banner}/healthz`)).status).toBe(200);
+});
