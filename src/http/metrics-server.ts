@@ -1,6 +1,6 @@
 // The API's /metrics listener (TOKENVAULT_METRICS_PORT): a plain node:http server on a port of its own, answering
 // GET /metrics and 404 to anything else.
-import { once } from 'node:events';
+import { listenOn } from './listen.js';
 import { createServer, type Server } from 'node:http';
 import type { Metrics } from '../observability/metrics.js';
 
@@ -21,7 +21,6 @@ export async function listenMetrics(metrics: Metrics, host: string, port: number
       () => response.writeHead(500, { 'content-type': 'text/plain' }).end('metrics collection failed\n'),
     );
   });
-  server.listen(port, host);
-  await once(server, 'listening');
+  await listenOn(server, host, port, 'metricsPort');
   return server;
 }

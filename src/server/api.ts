@@ -4,6 +4,7 @@ import type { AddressInfo, Server as NetServer } from 'node:net';
 import type { Server } from 'node:http';
 import { Authenticator } from '../auth/authenticator.js';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
+import { listenOn } from '../http/listen.js';
 import { TenantCrypto } from '../crypto/envelope.js';
 import { KeyRing } from '../crypto/keyring.js';
 import { ApplicationService } from '../domain/applications/service.js';
@@ -233,9 +234,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const drainer = drainable(server);
   context.draining = () => drainer.draining;
   server.keepAliveTimeout = 65_000;
-  if (options.listener) server.listen(options.listener);
-  else server.listen(config.port, config.host);
-  await once(server, 'listening');
+  if (options.listener) {
+    server.listen(options.listener);
+    await once(server, 'listening');
+  } else await listenOn(server, config.host, config.port);
   const { port } = server.address() as AddressInfo;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const base = (p: number) => `http://${host.includes(':') ? `[${host}]` : host}:${p}`;

@@ -2,12 +2,12 @@
 // service account), the manager (informers, work queue, leader election, reconcilers), and a small HTTP server on the
 // process's own port with /healthz (the process is alive), /readyz (every informer has synced: standbys too, so a
 // rollout waits for warm caches) and /metrics.
-import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Config } from '../config/config.js';
+import { listenOn } from '../http/listen.js';
 import { KubeClient } from '../controller/kube.js';
 import { defaultIdentity } from '../controller/leader.js';
 import { Manager, type Reconciler } from '../controller/manager.js';
@@ -127,8 +127,7 @@ export async function startController(
         response.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found\n');
     }
   });
-  server.listen(config.port, config.host);
-  await once(server, 'listening');
+  await listenOn(server, config.host, config.port);
   const { port } = server.address() as AddressInfo;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;

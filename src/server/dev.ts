@@ -2,11 +2,11 @@
 // management application whose key is TOKENVAULT_DEV_ROOT_KEY (or a fresh one), and prints the URL and the key.
 // On etcd the tenant id is fixed, so a restart with the same root key finds its tenant again.
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
 import net from 'node:net';
 import { generateApiKey, hashKey } from '../auth/api-keys.js';
 import { OPERATOR_ACTOR_ID } from '../auth/principal.js';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
+import { listenOn } from '../http/listen.js';
 import { KeyRing } from '../crypto/keyring.js';
 import { MANAGEMENT_DEFAULT } from '../auth/permissions.js';
 import type { Logger } from '../observability/logger.js';
@@ -93,15 +93,7 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
  */
 async function listenForApi(config: Config): Promise<net.Server> {
   const listener = net.createServer((socket) => socket.destroy());
-  listener.listen(config.port, config.host);
-  try {
-    await once(listener, 'listening');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
-    throw new ConfigError([
-      `--${SETTINGS.port.flag} / ${SETTINGS.port.env}: ${config.host}:${config.port} is in use (choose another port, or 0 for a free one)`,
-    ]);
-  }
+  await listenOn(listener, config.host, config.port);
   return listener;
 }
 

@@ -1,10 +1,10 @@
 // Assembles and starts a worker process: the sandbox pool, the bt bridge to the API, the fetch bridge through the
 // destination policy, and the HTTP server (runtime/worker-server.ts). No store, no keys: the only credential a worker
 // ever holds is the short-lived bt key that arrives with an invocation.
-import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
+import { listenOn } from '../http/listen.js';
 import type { Logger } from '../observability/logger.js';
 import { DestinationPolicy, outboundRequest } from '../proxy/destination-policy.js';
 import { BtBridge } from '../runtime/worker/bt-bridge.js';
@@ -70,8 +70,7 @@ export async function startWorker(
   // Longer than the API's pool keeps idle connections, so the API side always closes first.
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
-  server.listen(config.port, config.host);
-  await once(server, 'listening');
+  await listenOn(server, config.host, config.port);
   const { port } = server.address() as AddressInfo;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;

@@ -1,5 +1,6 @@
 // `tokenvault dev` binds the API's port before it starts its worker (src/server/dev.ts): the worker is given the URL
-// of a port dev already holds, so no other process can take that port in between. Real processes from the built dist/
+// of a port dev already holds, so no other process can take that port in between. A port in use is one line naming
+// the setting, for dev and the other commands (src/http/listen.ts). Real processes from the built dist/
 // (build it first when iterating: node_modules/.bin/tsc -p tsconfig.build.json).
 import { afterEach, beforeAll, expect, test } from '@jest/globals';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -24,8 +25,12 @@ afterEach(async () => {
 });
 
 function dev(port: number) {
-  const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', 'dev'], {
-    env: { PATH: process.env.PATH ?? '', TOKENVAULT_PORT: String(port) },
+  return cli('dev', { TOKENVAULT_PORT: String(port) });
+}
+
+function cli(command: string, env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--no-node-snapshot', 'dist/cli.js', command], {
+    env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   started.push(child);
@@ -58,23 +63,42 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
-test('a port in use: dev fails at once with the setting to change, and no stack trace', async () => {
+async function withTakenPort(use: (port: number) => Promise<void>): Promise<void> {
   const holder = net.createServer();
   holder.listen(0, '127.0.0.1');
   await once(holder, 'listening');
-  const taken = (holder.address() as net.AddressInfo).port;
   try {
-    const child = dev(taken);
-    let stderr = '';
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    const [code] = await once(child, 'exit');
-    expect({ code, stderr }).toEqual({
-      code: 1,
-      stderr: `tokenvault: invalid configuration:\n  - --port / TOKENVAULT_PORT: 127.0.0.1:${taken} is in use (choose another port, or 0 for a free one)\n`,
-    });
+    await use((holder.address() as net.AddressInfo).port);
   } finally {
     holder.close();
   }
+}
+
+async function exitOf(child: ChildProcess): Promise<{ code: number; stderr: string }> {
+  let stderr = '';
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  const [code] = (await once(child, 'exit')) as [number];
+  return { code, stderr };
+}
+
+const inUse = (port: number, setting = '--port / TOKENVAULT_PORT') =>
+  `tokenvault: invalid configuration:\n  - ${setting}: 127.0.0.1:${port} is in use (choose another port, or 0 for a free one)\n`;
+
+test('a port in use: dev fails at once with the setting to change, and no stack trace', async () => {
+  await withTakenPort(async (taken) => {
+    expect(await exitOf(dev(taken))).toEqual({ code: 1, stderr: inUse(taken) });
+  });
+});
+
+test('a port in use: the worker command too names the setting (every command binds through the same function)', async () => {
+  await withTakenPort(async (taken) => {
+    const worker = cli('worker', {
+      TOKENVAULT_HOST: '127.0.0.1',
+      TOKENVAULT_PORT: String(taken),
+      TOKENVAULT_LOG_LEVEL: 'error',
+    });
+    expect(await exitOf(worker)).toEqual({ code: 1, stderr: inUse(taken) });
+  });
 });
 
 test('port 0: the API holds its port when the worker starts, and the banner shows that port', async () => {
