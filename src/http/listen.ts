@@ -20,3 +20,9 @@ export async function listenOn(
     throw new ConfigError([`--${flag} / ${env}: ${host}:${port} is in use (choose another port, or 0 for a free one)`]);
   }
 }
+
+/** The URL by which a process on this machine reaches a server listening on host:port (a wildcard host: loopback). */
+export function localUrl(host: string, port: number): string {
+  const local = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return `http://${local.includes(':') ? `[${local}]` : local}:${port}`;
+}

@@ -4,7 +4,7 @@ import type { AddressInfo, Server as NetServer } from 'node:net';
 import type { Server } from 'node:http';
 import { Authenticator } from '../auth/authenticator.js';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
-import { listenOn } from '../http/listen.js';
+import { listenOn, localUrl } from '../http/listen.js';
 import { TenantCrypto } from '../crypto/envelope.js';
 import { KeyRing } from '../crypto/keyring.js';
 import { ApplicationService } from '../domain/applications/service.js';
@@ -239,13 +239,11 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     await once(server, 'listening');
   } else await listenOn(server, config.host, config.port);
   const { port } = server.address() as AddressInfo;
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-  const base = (p: number) => `http://${host.includes(':') ? `[${host}]` : host}:${p}`;
-  const url = base(port);
+  const url = localUrl(config.host, port);
   logger.info({ url, store: config.store.kind }, 'api listening');
   const metricsServer =
     config.metricsPort === undefined ? undefined : await listenMetrics(metrics, config.host, config.metricsPort);
-  const metricsUrl = metricsServer ? base((metricsServer.address() as AddressInfo).port) : undefined;
+  const metricsUrl = metricsServer ? localUrl(config.host, (metricsServer.address() as AddressInfo).port) : undefined;
   if (metricsUrl) logger.info({ url: metricsUrl }, 'metrics listening');
 
   return {

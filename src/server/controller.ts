@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Config } from '../config/config.js';
-import { listenOn } from '../http/listen.js';
+import { listenOn, localUrl } from '../http/listen.js';
 import { KubeClient } from '../controller/kube.js';
 import { defaultIdentity } from '../controller/leader.js';
 import { Manager, type Reconciler } from '../controller/manager.js';
@@ -129,8 +129,7 @@ export async function startController(
   });
   await listenOn(server, config.host, config.port);
   const { port } = server.address() as AddressInfo;
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const url = localUrl(config.host, port);
 
   manager.start();
   logger.info(

@@ -6,7 +6,7 @@ import net from 'node:net';
 import { generateApiKey, hashKey } from '../auth/api-keys.js';
 import { OPERATOR_ACTOR_ID } from '../auth/principal.js';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
-import { listenOn } from '../http/listen.js';
+import { listenOn, localUrl } from '../http/listen.js';
 import { KeyRing } from '../crypto/keyring.js';
 import { MANAGEMENT_DEFAULT } from '../auth/permissions.js';
 import type { Logger } from '../observability/logger.js';
@@ -44,10 +44,7 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
   try {
     worker = config.workerUrl
       ? undefined
-      : await spawnWorkerProcess(
-          { ...config, workerSecret },
-          { apiUrl: `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`, logger },
-        );
+      : await spawnWorkerProcess({ ...config, workerSecret }, { apiUrl: localUrl(config.host, port), logger });
     api = await startApi({ ...effective, workerSecret, workerUrl: config.workerUrl ?? worker!.url }, logger, {
       keyRing,
       listener,

@@ -4,7 +4,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, SETTINGS, type Config } from '../config/config.js';
-import { listenOn } from '../http/listen.js';
+import { listenOn, localUrl } from '../http/listen.js';
 import type { Logger } from '../observability/logger.js';
 import { DestinationPolicy, outboundRequest } from '../proxy/destination-policy.js';
 import { BtBridge } from '../runtime/worker/bt-bridge.js';
@@ -72,8 +72,7 @@ export async function startWorker(
   server.headersTimeout = 66_000;
   await listenOn(server, config.host, config.port);
   const { port } = server.address() as AddressInfo;
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const url = localUrl(config.host, port);
   logger.info({ url, cache_size: config.runtime.cacheSize, ...limits }, 'worker listening');
 
   let closing: Promise<void> | undefined;

@@ -52,9 +52,9 @@ async function workerApiUrl(devPid: number): Promise<string> {
   throw new Error('dev started no worker within 30 s');
 }
 
-function accepts(port: number): Promise<boolean> {
+function accepts(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
+    const socket = net.connect(port, host);
     socket.once('connect', () => {
       socket.destroy();
       resolve(true);
@@ -117,4 +117,11 @@ test('port 0: the API holds its port when the worker starts, and the banner show
   });
   expect(banner).toBe(apiUrl);
   expect((await fetch(`${banner}/healthz`)).status).toBe(200);
+});
+
+test('an IPv6 host: the worker is given a URL it can parse, with the address in brackets', async () => {
+  const child = cli('dev', { TOKENVAULT_HOST: '::1', TOKENVAULT_PORT: '0' });
+  const apiUrl = await workerApiUrl(child.pid!);
+  expect(apiUrl).toMatch(/^http:\/\/\[::1\]:\d+$/);
+  expect(await accepts(Number(new URL(apiUrl).port), '::1')).toBe(true);
 });
