@@ -1,7 +1,7 @@
 // Lists in creation order without reading the whole list. Every listed record of a kind has an empty index key
 // `order/<kind>/<created_at>/<id>` under its tenant (keys.creationOrderEntry), put and deleted in the same
 // transaction as the record. A page then reads index keys up to its end (about 100 bytes each, no values), the count
-// of records, and only its own records in one round trip: a tenant with 10,000 reactors of 32 KiB of code no longer
+// of records, and only its own records in one round trip: a tenant with 10,000 reactors, each holding its code, no longer
 // makes every page read, decode and sort all of them on the API's one event loop.
 //
 // The index heals itself. Records written before it existed (or by a replica of the previous version during a rolling
@@ -88,7 +88,7 @@ export class CreationOrder<T extends Created> {
   }
 
   /** Every record of the tenant, oldest first; puts the index right where it disagrees with them. */
-  async all(tenantId: string): Promise<T[]> {
+  private async all(tenantId: string): Promise<T[]> {
     const prefix = keys.creationOrder(tenantId, this.kind);
     const filed = new Map<string, number>();
     const [records] = await Promise.all([
