@@ -36,8 +36,12 @@ export function orderDelete(tenantId: string, kind: OrderedKind, record: Created
   return { type: 'delete', key: keys.creationOrderEntry(tenantId, kind, record.created_at, record.id) };
 }
 
-/** Index keys read per request while finding a page; the first read asks for just enough for page 1. */
+/**
+ * Index keys read per request while finding a page: at most ORDER_CHUNK, at least ORDER_CHUNK_MIN (page 1 of 20 is
+ * one read of 21 keys; the rest of a millisecond's ties at its end, when there are any, one more).
+ */
 const ORDER_CHUNK = 1000;
+const ORDER_CHUNK_MIN = 16;
 /** Repairs sent at once (the store sends transactions of one turn together). */
 const REPAIRS_AT_ONCE = 64;
 
@@ -159,7 +163,7 @@ export class CreationOrder<T extends Created> {
     const prefix = keys.creationOrder(tenantId, this.kind);
     const entries: Created[] = [];
     for (let after: string | undefined; ;) {
-      const limit = Math.min(ORDER_CHUNK, Math.max(count + 1 - entries.length, 16));
+      const limit = Math.min(ORDER_CHUNK, Math.max(count + 1 - entries.length, ORDER_CHUNK_MIN));
       const chunk = await this.store.range(prefix, { startAfter: after, limit });
       for (const { key } of chunk) entries.push(parseEntry(key.slice(prefix.length)));
       // Keys order ids of one created_at by their bytes, the list by localeCompare: so read on past the count-th
