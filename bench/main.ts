@@ -9,6 +9,7 @@ import { loadSettings, type Benchmark } from './support/settings.js';
 import { ensureEtcdBinary, repoRoot } from './support/processes.js';
 import { controllerScaleBenchmark } from './controller-scale.js';
 import { growthBenchmark } from './growth.js';
+import { listsBenchmark } from './lists.js';
 import { scalingBenchmark } from './scaling.js';
 import { proxyBenchmark } from './proxy.js';
 import { reactorsBenchmark } from './reactors.js';
@@ -21,6 +22,7 @@ const BENCHMARKS: Benchmark[] = [
   reactorsBenchmark,
   controllerScaleBenchmark,
   searchBenchmark,
+  listsBenchmark,
   growthBenchmark,
   scalingBenchmark,
 ];

@@ -33,14 +33,19 @@ export function parsePaging(query: Record<string, unknown>): PageRequest {
 }
 
 /** Cuts one page out of the full, already filtered and ordered list. */
-export function paginate<T>(items: T[], { page, size }: PageRequest): Page<T> {
+export function paginate<T>(items: T[], request: PageRequest): Page<T> {
+  return pageOf(items.slice((request.page - 1) * request.size, request.page * request.size), items.length, request);
+}
+
+/** A page read on its own rather than cut from the full list: its items and how many the whole list has. */
+export function pageOf<T>(data: T[], totalItems: number, { page, size }: PageRequest): Page<T> {
   return {
     pagination: {
-      total_items: items.length,
+      total_items: totalItems,
       page_number: page,
       page_size: size,
-      total_pages: Math.ceil(items.length / size),
+      total_pages: Math.ceil(totalItems / size),
     },
-    data: items.slice((page - 1) * size, page * size),
+    data,
   };
 }

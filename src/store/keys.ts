@@ -5,6 +5,9 @@
 
 const ROOT = '/tokenvault/';
 
+/** The kinds whose lists are read in creation order through an index (keys.creationOrder). */
+export type OrderedKind = 'reactors' | 'applications' | 'proxies' | 'formulas';
+
 export const keys = {
   root: ROOT,
 
@@ -18,6 +21,15 @@ export const keys = {
 
   /** Everything a tenant owns. */
   tenantData: (tenantId: string) => `${ROOT}t/${tenantId}/`,
+
+  /**
+   * Creation order of a tenant's records of one listed kind: `order/<kind>/<created_at>/<id>`, empty values, put and
+   * deleted in the same transaction as the record, so a list page reads keys up to its end and only its own records
+   * (src/domain/creation-order.ts).
+   */
+  creationOrder: (tenantId: string, kind: OrderedKind) => `${ROOT}t/${tenantId}/order/${kind}/`,
+  creationOrderEntry: (tenantId: string, kind: OrderedKind, createdAt: string, id: string) =>
+    `${ROOT}t/${tenantId}/order/${kind}/${createdAt}/${id}`,
 
   applications: (tenantId: string) => `${ROOT}t/${tenantId}/applications/`,
   application: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/applications/${id}`,

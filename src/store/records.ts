@@ -1,6 +1,6 @@
 // Typed records over the Store: the domain keeps typed objects, the store keeps strings written by the codec.
 import { decode, type RecordKind } from './codec.js';
-import type { Store } from './store.js';
+import type { Entry, Store } from './store.js';
 
 export interface Versioned<T> {
   value: T;
@@ -15,14 +15,29 @@ export async function getRecord<T>(store: Store, kind: RecordKind, key: string):
 /** Records read per etcd request while listing: each response stays small whatever the prefix holds. */
 const LIST_PAGE = 500;
 
-export async function listRecords<T>(store: Store, kind: RecordKind, prefix: string): Promise<T[]> {
-  const records: T[] = [];
+/** Calls `each` with every entry under a prefix, in key order, reading LIST_PAGE entries per request. */
+export async function forEachEntry(store: Store, prefix: string, each: (entry: Entry) => void): Promise<void> {
   for (let after: string | undefined; ;) {
     const entries = await store.range(prefix, { startAfter: after, limit: LIST_PAGE });
-    for (const entry of entries) records.push(decode<T>(kind, entry.value));
-    if (entries.length < LIST_PAGE) return records;
+    for (const entry of entries) each(entry);
+    if (entries.length < LIST_PAGE) return;
     after = entries[entries.length - 1].key;
   }
+}
+
+export async function listRecords<T>(store: Store, kind: RecordKind, prefix: string): Promise<T[]> {
+  const records: T[] = [];
+  await forEachEntry(store, prefix, (entry) => records.push(decode<T>(kind, entry.value)));
+  return records;
+}
+
+/** As listRecords, with each record's modRevision (for writes guarded by it). */
+export async function listVersionedRecords<T>(store: Store, kind: RecordKind, prefix: string): Promise<Versioned<T>[]> {
+  const records: Versioned<T>[] = [];
+  await forEachEntry(store, prefix, (entry) =>
+    records.push({ value: decode<T>(kind, entry.value), modRevision: entry.modRevision }),
+  );
+  return records;
 }
 
 /** Seconds from now until an ISO time, rounded up, at least 1: the TTL of a lease that ends then. */

@@ -7,10 +7,11 @@ import { actorId, type KeyIndexEntry, type TenantPrincipal } from '../../auth/pr
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
-import { getRecord, listRecords } from '../../store/records.js';
+import { getRecord } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { checkRules, type AccessRule } from '../../auth/access/rules.js';
-import { paginate, type Page, type PageRequest } from '../paging.js';
+import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
+import type { Page, PageRequest } from '../paging.js';
 import { permissionsFor, type ApplicationType } from '../../auth/permissions.js';
 import { assertMayGrant, assertMayOutlive } from './delegation.js';
 import type { CreateApplicationBody, UpdateApplicationBody } from './schema.js';
@@ -83,8 +84,13 @@ export function keyIndexEntry(record: ApplicationRecord, keyId?: string): KeyInd
   };
 }
 
-/** The writes that store an application: the record and an index entry for each of its keys. */
+/** The writes that create an application: those that store it, and its place in the creation order. */
 export function createApplicationOps(record: ApplicationRecord): TxnOp[] {
+  return [...storeApplicationOps(record), orderPut(record.tenant_id, 'applications', record)];
+}
+
+/** The writes that store an application: the record and an index entry for each of its keys. */
+function storeApplicationOps(record: ApplicationRecord): TxnOp[] {
   return [
     { type: 'put', key: keys.application(record.tenant_id, record.id), value: encode('application', record) },
     ...record.keys.map((k): TxnOp => ({
@@ -115,10 +121,14 @@ export interface ApplicationServiceOptions {
 }
 
 export class ApplicationService {
+  private readonly order: CreationOrder<ApplicationRecord>;
+
   constructor(
     private readonly store: Store,
     private readonly options: ApplicationServiceOptions = { maxKeys: 10 },
-  ) {}
+  ) {
+    this.order = new CreationOrder(store, 'applications', 'application', keys.applications, keys.application);
+  }
 
   /** Builds (does not store) a new application with a fresh key, after checking its permissions and rules. */
   prepare(
@@ -175,14 +185,11 @@ export class ApplicationService {
   }
 
   async list(tenantId: string, paging: PageRequest, ids?: string[], types?: string[]): Promise<Page<Application>> {
-    let records = await listRecords<ApplicationRecord>(this.store, 'application', keys.applications(tenantId));
-    if (ids && ids.length > 0) records = records.filter((r) => ids.includes(r.id));
-    if (types && types.length > 0) records = records.filter((r) => types.includes(r.type));
-    records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
-    return paginate(
-      records.map((r) => toApplication(r)),
-      paging,
-    );
+    const page = await this.order.list(tenantId, paging, {
+      ids,
+      keep: types?.length ? (r) => types.includes(r.type) : undefined,
+    });
+    return { ...page, data: page.data.map((r) => toApplication(r)) };
   }
 
   async get(tenantId: string, id: string): Promise<Application> {
@@ -284,7 +291,11 @@ export class ApplicationService {
     assertMayChange(current.value, principal, 'application');
     const deleted = await this.store.txn({
       compare: [{ key: keys.application(tenantId, id), modRevision: current.modRevision }],
-      success: [{ type: 'delete', key: keys.application(tenantId, id) }, ...revokeKeys(current.value.keys)],
+      success: [
+        { type: 'delete', key: keys.application(tenantId, id) },
+        orderDelete(tenantId, 'applications', current.value),
+        ...revokeKeys(current.value.keys),
+      ],
     });
     if (!deleted) throw new Errors.Conflict('The application changed while it was being deleted; retry.');
   }
@@ -315,7 +326,7 @@ export class ApplicationService {
         { key: keys.application(record.tenant_id, record.id), modRevision: expected },
         ...keysAreFree(change.fresh),
       ],
-      success: [...revokeKeys(change.gone), ...createApplicationOps(record)],
+      success: [...revokeKeys(change.gone), ...storeApplicationOps(record)],
     });
     if (!written) throw new Errors.Conflict('The application was changed by another request; retry.');
   }

@@ -9,6 +9,7 @@ import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
+import { byCreation, CreationOrder, orderDelete, orderPut } from '../creation-order.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import { assertCompiles } from './code.js';
@@ -71,11 +72,13 @@ export class FormulaService {
    * Watched per tenant (and the official prefix), so a changed formula applies at once on every replica.
    */
   private readonly records: PrefixWatchedCache<Formula>;
+  private readonly order: CreationOrder<Formula>;
 
   constructor(
     private readonly store: Store,
     options: { cacheSeconds?: number } = {},
   ) {
+    this.order = new CreationOrder(store, 'formulas', 'formula', keys.formulas, keys.formula);
     this.records = new PrefixWatchedCache(store, {
       max: CACHED_FORMULAS,
       maxSize: CACHED_FORMULA_CHARS,
@@ -98,9 +101,15 @@ export class FormulaService {
       ...('official' in owner ? {} : { tenant_id: owner.tenantId }),
       ...(owner.operator && owner.managedBy ? { managed_by: owner.managedBy } : {}),
     };
-    if (!(await this.store.create(storeKey(owner, formula.id), encode('formula', formula)))) {
-      throw new Errors.Conflict(`A reactor formula with the id ${formula.id} already exists.`);
-    }
+    const key = storeKey(owner, formula.id);
+    const created = await this.store.txn({
+      compare: [{ key, modRevision: 0 }],
+      success: [
+        { type: 'put', key, value: encode('formula', formula) },
+        ...('official' in owner ? [] : [orderPut(owner.tenantId, 'formulas', formula)]),
+      ],
+    });
+    if (!created) throw new Errors.Conflict(`A reactor formula with the id ${formula.id} already exists.`);
     return formula;
   }
 
@@ -138,9 +147,15 @@ export class FormulaService {
         `The formula is used by ${users.length} reactor${users.length === 1 ? '' : 's'}: ${users.slice(0, 20).join(', ')}. Delete them first.`,
       );
     }
-    if (!(await this.store.compareAndDelete(storeKey(owner, id), current.modRevision))) {
-      throw new Errors.Conflict('The formula was changed while it was being deleted; retry.');
-    }
+    const key = storeKey(owner, id);
+    const deleted = await this.store.txn({
+      compare: [{ key, modRevision: current.modRevision }],
+      success: [
+        { type: 'delete', key },
+        ...('official' in owner ? [] : [orderDelete(owner.tenantId, 'formulas', current.value)]),
+      ],
+    });
+    if (!deleted) throw new Errors.Conflict('The formula was changed while it was being deleted; retry.');
   }
 
   /**
@@ -182,14 +197,16 @@ export class FormulaService {
     return found;
   }
 
-  /** Official formulas plus the tenant's private ones (or only official ones for the operator). */
+  /**
+   * Official formulas plus the tenant's private ones (or only official ones for the operator). The official ones are
+   * the operator's few and are read whole; the tenant's part is read through its creation order.
+   */
   async list(tenantId: string | undefined, paging: PageRequest, name?: string): Promise<Page<Formula>> {
     const official = await listRecords<Formula>(this.store, 'formula', keys.officialFormulas);
-    const own = tenantId ? await listRecords<Formula>(this.store, 'formula', keys.formulas(tenantId)) : [];
-    let all = [...official, ...own];
-    if (name !== undefined) all = all.filter((f) => f.name.toLowerCase().includes(name.toLowerCase()));
-    all.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
-    return paginate(all, paging);
+    const lowered = name?.toLowerCase();
+    const keep = lowered === undefined ? undefined : (f: Formula) => f.name.toLowerCase().includes(lowered);
+    if (tenantId) return this.order.list(tenantId, paging, { keep, alongside: official });
+    return paginate((keep ? official.filter(keep) : official).sort(byCreation), paging);
   }
 
   /** The reactors that use a formula, from the reference index. */

@@ -9,13 +9,14 @@ import { generateApiKey, hashKey, isApiKey } from '../../auth/api-keys.js';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
-import { getRecord, listRecords } from '../../store/records.js';
+import { getRecord } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { WatchedCache } from '../../store/watched-cache.js';
 import { assertMayDelegate } from '../applications/delegation.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
-import { paginate, type Page, type PageRequest } from '../paging.js';
+import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
+import type { Page, PageRequest } from '../paging.js';
 import type { TenantDirectory } from '../tenants/directory.js';
 import type { DataCipher } from '../tokens/records.js';
 import type { ProxyBody, ProxyPatch, ProxyTransformBody } from './schema.js';
@@ -99,6 +100,7 @@ export interface ProxyServiceOptions {
 export class ProxyService {
   /** Key resolutions by key hash; every write of a proxy rewrites its index entry, which the watch sees. */
   private readonly cache: WatchedCache<ResolvedProxy>;
+  private readonly order: CreationOrder<ProxyRecord>;
 
   constructor(
     private readonly store: Store,
@@ -107,6 +109,7 @@ export class ProxyService {
     private readonly options: ProxyServiceOptions,
   ) {
     this.cache = new WatchedCache(store, keys.proxyKeys, { max: 10_000, ttlSeconds: options.cacheSeconds });
+    this.order = new CreationOrder(store, 'proxies', 'proxy', keys.proxies, keys.proxy);
   }
 
   start(): Promise<void> {
@@ -146,6 +149,7 @@ export class ProxyService {
       success: [
         { type: 'put', key: keys.proxy(tenantId, id), value: encode('proxy', toStored(record)) },
         { type: 'put', key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
+        orderPut(tenantId, 'proxies', record),
       ],
     });
     if (!written) throw new Errors.Conflict('A generated proxy key collided; retry.');
@@ -162,17 +166,11 @@ export class ProxyService {
     paging: PageRequest,
     filter: { ids?: string[]; name?: string },
   ): Promise<Page<Proxy>> {
-    let records = await listRecords<ProxyRecord>(this.store, 'proxy', keys.proxies(principal.tenantId));
-    if (filter.ids && filter.ids.length > 0) {
-      const ids = new Set(filter.ids.map((id) => id.toLowerCase()));
-      records = records.filter((r) => ids.has(r.id));
-    }
-    if (filter.name !== undefined) {
-      const name = filter.name.toLowerCase();
-      records = records.filter((r) => r.name.toLowerCase().includes(name));
-    }
-    records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
-    const page = paginate(records, paging);
+    const name = filter.name?.toLowerCase();
+    const page = await this.order.list(principal.tenantId, paging, {
+      ids: filter.ids?.map((id) => id.toLowerCase()),
+      keep: name === undefined ? undefined : (r) => r.name.toLowerCase().includes(name),
+    });
     const withKey = mayReadKey(principal);
     return { ...page, data: await Promise.all(page.data.map((r) => this.toProxy(r, { withKey }))) };
   }
@@ -217,6 +215,7 @@ export class ProxyService {
       success: [
         { type: 'delete', key: keys.proxy(tenantId, id) },
         { type: 'delete', key: keys.proxyKey(current.value.key_hash) },
+        orderDelete(tenantId, 'proxies', current.value),
       ],
     });
     if (!deleted) throw new Errors.Conflict('The proxy was changed while it was being deleted; retry.');

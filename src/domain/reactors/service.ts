@@ -9,14 +9,15 @@ import type { RuntimeRouter } from '../../runtime/client/router.js';
 import type { InvocationFailure } from '../../runtime/contract.js';
 import { allowedCustomStatus, customResponseHeaders, refusedCustomStatus } from '../../runtime/custom-response.js';
 import { keys } from '../../store/keys.js';
-import { getRecord, listRecords } from '../../store/records.js';
+import { getRecord } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import { assertMayDelegate } from '../applications/delegation.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import type { Formula, FormulaService } from '../formulas/service.js';
-import { paginate, type Page, type PageRequest } from '../paging.js';
+import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
+import type { Page, PageRequest } from '../paging.js';
 import type { Detokenizer } from '../tokens/detokenizer.js';
 import type { DataCipher } from '../tokens/records.js';
 import type { TokenService } from '../tokens/service.js';
@@ -114,6 +115,7 @@ export class ReactorService {
 
   /** Where changes are published as webhook events (outbox writes in the change's own transaction). */
   private events: EventSink = { ops: async () => [] };
+  private readonly order: CreationOrder<ReactorRecord>;
 
   constructor(
     private readonly store: Store,
@@ -125,6 +127,7 @@ export class ReactorService {
     private readonly btKeys: BtKeys,
     options: { cacheSeconds?: number } = {},
   ) {
+    this.order = new CreationOrder(store, 'reactors', 'reactor', keys.reactors, keys.reactor);
     this.records = new PrefixWatchedCache(store, {
       max: CACHED_REACTORS,
       maxSize: CACHED_REACTOR_CHARS,
@@ -172,7 +175,10 @@ export class ReactorService {
       created_at: new Date().toISOString(),
       created_by: actorId(principal),
     };
-    const ops: TxnOp[] = [{ type: 'put', key: keys.reactor(tenantId, id), value: encode('reactor', record) }];
+    const ops: TxnOp[] = [
+      { type: 'put', key: keys.reactor(tenantId, id), value: encode('reactor', record) },
+      orderPut(tenantId, 'reactors', record),
+    ];
     if (formula) ops.push({ type: 'put', key: keys.formulaRef(formula.id, tenantId, id), value: '' });
     ops.push(...(await this.events.ops(tenantId, 'reactor.created', reactorEventData(record, actorOf(principal)))));
     if (!(await this.store.txn({ compare: [{ key: keys.reactor(tenantId, id), modRevision: 0 }], success: ops }))) {
@@ -190,12 +196,11 @@ export class ReactorService {
   }
 
   async list(tenantId: string, paging: PageRequest, filter: { ids?: string[]; name?: string }): Promise<Page<Reactor>> {
-    let records = await listRecords<ReactorRecord>(this.store, 'reactor', keys.reactors(tenantId));
-    if (filter.ids && filter.ids.length > 0) records = records.filter((r) => filter.ids!.includes(r.id));
-    if (filter.name !== undefined)
-      records = records.filter((r) => r.name.toLowerCase().includes(filter.name!.toLowerCase()));
-    records.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
-    const page = paginate(records, paging);
+    const name = filter.name?.toLowerCase();
+    const page = await this.order.list(tenantId, paging, {
+      ids: filter.ids,
+      keep: name === undefined ? undefined : (r) => r.name.toLowerCase().includes(name),
+    });
     return {
       ...page,
       data: await Promise.all(page.data.map(async (r) => this.toReactor(r, await this.openConfiguration(r)))),
@@ -231,7 +236,10 @@ export class ReactorService {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'reactor');
-    const ops: TxnOp[] = [{ type: 'delete', key: keys.reactor(tenantId, id) }];
+    const ops: TxnOp[] = [
+      { type: 'delete', key: keys.reactor(tenantId, id) },
+      orderDelete(tenantId, 'reactors', current.value),
+    ];
     if (current.value.formula_id)
       ops.push({ type: 'delete', key: keys.formulaRef(current.value.formula_id, tenantId, id) });
     ops.push(
