@@ -91,6 +91,13 @@ describe('ids', () => {
     expect(answer.status).toBe(400);
     expect(answer.body.errors.id).toBeTruthy();
   });
+
+  test('"search" → 400: /tokens/search is the search endpoint, so a token of that id could never be read or deleted', async () => {
+    const answer = await app.post('/tokens', { body: { id: 'search', type: 'token', data: 'x' } });
+    expect(answer.status).toBe(400);
+    expect(answer.body.errors.id).toEqual(['"search" is reserved (/tokens/search is the search endpoint)']);
+    expect((await app.get('/tokens/search')).status).not.toBe(200);
+  });
 });
 
 describe('fingerprints and deduplication', () => {

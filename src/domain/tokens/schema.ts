@@ -5,6 +5,13 @@ import { TOKEN_TYPE_NAMES } from './types.js';
 /** Caller-chosen token ids: 3–400 characters that are safe in paths and expressions. */
 export const TOKEN_ID_PATTERN = '^[A-Za-z0-9_.:@~+=-]{3,400}$';
 
+/**
+ * Ids the pattern allows that name a route under /tokens/ instead of a token: a token so named could never be read,
+ * updated or deleted by id. Refused at create (400) rather than excluded in the pattern, whose lookahead the OpenAPI
+ * tools that generate ids from it do not all support.
+ */
+export const RESERVED_TOKEN_IDS: ReadonlyMap<string, string> = new Map([['search', 'the search endpoint']]);
+
 export type Template = string | null | Template[] | { [key: string]: Template };
 
 export interface TokenFields {

@@ -21,7 +21,13 @@ import {
   type Token,
   type TokenRecord,
 } from './records.js';
-import { validateMergedToken, type CreateTokenBody, type Template, type TokenFields } from './schema.js';
+import {
+  RESERVED_TOKEN_IDS,
+  validateMergedToken,
+  type CreateTokenBody,
+  type Template,
+  type TokenFields,
+} from './schema.js';
 import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
@@ -99,6 +105,9 @@ export class TokenService {
     const tenantId = principal.tenantId;
     const type = TOKEN_TYPES.get(body.type)!;
     const containers = body.containers ?? [type.defaultContainer];
+    const route = body.id === undefined ? undefined : RESERVED_TOKEN_IDS.get(body.id);
+    if (route)
+      throw new Errors.InvalidBody({ errors: { id: [`"${body.id}" is reserved (/tokens/${body.id} is ${route})`] } });
     const id = body.id ?? randomUUID();
     if (!decide(principal, { id, type: type.name, containers }, 'token:create')) {
       throw new Errors.Forbidden('The key may not create tokens in this container.');
