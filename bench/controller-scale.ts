@@ -108,7 +108,12 @@ async function run(): Promise<void> {
       logLevel: 'warn',
       port: apiPort,
       cpuProfileDir: process.env.BENCH_CONTROLLER_PROFILE && path.resolve(process.env.BENCH_CONTROLLER_PROFILE),
-      env: { TOKENVAULT_WORKER_URL: worker.url, TOKENVAULT_METRICS_PORT: String(apiMetricsPort) },
+      env: {
+        TOKENVAULT_WORKER_URL: worker.url,
+        TOKENVAULT_METRICS_PORT: String(apiMetricsPort),
+        // Every Reactor is in the one tenant: past the default 1,000 reactors per tenant.
+        TOKENVAULT_REACTORS_PER_TENANT: String(total),
+      },
     });
     client = await KubeClient.fromKubeConfig(plane.kubeConfig());
 

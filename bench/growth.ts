@@ -56,7 +56,13 @@ async function run(settings: Settings): Promise<void> {
     storeUrl: etcd.storeUrl,
     logLevel: settings.apiLogLevel,
     port: apiPort,
-    env: { TOKENVAULT_WORKER_URL: worker.url },
+    env: {
+      TOKENVAULT_WORKER_URL: worker.url,
+      // One tenant gets a private formula and a reactor per BENCH_GROWTH_REACTORS: the default 1,000 is exactly the
+      // per-tenant limit, so a larger count raises it.
+      TOKENVAULT_REACTORS_PER_TENANT: String(reactorCount),
+      TOKENVAULT_FORMULAS_PER_TENANT: String(reactorCount),
+    },
   });
   const pool = apiPool(api.url, Math.max(settings.concurrency, LOAD_CONCURRENCY));
   const rows: string[][] = [];

@@ -7,6 +7,8 @@
 // writes (formula references, creation-order entries): the data of a vault from before the creation-order index. The
 // first list answers from every record and files them (timed once, "first list"); then, one client at a time:
 //   - GET /reactors?page=1&size=20, and the last page;
+//   - GET /reactors?name=… matching one reactor: a name filter reads every record of the kind, so this is what
+//     TOKENVAULT_REACTORS_PER_TENANT bounds (run with BENCH_LIST_REACTORS=1000 for the default limit);
 //   - GET /applications/key of another tenant (one cached key lookup and one etcd get), alone and while the loaded
 //     tenant asks for page 1 of its list PAGES_PER_SECOND times a second (a fixed rate, not as fast as it answers:
 //     the same demand before and after a change).
@@ -146,10 +148,16 @@ async function run(settings: Settings): Promise<void> {
       if (result.errors > 0) throw new Error(`${subject.path}: ${result.firstError}`);
       return result;
     };
+    const named: Sent = {
+      method: 'GET',
+      path: `/reactors?name=${encodeURIComponent(`reactor ${total - 1}`)}&size=${PAGE_SIZE}`,
+      key: loaded.managementKey,
+    };
     const key: Sent = { method: 'GET', path: '/applications/key', key: other.key };
     const scenarios: Array<[string, () => Promise<LoadResult>]> = [
       [`GET /reactors page 1 (size ${PAGE_SIZE})`, () => measure(page(1))],
       [`GET /reactors page ${lastPage} (last)`, () => measure(page(lastPage))],
+      [`GET /reactors?name= (reads all ${formatCount(total)})`, () => measure(named)],
       ['other tenant GET /applications/key, alone', () => measure(key)],
       [`other tenant GET /applications/key, ${PAGES_PER_SECOND} pages/s listed`, () => measure(key, page(1))],
     ];

@@ -55,6 +55,15 @@ export interface RateLimits extends RateLimitValues {
   replicas: number | 'auto';
 }
 
+/** Records of each kind one tenant may have; 0 is no limit (TOKENVAULT_REACTORS_PER_TENANT and the others). */
+export interface PerTenantLimits {
+  reactors: number;
+  applications: number;
+  proxies: number;
+  /** Private formulas only: official ones are the operator's. */
+  formulas: number;
+}
+
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 export interface Config {
@@ -148,6 +157,11 @@ export interface Config {
     /** Largest destination response passed through (streamed). */
     responseBytes: number;
   };
+  /**
+   * Records of each kind one tenant may have (0: no limit), checked by counting before each create
+   * (src/domain/tenant-limits.ts). They bound what one tenant's filtered list reads.
+   */
+  perTenant: PerTenantLimits;
   /** Webhooks (src/webhooks): how many a tenant may have, and how deliveries are retried. */
   webhooks: {
     perTenant: number;
@@ -487,6 +501,30 @@ export const SETTINGS = {
     env: 'TOKENVAULT_WEBHOOKS_PER_TENANT',
     description: 'Webhooks one tenant may have (more: 409 TV_WEBHOOK_LIMIT)',
     default: '20',
+  },
+  reactorsPerTenant: {
+    flag: 'reactors-per-tenant',
+    env: 'TOKENVAULT_REACTORS_PER_TENANT',
+    description: 'api: reactors one tenant may have (more: 409 TV_REACTOR_LIMIT); 0: no limit',
+    default: '1000',
+  },
+  applicationsPerTenant: {
+    flag: 'applications-per-tenant',
+    env: 'TOKENVAULT_APPLICATIONS_PER_TENANT',
+    description: 'api: applications one tenant may have (more: 409 TV_APPLICATION_LIMIT); 0: no limit',
+    default: '1000',
+  },
+  proxiesPerTenant: {
+    flag: 'proxies-per-tenant',
+    env: 'TOKENVAULT_PROXIES_PER_TENANT',
+    description: 'api: pre-configured proxies one tenant may have (more: 409 TV_PROXY_LIMIT); 0: no limit',
+    default: '1000',
+  },
+  formulasPerTenant: {
+    flag: 'formulas-per-tenant',
+    env: 'TOKENVAULT_FORMULAS_PER_TENANT',
+    description: 'api: private reactor formulas one tenant may have (more: 409 TV_FORMULA_LIMIT); 0: no limit',
+    default: '1000',
   },
   webhookMaxAttempts: {
     flag: 'webhook-max-attempts',
@@ -905,6 +943,13 @@ export function loadConfig(options: LoadOptions = {}): Config {
     dedicatedNetworkPolicy: parseNetworkPolicy(raw('dedicatedNetworkPolicy'), problems, label('dedicatedNetworkPolicy')),
   };
 
+  const perTenant: PerTenantLimits = {
+    reactors: integer('reactorsPerTenant', 0, 1_000_000),
+    applications: integer('applicationsPerTenant', 0, 1_000_000),
+    proxies: integer('proxiesPerTenant', 0, 1_000_000),
+    formulas: integer('formulasPerTenant', 0, 1_000_000),
+  };
+
   const webhooks = {
     perTenant: integer('webhooksPerTenant', 0, 10_000),
     maxAttempts: integer('webhookMaxAttempts', 1, 100),
@@ -994,6 +1039,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     runtime,
     destinations,
     proxy,
+    perTenant,
     webhooks,
     expressions,
     decoded,

@@ -120,6 +120,30 @@ export const Errors = {
     'Conflict',
     'The tenant has as many unexpired client encryption keys as allowed (TOKENVAULT_CLIENT_KEYS_PER_TENANT).',
   ),
+  ReactorLimit: define(
+    'TV_REACTOR_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many reactors as allowed (TOKENVAULT_REACTORS_PER_TENANT).',
+  ),
+  ApplicationLimit: define(
+    'TV_APPLICATION_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many applications as allowed (TOKENVAULT_APPLICATIONS_PER_TENANT).',
+  ),
+  ProxyLimit: define(
+    'TV_PROXY_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many proxies as allowed (TOKENVAULT_PROXIES_PER_TENANT).',
+  ),
+  FormulaLimit: define(
+    'TV_FORMULA_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many private reactor formulas as allowed (TOKENVAULT_FORMULAS_PER_TENANT).',
+  ),
   IdempotencyConflict: define(
     'TV_IDEMPOTENCY_CONFLICT',
     409,

@@ -93,7 +93,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     operatorKeyHash: config.operatorKeyHash,
     cacheSeconds: config.limits.keyCacheSeconds,
   });
-  const applications = new ApplicationService(store, { maxKeys: config.limits.applicationKeysMax });
+  const applications = new ApplicationService(store, {
+    maxKeys: config.limits.applicationKeysMax,
+    perTenant: config.perTenant.applications,
+  });
   const btKeys = new BtKeys(store, applicationDirectory);
   const tokens = new TokenService(store, cipher, tenantDirectory, usage, config.limits.tokenPageScanLimit);
   // Sealed token records, watched: a proxied request naming ten tokens needs no etcd read for them once they are here.
@@ -121,7 +124,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     defaultTimeoutMs: config.runtime.timeoutMs,
   });
   if (!sharedRuntime) logger.warn('no reactor workers configured (TOKENVAULT_WORKER_URL): invocations will answer 503');
-  const formulas = new FormulaService(store, { cacheSeconds: config.limits.keyCacheSeconds });
+  const formulas = new FormulaService(store, {
+    cacheSeconds: config.limits.keyCacheSeconds,
+    perTenant: config.perTenant.formulas,
+  });
   // One destination policy (and so one keep-alive pool per origin) for every proxied request of this process.
   const destinations = new DestinationPolicy({
     allowedHosts: config.destinations.allowedHosts,
@@ -130,6 +136,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const proxies = new ProxyService(store, cipher, tenantDirectory, {
     checkUrl: (url) => destinations.checkUrl(url),
     cacheSeconds: config.limits.keyCacheSeconds,
+    perTenant: config.perTenant.proxies,
   });
   const forwarder = new Forwarder(destinations, metrics, {
     timeoutMs: config.proxy.timeoutMs,
@@ -157,6 +164,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const replicas = fixedReplicas === 'auto' ? new ReplicaCount(store) : undefined;
   const reactors = new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, {
     cacheSeconds: config.limits.keyCacheSeconds,
+    perTenant: config.perTenant.reactors,
   });
   const audit = new AuditLog(
     store,

@@ -15,7 +15,8 @@ let api: TestApi;
 let store: Store;
 
 beforeAll(async () => {
-  api = await startTestApi();
+  // One tenant gets 1,050 reactors, past the default TOKENVAULT_REACTORS_PER_TENANT.
+  api = await startTestApi({ TOKENVAULT_REACTORS_PER_TENANT: '2000' });
   store = api.context.store;
 }, 30_000);
 

@@ -197,6 +197,30 @@ test('rate limits: defaults, variables, 0 for none, replicas auto or a number, b
   );
 });
 
+test('per-tenant record limits: 1000 each by default, 0 for none, flags too, bad values named', () => {
+  expect(loadConfig({ env: { TOKENVAULT_STORE: 'memory' } }).perTenant).toEqual({
+    reactors: 1000,
+    applications: 1000,
+    proxies: 1000,
+    formulas: 1000,
+  });
+  const set = loadConfig({
+    argv: ['--reactors-per-tenant', '10000'],
+    env: {
+      TOKENVAULT_STORE: 'memory',
+      TOKENVAULT_APPLICATIONS_PER_TENANT: '0',
+      TOKENVAULT_PROXIES_PER_TENANT: '5',
+      TOKENVAULT_FORMULAS_PER_TENANT: '7',
+    },
+  });
+  expect(set.perTenant).toEqual({ reactors: 10_000, applications: 0, proxies: 5, formulas: 7 });
+  expect(() =>
+    loadConfig({
+      env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_REACTORS_PER_TENANT: '-1', TOKENVAULT_FORMULAS_PER_TENANT: 'x' },
+    }),
+  ).toThrow(/TOKENVAULT_REACTORS_PER_TENANT[\s\S]*TOKENVAULT_FORMULAS_PER_TENANT/);
+});
+
 test('the worker secret, the metrics port and the dedicated workers’ NetworkPolicy (issue 12)', () => {
   const base = { TOKENVAULT_STORE: 'memory' };
   const secret = 'w'.repeat(40);

@@ -1,11 +1,13 @@
 // How reconcilers report failures, on fakes for the vault client and the Kubernetes side (the envtest tier runs the
 // real ones): an unreachable vault goes back through the work queue's per-object backoff (the wait grows with each
 // failure, up to the cap) while the Ready condition says why; a formula still used by reactors is recognised by its
-// problem code, not by the wording of its detail.
+// problem code, not by the wording of its detail; a create refused by a per-tenant limit shows the API's detail.
 import { afterEach, beforeEach, describe, expect, jest, test } from '@jest/globals';
 import { WorkQueue } from '../../src/controller/queue.js';
 import type { ReconcileContext } from '../../src/controller/manager.js';
+import { applicationReconciler, type ApplicationObject } from '../../src/controller/reconcilers/application.js';
 import { formulaReconciler, type FormulaObject } from '../../src/controller/reconcilers/formula.js';
+import { reactorReconciler, type ReactorObject } from '../../src/controller/reconcilers/reactor.js';
 import {
   fetchOrCreate,
   FINALIZER,
@@ -261,5 +263,59 @@ describe('the vault resource of a new object', () => {
     const { vault, calls } = recording({ GET: () => ({ id: 'uid-1' }) });
     await fetchOrCreate(fakeContext(object).ctx, vault, target, request, {});
     expect(calls).toEqual(['GET']);
+  });
+});
+
+describe('a create refused by a per-tenant limit', () => {
+  const tenant: VaultObject = {
+    kind: 'Tenant',
+    metadata: { name: 'acme', namespace: 'acme' },
+    spec: {},
+    status: {
+      id: 'tenant-1',
+      conditions: [{ type: 'Ready', status: 'True', reason: 'Reconciled', message: '', lastTransitionTime: '' }],
+    },
+  };
+  /** A vault where the object's resource does not exist and creating it answers the limit's 409. */
+  const vaultAtLimit = (refused: VaultRefused) =>
+    ({
+      call: async (method: string, _path: string, _request: unknown, allowMissing = false) => {
+        if (method === 'POST') throw refused;
+        if (method === 'GET' && allowMissing) return undefined;
+        throw new VaultRefused(404, 'The resource was not found.', undefined, 'TV_NOT_FOUND');
+      },
+    }) as unknown as VaultClient;
+  const readyMessage = (fake: ReturnType<typeof fakeContext>) =>
+    fake.statuses.at(-1)?.conditions?.find((c) => c.type === 'Ready')?.message;
+
+  test("an Application is Ready=False with the API's detail, naming the setting", async () => {
+    const object: ApplicationObject = {
+      kind: 'Application',
+      metadata: { name: 'shop', namespace: 'acme', uid: '0e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b', generation: 1 },
+      spec: { tenantRef: { name: 'acme' }, type: 'private', keySecretRef: { name: 'shop-key' } },
+    };
+    const fake = fakeContext(object, { 'Tenant/acme/acme': tenant });
+    const detail =
+      'The tenant has 3 applications, as many as allowed (TOKENVAULT_APPLICATIONS_PER_TENANT = 3); delete one first.';
+    const refused = new VaultRefused(409, detail, undefined, 'TV_APPLICATION_LIMIT');
+    const result = await applicationReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx);
+    expect(fake.readyReason()).toBe('VaultRefused');
+    expect(readyMessage(fake)).toBe(detail);
+    expect(result).toEqual({ requeueAfterMs: 60_000 });
+  });
+
+  test("a Reactor is Ready=False with the API's detail, naming the setting", async () => {
+    const object: ReactorObject = {
+      kind: 'Reactor',
+      metadata: { name: 'echo', namespace: 'acme', uid: '1e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b', generation: 1 },
+      spec: { tenantRef: { name: 'acme' }, code: 'module.exports = async () => ({ raw: {} });' },
+    };
+    const fake = fakeContext(object, { 'Tenant/acme/acme': tenant });
+    const detail =
+      'The tenant has 3 reactors, as many as allowed (TOKENVAULT_REACTORS_PER_TENANT = 3); delete one first.';
+    const refused = new VaultRefused(409, detail, undefined, 'TV_REACTOR_LIMIT');
+    await reactorReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx);
+    expect(fake.readyReason()).toBe('VaultRefused');
+    expect(readyMessage(fake)).toBe(detail);
   });
 });

@@ -156,8 +156,10 @@ export function applicationReconciler(vault: VaultClient): Reconciler<Applicatio
             await ctx.event('Normal', 'Created', `Created vault application ${id}.`);
           } catch (error) {
             if (!(error instanceof VaultRefused && error.status === 409)) throw error;
-            // Made by an earlier attempt that stopped before its status write.
-            application = (await vault.call<VaultApplication>('GET', path, { tenantId }))!;
+            // Made by an earlier attempt that stopped before its status write; if not, the 409 is the answer (the
+            // tenant's TOKENVAULT_APPLICATIONS_PER_TENANT, say), and the Ready condition shows it.
+            application = await vault.call<VaultApplication>('GET', path, { tenantId }, true);
+            if (!application) throw error;
           }
         }
 

@@ -11,6 +11,7 @@ import { getRecord } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { checkRules, type AccessRule } from '../../auth/access/rules.js';
 import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
+import { TenantLimit } from '../tenant-limits.js';
 import type { Page, PageRequest } from '../paging.js';
 import { permissionsFor, type ApplicationType } from '../../auth/permissions.js';
 import { assertMayGrant, assertMayOutlive } from './delegation.js';
@@ -118,16 +119,20 @@ export interface NewApplication {
 export interface ApplicationServiceOptions {
   /** Most live keys one application may have (TOKENVAULT_APPLICATION_KEYS_MAX). */
   maxKeys: number;
+  /** Applications one tenant may have, 0: no limit (TOKENVAULT_APPLICATIONS_PER_TENANT). */
+  perTenant: number;
 }
 
 export class ApplicationService {
   private readonly order: CreationOrder<ApplicationRecord>;
+  private readonly limit: TenantLimit;
 
   constructor(
     private readonly store: Store,
-    private readonly options: ApplicationServiceOptions = { maxKeys: 10 },
+    private readonly options: ApplicationServiceOptions,
   ) {
     this.order = new CreationOrder(store, 'applications', 'application', keys.applications, keys.application);
+    this.limit = new TenantLimit(store, 'applications', options.perTenant, keys.applications);
   }
 
   /** Builds (does not store) a new application with a fresh key, after checking its permissions and rules. */
@@ -167,6 +172,7 @@ export class ApplicationService {
       undefined,
       managedByOf(principal),
     );
+    await this.limit.assertRoomFor(principal.tenantId);
     await this.insert(record);
     return toApplication(record, key);
   }

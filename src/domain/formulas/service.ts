@@ -10,6 +10,7 @@ import { getRecord, listRecords } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import { byCreation, CreationOrder, orderDelete, orderPut } from '../creation-order.js';
+import { TenantLimit } from '../tenant-limits.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import { assertCompiles } from './code.js';
@@ -73,12 +74,19 @@ export class FormulaService {
    */
   private readonly records: PrefixWatchedCache<Formula>;
   private readonly order: CreationOrder<Formula>;
+  /** Private formulas of one tenant; official ones are the operator's and not counted. */
+  private readonly limit: TenantLimit;
 
   constructor(
     private readonly store: Store,
-    options: { cacheSeconds?: number } = {},
+    options: {
+      cacheSeconds?: number;
+      /** Private formulas one tenant may have, 0: no limit (TOKENVAULT_FORMULAS_PER_TENANT). */
+      perTenant: number;
+    },
   ) {
     this.order = new CreationOrder(store, 'formulas', 'formula', keys.formulas, keys.formula);
+    this.limit = new TenantLimit(store, 'formulas', options.perTenant, keys.formulas);
     this.records = new PrefixWatchedCache(store, {
       max: CACHED_FORMULAS,
       maxSize: CACHED_FORMULA_CHARS,
@@ -102,6 +110,7 @@ export class FormulaService {
       ...(owner.operator && owner.managedBy ? { managed_by: owner.managedBy } : {}),
     };
     const key = storeKey(owner, formula.id);
+    if (!('official' in owner)) await this.limit.assertRoomFor(owner.tenantId);
     const created = await this.store.txn({
       compare: [{ key, modRevision: 0 }],
       success: [

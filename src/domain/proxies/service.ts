@@ -16,6 +16,7 @@ import { assertMayDelegate } from '../applications/delegation.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
+import { TenantLimit } from '../tenant-limits.js';
 import type { Page, PageRequest } from '../paging.js';
 import type { TenantDirectory } from '../tenants/directory.js';
 import type { DataCipher } from '../tokens/records.js';
@@ -95,12 +96,15 @@ export interface ProxyServiceOptions {
   checkUrl: (url: string) => URL;
   /** Idle lifetime of a cached key resolution; watches evict changed proxies at once. */
   cacheSeconds: number;
+  /** Proxies one tenant may have, 0: no limit (TOKENVAULT_PROXIES_PER_TENANT). */
+  perTenant: number;
 }
 
 export class ProxyService {
   /** Key resolutions by key hash; every write of a proxy rewrites its index entry, which the watch sees. */
   private readonly cache: WatchedCache<ResolvedProxy>;
   private readonly order: CreationOrder<ProxyRecord>;
+  private readonly limit: TenantLimit;
 
   constructor(
     private readonly store: Store,
@@ -110,6 +114,7 @@ export class ProxyService {
   ) {
     this.cache = new WatchedCache(store, keys.proxyKeys, { max: 10_000, ttlSeconds: options.cacheSeconds });
     this.order = new CreationOrder(store, 'proxies', 'proxy', keys.proxies, keys.proxy);
+    this.limit = new TenantLimit(store, 'proxies', options.perTenant, keys.proxies);
   }
 
   start(): Promise<void> {
@@ -139,8 +144,11 @@ export class ProxyService {
       created_at: new Date().toISOString(),
       created_by: actorId(principal),
     };
-    if (await this.store.get(keys.proxy(tenantId, id)))
-      throw new Errors.Conflict(`A proxy with the id ${id} already exists.`);
+    const [existing] = await Promise.all([
+      this.store.get(keys.proxy(tenantId, id)),
+      this.limit.assertRoomFor(tenantId),
+    ]);
+    if (existing) throw new Errors.Conflict(`A proxy with the id ${id} already exists.`);
     const written = await this.store.txn({
       compare: [
         { key: keys.proxyKey(record.key_hash), modRevision: 0 },

@@ -17,6 +17,7 @@ import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import type { Formula, FormulaService } from '../formulas/service.js';
 import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
+import { TenantLimit } from '../tenant-limits.js';
 import type { Page, PageRequest } from '../paging.js';
 import type { Detokenizer } from '../tokens/detokenizer.js';
 import type { DataCipher } from '../tokens/records.js';
@@ -116,6 +117,7 @@ export class ReactorService {
   /** Where changes are published as webhook events (outbox writes in the change's own transaction). */
   private events: EventSink = { ops: async () => [] };
   private readonly order: CreationOrder<ReactorRecord>;
+  private readonly limit: TenantLimit;
 
   constructor(
     private readonly store: Store,
@@ -125,9 +127,14 @@ export class ReactorService {
     private readonly detokenizer: Detokenizer,
     private readonly runtime: RuntimeRouter,
     private readonly btKeys: BtKeys,
-    options: { cacheSeconds?: number } = {},
+    options: {
+      cacheSeconds?: number;
+      /** Reactors one tenant may have, 0: no limit (TOKENVAULT_REACTORS_PER_TENANT). */
+      perTenant: number;
+    },
   ) {
     this.order = new CreationOrder(store, 'reactors', 'reactor', keys.reactors, keys.reactor);
+    this.limit = new TenantLimit(store, 'reactors', options.perTenant, keys.reactors);
     this.records = new PrefixWatchedCache(store, {
       max: CACHED_REACTORS,
       maxSize: CACHED_REACTOR_CHARS,
@@ -158,7 +165,10 @@ export class ReactorService {
       throw new Errors.InvalidBody({ errors: { formula: ['give exactly one of formula.id and code'] } });
     }
     assertMayDelegate(principal, body.application?.id, 'reactor');
-    const formula = body.formula ? await this.formulaOf(tenantId, body.formula.id) : undefined;
+    const [formula] = await Promise.all([
+      body.formula ? this.formulaOf(tenantId, body.formula.id) : undefined,
+      this.limit.assertRoomFor(tenantId),
+    ]);
     const configuration = body.configuration ?? {};
     await this.check(tenantId, body, formula, configuration);
     const id = chosenId(principal, body.id) ?? randomUUID();

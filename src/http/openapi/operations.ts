@@ -198,6 +198,7 @@ const applications: Record<string, Operation> = {
     tag: 'Applications',
     auth: 'key',
     permission: 'application:create',
+    description: '409 past TOKENVAULT_APPLICATIONS_PER_TENANT applications in the tenant (TV_APPLICATION_LIMIT).',
     body: {
       schema: validateCreateApplication.schema,
       example: { name: 'Checkout', type: 'private', permissions: ['token:read', 'token:use'] },
@@ -389,7 +390,9 @@ const formulas: Record<string, Operation> = {
     tag: 'Reactor formulas',
     auth: 'key',
     permission: 'reactor:create',
+    description: '409 past TOKENVAULT_FORMULAS_PER_TENANT private formulas in the tenant (TV_FORMULA_LIMIT).',
     body: { schema: validateFormula.schema, example: formulaExample },
+    conflict: true,
     status: 201,
     answer: S.Formula,
   },
@@ -469,6 +472,7 @@ const reactors: Record<string, Operation> = {
     tag: 'Reactors',
     auth: 'key',
     permission: 'reactor:create',
+    description: '409 past TOKENVAULT_REACTORS_PER_TENANT reactors in the tenant (TV_REACTOR_LIMIT).',
     body: {
       schema: validateCreateReactor.schema,
       example: { name: 'Echo', code: 'module.exports = async (req) => ({ raw: req.args });' },
@@ -546,6 +550,7 @@ const proxies: Record<string, Operation> = {
     tag: 'Proxies',
     auth: 'key',
     permission: 'proxy:create',
+    description: '409 past TOKENVAULT_PROXIES_PER_TENANT proxies in the tenant (TV_PROXY_LIMIT).',
     body: {
       schema: validateCreateProxy.schema,
       example: { name: 'Issuer', destination_url: 'https://api.issuer.example/v1', require_auth: true },
