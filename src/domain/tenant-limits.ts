@@ -4,10 +4,16 @@
 // 10,000 reactors make its filtered lists slow down all tenants.
 //
 // A create counts the tenant's records of the kind (a count-only range: no keys or values are sent) before its
-// transaction. Not exact: creates in flight at the same moment all count before any of them is written, so together
-// they can pass the limit by as many as run at once. An exact limit would need one guard key per tenant and kind that
-// every create rewrites (as client keys do), which serialises a tenant's creates, and the controller creates thousands
-// at once when manifests are applied.
+// transaction, at most once a second per tenant and kind on each replica: etcd walks every key of the range to count
+// it (0.9 ms of its CPU at 10,000 keys, measured), and a bulk apply of 10,000 Reactors counting on every create made
+// all Ready 10-15 s later. Between counts, the replica adds its own creates to the last count; a create is refused only
+// on a fresh count, so a tenant that deleted one is never refused on an old number.
+//
+// Not exact: creates in flight at the same moment, and creates on other replicas within the second, all pass before
+// any count sees them. An exact limit would need one guard key per tenant and kind that every create rewrites (as
+// client keys do), which serialises a tenant's creates, and the controller creates thousands at once when manifests
+// are applied.
+import { LRUCache } from 'lru-cache';
 import type { PerTenantLimits } from '../config/config.js';
 import { Errors, type VaultErrorClass } from '../errors/registry.js';
 import type { Store } from '../store/store.js';
@@ -25,7 +31,13 @@ const LIMITS: Record<LimitedKind, { error: VaultErrorClass; setting: string; nou
   },
 };
 
+/** How long a count stands in for a new one (plus this replica's creates since). */
+const RECOUNT_MS = 1_000;
+
 export class TenantLimit {
+  /** Per tenant: its records of the kind as last counted, plus this replica's creates since. */
+  private readonly estimates = new LRUCache<string, { count: number }>({ max: 10_000, ttl: RECOUNT_MS });
+
   constructor(
     private readonly store: Store,
     private readonly kind: LimitedKind,
@@ -38,8 +50,17 @@ export class TenantLimit {
   /** Throws the kind's 409, naming the setting and its value, when the tenant already has `max` records. */
   async assertRoomFor(tenantId: string): Promise<void> {
     if (this.max === 0) return;
+    const estimate = this.estimates.get(tenantId);
+    if (estimate && estimate.count < this.max) {
+      estimate.count++;
+      return;
+    }
     const count = await this.store.count(this.records(tenantId));
-    if (count < this.max) return;
+    if (count < this.max) {
+      this.estimates.set(tenantId, { count: count + 1 });
+      return;
+    }
+    this.estimates.delete(tenantId);
     const { error, setting, noun } = LIMITS[this.kind];
     throw new error(
       `The tenant has ${count} ${noun}, as many as allowed (${setting} = ${this.max}); delete one first.`,
