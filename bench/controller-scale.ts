@@ -180,15 +180,22 @@ async function run(): Promise<void> {
         input: policy.replace('kubernetes.io/metadata.name: tokenvault-system', `kubernetes.io/metadata.name: ${ns}`),
       });
       // kube-apiserver runs a new policy a moment after it is stored (a run once got 27 finalizer PATCHes without
-      // this): wait until a dry-run create gets the finalizer.
+      // this): wait until a dry-run create gets the finalizer. Until then the create may also be refused outright
+      // (503 "Resource kind ... Reactor not found" while the policy's view of the CRD catches up): try again.
       const probe = `{"apiVersion": "tokenvault.dev/v1alpha1", "kind": "Reactor", "metadata": {"name": "probe", "namespace": "${ns}"}, "spec": {"tenantRef": {"name": "acme"}, "formulaRef": {"name": "echo"}}}`;
       const policyDeadline = Date.now() + 30_000;
       for (;;) {
-        const { stdout } = await plane.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], {
-          input: probe,
-        });
-        if ((JSON.parse(stdout) as KubeObject).metadata?.finalizers?.includes(FINALIZER)) break;
-        if (Date.now() > policyDeadline) throw new Error('the finalizer policy did not take effect within 30 s');
+        const created = await plane
+          .kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { input: probe })
+          .catch((error: unknown) => error as Error);
+        const inEffect =
+          !(created instanceof Error) &&
+          ((JSON.parse(created.stdout) as KubeObject).metadata?.finalizers?.includes(FINALIZER) ?? false);
+        if (inEffect) break;
+        if (Date.now() > policyDeadline)
+          throw new Error(
+            `the finalizer policy did not take effect within 30 s${created instanceof Error ? `: ${created.message}` : ''}`,
+          );
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     }
