@@ -32,7 +32,7 @@ import { runLoad, type LoadResult } from './support/load.js';
 import { repoRoot, spawnApi, startBenchEtcd } from './support/processes.js';
 import { summarizeProfile } from './support/profile.js';
 import { formatCount, formatMs, heading, median, table } from './support/report.js';
-import type { Benchmark, Settings } from './support/settings.js';
+import { wholeNumberSetting, type Benchmark, type Settings } from './support/settings.js';
 
 export const listsBenchmark: Benchmark = {
   name: 'lists',
@@ -56,16 +56,8 @@ async function pace(perSecond: number, stop: () => boolean, request: () => Promi
   await Promise.all(sent);
 }
 
-function count(name: string, fallback: number, min: number, max: number): number {
-  const raw = process.env[name];
-  const value = raw === undefined || raw === '' ? fallback : Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max)
-    throw new Error(`${name} must be a whole number from ${min} to ${max}`);
-  return value;
-}
-
 async function run(settings: Settings): Promise<void> {
-  const total = count('BENCH_LIST_REACTORS', 10_000, 100, 100_000);
+  const total = wholeNumberSetting('BENCH_LIST_REACTORS', 10_000, 100, 100_000);
   const progress = (line: string) => process.stderr.write(`${line}\n`);
   progress('lists: starting etcd and the API');
   const etcd = await startBenchEtcd();

@@ -31,7 +31,7 @@ import { EtcdStore } from '../src/store/etcd.js';
 import { apiPool, createTenantWithApplication, send } from './support/api-client.js';
 import { spawnApi, startBenchEtcd } from './support/processes.js';
 import { formatCount, formatMs, formatRatio, heading, table } from './support/report.js';
-import type { Benchmark, Settings } from './support/settings.js';
+import { wholeNumberSetting, type Benchmark, type Settings } from './support/settings.js';
 
 const RULES = [
   {
@@ -48,14 +48,6 @@ export const searchBenchmark: Benchmark = {
   description: 'POST /tokens/search on 100k tokens (equality, AND) vs GET /tokens/{id}: p50/p99 and ratio',
   run,
 };
-
-function count(name: string, fallback: number, min: number, max: number): number {
-  const raw = process.env[name];
-  const value = raw === undefined || raw === '' ? fallback : Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max)
-    throw new Error(`${name} must be a whole number from ${min} to ${max}`);
-  return value;
-}
 
 /** Tokens per set-up transaction: each is 6 operations (record; type, container, 2 metadata and data entries), under etcd's 128. */
 const BATCH = 16;
@@ -85,8 +77,8 @@ const valueOf = (i: number) => `customer-${i}@example.com`;
 const groupOf = (i: number) => `g${i % 1000}`;
 
 async function run(settings: Settings): Promise<void> {
-  const total = count('BENCH_SEARCH_TOKENS', 100_000, 1_000, 1_000_000);
-  const requests = count('BENCH_SEARCH_REQUESTS', 500, 10, 100_000);
+  const total = wholeNumberSetting('BENCH_SEARCH_TOKENS', 100_000, 1_000, 1_000_000);
+  const requests = wholeNumberSetting('BENCH_SEARCH_REQUESTS', 500, 10, 100_000);
   const progress = (line: string) => process.stderr.write(`${line}\n`);
   progress('search: starting etcd and the API');
   const etcd = await startBenchEtcd();

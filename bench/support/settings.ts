@@ -44,3 +44,12 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     profile: ['1', 'true', 'yes'].includes((env.BENCH_PROFILE ?? '').trim().toLowerCase()),
   };
 }
+
+/** A benchmark's own whole-number setting from the environment: `fallback` when unset, an error naming it when out of range. */
+export function wholeNumberSetting(name: string, fallback: number, min: number, max: number): number {
+  const raw = process.env[name];
+  const value = raw === undefined || raw === '' ? fallback : Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw new Error(`${name} must be a whole number from ${min} to ${max}`);
+  return value;
+}

@@ -52,6 +52,17 @@ function fakeContext<T extends VaultObject>(object: T, cached: Record<string, Va
   return { ctx, statuses, events, patches, readyReason };
 }
 
+/** The Ready Tenant the objects below refer to, as the informer's cache holds it. */
+const tenant: VaultObject = {
+  kind: 'Tenant',
+  metadata: { name: 'acme', namespace: 'acme' },
+  spec: {},
+  status: {
+    id: 'tenant-1',
+    conditions: [{ type: 'Ready', status: 'True', reason: 'Reconciled', message: '', lastTransitionTime: '' }],
+  },
+};
+
 describe('an unreachable vault', () => {
   beforeEach(() => {
     jest.useFakeTimers();
@@ -136,15 +147,6 @@ describe('a formula still used by reactors', () => {
       spec: { tenantRef: { name: 'acme' }, code: 'module.exports = async () => ({})' },
     };
   }
-  const tenant: VaultObject = {
-    kind: 'Tenant',
-    metadata: { name: 'acme', namespace: 'acme' },
-    spec: {},
-    status: {
-      id: 'tenant-1',
-      conditions: [{ type: 'Ready', status: 'True', reason: 'Reconciled', message: '', lastTransitionTime: '' }],
-    },
-  };
   const vaultAnswering = (error: Error) => ({ call: async () => Promise.reject(error) }) as unknown as VaultClient;
 
   test('is recognised by its problem code: Ready=False InUse, the finalizer stays, polled again', async () => {
@@ -267,15 +269,6 @@ describe('the vault resource of a new object', () => {
 });
 
 describe('a create refused by a per-tenant limit', () => {
-  const tenant: VaultObject = {
-    kind: 'Tenant',
-    metadata: { name: 'acme', namespace: 'acme' },
-    spec: {},
-    status: {
-      id: 'tenant-1',
-      conditions: [{ type: 'Ready', status: 'True', reason: 'Reconciled', message: '', lastTransitionTime: '' }],
-    },
-  };
   /** A vault where the object's resource does not exist and creating it answers the limit's 409. */
   const vaultAtLimit = (refused: VaultRefused) =>
     ({
