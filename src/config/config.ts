@@ -158,8 +158,9 @@ export interface Config {
     responseBytes: number;
   };
   /**
-   * Records of each kind one tenant may have (0: no limit), checked by counting before each create
-   * (src/domain/tenant-limits.ts). They bound what one tenant's filtered list reads.
+   * Records of each kind one tenant may have (0: no limit), checked by counting before a create, at most once a
+   * second per tenant and kind on each replica (src/domain/tenant-limits.ts). They bound what one tenant's filtered
+   * list reads.
    */
   perTenant: PerTenantLimits;
   /** Webhooks (src/webhooks): how many a tenant may have, and how deliveries are retried. */

@@ -14,19 +14,19 @@
 // client keys do), which serialises a tenant's creates, and the controller creates thousands at once when manifests
 // are applied.
 import { LRUCache } from 'lru-cache';
-import type { PerTenantLimits } from '../config/config.js';
+import { SETTINGS, type PerTenantLimits } from '../config/config.js';
 import { Errors, type VaultErrorClass } from '../errors/registry.js';
 import type { Store } from '../store/store.js';
 
 export type LimitedKind = keyof PerTenantLimits;
 
 const LIMITS: Record<LimitedKind, { error: VaultErrorClass; setting: string; noun: string }> = {
-  reactors: { error: Errors.ReactorLimit, setting: 'TOKENVAULT_REACTORS_PER_TENANT', noun: 'reactors' },
-  applications: { error: Errors.ApplicationLimit, setting: 'TOKENVAULT_APPLICATIONS_PER_TENANT', noun: 'applications' },
-  proxies: { error: Errors.ProxyLimit, setting: 'TOKENVAULT_PROXIES_PER_TENANT', noun: 'proxies' },
+  reactors: { error: Errors.ReactorLimit, setting: SETTINGS.reactorsPerTenant.env, noun: 'reactors' },
+  applications: { error: Errors.ApplicationLimit, setting: SETTINGS.applicationsPerTenant.env, noun: 'applications' },
+  proxies: { error: Errors.ProxyLimit, setting: SETTINGS.proxiesPerTenant.env, noun: 'proxies' },
   formulas: {
     error: Errors.FormulaLimit,
-    setting: 'TOKENVAULT_FORMULAS_PER_TENANT',
+    setting: SETTINGS.formulasPerTenant.env,
     noun: 'private reactor formulas',
   },
 };
