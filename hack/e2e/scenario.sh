@@ -636,6 +636,15 @@ etcdctl() {
 }
 member_id() { etcdctl member list | awk -F', ' -v n="$1" '$3 == n { print $1 }'; }
 member_started() { etcdctl member list | awk -F', ' -v n="$1" '$3 == n && $2 == "started"' | grep -q .; }
+# etcd refuses a member add while any member is unreachable ("etcdserver: unhealthy cluster"), and each step's
+# rollout has just restarted the members with new pod addresses: wait until every member answers a quorum read, then
+# add (again if etcd still refused it, which added nothing).
+cluster_healthy() { etcdctl endpoint health --cluster; }
+member_added() { [[ -n $(member_id "$1") ]] || etcdctl member add "$1" --learner --peer-urls="http://$1.$ETCD_PEERS"; }
+add_learner() {
+  wait_for 120 "every etcd member healthy" cluster_healthy || die "etcd is not healthy before adding $1: $(etcdctl endpoint health --cluster 2>&1)"
+  wait_for 60 "$1 added as a learner" member_added "$1" || die "member add $1 failed: $(etcdctl member list)"
+}
 promote() {
   local id
   id=$(member_id "$1")
@@ -650,13 +659,13 @@ make_etcd_volume 2
 # StatefulSet makes the new member, it starts as a learner, it is promoted, and only then does the rollout (which
 # also restarts the existing members: their --initial-cluster flag names the new one) go on.
 etcd_rolled() { kubectl -n "$NAMESPACE" rollout status "statefulset/$ETCD_POD" --timeout=180s >&2; }
-etcdctl member add "$ETCD_POD-1" --learner --peer-urls="http://$ETCD_POD-1.$ETCD_PEERS" >&2 || die "member add $ETCD_POD-1 failed"
+add_learner "$ETCD_POD-1"
 helm upgrade "$RELEASE" "$REPO_ROOT/charts/tokenvault" -n "$NAMESPACE" --reset-then-reuse-values \
   --set etcd.replicas=2 --set etcd.initialClusterState=existing >&2 || die "helm upgrade to 2 etcd members failed"
 wait_for 120 "$ETCD_POD-1 started" member_started "$ETCD_POD-1" || die "member $ETCD_POD-1 did not start: $(etcdctl member list)"
 promote "$ETCD_POD-1"
 etcd_rolled || die "the etcd StatefulSet did not finish its rollout to 2 members"
-etcdctl member add "$ETCD_POD-2" --learner --peer-urls="http://$ETCD_POD-2.$ETCD_PEERS" >&2 || die "member add $ETCD_POD-2 failed"
+add_learner "$ETCD_POD-2"
 helm upgrade "$RELEASE" "$REPO_ROOT/charts/tokenvault" -n "$NAMESPACE" --reset-then-reuse-values \
   -f "$REPO_ROOT/charts/tokenvault/values-ha.yaml" -f "$E2E_HACK/values-small-node.yaml" \
   --set etcd.initialClusterState=existing --set "etcd.persistence.size=$ETCD_SIZE" >&2 ||
