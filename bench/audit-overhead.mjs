@@ -3,7 +3,7 @@
 // clients, N per run; five rounds alternating the audit write replaced by a no-op ("off") and the real one ("on"),
 // after one warm-up. Prints throughput per run and the median ratio, API and etcd CPU per request, request latency,
 // and the audit batch metrics.
-// Usage: node_modules/.bin/tsc -p tsconfig.build.json && TOKENVAULT_ETCD_BIN=$(hack/tools.sh etcd) C=32 N=3000 \
+// Usage: node_modules/.bin/tsc -p tsconfig.build.json && node_modules/.bin/tsc -p bench && TOKENVAULT_ETCD_BIN=$(hack/tools.sh etcd) C=32 N=3000 \
 //   node --no-node-snapshot bench/audit-overhead.mjs
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -13,7 +13,7 @@ const root = new URL('../dist', import.meta.url).pathname;
 const { loadConfig } = await import(`${root}/config/config.js`);
 const { createLogger } = await import(`${root}/observability/logger.js`);
 const { startApi } = await import(`${root}/server/api.js`);
-const { freeLoopbackPort } = await import(`${root}/server/ports.js`);
+const { freeLoopbackPort } = await import(new URL('../dist-bench/test/support/ports.js', import.meta.url).pathname);
 const { generateApiKey } = await import(`${root}/auth/api-keys.js`);
 
 const [clientPort, peerPort] = [await freeLoopbackPort(), await freeLoopbackPort()];

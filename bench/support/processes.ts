@@ -1,6 +1,6 @@
 // The processes a benchmark measures: a throw-away etcd (test/support/etcd.ts, so benchmarks and tests run the same
 // etcd the same way) and the built API as a child process, the way it is deployed (`dist/cli.js api`).
-import { freeLoopbackPort } from '../../src/server/ports.js';
+import { freeLoopbackPort } from '../../test/support/ports.js';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';

@@ -6,7 +6,7 @@ import { generateApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startApi, type RunningApi } from '../../src/server/api.js';
-import { freeLoopbackPort } from '../../src/server/ports.js';
+import { freeLoopbackPort } from './ports.js';
 import { startWorker } from '../../src/server/worker.js';
 import { call } from './http.js';
 import type { DestinationStream } from 'pino';

@@ -23,7 +23,7 @@ import { promisify } from 'node:util';
 import { ApiextensionsV1Api, KubeConfig, loadYaml, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
 import { generate } from 'selfsigned';
-import { freeLoopbackPort } from '../../src/server/ports.js';
+import { freeLoopbackPort } from './ports.js';
 import { startEtcd, supervise, type EtcdProcess } from './etcd.js';
 
 export interface ControlPlane {

@@ -1,6 +1,6 @@
 // `tokenvault dev` as a real child process from dist/ (`make test` builds it; when iterating, run
 // `npx tsc -p tsconfig.build.json` first), for the acceptance tests that drive it with the official clients.
-import { freeLoopbackPort } from '../../src/server/ports.js';
+import { freeLoopbackPort } from './ports.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { generateApiKey } from '../../src/auth/api-keys.js';
@@ -17,7 +17,7 @@ export interface DevServer {
   stop(): Promise<void>;
 }
 
-/** A free loopback port (the one helper in src/server/ports.ts). */
+/** A free loopback port (test/support/ports.ts). */
 export const freePort = freeLoopbackPort;
 
 /**
