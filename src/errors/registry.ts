@@ -40,9 +40,23 @@ export type VaultErrorClass = {
 };
 
 const registered = new Map<string, VaultErrorClass>();
+/** The codes of errors answered because a documented limit was reached (docs/security.md, "Limits"). */
+const limitCodes = new Set<string>();
 
-function define(code: string, status: number, title: string, defaultDetail: string): VaultErrorClass {
+/**
+ * `limit`: the error answers a request that reached a documented limit (a rate, a count of what a tenant holds, a
+ * size, an expression budget, the runtime's fair share), as opposed to one that is invalid or failed; these answers
+ * are what tokenvault_limit_refusals_total counts. Timeouts are not among them: they say a party did not answer.
+ */
+function define(
+  code: string,
+  status: number,
+  title: string,
+  defaultDetail: string,
+  { limit = false }: { limit?: boolean } = {},
+): VaultErrorClass {
   if (registered.has(code)) throw new Error(`error code ${code} is registered twice`);
+  if (limit) limitCodes.add(code);
   const ErrorClass = class extends VaultError {
     static readonly code = code;
     static readonly status = status;
@@ -55,11 +69,13 @@ function define(code: string, status: number, title: string, defaultDetail: stri
   return ErrorClass;
 }
 
+const LIMIT = { limit: true };
+
 export const Errors = {
   // 400
   InvalidBody: define('TV_INVALID_BODY', 400, 'Bad Request', 'The request body is invalid.'),
   MalformedJson: define('TV_MALFORMED_JSON', 400, 'Bad Request', 'The request body is not valid JSON.'),
-  JsonTooDeep: define('TV_JSON_TOO_DEEP', 400, 'Bad Request', 'The JSON body nests deeper than allowed.'),
+  JsonTooDeep: define('TV_JSON_TOO_DEEP', 400, 'Bad Request', 'The JSON body nests deeper than allowed.', LIMIT),
   InvalidQuery: define('TV_INVALID_QUERY', 400, 'Bad Request', 'The query string is invalid.'),
   InvalidPath: define('TV_INVALID_PATH', 400, 'Bad Request', 'The path parameter is invalid.'),
   InvalidHeader: define('TV_INVALID_HEADER', 400, 'Bad Request', 'A request header is invalid.'),
@@ -74,6 +90,7 @@ export const Errors = {
     400,
     'Bad Request',
     "The request's expressions need more time or memory than allowed.",
+    LIMIT,
   ),
   InvalidEncrypted: define(
     'TV_INVALID_ENCRYPTED',
@@ -107,42 +124,49 @@ export const Errors = {
     409,
     'Conflict',
     'The application has as many keys as allowed (TOKENVAULT_APPLICATION_KEYS_MAX); delete a key first.',
+    LIMIT,
   ),
   WebhookLimit: define(
     'TV_WEBHOOK_LIMIT',
     409,
     'Conflict',
     'The tenant has as many webhooks as allowed (TOKENVAULT_WEBHOOKS_PER_TENANT).',
+    LIMIT,
   ),
   ClientKeyLimit: define(
     'TV_CLIENT_KEY_LIMIT',
     409,
     'Conflict',
     'The tenant has as many unexpired client encryption keys as allowed (TOKENVAULT_CLIENT_KEYS_PER_TENANT).',
+    LIMIT,
   ),
   ReactorLimit: define(
     'TV_REACTOR_LIMIT',
     409,
     'Conflict',
     'The tenant has as many reactors as allowed (TOKENVAULT_REACTORS_PER_TENANT).',
+    LIMIT,
   ),
   ApplicationLimit: define(
     'TV_APPLICATION_LIMIT',
     409,
     'Conflict',
     'The tenant has as many applications as allowed (TOKENVAULT_APPLICATIONS_PER_TENANT).',
+    LIMIT,
   ),
   ProxyLimit: define(
     'TV_PROXY_LIMIT',
     409,
     'Conflict',
     'The tenant has as many proxies as allowed (TOKENVAULT_PROXIES_PER_TENANT).',
+    LIMIT,
   ),
   FormulaLimit: define(
     'TV_FORMULA_LIMIT',
     409,
     'Conflict',
     'The tenant has as many private reactor formulas as allowed (TOKENVAULT_FORMULAS_PER_TENANT).',
+    LIMIT,
   ),
   IdempotencyConflict: define(
     'TV_IDEMPOTENCY_CONFLICT',
@@ -151,7 +175,13 @@ export const Errors = {
     'This BT-IDEMPOTENCY-KEY was used with a different request.',
   ),
   // 413 / 415
-  PayloadTooLarge: define('TV_PAYLOAD_TOO_LARGE', 413, 'Payload Too Large', 'The request body is larger than allowed.'),
+  PayloadTooLarge: define(
+    'TV_PAYLOAD_TOO_LARGE',
+    413,
+    'Payload Too Large',
+    'The request body is larger than allowed.',
+    LIMIT,
+  ),
   UnsupportedMediaType: define(
     'TV_UNSUPPORTED_MEDIA_TYPE',
     415,
@@ -160,18 +190,20 @@ export const Errors = {
   ),
   // 422 / 429
   Unprocessable: define('TV_UNPROCESSABLE', 422, 'Unprocessable Entity', 'The request could not be processed.'),
-  RateLimited: define('TV_RATE_LIMITED', 429, 'Too Many Requests', 'Too many requests.'),
+  RateLimited: define('TV_RATE_LIMITED', 429, 'Too Many Requests', 'Too many requests.', LIMIT),
   RuntimeBusy: define(
     'TV_RUNTIME_BUSY',
     429,
     'Too Many Requests',
     "The tenant's share of the reactor runtime is in use; retry later.",
+    LIMIT,
   ),
   AsyncQueueFull: define(
     'TV_ASYNC_QUEUE_FULL',
     429,
     'Too Many Requests',
     "The tenant's queue of asynchronous reactor requests on this API process is full (TOKENVAULT_ASYNC_QUEUE_LENGTH); retry later.",
+    LIMIT,
   ),
   // 408: the API's own backstop of an invocation's time limit (the worker answers its own timeouts first).
   RuntimeTimeout: define(
@@ -189,24 +221,28 @@ export const Errors = {
     502,
     'Bad Gateway',
     'The destination response is larger than allowed.',
+    LIMIT,
   ),
   DecodedResponseTooLarge: define(
     'TV_DECODED_RESPONSE_TOO_LARGE',
     502,
     'Bad Gateway',
     'The destination response inflates to more than allowed.',
+    LIMIT,
   ),
   ReactorResultTooLarge: define(
     'TV_REACTOR_RESULT_TOO_LARGE',
     502,
     'Bad Gateway',
     'The reactor returned a result larger than allowed.',
+    LIMIT,
   ),
   SandboxHostLimit: define(
     'TV_SANDBOX_HOST_LIMIT',
     502,
     'Bad Gateway',
     'The reactor code copied more data into the host than allowed.',
+    LIMIT,
   ),
   StoreUnavailable: define(
     'TV_STORE_UNAVAILABLE',
@@ -247,6 +283,11 @@ export class ReactorFailure extends VaultError {
   constructor(status: number, title: string, detail: string, errors?: Record<string, unknown>) {
     super(ReactorFailure.code, status, title, detail, { errors: errors as FieldErrors | undefined });
   }
+}
+
+/** Whether the error of this code answers a request that reached a documented limit (see `define`). */
+export function isLimitCode(code: string): boolean {
+  return limitCodes.has(code);
 }
 
 /** Every registered error class, for documentation and tests that check codes are unique. */

@@ -45,6 +45,16 @@ const API_METRICS = {
     help: 'Proxy body bytes per proxy (id, or direct) and direction (sent to / received from the destination)',
     labels: ['proxy', 'direction'],
   },
+  /**
+   * Answers refusing a request at a documented limit (src/errors/registry.ts marks those errors), by error code:
+   * rate limits, what a tenant may hold, sizes, expression budgets, the runtime's fair share.
+   */
+  limitRefusals: {
+    type: 'counter',
+    name: 'tokenvault_limit_refusals_total',
+    help: 'Requests refused at a documented limit, by the error code answered (TV_RATE_LIMITED, TV_REACTOR_LIMIT, ...)',
+    labels: ['limit'],
+  },
   /** Reactor and transform invocations refused for want of a slot of the fair share (runtime/fair-share.ts). */
   runtimeBusy: {
     type: 'counter',

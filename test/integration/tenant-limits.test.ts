@@ -2,7 +2,8 @@
 // TOKENVAULT_APPLICATIONS_PER_TENANT applications, TOKENVAULT_PROXIES_PER_TENANT proxies and
 // TOKENVAULT_FORMULAS_PER_TENANT private formulas. One more is a 409 with the kind's code and a detail naming the
 // setting and its value, for the tenant's own keys and for the operator acting in the tenant (the controller's path);
-// a delete makes room; other tenants and official formulas are not counted; 0 is no limit.
+// a delete makes room; other tenants and official formulas are not counted; 0 is no limit. Refusals are counted in
+// tokenvault_limit_refusals_total by code.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { keys } from '../../src/store/keys.js';
 import { createTenant, startTestApi, type TestApi } from '../support/api.js';
@@ -100,6 +101,11 @@ describe(`with each limit at ${LIMIT}`, () => {
     expect((await own.delete(`${kind.path}/${ids[0]}`)).status).toBe(204);
     expect((await own.post(kind.path, { body: kind.body(LIMIT + 1) })).status).toBe(201);
     expect((await own.post(kind.path, { body: kind.body(LIMIT + 2) })).status).toBe(409);
+
+    // The three refusals are counted by the limit's code, which is the only label: no tenant id in the series.
+    const scraped = await (await fetch(`${api.metricsUrl}/metrics`)).text();
+    expect(scraped).toContain(`tokenvault_limit_refusals_total{limit="${kind.code}"} 3\n`);
+    expect(scraped).not.toContain(tenant.tenantId);
   });
 
   test("official formulas are the operator's: they neither count nor are limited", async () => {

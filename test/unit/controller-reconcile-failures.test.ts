@@ -1,7 +1,8 @@
 // How reconcilers report failures, on fakes for the vault client and the Kubernetes side (the envtest tier runs the
 // real ones): an unreachable vault goes back through the work queue's per-object backoff (the wait grows with each
 // failure, up to the cap) while the Ready condition says why; a formula still used by reactors is recognised by its
-// problem code, not by the wording of its detail; a create refused by a per-tenant limit shows the API's detail.
+// problem code, not by the wording of its detail; a create refused by a per-tenant limit shows the API's detail and
+// is retried with the work queue's backoff (room can come without a change to the object).
 import { afterEach, beforeEach, describe, expect, jest, test } from '@jest/globals';
 import { WorkQueue } from '../../src/controller/queue.js';
 import type { ReconcileContext } from '../../src/controller/manager.js';
@@ -291,10 +292,10 @@ describe('a create refused by a per-tenant limit', () => {
     const detail =
       'The tenant has 3 applications, as many as allowed (TOKENVAULT_APPLICATIONS_PER_TENANT = 3); delete one first.';
     const refused = new VaultRefused(409, detail, undefined, 'TV_APPLICATION_LIMIT');
-    const result = await applicationReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx);
+    // Thrown back to the work queue: its backoff retries, since room can come without a change to the object.
+    await expect(applicationReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx)).rejects.toBe(refused);
     expect(fake.readyReason()).toBe('VaultRefused');
     expect(readyMessage(fake)).toBe(detail);
-    expect(result).toEqual({ requeueAfterMs: 60_000 });
   });
 
   test("a Reactor is Ready=False with the API's detail, naming the setting", async () => {
@@ -307,8 +308,27 @@ describe('a create refused by a per-tenant limit', () => {
     const detail =
       'The tenant has 3 reactors, as many as allowed (TOKENVAULT_REACTORS_PER_TENANT = 3); delete one first.';
     const refused = new VaultRefused(409, detail, undefined, 'TV_REACTOR_LIMIT');
-    await reactorReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx);
+    await expect(reactorReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx)).rejects.toBe(refused);
     expect(fake.readyReason()).toBe('VaultRefused');
     expect(readyMessage(fake)).toBe(detail);
+  });
+
+  test('is retried with the backoff, soon after the refusal; any other refusal waits a minute for a spec change', async () => {
+    const object: VaultObject = {
+      kind: 'Reactor',
+      metadata: { name: 'echo', namespace: 'acme', generation: 1 },
+      spec: {},
+    };
+    const fake = fakeContext(object);
+    const limit = new VaultRefused(409, 'The tenant has 3 reactors ...', undefined, 'TV_REACTOR_LIMIT');
+    await expect(reportingFailures(fake.ctx, object, () => Promise.reject(limit))).rejects.toBe(limit);
+    const invalid = new VaultRefused(400, 'The request body is invalid.', undefined, 'TV_INVALID_BODY');
+    await expect(reportingFailures(fake.ctx, object, () => Promise.reject(invalid))).resolves.toEqual({
+      requeueAfterMs: 60_000,
+    });
+    const conflict = new VaultRefused(409, 'exists', undefined, 'TV_CONFLICT');
+    await expect(reportingFailures(fake.ctx, object, () => Promise.reject(conflict))).resolves.toEqual({
+      requeueAfterMs: 60_000,
+    });
   });
 });

@@ -46,6 +46,7 @@ test('the API and worker metric names are unchanged', () => {
     'tokenvault_proxy_upstream_duration_seconds',
     'tokenvault_proxy_requests_total',
     'tokenvault_proxy_bytes_total',
+    'tokenvault_limit_refusals_total',
     'tokenvault_runtime_busy_total',
     'tokenvault_webhook_attempts_total',
     'tokenvault_webhook_delivery_lag_seconds',

@@ -14,6 +14,7 @@ import {
 } from '../conditions.js';
 import type { ReconcileContext, ReconcileResult } from '../manager.js';
 import { VaultRefused, VaultUnavailable, type VaultClient } from '../vault-client.js';
+import { isLimitCode } from '../../errors/registry.js';
 
 export const GROUP = 'tokenvault.dev';
 export const VERSION = 'v1alpha1';
@@ -254,8 +255,12 @@ export async function secretValue(
 
 /**
  * Runs one reconcile step and turns the expected failures into conditions: an unreachable vault is ApiUnavailable
- * (rethrown, so the work queue retries it with backoff), a refusal is VaultRefused with the API's reason (retried after a minute: the spec must change), a
- * missing dependency is its own reason. Anything else propagates to the manager's backoff.
+ * (rethrown, so the work queue retries it with backoff), a refusal is VaultRefused with the API's reason (retried after
+ * a minute: the spec must change), a missing dependency is its own reason. Anything else propagates to the manager's
+ * backoff. A refusal at one of the tenant's limits (409 TV_REACTOR_LIMIT, ...) is VaultRefused too, but goes back to
+ * the work queue's backoff like an unreachable API: room comes without any change to this object (another one deleted,
+ * the limit raised), and the backoff retries soon after a refusal and then at most every
+ * TOKENVAULT_CONTROLLER_RETRY_MAX_SECONDS.
  */
 export async function reportingFailures<T extends VaultObject>(
   ctx: ReconcileContext<T>,
@@ -274,6 +279,7 @@ export async function reportingFailures<T extends VaultObject>(
     if (error instanceof VaultRefused) {
       await writeStatus(ctx, object, notReady('VaultRefused', error.describe()));
       await ctx.event('Warning', 'VaultRefused', error.describe());
+      if (error.status === 409 && error.code !== undefined && isLimitCode(error.code)) throw error;
       return { requeueAfterMs: 60_000 };
     }
     if (error instanceof NotReadyYet) {

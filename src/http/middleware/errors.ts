@@ -11,13 +11,23 @@ import type { Logger } from '../../observability/logger.js';
  */
 export const RETRY_AFTER_SECONDS = 1;
 
-export function sendProblem(res: Response, error: VaultError): void {
+/** What sendProblem leaves in res.locals: the code of the error answered, for the request metrics (observe.ts). */
+export interface ProblemLocals {
+  problemCode?: string;
+}
+
+/**
+ * The one writer of a registry error's answer: a problem document, or inside /proxy `{"proxy_error": <problem>}` as
+ * plain JSON. It notes the error's code on the response, so the request metrics can count answers by error
+ * (tokenvault_limit_refusals_total) whichever route or middleware ended the request.
+ */
+export function sendProblem(res: Response, error: VaultError, { proxyError = false } = {}): void {
   if (error.status === 503) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
   for (const [name, value] of Object.entries(error.headers ?? {})) res.setHeader(name, value);
-  res
-    .status(error.status)
-    .type('application/problem+json')
-    .send(JSON.stringify(toProblem(error)));
+  (res.locals as ProblemLocals).problemCode = error.code;
+  res.status(error.status);
+  if (proxyError) res.type('application/json').send(JSON.stringify({ proxy_error: toProblem(error) }));
+  else res.type('application/problem+json').send(JSON.stringify(toProblem(error)));
 }
 
 /**

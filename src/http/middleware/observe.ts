@@ -1,8 +1,12 @@
 // Request metrics and one access-log line per request. The route label is the matched route's pattern (never the
-// raw path, which holds ids); the log line has no headers, query or body.
+// raw path, which holds ids); the log line has no headers, query or body. An answer that refuses a request at a
+// documented limit (the registry's limit errors) is counted by limit too, so operators can alert on tenants reaching
+// them: labelled by the error code only, never by tenant or key (unbounded series, and who is near a limit is theirs).
 import type { NextFunction, Request, Response } from 'express';
 import { fixedFieldsLogger, type Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
+import { isLimitCode } from '../../errors/registry.js';
+import type { ProblemLocals } from './errors.js';
 
 export function observe(metrics: Metrics, logger: Logger) {
   const access = fixedFieldsLogger(logger);
@@ -15,6 +19,8 @@ export function observe(metrics: Metrics, logger: Logger) {
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
       metrics.httpRequests.inc(labels);
       metrics.httpDuration.observe(labels, seconds);
+      const code = (res.locals as ProblemLocals).problemCode;
+      if (code !== undefined && isLimitCode(code)) metrics.limitRefusals.inc({ limit: code });
       access.info({ trace_id: req.traceId, ...labels, ms: Math.round(seconds * 1e4) / 10 }, 'request');
     });
     next();

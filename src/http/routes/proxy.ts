@@ -6,8 +6,8 @@ import { Router, type Request, type Response } from 'express';
 import { pipeline } from 'node:stream/promises';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
-import { Errors, VaultError, toProblem } from '../../errors/registry.js';
-import { RETRY_AFTER_SECONDS, sendCustomResponse, sendProblem } from '../middleware/errors.js';
+import { Errors, VaultError } from '../../errors/registry.js';
+import { sendCustomResponse, sendProblem } from '../middleware/errors.js';
 import { tenantPrincipal } from '../middleware/auth.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
@@ -281,7 +281,7 @@ function writeError({ logger }: ProxyRouteOptions, call: ProxyCall, error: unkno
     return;
   }
   if (destinationStatus !== undefined) res.setHeader('BT-PROXY-DESTINATION-STATUS', String(destinationStatus));
-  sendProxyError(res, vaultError);
+  sendProblem(res, vaultError, { proxyError: true });
 }
 
 function asProxyError(error: unknown): VaultError {
@@ -296,15 +296,4 @@ function asProxyError(error: unknown): VaultError {
     return new Errors.InvalidBody('The request was aborted before it was complete.');
   }
   return new Errors.Internal();
-}
-
-/** An error inside the proxy: `{"proxy_error": <problem document>}` with the problem's status. */
-function sendProxyError(res: Response, error: VaultError): void {
-  // As every other 503 (sendProblem): the store or the workers are passing through a restart; come back soon.
-  if (error.status === 503) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
-  for (const [name, value] of Object.entries(error.headers ?? {})) res.setHeader(name, value);
-  res
-    .status(error.status)
-    .type('application/json')
-    .send(JSON.stringify({ proxy_error: toProblem(error) }));
 }
