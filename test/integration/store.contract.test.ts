@@ -417,14 +417,14 @@ describe('EtcdStore failures', () => {
   test('a read cut off late by a reconnect is retried only within its own deadline', async () => {
     // etcd3 reconnects after a call's deadline: the connection that was still being set up is closed a second later,
     // and a read waiting on it fails as UNAVAILABLE (which a read retries), most of its deadline gone. A retry with a
-    // deadline of its own kept a paused etcd's callers waiting up to two deadlines (the faults test saw 3.6-3.9 s
+    // deadline of its own kept a paused etcd's callers waiting up to two deadlines (the faults test saw 3.2-3.9 s
     // for a 2 s deadline); sharing the first attempt's leaves one.
     const etcd = await blackhole();
     const timeoutMs = 2_000;
     const store = new EtcdStore({ endpoints: [etcd.endpoint], requestTimeoutMs: timeoutMs });
     try {
       const first = store.get('/first').catch((error: unknown) => error);
-      // Sent 0.6 deadlines in: still waiting when the first one's deadline closes the connection (1.5 deadlines in).
+      // Sent 1.2 s in: still waiting when the connection closes, a second after the first read's deadline (3 s in).
       await sleep(timeoutMs * 0.6);
       const started = Date.now();
       const second = await store.get('/second').catch((error: unknown) => error);
