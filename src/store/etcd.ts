@@ -2,8 +2,9 @@
 // exactly as given: callers build them (./keys.ts), prefix included.
 //
 // Failure handling, in short: every call has a deadline; failures that mean "etcd did not answer" become
-// StoreUnavailable (HTTP 503) with etcd's error kept only as the cause; reads are retried once, writes never (see
-// `tryOnce` below); a watch survives reconnects and compaction and tells its owner through onReset.
+// StoreUnavailable (HTTP 503) with etcd's error kept only as the cause; reads are retried once within the same
+// deadline, writes never (see `tryOnce` and `call` below); a watch survives reconnects and compaction and tells its
+// owner through onReset.
 // Gets, small getMany calls and plain transactions issued in the same event-loop turn are sent together as one etcd
 // transaction each (see `batchedRead`, `batchedTxn`): an etcd call costs this process far more CPU than a key in it.
 
@@ -104,7 +105,8 @@ export class EtcdStore implements Store {
     this.client = new Etcd3({
       hosts: options.endpoints,
       credentials: tlsCredentials(options.tls),
-      // Without a deadline a call to an unreachable host waits for TCP to give up; streams (watches) have none.
+      // Without a deadline a call to an unreachable host waits for TCP to give up; streams (watches) have none. The
+      // store's own calls pass theirs (see `call`); this one is for any call etcd3 makes by itself.
       defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + this.requestTimeoutMs }),
       // Keepalive pings find a watch stream whose connection died silently. etcd refuses pings more often than every
       // 5 s (--grpc-keepalive-min-time) and pings without an active call, so neither is asked for.
@@ -139,7 +141,7 @@ export class EtcdStore implements Store {
       const gets: IRequestOp[] = unique
         .slice(i, i + MAX_TXN_OPS)
         .map((key) => ({ request_range: { key: Buffer.from(key), revision } }));
-      const response = await this.call(IDEMPOTENT, () => this.client.kv.txn({ success: gets }));
+      const response = await this.call(IDEMPOTENT, (options) => this.client.kv.txn({ success: gets }, options));
       revision ??= response.header.revision;
       for (const result of response.responses) {
         for (const kv of result.response_range.kvs) found.set(kv.key.toString(), toEntry(kv));
@@ -150,8 +152,8 @@ export class EtcdStore implements Store {
 
   async put(key: string, value: string, options: PutOptions = {}): Promise<number> {
     const lease = options.ttlSeconds === undefined ? undefined : await this.grant(options.ttlSeconds);
-    const response = await this.call(ONCE, () =>
-      this.client.kv.put({ key: Buffer.from(key), value: Buffer.from(value), lease }),
+    const response = await this.call(ONCE, (options) =>
+      this.client.kv.put({ key: Buffer.from(key), value: Buffer.from(value), lease }, options),
     );
     return Number(response.header.revision);
   }
@@ -165,16 +167,19 @@ export class EtcdStore implements Store {
   }
 
   async delete(key: string): Promise<boolean> {
-    const response = await this.call(ONCE, () => this.client.kv.deleteRange({ key: Buffer.from(key) }));
+    const response = await this.call(ONCE, (options) => this.client.kv.deleteRange({ key: Buffer.from(key) }, options));
     return Number(response.deleted) > 0;
   }
 
   async compareAndDelete(key: string, expected: number): Promise<boolean> {
-    const response = await this.call(ONCE, () =>
-      this.client.kv.txn({
-        compare: [modRevisionIs(key, expected)],
-        success: [{ request_delete_range: { key: Buffer.from(key) } }],
-      }),
+    const response = await this.call(ONCE, (options) =>
+      this.client.kv.txn(
+        {
+          compare: [modRevisionIs(key, expected)],
+          success: [{ request_delete_range: { key: Buffer.from(key) } }],
+        },
+        options,
+      ),
     );
     return response.succeeded && Number(response.responses[0].response_delete_range.deleted) > 0;
   }
@@ -185,23 +190,23 @@ export class EtcdStore implements Store {
     // prefix. etcd answers in key (byte) order, and a limit of 0 means no limit.
     const after = startAfter === undefined ? undefined : Buffer.concat([Buffer.from(startAfter), Buffer.from([0])]);
     const first = after && Buffer.compare(after, Buffer.from(prefix)) > 0 ? after : rangeStart(prefix);
-    const response = await this.call(IDEMPOTENT, () =>
-      this.client.kv.range({ key: first, range_end: prefixEnd(prefix), limit: limit ?? 0 }),
+    const response = await this.call(IDEMPOTENT, (options) =>
+      this.client.kv.range({ key: first, range_end: prefixEnd(prefix), limit: limit ?? 0 }, options),
     );
     return response.kvs.map(toEntry);
   }
 
   async count(prefix: string): Promise<number> {
-    const response = await this.call(IDEMPOTENT, () =>
-      this.client.kv.range({ key: rangeStart(prefix), range_end: prefixEnd(prefix), count_only: true }),
+    const response = await this.call(IDEMPOTENT, (options) =>
+      this.client.kv.range({ key: rangeStart(prefix), range_end: prefixEnd(prefix), count_only: true }, options),
     );
     return Number(response.count);
   }
 
   async deletePrefix(prefix: string): Promise<number> {
     assertDeletablePrefix(prefix);
-    const response = await this.call(ONCE, () =>
-      this.client.kv.deleteRange({ key: Buffer.from(prefix), range_end: prefixEnd(prefix) }),
+    const response = await this.call(ONCE, (options) =>
+      this.client.kv.deleteRange({ key: Buffer.from(prefix), range_end: prefixEnd(prefix) }, options),
     );
     return Number(response.deleted);
   }
@@ -269,11 +274,19 @@ export class EtcdStore implements Store {
     try {
       if (batch.keys.size === 1) {
         const [key] = batch.keys;
-        const response = await this.call(IDEMPOTENT, () => this.client.kv.range({ key: Buffer.from(key) }), false);
+        const response = await this.call(
+          IDEMPOTENT,
+          (options) => this.client.kv.range({ key: Buffer.from(key) }, options),
+          false,
+        );
         for (const kv of response.kvs) found.set(kv.key.toString(), toEntry(kv));
       } else {
         const gets: IRequestOp[] = [...batch.keys].map((key) => ({ request_range: { key: Buffer.from(key) } }));
-        const response = await this.call(IDEMPOTENT, () => this.client.kv.txn({ success: gets }), false);
+        const response = await this.call(
+          IDEMPOTENT,
+          (options) => this.client.kv.txn({ success: gets }, options),
+          false,
+        );
         for (const result of response.responses) {
           for (const kv of result.response_range.kvs) found.set(kv.key.toString(), toEntry(kv));
         }
@@ -300,7 +313,9 @@ export class EtcdStore implements Store {
   private async grant(ttlSeconds: number): Promise<string> {
     const seconds = leaseSeconds(ttlSeconds);
     // A retried grant at worst leaves an unused lease, which expires on its own.
-    const response = await this.call(IDEMPOTENT, () => this.client.leaseClient.leaseGrant({ TTL: seconds }));
+    const response = await this.call(IDEMPOTENT, (options) =>
+      this.client.leaseClient.leaseGrant({ TTL: seconds }, options),
+    );
     return response.ID;
   }
 
@@ -313,11 +328,14 @@ export class EtcdStore implements Store {
       const seconds = leaseSeconds(op.ttlSeconds);
       if (!leases.has(seconds)) leases.set(seconds, await this.grant(seconds));
     }
-    const response = await this.call(ONCE, () =>
-      this.client.kv.txn({
-        compare: (txn.compare ?? []).map((c) => modRevisionIs(c.key, c.modRevision)),
-        success: txn.success.map((op) => requestOp(op, leases)),
-      }),
+    const response = await this.call(ONCE, (options) =>
+      this.client.kv.txn(
+        {
+          compare: (txn.compare ?? []).map((c) => modRevisionIs(c.key, c.modRevision)),
+          success: txn.success.map((op) => requestOp(op, leases)),
+        },
+        options,
+      ),
     );
     return response.succeeded ? Number(response.header.revision) : 0;
   }
@@ -347,11 +365,14 @@ export class EtcdStore implements Store {
     try {
       const response = await this.call(
         ONCE,
-        () =>
-          this.client.kv.txn({
-            compare: batch.compares.map((c) => modRevisionIs(c.key, c.modRevision)),
-            success: [...batch.puts.values(), ...batch.deletes].map((op) => requestOp(op, NO_LEASES)),
-          }),
+        (options) =>
+          this.client.kv.txn(
+            {
+              compare: batch.compares.map((c) => modRevisionIs(c.key, c.modRevision)),
+              success: [...batch.puts.values(), ...batch.deletes].map((op) => requestOp(op, NO_LEASES)),
+            },
+            options,
+          ),
         false,
       );
       revision = response.succeeded ? Number(response.header.revision) : 0;
@@ -369,17 +390,28 @@ export class EtcdStore implements Store {
   }
 
   /**
-   * Runs one etcd call, turning "etcd did not answer" into StoreUnavailable; other errors pass through. A read that
-   * ran out of its deadline is not tried again: the request would wait a second deadline for an etcd that does not
-   * answer (stopped, partitioned), so a caller's wait stays bounded by one TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS.
+   * Runs one etcd call, turning "etcd did not answer" into StoreUnavailable; other errors pass through. Every attempt
+   * is sent with the same deadline, one TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS from the first, so a caller's wait for an
+   * etcd that does not answer (stopped, partitioned) stays bounded by one deadline: a read that ran out of it is not
+   * tried again, and one that failed late otherwise gets only what is left. (Failing late happens: when a call's
+   * deadline passes, etcd3 reconnects, and closes the connection still being set up a second later; every call
+   * waiting on it then fails as UNAVAILABLE, most of its deadline gone.)
    */
-  private async call<T>(policy: { attempts: number }, request: () => Promise<T>, mapErrors = true): Promise<T> {
+  private async call<T>(
+    policy: { attempts: number },
+    request: (options: { deadline: number }) => Promise<T>,
+    mapErrors = true,
+  ): Promise<T> {
+    const options = { deadline: Date.now() + this.requestTimeoutMs };
     for (let attempt = 1; ; attempt++) {
       try {
-        return await request();
+        return await request(options);
       } catch (error) {
         const retry =
-          isUnavailable(error) && !(error instanceof GRPCDeadlineExceededError) && attempt < policy.attempts;
+          isUnavailable(error) &&
+          !(error instanceof GRPCDeadlineExceededError) &&
+          attempt < policy.attempts &&
+          Date.now() < options.deadline;
         if (!retry) throw mapErrors ? unavailableOr(error) : error;
       }
     }

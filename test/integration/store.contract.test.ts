@@ -402,24 +402,42 @@ describe('EtcdStore failures', () => {
   });
 
   test('a blackholed etcd (accepts TCP, never answers) fails ping within the dial timeout', async () => {
-    // A listener that accepts connections and never speaks: the gRPC handshake never completes.
-    const sockets = new Set<net.Socket>();
-    const server = net.createServer((socket) => sockets.add(socket));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const store = new EtcdStore({
-      endpoints: [`http://127.0.0.1:${(server.address() as net.AddressInfo).port}`],
-      dialTimeoutMs: 1_000,
-    });
+    const etcd = await blackhole();
+    const store = new EtcdStore({ endpoints: [etcd.endpoint], dialTimeoutMs: 1_000 });
     try {
       const started = Date.now();
       await expect(store.ping()).rejects.toBeInstanceOf(Errors.StoreUnavailable);
       expect(Date.now() - started).toBeLessThan(2_500);
     } finally {
       await store.close();
-      for (const socket of sockets) socket.destroy();
-      server.close();
+      etcd.close();
     }
   });
+
+  test('a read cut off late by a reconnect is retried only within its own deadline', async () => {
+    // etcd3 reconnects after a call's deadline: the connection that was still being set up is closed a second later,
+    // and a read waiting on it fails as UNAVAILABLE (which a read retries), most of its deadline gone. A retry with a
+    // deadline of its own kept a paused etcd's callers waiting up to two deadlines (the faults test saw 3.2-3.9 s
+    // for a 2 s deadline); sharing the first attempt's leaves one.
+    const etcd = await blackhole();
+    const timeoutMs = 2_000;
+    const store = new EtcdStore({ endpoints: [etcd.endpoint], requestTimeoutMs: timeoutMs });
+    try {
+      const first = store.get('/first').catch((error: unknown) => error);
+      // Sent 1.2 s in: still waiting when the connection closes, a second after the first read's deadline (3 s in).
+      await sleep(timeoutMs * 0.6);
+      const started = Date.now();
+      const second = await store.get('/second').catch((error: unknown) => error);
+      const waited = Date.now() - started;
+      expect(await first).toBeInstanceOf(Errors.StoreUnavailable);
+      expect(second).toBeInstanceOf(Errors.StoreUnavailable);
+      // One deadline, with room for a loaded machine; a second deadline would take it to 1.9.
+      expect(waited).toBeLessThan(timeoutMs * 1.5);
+    } finally {
+      await store.close();
+      etcd.close();
+    }
+  }, 15_000);
 
   test('a closed store is unavailable', async () => {
     const store = new EtcdStore({ endpoints });
@@ -532,6 +550,20 @@ async function closedPort(): Promise<number> {
   const { port } = server.address() as net.AddressInfo;
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/** A listener that accepts connections and never speaks, as a stopped etcd does: the gRPC handshake never completes. */
+async function blackhole(): Promise<{ endpoint: string; close(): void }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => sockets.add(socket));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    endpoint: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    close() {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
 }
 
 interface Proxy {

@@ -314,11 +314,14 @@ export class ReactorService {
     if (!record) throw new Errors.NotFound('Reactor not found.');
     let formula: Formula | undefined;
     if (record.formula_id !== undefined) {
-      if (record.formula_id !== known?.id || knownFormula.status === 'rejected') {
+      if (record.formula_id === known?.id) {
+        // The formula read alongside is this reactor's, so its failure is the answer: a second read would give the
+        // same one, and while etcd does not answer, only after a second store deadline.
+        if (knownFormula.status === 'rejected') throw knownFormula.reason;
+        formula = knownFormula.value;
+      } else {
         formula = await this.formulaOf(tenantId, record.formula_id, undefined, true);
         this.formulaIds.set(reactorKey, { id: formula.id, official: formula.type === 'official' });
-      } else {
-        formula = knownFormula.value;
       }
     }
     const code = formula?.code ?? record.code!;
