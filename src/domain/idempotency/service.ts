@@ -10,7 +10,15 @@ import type { Store } from '../../store/store.js';
 import type { DataCipher } from '../tokens/records.js';
 import { encode, decode } from '../../store/codec.js';
 
+/** How long a finished request's answer is replayed. */
 const TTL_SECONDS = 24 * 3600;
+/**
+ * How long a claim whose request never finished (its process was killed, or etcd failed under it and the claim could
+ * not be deleted) holds the key: retries get 409 "still in progress" until then, and then run. Well above the longest
+ * a write route can take (etcd deadlines and a reactor's compile check, bounded by their timeouts), so a live request
+ * never loses its claim.
+ */
+export const PENDING_SECONDS = 300;
 
 export interface Answer {
   status: number;
@@ -27,6 +35,7 @@ export class IdempotencyService {
   constructor(
     private readonly store: Store,
     private readonly cipher: DataCipher,
+    private readonly pendingSeconds = PENDING_SECONDS,
   ) {}
 
   /** Runs `handle` once per (caller, idempotency key); repeats replay its answer. Without a key it just runs. */
@@ -48,7 +57,7 @@ export class IdempotencyService {
     const claimed = await this.store.create(
       key,
       encode('idempotency', { request: requestHash, state: 'pending' } satisfies StoredAnswer),
-      { ttlSeconds: TTL_SECONDS },
+      { ttlSeconds: this.pendingSeconds },
     );
     if (!claimed) return this.replay(tenantId, key, requestHash);
 
@@ -56,8 +65,11 @@ export class IdempotencyService {
     try {
       answer = await handle();
     } catch (error) {
-      // A failed request leaves nothing to replay: the caller may retry it with the same key.
-      await this.store.delete(key);
+      // A failed request leaves nothing to replay: the caller may retry it with the same key. The answer is the
+      // request's own error whatever the delete does; a claim that could not be deleted expires after pendingSeconds.
+      // When the store is what failed, the delete is not waited for: it would cost the caller a second etcd deadline.
+      const released = this.store.delete(key).catch(() => false);
+      if (!(error instanceof Errors.StoreUnavailable)) await released;
       throw error;
     }
     const sealed = await this.cipher.encrypt(tenantId, `idempotency:${tenantId}:${hash}`, JSON.stringify(answer));
