@@ -38,8 +38,10 @@ export function orderDelete(tenantId: string, kind: OrderedKind, record: Created
 }
 
 /**
- * Index keys read per request while finding a page: at most ORDER_CHUNK, at least ORDER_CHUNK_MIN (page 1 of 20 is
- * one read of 21 keys; the rest of a millisecond's ties at its end, when there are any, one more).
+ * Index keys read per request while finding a page: at least ORDER_CHUNK_MIN (page 1 of 20 is one read of 21 keys; the
+ * rest of a millisecond's ties at its end, when there are any, one more), and from the start at most ORDER_CHUNK. Back
+ * from the end, all in one: etcd reads the whole index before a descending read's start whatever its limit, so each
+ * further request would cost it that again.
  */
 const ORDER_CHUNK = 1000;
 const ORDER_CHUNK_MIN = 16;
@@ -182,7 +184,8 @@ export class CreationOrder<T extends Created> {
     const prefix = keys.creationOrder(tenantId, this.kind);
     const entries: Created[] = [];
     for (let after: string | undefined; ;) {
-      const limit = Math.min(ORDER_CHUNK, Math.max(count + 1 - entries.length, ORDER_CHUNK_MIN));
+      const wanted = Math.max(count + 1 - entries.length, ORDER_CHUNK_MIN);
+      const limit = fromEnd ? wanted : Math.min(ORDER_CHUNK, wanted);
       const chunk = await this.store.range(prefix, { startAfter: after, limit, descending: fromEnd });
       for (const { key } of chunk) entries.push(parseEntry(key.slice(prefix.length)));
       // Keys order ids of one created_at by their bytes, the list by localeCompare: so read on past the count-th
