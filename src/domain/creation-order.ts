@@ -1,8 +1,9 @@
 // Lists in creation order without reading the whole list. Every listed record of a kind has an empty index key
 // `order/<kind>/<created_at>/<id>` under its tenant (keys.creationOrderEntry), put and deleted in the same
-// transaction as the record. A page then reads index keys up to its end (about 100 bytes each, no values), the count
-// of records, and only its own records in one round trip: a tenant with 10,000 reactors, each holding its code, no longer
-// makes every page read, decode and sort all of them on the API's one event loop.
+// transaction as the record. A page then reads the count of records, index keys (about 100 bytes each, no values) from
+// the start of the list to its end or, past the middle, back from the list's end to its start (etcd has no offset), and
+// only its own records in one round trip: a tenant with 10,000 reactors, each holding its code, no longer makes every
+// page read, decode and sort all of them on the API's one event loop, and no page reads more than half the index.
 //
 // The index heals itself. Records written before it existed (or by a replica of the previous version during a rolling
 // upgrade) have no entry, and such a replica's delete leaves its entry behind. A page compares the number of records
@@ -37,8 +38,10 @@ export function orderDelete(tenantId: string, kind: OrderedKind, record: Created
 }
 
 /**
- * Index keys read per request while finding a page: at most ORDER_CHUNK, at least ORDER_CHUNK_MIN (page 1 of 20 is
- * one read of 21 keys; the rest of a millisecond's ties at its end, when there are any, one more).
+ * Index keys read per request while finding a page: at least ORDER_CHUNK_MIN (page 1 of 20 is one read of 21 keys; the
+ * rest of a millisecond's ties at its end, when there are any, one more), and from the start at most ORDER_CHUNK. Back
+ * from the end, all in one: etcd reads the whole index before a descending read's start whatever its limit, so each
+ * further request would cost it that again.
  */
 const ORDER_CHUNK = 1000;
 const ORDER_CHUNK_MIN = 16;
@@ -80,7 +83,7 @@ export class CreationOrder<T extends Created> {
       this.store.count(this.records(tenantId)),
       this.store.count(keys.creationOrder(tenantId, this.kind)),
     ]);
-    const data = total === filed ? await this.readPage(tenantId, paging, alongside) : undefined;
+    const data = total === filed ? await this.readPage(tenantId, paging, filed, alongside) : undefined;
     if (data) return pageOf(data, total + alongside.length, paging);
     return paginate([...(await this.all(tenantId)), ...alongside].sort(byCreation), paging);
   }
@@ -134,14 +137,29 @@ export class CreationOrder<T extends Created> {
     return records.map((r) => r.value).sort(byCreation);
   }
 
-  /** The page's records through the index, or undefined when an entry's record is gone or was created again. */
-  private async readPage(tenantId: string, { page, size }: PageRequest, alongside: T[]): Promise<T[] | undefined> {
+  /**
+   * The page's records through the index (`filed` entries), or undefined when an entry's record is gone or was
+   * created again.
+   */
+  private async readPage(
+    tenantId: string,
+    { page, size }: PageRequest,
+    filed: number,
+    alongside: T[],
+  ): Promise<T[] | undefined> {
     const skip = (page - 1) * size;
-    // The page holds at most skip + size of the tenant's records, so their first skip + size entries are enough.
+    // How many of the list's items there are from the page's first to its end.
+    const rest = filed + alongside.length - skip;
+    if (rest <= 0) return [];
+    // The index is read from whichever end is nearer the page. The page holds at most skip + size of the tenant's
+    // records, so their first skip + size entries are enough; from its first record on there are at most `rest`.
+    const fromEnd = rest < skip + size;
+    const entries = await this.entries(tenantId, fromEnd ? rest : skip + size, fromEnd);
+    const listed = [...entries, ...alongside].sort(byCreation);
+    // Read from the end, the page starts `rest` items before the end (at 0 when an entry went meanwhile).
+    const first = fromEnd ? Math.max(0, listed.length - rest) : skip;
+    const wanted = listed.slice(first, first + size);
     const shared = new Set<Created>(alongside);
-    const wanted = [...(await this.firstEntries(tenantId, skip + size)), ...alongside]
-      .sort(byCreation)
-      .slice(skip, skip + size);
     const own = wanted.filter((entry) => !shared.has(entry));
     const found = await this.store.getMany(own.map((entry) => this.record(tenantId, entry.id)));
     const data: T[] = [];
@@ -158,16 +176,21 @@ export class CreationOrder<T extends Created> {
     return data;
   }
 
-  /** At least the first `count` index entries (all, when there are fewer), in list order. */
-  private async firstEntries(tenantId: string, count: number): Promise<Created[]> {
+  /**
+   * At least the first `count` index entries, or with `fromEnd` the last `count` (all, when there are fewer), in list
+   * order.
+   */
+  private async entries(tenantId: string, count: number, fromEnd: boolean): Promise<Created[]> {
     const prefix = keys.creationOrder(tenantId, this.kind);
     const entries: Created[] = [];
     for (let after: string | undefined; ;) {
-      const limit = Math.min(ORDER_CHUNK, Math.max(count + 1 - entries.length, ORDER_CHUNK_MIN));
-      const chunk = await this.store.range(prefix, { startAfter: after, limit });
+      const wanted = Math.max(count + 1 - entries.length, ORDER_CHUNK_MIN);
+      const limit = fromEnd ? wanted : Math.min(ORDER_CHUNK, wanted);
+      const chunk = await this.store.range(prefix, { startAfter: after, limit, descending: fromEnd });
       for (const { key } of chunk) entries.push(parseEntry(key.slice(prefix.length)));
       // Keys order ids of one created_at by their bytes, the list by localeCompare: so read on past the count-th
-      // entry's created_at (a later one sorts after it either way), then sort what was read.
+      // entry's created_at (one of another created_at is on the same side of it in both orders), then sort what was
+      // read.
       const complete =
         chunk.length < limit ||
         (entries.length > count && entries[entries.length - 1].created_at !== entries[count - 1].created_at);

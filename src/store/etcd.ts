@@ -185,13 +185,19 @@ export class EtcdStore implements Store {
   }
 
   async range(prefix: string, options: RangeOptions = {}): Promise<Entry[]> {
-    const { startAfter, limit } = options;
-    // The smallest key strictly greater than startAfter is startAfter + '\0'; start there unless it is before the
-    // prefix. etcd answers in key (byte) order, and a limit of 0 means no limit.
-    const after = startAfter === undefined ? undefined : Buffer.concat([Buffer.from(startAfter), Buffer.from([0])]);
-    const first = after && Buffer.compare(after, Buffer.from(prefix)) > 0 ? after : rangeStart(prefix);
+    const { startAfter, limit, descending } = options;
+    // etcd ranges over [key, range_end) and answers in key (byte) order unless asked to sort; a limit of 0 means no
+    // limit. Descending, startAfter is the range's end (exclusive) unless it is past the prefix's.
+    const range = descending
+      ? {
+          key: rangeStart(prefix),
+          range_end: lesser(startAfter, prefixEnd(prefix)),
+          sort_order: 'Descend' as const,
+          sort_target: 'Key' as const,
+        }
+      : { key: greater(startAfter, prefix), range_end: prefixEnd(prefix) };
     const response = await this.call(IDEMPOTENT, (options) =>
-      this.client.kv.range({ key: first, range_end: prefixEnd(prefix), limit: limit ?? 0 }, options),
+      this.client.kv.range({ ...range, limit: limit ?? 0 }, options),
     );
     return response.kvs.map(toEntry);
   }
@@ -597,6 +603,22 @@ function requestOp(op: TxnOp, leases: Map<number, string>): IRequestOp {
 /** etcd has no empty key; a range over "every key" starts at "\0". */
 function rangeStart(prefix: string): Buffer {
   return prefix === '' ? Buffer.from([0]) : Buffer.from(prefix);
+}
+
+/** Where a range in key order starts: the smallest key greater than startAfter (startAfter + '\0'), unless the prefix
+ * starts after it. */
+function greater(startAfter: string | undefined, prefix: string): Buffer {
+  const after = startAfter === undefined ? undefined : Buffer.concat([Buffer.from(startAfter), Buffer.from([0])]);
+  return after && Buffer.compare(after, Buffer.from(prefix)) > 0 ? after : rangeStart(prefix);
+}
+
+/** Where a descending range ends (exclusive): at startAfter, unless the prefix ends before it. */
+function lesser(startAfter: string | undefined, end: Buffer): Buffer {
+  if (startAfter === undefined) return end;
+  const before = Buffer.from(startAfter);
+  // A range_end of "\0" is the end of the keyspace (prefixEnd of a prefix of 0xff bytes).
+  const unbounded = end.length === 1 && end[0] === 0;
+  return unbounded || Buffer.compare(before, end) < 0 ? before : end;
 }
 
 export function tlsCredentials(tls: EtcdStoreOptions['tls']): IOptions['credentials'] {

@@ -24,8 +24,8 @@ export const keys = {
 
   /**
    * Creation order of a tenant's records of one listed kind: `order/<kind>/<created_at>/<id>`, empty values, put and
-   * deleted in the same transaction as the record, so a list page reads keys up to its end and only its own records
-   * (src/domain/creation-order.ts).
+   * deleted in the same transaction as the record, so a list page reads keys from the nearer end of the list up to its
+   * own and only its own records (src/domain/creation-order.ts).
    */
   creationOrder: (tenantId: string, kind: OrderedKind) => `${ROOT}t/${tenantId}/order/${kind}/`,
   creationOrderEntry: (tenantId: string, kind: OrderedKind, createdAt: string, id: string) =>

@@ -79,9 +79,11 @@ export class MemoryStore implements Store {
 
   async range(prefix: string, options: RangeOptions = {}): Promise<Entry[]> {
     this.begin();
-    const { startAfter, limit } = options;
-    const keys = this.keysWithPrefix(prefix).filter(
-      (key) => startAfter === undefined || compareKeys(key, startAfter) > 0,
+    const { startAfter, limit, descending } = options;
+    const inOrder = this.keysWithPrefix(prefix);
+    const sign = descending ? -1 : 1;
+    const keys = (descending ? inOrder.reverse() : inOrder).filter(
+      (key) => startAfter === undefined || sign * compareKeys(key, startAfter) > 0,
     );
     // etcd treats a limit of 0 as "no limit".
     const page = limit ? keys.slice(0, limit) : keys;

@@ -18,8 +18,16 @@ export interface PutOptions {
 export interface RangeOptions {
   /** Return at most this many entries. */
   limit?: number;
-  /** Return only keys strictly greater than this one (for paging through a prefix). */
+  /**
+   * Return only keys after this one in the order returned (for paging through a prefix): greater than it, or with
+   * `descending` smaller.
+   */
   startAfter?: string;
+  /**
+   * Last key first. etcd reads every key of the range and sorts them before it applies the limit: a descending read
+   * costs etcd every key from the prefix's start up to where it starts, where a read in key order stops at its limit.
+   */
+  descending?: boolean;
 }
 
 /** A condition of a transaction. `modRevision: 0` means "the key must not exist". */
@@ -71,7 +79,7 @@ export interface Store {
   delete(key: string): Promise<boolean>;
   /** Delete a key only if its modRevision is still `expected`; false otherwise. */
   compareAndDelete(key: string, expected: number): Promise<boolean>;
-  /** Entries under a prefix in key order. */
+  /** Entries under a prefix in key order (reversed with `descending`). */
   range(prefix: string, options?: RangeOptions): Promise<Entry[]>;
   /** Number of keys under a prefix, without reading their values. */
   count(prefix: string): Promise<number>;

@@ -29,8 +29,11 @@ interface Listed {
   created_at: string;
 }
 
-/** Counts the values under `prefix` that the API reads from the store while `run` runs. */
-async function valuesRead(prefix: string, run: () => Promise<void>): Promise<number> {
+/**
+ * Counts the keys under `prefix` that the API reads from the store while `run` runs: records (their values), or index
+ * entries.
+ */
+async function keysRead(prefix: string, run: () => Promise<void>): Promise<number> {
   const { get, getMany, range } = store;
   let read = 0;
   const count = (key: string) => (read += key.startsWith(prefix) ? 1 : 0);
@@ -75,6 +78,8 @@ describe('reactors', () => {
   let own: ReturnType<typeof client>;
   /** Every reactor of the tenant in list order. */
   let expected: string[];
+  /** Their created_at, in the same order. */
+  let createdTimes: string[];
 
   beforeAll(async () => {
     const tenant = await createTenant(api.url, api.operatorKey);
@@ -96,13 +101,15 @@ describe('reactors', () => {
       expect(answers.map((a) => a.status)).toEqual(Array(25).fill(201));
       created.push(...answers.map((a) => a.body as Listed));
     }
-    expected = created.sort(byCreation).map((r) => r.id);
+    created.sort(byCreation);
+    expected = created.map((r) => r.id);
+    createdTimes = created.map((r) => r.created_at);
   }, 120_000);
 
   test('a page reads its own records only, whichever page it is', async () => {
     for (const page of [1, 30, 53]) {
       let answer: Awaited<ReturnType<typeof own.get>> | undefined;
-      const read = await valuesRead(keys.reactors(tenantId), async () => {
+      const read = await keysRead(keys.reactors(tenantId), async () => {
         answer = await own.get(`/reactors?page=${page}&size=20`);
       });
       expect(answer!.status).toBe(200);
@@ -118,10 +125,30 @@ describe('reactors', () => {
     }
   });
 
+  test('a page past the middle reads the index back from the end: as many keys as it is from the end', async () => {
+    const order = keys.creationOrder(tenantId, 'reactors');
+    // 28 is the first page past the middle of 53; 40 further on; 53 the last, of 10 reactors.
+    for (const page of [28, 40, 53]) {
+      const first = (page - 1) * 20;
+      let answer: Awaited<ReturnType<typeof own.get>> | undefined;
+      const read = await keysRead(order, async () => {
+        answer = await own.get(`/reactors?page=${page}&size=20`);
+      });
+      expect(answer!.status).toBe(200);
+      expect(answer!.body.data.map((r: Listed) => r.id)).toEqual(expected.slice(first, first + 20));
+      // Entries from the page's first to the end, and the rest of the page's first millisecond (ids of one
+      // millisecond are in another order in the index); then one more to see that millisecond end, and at most 15
+      // more as the smallest read takes 16. Read from the start, page 28 read 561 and more, page 53 all 1,050.
+      const tail = createdTimes.filter((at) => at >= createdTimes[first]).length;
+      expect(read).toBeGreaterThan(tail);
+      expect(read).toBeLessThanOrEqual(tail + 16);
+    }
+  });
+
   test('an id filter reads only those records', async () => {
     const ids = [expected[700], expected[3], 'a2f4c1de-0000-4000-8000-000000000000'];
     let answer: Awaited<ReturnType<typeof own.get>> | undefined;
-    const read = await valuesRead(keys.reactors(tenantId), async () => {
+    const read = await keysRead(keys.reactors(tenantId), async () => {
       answer = await own.get(`/reactors?id=${ids.join(',')}`);
     });
     expect(answer!.body.data.map((r: Listed) => r.id)).toEqual([expected[3], expected[700]]);
@@ -136,7 +163,7 @@ describe('reactors', () => {
     expect(first.body.data.map((r: Listed) => r.id)).toEqual(expected.slice(120, 140));
     expect(first.body.pagination.total_items).toBe(1050);
     expect(await store.count(order)).toBe(1050);
-    const read = await valuesRead(keys.reactors(tenantId), async () => {
+    const read = await keysRead(keys.reactors(tenantId), async () => {
       expect((await own.get('/reactors?page=8&size=20')).body.data.map((r: Listed) => r.id)).toEqual(
         expected.slice(140, 160),
       );
@@ -146,22 +173,28 @@ describe('reactors', () => {
 
   test('an entry whose reactor is gone is skipped and removed, also when the counts agree', async () => {
     // An old replica's delete: the record goes, its entry stays. A second reactor loses its entry (an old replica's
-    // create), so there are as many entries as reactors.
-    const [gone, unfiled] = [expected[2], expected[5]];
-    const records = await store.getMany([gone, unfiled].map((id) => keys.reactor(tenantId, id)));
-    const createdAt = (id: string) => (JSON.parse(records.get(keys.reactor(tenantId, id))!.value) as Listed).created_at;
-    const staleKey = keys.creationOrderEntry(tenantId, 'reactors', createdAt(gone), gone);
-    const unfiledKey = keys.creationOrderEntry(tenantId, 'reactors', createdAt(unfiled), unfiled);
-    expect(await store.delete(keys.reactor(tenantId, gone))).toBe(true);
-    expect(await store.delete(unfiledKey)).toBe(true);
-    const rest = expected.filter((id) => id !== gone);
-    const page = await own.get('/reactors?page=1&size=20');
-    expect(page.body.data.map((r: Listed) => r.id)).toEqual(rest.slice(0, 20));
-    expect(page.body.pagination.total_items).toBe(1049);
-    expect(await store.get(staleKey)).toBeUndefined();
-    expect(await store.get(unfiledKey)).toBeDefined();
-    expect(await store.count(keys.creationOrder(tenantId, 'reactors'))).toBe(1049);
-    expected = rest;
+    // create), so there are as many entries as reactors. Met on page 1 (index read from the start), then on the last
+    // page (read from the end).
+    for (const end of ['start', 'end'] as const) {
+      const at = (i: number) => expected[end === 'start' ? i : expected.length - 1 - i];
+      const [gone, unfiled] = [at(2), at(5)];
+      const records = await store.getMany([gone, unfiled].map((id) => keys.reactor(tenantId, id)));
+      const createdAt = (id: string) =>
+        (JSON.parse(records.get(keys.reactor(tenantId, id))!.value) as Listed).created_at;
+      const staleKey = keys.creationOrderEntry(tenantId, 'reactors', createdAt(gone), gone);
+      const unfiledKey = keys.creationOrderEntry(tenantId, 'reactors', createdAt(unfiled), unfiled);
+      expect(await store.delete(keys.reactor(tenantId, gone))).toBe(true);
+      expect(await store.delete(unfiledKey)).toBe(true);
+      const rest = expected.filter((id) => id !== gone);
+      const pageNumber = end === 'start' ? 1 : Math.ceil(rest.length / 20);
+      const page = await own.get(`/reactors?page=${pageNumber}&size=20`);
+      expect(page.body.data.map((r: Listed) => r.id)).toEqual(rest.slice((pageNumber - 1) * 20, pageNumber * 20));
+      expect(page.body.pagination.total_items).toBe(rest.length);
+      expect(await store.get(staleKey)).toBeUndefined();
+      expect(await store.get(unfiledKey)).toBeDefined();
+      expect(await store.count(keys.creationOrder(tenantId, 'reactors'))).toBe(rest.length);
+      expected = rest;
+    }
   });
 
   test('deleting a reactor through the API removes its entry', async () => {
@@ -174,29 +207,37 @@ describe('reactors', () => {
 });
 
 describe('applications', () => {
-  test('order and totals are those of sorting every record, ties on created_at included', async () => {
-    const tenant = await createTenant(api.url, api.operatorKey);
-    const own = client(api.url, tenant.managementKey);
-    const management = (await own.get('/applications')).body.data as Listed[];
-    // Written the old way (no index entries), four to a millisecond, with ids whose byte order is not the list's
-    // (localeCompare: a B c D; bytes: B D a c): a page that ends inside a millisecond needs all of its ids.
+  /**
+   * Applications written the old way (no index entries), `perMillisecond` to a millisecond, with ids whose byte order
+   * is not the list's (localeCompare: a B c D; bytes: B D a c): a page that ends inside a millisecond needs all of its
+   * ids.
+   */
+  async function writeUnfiled(tenantId: string, count: number, perMillisecond: number): Promise<Listed[]> {
     const prefixes = ['aaaaaaaa', 'BBBBBBBB', 'cccccccc', 'DDDDDDDD'];
     const written: Listed[] = [];
-    for (let i = 0; i < 24; i++) {
+    for (let i = 0; i < count; i++) {
       const record = {
         id: `${prefixes[i % prefixes.length]}-0000-4000-8000-${String(i).padStart(12, '0')}`,
-        tenant_id: tenant.tenantId,
+        tenant_id: tenantId,
         name: `app ${i}`,
         type: 'private',
         permissions: [],
         rules: [],
         keys: [],
-        created_at: new Date(Date.UTC(2020, 0, 1, 0, 0, 0, Math.floor(i / 4))).toISOString(),
+        created_at: new Date(Date.UTC(2020, 0, 1, 0, 0, 0, Math.floor(i / perMillisecond))).toISOString(),
         created_by: 'test',
       };
-      await store.put(keys.application(tenant.tenantId, record.id), encode('application', record));
+      await store.put(keys.application(tenantId, record.id), encode('application', record));
       written.push(record);
     }
+    return written;
+  }
+
+  test('order and totals are those of sorting every record, ties on created_at included', async () => {
+    const tenant = await createTenant(api.url, api.operatorKey);
+    const own = client(api.url, tenant.managementKey);
+    const management = (await own.get('/applications')).body.data as Listed[];
+    const written = await writeUnfiled(tenant.tenantId, 24, 4);
     const expected = [...written, ...management].sort(byCreation).map((a) => a.id);
     expect(expected.slice(0, 6)).toEqual([
       'aaaaaaaa-0000-4000-8000-000000000000',
@@ -212,6 +253,45 @@ describe('applications', () => {
     for (const size of [7, 17]) {
       expect(await allPages(own, '/applications', size)).toEqual({ ids: expected, totals: [25] });
     }
+  });
+
+  test('pages read back from the end are those of the full read, a millisecond split between pages included', async () => {
+    const tenant = await createTenant(api.url, api.operatorKey);
+    const own = client(api.url, tenant.managementKey);
+    await writeUnfiled(tenant.tenantId, 48, 8);
+    // The first list answers from every record (and files them): the order every page is compared with.
+    const everything = await own.get('/applications?size=100');
+    const expected = (everything.body.data as Listed[]).map((a) => a.id);
+    expect(expected).toHaveLength(49);
+    const order = keys.creationOrder(tenant.tenantId, 'applications');
+    expect(await store.count(order)).toBe(49);
+    const { range } = store;
+    let reads = 0;
+    store.range = async (prefix, options) => {
+      if (prefix === order && options?.descending) reads++;
+      return range(prefix, options);
+    };
+    // Pages read from the end, and of those the ones whose first millisecond went on past the first read.
+    let fromEnd = 0;
+    let readOn = 0;
+    try {
+      for (const size of [1, 3, 7, 17]) {
+        for (let page = 1; page <= Math.ceil(49 / size); page++) {
+          reads = 0;
+          const answer = await own.get(`/applications?page=${page}&size=${size}`);
+          expect(answer.body.data.map((a: Listed) => a.id)).toEqual(expected.slice((page - 1) * size, page * size));
+          expect(answer.body.pagination.total_items).toBe(49);
+          // The first pages read from the start, those past the middle from the end.
+          expect(reads > 0).toBe(page * size - size > 49 / 2 - size / 2);
+          fromEnd += reads > 0 ? 1 : 0;
+          readOn += reads > 1 ? 1 : 0;
+        }
+      }
+    } finally {
+      store.range = range;
+    }
+    expect(fromEnd).toBeGreaterThan(0);
+    expect(readOn).toBeGreaterThan(0);
   });
 });
 

@@ -164,6 +164,27 @@ describe.each(subjects)('Store contract: $name', ({ open }) => {
         after = page[page.length - 1].key;
       }
       expect(paged).toEqual(expected);
+
+      // Descending: last key first, and startAfter returns the keys before it.
+      const reversed = [...expected].reverse();
+      expect((await store.range(prefix, { descending: true })).map((e) => e.value)).toEqual(reversed);
+      expect((await store.range(prefix, { descending: true, limit: 3 })).map((e) => e.value)).toEqual(
+        reversed.slice(0, 3),
+      );
+      expect((await store.range(prefix, { descending: true, startAfter: prefix + 'ab' })).map((e) => e.value)).toEqual(
+        reversed.slice(reversed.indexOf('ab') + 1),
+      );
+      // A startAfter past the prefix starts at its last key; one before it yields nothing.
+      expect(await store.range(prefix, { descending: true, startAfter: `${sibling}0` })).toHaveLength(names.length);
+      expect(await store.range(prefix, { descending: true, startAfter: sibling })).toEqual([]);
+      const back: string[] = [];
+      for (let after: string | undefined; ;) {
+        const page = await store.range(prefix, { descending: true, limit: 3, startAfter: after });
+        if (page.length === 0) break;
+        back.push(...page.map((e) => e.value));
+        after = page[page.length - 1].key;
+      }
+      expect(back).toEqual(reversed);
     } finally {
       await store.delete(sibling);
       await store.delete(`${sibling}0`);
