@@ -30,7 +30,8 @@ import { createInterface } from 'node:readline';
 import { performance } from 'node:perf_hooks';
 import { KubeClient, Resources, type KubeObject } from '../src/controller/kube.js';
 import { Informer } from '../src/controller/informer.js';
-import { FINALIZER, Kinds } from '../src/controller/reconcilers/common.js';
+import { Kinds } from '../src/controller/reconcilers/common.js';
+import { applyFinalizerPolicy } from '../test/support/finalizer-policy.js';
 import { startControlPlane, type ControlPlane } from '../test/support/control-plane.js';
 import {
   freePort,
@@ -174,30 +175,8 @@ async function run(): Promise<void> {
     const ns = 'scale';
     await plane.kubectl(['create', 'namespace', ns]);
     if (finalizerPolicy) {
-      // The shipped manifest, bound to this namespace instead of config/'s tokenvault-system.
-      const policy = readFileSync(path.join(repoRoot, 'config/finalizer-policy/finalizer_policy.yaml'), 'utf8');
-      await plane.kubectl(['apply', '-f', '-'], {
-        input: policy.replace('kubernetes.io/metadata.name: tokenvault-system', `kubernetes.io/metadata.name: ${ns}`),
-      });
-      // kube-apiserver runs a new policy a moment after it is stored (a run once got 27 finalizer PATCHes without
-      // this): wait until a dry-run create gets the finalizer. Until then the create may also be refused outright
-      // (503 "Resource kind ... Reactor not found" while the policy's view of the CRD catches up): try again.
-      const probe = `{"apiVersion": "tokenvault.dev/v1alpha1", "kind": "Reactor", "metadata": {"name": "probe", "namespace": "${ns}"}, "spec": {"tenantRef": {"name": "acme"}, "formulaRef": {"name": "echo"}}}`;
-      const policyDeadline = Date.now() + 30_000;
-      for (;;) {
-        const created = await plane
-          .kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { input: probe })
-          .catch((error: unknown) => error as Error);
-        const inEffect =
-          !(created instanceof Error) &&
-          ((JSON.parse(created.stdout) as KubeObject).metadata?.finalizers?.includes(FINALIZER) ?? false);
-        if (inEffect) break;
-        if (Date.now() > policyDeadline)
-          throw new Error(
-            `the finalizer policy did not take effect within 30 s${created instanceof Error ? `: ${created.message}` : ''}`,
-          );
-        await new Promise((resolve) => setTimeout(resolve, 250));
-      }
+      const kube = plane;
+      await applyFinalizerPolicy((args, input) => kube.kubectl(args, { input }), ns);
     }
     await plane.kubectl(['apply', '-f', '-'], {
       input: `

@@ -3,11 +3,9 @@
 // controller's finalizer already in the create response, so the controller writes only its status (no finalizer
 // PATCH of its own, seen in the object's managedFields); a finalizer a user strips is put back in the same request;
 // a delete still removes the vault resource and releases the object.
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { FINALIZER } from '../../src/controller/reconcilers/common.js';
-import { repoRoot } from '../support/manifests.js';
+import { applyFinalizerPolicy } from '../support/finalizer-policy.js';
 import { startOperatorEnv, type OperatorEnv } from '../support/operator.js';
 
 let env: OperatorEnv;
@@ -40,17 +38,7 @@ function controllerWrites(object: any): string[] {
 beforeAll(async () => {
   env = await startOperatorEnv();
   ns = await env.namespace('finalizer-policy');
-  // The shipped manifest, bound to this test's namespace instead of tokenvault-system.
-  const policy = readFileSync(path.join(repoRoot, 'config/finalizer-policy/finalizer_policy.yaml'), 'utf8');
-  await env.apply(
-    policy.replace('kubernetes.io/metadata.name: tokenvault-system', `kubernetes.io/metadata.name: ${ns}`),
-  );
-  // kube-apiserver runs a new policy a moment after it is stored: wait until a dry run gets the finalizer.
-  const deadline = Date.now() + 30_000;
-  while (!(await create(reactorYaml('probe'), '--dry-run=server')).metadata.finalizers?.includes(FINALIZER)) {
-    if (Date.now() > deadline) throw new Error('the finalizer policy did not take effect within 30 s');
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
+  await applyFinalizerPolicy(env.kubectl, ns);
 }, 120_000);
 
 afterAll(async () => {
