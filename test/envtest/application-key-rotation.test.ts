@@ -4,7 +4,7 @@
 // refused; status.key and the KeyRotated condition tell the story. The CRD refuses bad durations.
 import { afterAll, beforeAll, expect, jest, test } from '@jest/globals';
 import { call } from '../support/http.js';
-import { startOperatorEnv, type OperatorEnv } from '../support/operator.js';
+import { startOperatorEnv, type OperatorEnv, tenantYaml } from '../support/operator.js';
 
 let env: OperatorEnv;
 let ns: string;
@@ -32,12 +32,7 @@ beforeAll(async () => {
   env = await startOperatorEnv({ resyncMs: 120_000 }); // the rotation must follow the annotation, not a resync
   ns = await env.namespace('rotation');
   await env.apply(`
-apiVersion: tokenvault.dev/v1alpha1
-kind: Tenant
-metadata: {name: acme, namespace: ${ns}}
-spec:
-  deletionPolicy: Delete
-  managementKeySecretRef: {name: acme-management}
+${tenantYaml(ns)}
 ---
 ${applicationYaml()}
 `);

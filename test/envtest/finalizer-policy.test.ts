@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { FINALIZER } from '../../src/controller/reconcilers/common.js';
 import { applyFinalizerPolicy } from '../support/finalizer-policy.js';
-import { startOperatorEnv, type OperatorEnv } from '../support/operator.js';
+import { startOperatorEnv, type OperatorEnv, tenantYaml } from '../support/operator.js';
 
 let env: OperatorEnv;
 let ns: string;
@@ -47,14 +47,7 @@ afterAll(async () => {
 
 test('new objects have the finalizer from their create on; the controller writes their status only', async () => {
   const created = [
-    await create(`
-apiVersion: tokenvault.dev/v1alpha1
-kind: Tenant
-metadata: {name: acme, namespace: ${ns}}
-spec:
-  deletionPolicy: Delete
-  managementKeySecretRef: {name: acme-management}
-`),
+    await create(tenantYaml(ns)),
     await create(`
 apiVersion: tokenvault.dev/v1alpha1
 kind: ReactorFormula

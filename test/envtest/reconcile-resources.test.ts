@@ -4,7 +4,7 @@
 // deletions reach the vault (and a formula still in use waits), and the proxy key Secret works on /proxy.
 import { afterAll, beforeAll, describe, expect, jest, test } from '@jest/globals';
 import { call } from '../support/http.js';
-import { readyCondition, startOperatorEnv, type OperatorEnv } from '../support/operator.js';
+import { readyCondition, startOperatorEnv, type OperatorEnv, tenantYaml } from '../support/operator.js';
 
 let env: OperatorEnv;
 let ns: string;
@@ -84,12 +84,7 @@ kind: Secret
 metadata: {name: reactor-config, namespace: ${ns}}
 stringData: {apiSecret: s3cret-1}
 ---
-apiVersion: tokenvault.dev/v1alpha1
-kind: Tenant
-metadata: {name: acme, namespace: ${ns}}
-spec:
-  deletionPolicy: Delete
-  managementKeySecretRef: {name: acme-management}
+${tenantYaml(ns)}
 ---
 apiVersion: tokenvault.dev/v1alpha1
 kind: Application

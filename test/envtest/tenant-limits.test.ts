@@ -3,7 +3,7 @@
 // one of the first two is deleted the controller's own retry (not a resync: it is set beyond the test) makes it Ready
 // within seconds. The API counts the refusals in tokenvault_limit_refusals_total.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
-import { readyCondition, startOperatorEnv, type OperatorEnv } from '../support/operator.js';
+import { readyCondition, startOperatorEnv, type OperatorEnv, tenantYaml } from '../support/operator.js';
 
 let env: OperatorEnv;
 let ns: string;
@@ -20,14 +20,7 @@ spec:
 beforeAll(async () => {
   env = await startOperatorEnv({ apiEnv: { TOKENVAULT_REACTORS_PER_TENANT: '2' }, resyncMs: 600_000 });
   ns = await env.namespace('limits');
-  await env.apply(`
-apiVersion: tokenvault.dev/v1alpha1
-kind: Tenant
-metadata: {name: acme, namespace: ${ns}}
-spec:
-  deletionPolicy: Delete
-  managementKeySecretRef: {name: acme-management}
-`);
+  await env.apply(tenantYaml(ns));
   await env.waitReady('Tenant', ns, 'acme');
 }, 120_000);
 

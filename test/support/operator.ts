@@ -19,6 +19,20 @@ import { createLogger } from '../../src/observability/logger.js';
 import { startTestApi, type TestApi } from './api.js';
 import { startControlPlane, type ControlPlane } from './control-plane.js';
 
+/**
+ * The Tenant most tests start from: `acme` in `namespace`, its management key in the Secret acme-management, and
+ * deletionPolicy Delete so that deleting the namespace at the end removes the vault tenant too.
+ */
+export function tenantYaml(namespace: string): string {
+  return `apiVersion: tokenvault.dev/v1alpha1
+kind: Tenant
+metadata: {name: acme, namespace: ${namespace}}
+spec:
+  deletionPolicy: Delete
+  managementKeySecretRef: {name: acme-management}
+`;
+}
+
 export interface OperatorEnvOptions {
   /** Extra environment of the API (TOKENVAULT_*). */
   apiEnv?: Record<string, string>;
