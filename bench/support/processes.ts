@@ -1,28 +1,14 @@
 // The processes a benchmark measures: a throw-away etcd (test/support/etcd.ts, so benchmarks and tests run the same
 // etcd the same way) and the built API as a child process, the way it is deployed (`dist/cli.js api`).
 import { freeLoopbackPort } from '../../test/support/ports.js';
+import { repoRoot } from '../../test/support/repo-root.js';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { generateApiKey } from '../../src/auth/api-keys.js';
 import { startEtcd, supervise, type EtcdProcess } from '../../test/support/etcd.js';
-
-/** The repository root (this file runs from dist-bench/bench/support/). */
-export const repoRoot = findRepoRoot(path.dirname(fileURLToPath(import.meta.url)));
-
-function findRepoRoot(from: string): string {
-  for (let dir = from; dir !== path.dirname(dir); dir = path.dirname(dir)) {
-    try {
-      if (JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')).name === 'tokenvault') return dir;
-    } catch {
-      // not here
-    }
-  }
-  throw new Error(`no tokenvault package.json above ${from}`);
-}
 
 /**
  * Sets TOKENVAULT_ETCD_BIN from hack/tools.sh when it is unset. test/support/etcd.ts would run hack/tools.sh itself,
@@ -257,3 +243,4 @@ async function waitForListening(
 
 /** A free loopback port: bound to port 0, then released for the API to bind. */
 export const freePort = freeLoopbackPort;
+export { repoRoot };

@@ -18,12 +18,12 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ApiextensionsV1Api, KubeConfig, loadYaml, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
 import { generate } from 'selfsigned';
 import { freeLoopbackPort } from './ports.js';
+import { repoRoot } from './repo-root.js';
 import { startEtcd, supervise, type EtcdProcess } from './etcd.js';
 
 export interface ControlPlane {
@@ -50,7 +50,6 @@ export interface ControlPlaneOptions {
   crdsDir?: string;
 }
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const startAttempts = 3;
 const readyWithinMs = 90_000;
 const crdsServedWithinMs = 30_000;

@@ -6,7 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { repoRoot } from './repo-root.js';
 
 export interface EtcdProcess {
   /** Client URL, e.g. http://127.0.0.1:41234. */
@@ -17,7 +17,6 @@ export interface EtcdProcess {
   kill(): Promise<void>;
 }
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const startAttempts = 5;
 const healthyWithinMs = 20_000;
 

@@ -2,13 +2,10 @@
 // controller benchmark.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { FINALIZER } from '../../src/controller/reconcilers/common.js';
+import { repoRoot } from './repo-root.js';
 
-const manifest = path.resolve(
-  path.dirname(fileURLToPath(import.meta.url)),
-  '../../config/finalizer-policy/finalizer_policy.yaml',
-);
+const manifest = path.join(repoRoot, 'config/finalizer-policy/finalizer_policy.yaml');
 const WITHIN_MS = 30_000;
 
 type Kubectl = (args: string[], input: string) => Promise<{ stdout: string }>;

@@ -4,10 +4,11 @@
 import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import yaml from 'js-yaml';
 
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { repoRoot } from './repo-root.js';
+
+export { repoRoot };
 
 /** Any Kubernetes object, as parsed. */
 export interface Manifest {
