@@ -6,7 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { repoRoot } from './repo-root.js';
+import { fileURLToPath } from 'node:url';
 
 export interface EtcdProcess {
   /** Client URL, e.g. http://127.0.0.1:41234. */
@@ -17,6 +17,9 @@ export interface EtcdProcess {
   kill(): Promise<void>;
 }
 
+// Not ./repo-root.js: jest's global setup loads this file with plain Node, where a local `.js` import finds no file
+// (global-setup.ts). From dist-bench this lands inside it, but the benchmarks set TOKENVAULT_ETCD_BIN first.
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const startAttempts = 5;
 const healthyWithinMs = 20_000;
 
