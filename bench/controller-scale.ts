@@ -33,9 +33,9 @@ import { Informer } from '../src/controller/informer.js';
 import { Kinds } from '../src/controller/reconcilers/common.js';
 import { applyFinalizerPolicy } from '../test/support/finalizer-policy.js';
 import { startControlPlane, type ControlPlane } from '../test/support/control-plane.js';
+import { freeLoopbackPort } from '../test/support/ports.js';
+import { repoRoot } from '../test/support/repo-root.js';
 import {
-  freePort,
-  repoRoot,
   spawnApi,
   spawnWorker,
   startBenchEtcd,
@@ -102,7 +102,11 @@ async function run(): Promise<void> {
       }).trim();
     }
     [plane, etcd] = await Promise.all([startControlPlane({ crdsDir: path.join(repoRoot, 'crds') }), startBenchEtcd()]);
-    const [apiPort, apiMetricsPort, controllerPort] = [await freePort(), await freePort(), await freePort()];
+    const [apiPort, apiMetricsPort, controllerPort] = [
+      await freeLoopbackPort(),
+      await freeLoopbackPort(),
+      await freeLoopbackPort(),
+    ];
     worker = await spawnWorker({ apiUrl: `http://127.0.0.1:${apiPort}`, logLevel: 'warn' });
     api = await spawnApi({
       storeUrl: etcd.storeUrl,

@@ -14,7 +14,8 @@ import { readFileSync } from 'node:fs';
 import { randomInt, randomUUID } from 'node:crypto';
 import { apiPool, createTenantWithApplication, send } from './support/api-client.js';
 import { runLoad } from './support/load.js';
-import { freePort, spawnApi, spawnWorker, startBenchEtcd } from './support/processes.js';
+import { freeLoopbackPort } from '../test/support/ports.js';
+import { spawnApi, spawnWorker, startBenchEtcd } from './support/processes.js';
 import { formatCount, formatMs, heading, table } from './support/report.js';
 import type { Benchmark, Settings } from './support/settings.js';
 
@@ -50,7 +51,7 @@ async function run(settings: Settings): Promise<void> {
   const reactorCount = Number(process.env.BENCH_GROWTH_REACTORS ?? 1_000);
   progress('starting etcd, the worker and the API');
   const etcd = await startBenchEtcd();
-  const apiPort = await freePort();
+  const apiPort = await freeLoopbackPort();
   const worker = await spawnWorker({ apiUrl: `http://127.0.0.1:${apiPort}`, logLevel: 'warn' });
   const api = await spawnApi({
     storeUrl: etcd.storeUrl,

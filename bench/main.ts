@@ -6,7 +6,8 @@
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { loadSettings, type Benchmark } from './support/settings.js';
-import { ensureEtcdBinary, repoRoot } from './support/processes.js';
+import { repoRoot } from '../test/support/repo-root.js';
+import { ensureEtcdBinary } from './support/processes.js';
 import { controllerScaleBenchmark } from './controller-scale.js';
 import { growthBenchmark } from './growth.js';
 import { listsBenchmark } from './lists.js';

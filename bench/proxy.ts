@@ -25,7 +25,9 @@ import { Pool } from 'undici';
 import { apiPool, createTenantWithApplication, send } from './support/api-client.js';
 import { comparisonReport, runPairs, type Pair, type PairResult } from './support/compare.js';
 import type { LoadResult } from './support/load.js';
-import { freePort, repoRoot, spawnApi, spawnWorker, startBenchEtcd } from './support/processes.js';
+import { freeLoopbackPort } from '../test/support/ports.js';
+import { repoRoot } from '../test/support/repo-root.js';
+import { spawnApi, spawnWorker, startBenchEtcd } from './support/processes.js';
 import { summarizeProfile } from './support/profile.js';
 import { formatCount, formatMs, formatRatio, heading, median, table } from './support/report.js';
 import type { Benchmark, Settings } from './support/settings.js';
@@ -77,7 +79,7 @@ async function run(settings: Settings): Promise<void> {
       TOKENVAULT_BENCH_CONNECTIONS: String(settings.concurrency),
     });
     started.push(forwarder);
-    const apiPort = await freePort();
+    const apiPort = await freeLoopbackPort();
     worker = await spawnWorker({ apiUrl: `http://127.0.0.1:${apiPort}`, logLevel: settings.apiLogLevel });
     api = await spawnApi({
       storeUrl: etcd.storeUrl,

@@ -24,7 +24,9 @@ import path from 'node:path';
 import { apiPool, createTenantWithApplication, send } from './support/api-client.js';
 import { comparisonReport, runPairs, type Pair } from './support/compare.js';
 import { runLoad } from './support/load.js';
-import { freePort, repoRoot, spawnApi, spawnWorker, startBenchEtcd } from './support/processes.js';
+import { freeLoopbackPort } from '../test/support/ports.js';
+import { repoRoot } from '../test/support/repo-root.js';
+import { spawnApi, spawnWorker, startBenchEtcd } from './support/processes.js';
 import { summarizeProfile } from './support/profile.js';
 import { formatMs, heading, median, table } from './support/report.js';
 import type { Benchmark, Settings } from './support/settings.js';
@@ -63,7 +65,7 @@ async function run(settings: Settings): Promise<void> {
   progress('reactors: starting etcd, the worker and the API');
   const etcd = await startBenchEtcd();
   const profileDir = settings.profile ? await mkdtemp(path.join(os.tmpdir(), 'tokenvault-bench-prof-')) : undefined;
-  const apiPort = await freePort();
+  const apiPort = await freeLoopbackPort();
   const worker = await spawnWorker({
     apiUrl: `http://127.0.0.1:${apiPort}`,
     logLevel: settings.apiLogLevel,

@@ -16,7 +16,8 @@ import { randomBytes, randomInt, randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { apiPool, createTenantWithApplication, send } from './support/api-client.js';
 import { runLoad, type LoadResult, type Operation } from './support/load.js';
-import { freePort, spawnApi, spawnWorker, startBenchEtcd, type BenchApi } from './support/processes.js';
+import { freeLoopbackPort } from '../test/support/ports.js';
+import { spawnApi, spawnWorker, startBenchEtcd, type BenchApi } from './support/processes.js';
 import { formatCount, formatRatio, heading, median, table } from './support/report.js';
 import type { Benchmark, Settings } from './support/settings.js';
 import { startDestination } from './proxy.js';
@@ -54,7 +55,7 @@ async function run(settings: Settings): Promise<void> {
   const certificates = await testCertificates();
   const etcd = await startBenchEtcd();
   const destination = await startDestination(certificates.cert, certificates.key);
-  const portA = await freePort();
+  const portA = await freeLoopbackPort();
   const worker = await spawnWorker({ apiUrl: `http://127.0.0.1:${portA}`, logLevel: 'warn' });
   const shared = {
     TOKENVAULT_KEK: randomBytes(32).toString('base64'),

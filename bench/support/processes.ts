@@ -190,7 +190,7 @@ interface CliProcess {
 
 /** `dist/cli.js <args>` on a loopback port, its output drained into a tail, killed if this process exits; ready or stopped. */
 async function spawnCli(options: CliOptions): Promise<CliProcess> {
-  const port = options.port ?? (await freePort());
+  const port = options.port ?? (await freeLoopbackPort());
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(
     process.execPath,
@@ -240,7 +240,3 @@ async function waitForListening(
   }
   throw new Error(`the ${what} did not answer ${url}${probe} within ${apiStartMs} ms:\n${logTail()}`);
 }
-
-/** A free loopback port: bound to port 0, then released for the API to bind. */
-export const freePort = freeLoopbackPort;
-export { repoRoot };

@@ -30,7 +30,7 @@ import {
 import { ControllerMetrics } from '../../src/controller/metrics.js';
 import { startController, type RunningController } from '../../src/server/controller.js';
 import { startControlPlane, type ControlPlane } from '../support/control-plane.js';
-import { freePort } from '../support/dev-server.js';
+import { freeLoopbackPort } from '../support/ports.js';
 import { eventually, sleep } from '../support/wait.js';
 
 const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
@@ -1000,7 +1000,7 @@ describe('tokenvault controller (the built CLI)', () => {
 
   test('starts with a kubeconfig, leads, serves /readyz, and releases the Lease on SIGTERM', async () => {
     const namespace = await freshNamespace();
-    const port = await freePort();
+    const port = await freeLoopbackPort();
     const child = spawn(process.execPath, ['--no-node-snapshot', cli, 'controller'], {
       env: {
         PATH: process.env.PATH ?? '',

@@ -1,6 +1,5 @@
 // `tokenvault dev` as a real child process from dist/ (`make test` builds it; when iterating, run
 // `npx tsc -p tsconfig.build.json` first), for the acceptance tests that drive it with the official clients.
-import { freeLoopbackPort } from './ports.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { generateApiKey } from '../../src/auth/api-keys.js';
@@ -16,9 +15,6 @@ export interface DevServer {
   rootKey: string;
   stop(): Promise<void>;
 }
-
-/** A free loopback port (test/support/ports.ts). */
-export const freePort = freeLoopbackPort;
 
 /**
  * Starts `tokenvault dev` on a port it picks (port 0: a port chosen free here could be taken before dev binds it) and
