@@ -4,7 +4,8 @@
 // Processes: etcd, the built API and one worker (`dist/cli.js api` / `worker`), each its own child process.
 // Tokens: loaded through the API itself with POST /tokenize, 100 values a request (its limit), 8 requests in flight,
 // until the tenant holds BENCH_GROWTH_TOKENS (default 100,000) or BENCH_GROWTH_LOAD_SECONDS (600) have passed. At
-// 1,000 tokens and again at the end: the API's RSS (VmRSS of /proc/<pid>/status) and, one client at a time for
+// 1,000 tokens and again at the end: the API's RSS (VmRSS of /proc/<pid>/status), its V8 heap after a full garbage
+// collection (through its inspector: what it retains, where RSS also counts heap grown under load), and, one client at a time for
 // BENCH_SECONDS each, p50/p99 of POST /tokens (a card) and GET /tokens/{id} of a random token among all loaded.
 // Reactors: BENCH_GROWTH_REACTORS (default 1,000) formulas with distinct code and a reactor each, each called twice
 // (the first call compiles it, the second is warm); the worker's RSS is sampled as the count grows. The worker keeps
@@ -15,6 +16,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { apiPool, createTenantWithApplication, send } from './support/api-client.js';
 import { runLoad } from './support/load.js';
 import { freeLoopbackPort } from '../test/support/ports.js';
+import { heapAfterGc } from './support/heap.js';
 import { spawnApi, spawnWorker, startBenchEtcd } from './support/processes.js';
 import { formatCount, formatMs, heading, table } from './support/report.js';
 import type { Benchmark, Settings } from './support/settings.js';
@@ -52,11 +54,13 @@ async function run(settings: Settings): Promise<void> {
   progress('starting etcd, the worker and the API');
   const etcd = await startBenchEtcd();
   const apiPort = await freeLoopbackPort();
+  const inspectPort = await freeLoopbackPort();
   const worker = await spawnWorker({ apiUrl: `http://127.0.0.1:${apiPort}`, logLevel: 'warn' });
   const api = await spawnApi({
     storeUrl: etcd.storeUrl,
     logLevel: settings.apiLogLevel,
     port: apiPort,
+    inspectPort,
     env: {
       TOKENVAULT_WORKER_URL: worker.url,
       // One tenant gets a private formula and a reactor per BENCH_GROWTH_REACTORS: the default 1,000 is exactly the
@@ -113,9 +117,11 @@ async function run(settings: Settings): Promise<void> {
         },
         { concurrency: 1, seconds: settings.seconds, maxOps: settings.maxOps, processes },
       );
+      const heap = await heapAfterGc(inspectPort);
       rows.push([
         label,
         `${rssMiB(api.pid).toFixed(0)} MiB`,
+        `${heap.usedMiB.toFixed(1)} / ${heap.totalMiB.toFixed(1)} MiB`,
         `${formatMs(create.p50Ms)} / ${formatMs(create.p99Ms)}`,
         `${formatMs(read.p50Ms)} / ${formatMs(read.p99Ms)}`,
         `${formatCount(create.opsPerSecond)} / ${formatCount(read.opsPerSecond)}`,
@@ -207,9 +213,16 @@ async function run(settings: Settings): Promise<void> {
       `Latency: one client at a time, ${settings.seconds} s each; reads pick a random token among all loaded.`,
       '',
       table(
-        ['tokens in etcd', 'API RSS', 'create p50 / p99 ms', 'read p50 / p99 ms', 'create / read per s (1 client)'],
+        [
+          'tokens in etcd',
+          'API RSS',
+          'API heap used / total after GC',
+          'create p50 / p99 ms',
+          'read p50 / p99 ms',
+          'create / read per s (1 client)',
+        ],
         rows,
-        ['l', 'r', 'r', 'r', 'r'],
+        ['l', 'r', 'r', 'r', 'r', 'r'],
       ),
       '',
       heading(`Worker memory with ${reactorCount} distinct reactors (each called twice: compiled, then warm)`),

@@ -72,6 +72,8 @@ export interface ApiOptions {
   env?: Record<string, string>;
   /** Listen on this loopback port (e.g. one a worker was told about already); a free one when unset. */
   port?: number;
+  /** Open the API's inspector on this loopback port (bench/support/heap.ts reads its heap through it). */
+  inspectPort?: number;
 }
 
 export interface BenchApi {
@@ -97,7 +99,10 @@ export async function spawnApi(options: ApiOptions): Promise<BenchApi> {
   const cli = await spawnCli({
     what: 'api',
     args: ['api', '--store', options.storeUrl],
-    nodeFlags: profileFlags(options.cpuProfileDir),
+    nodeFlags: [
+      ...profileFlags(options.cpuProfileDir),
+      ...(options.inspectPort ? [`--inspect=127.0.0.1:${options.inspectPort}`] : []),
+    ],
     port: options.port,
     probe: '/healthz',
     env: {
