@@ -2,8 +2,9 @@
 // watches them, plus any extra kinds asked for), one work queue per reconciled kind (as controller-runtime has one per
 // controller: a backlog or a run of failures in one kind never delays another), leader election, and the reconcile
 // loop. A reconciler gets an object key and reads the object from the informer cache; the manager turns a thrown
-// error into a retry with per-key exponential backoff, a returned requeueAfterMs into a later retry, and counts and
-// times every reconcile.
+// error into a retry with per-key exponential backoff (counted as a reconcile error, and logged), a returned
+// requeueAfterMs into a later retry, a returned `backoff` into a retry with that same backoff that is not an error,
+// and counts and times every reconcile.
 //
 // Keys are "Kind/namespace/name" ("Kind/name" for cluster-scoped kinds). A key is queued when its object is added,
 // deleted, or changed in a way that matters (by default: generation, labels, annotations, finalizers, owner
@@ -51,13 +52,19 @@ export function keyOf(resource: ResourceRef, object: KubeObject): ObjectKey {
 export interface ReconcileResult {
   /** Reconcile this key again after this long (a poll, a deadline), even if nothing changes. */
   requeueAfterMs?: number;
+  /**
+   * Reconcile this key again after the work queue's backoff, as after an error (the waits grow while it lasts), but
+   * it is not one: not counted in tokenvault_controller_reconcile_errors_total, not logged. For an object waiting on
+   * something the controller cannot watch, such as room under a per-tenant limit of the API.
+   */
+  backoff?: boolean;
 }
 
 export interface ReconcileContext<T extends KubeObject = KubeObject> {
   key: ObjectKey;
   /** The object from the informer cache when the reconcile began; undefined once it is gone (deleted). */
   object: T | undefined;
-  /** Failures of this key since its last success. */
+  /** Failures of this key since its last success (reconciles that returned `backoff` included). */
   attempt: number;
   /** Aborted when this process stops leading or shuts down: end early, write nothing more. */
   signal: AbortSignal;
@@ -507,7 +514,7 @@ export class Manager {
     let result: 'success' | 'requeue' | 'error' = 'error';
     try {
       const outcome = await reconciler.reconcile(key, ctx);
-      result = outcome && outcome.requeueAfterMs !== undefined ? 'requeue' : 'success';
+      result = outcome && (outcome.requeueAfterMs !== undefined || outcome.backoff) ? 'requeue' : 'success';
       return outcome;
     } catch (error) {
       metrics?.reconcileErrors.inc({ kind: key.kind });

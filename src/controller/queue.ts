@@ -3,7 +3,9 @@
 //   - never concurrent with itself: a key added while it is being processed is processed once more after the current
 //     run ends (the run may have read the object before the change);
 //   - bounded concurrency: at most `concurrency` keys in process at once;
-//   - per-key exponential backoff with jitter after a failure, reset by a success;
+//   - per-key exponential backoff with jitter after a failure, reset by a success; a run may also ask for that backoff
+//     without failing (`{backoff: true}`: waiting for something it cannot watch), which counts as a failure for the
+//     delay but is not reported as one;
 //   - addAfter(key, ms) for requeue-after and backoff (an earlier time replaces a later one, never the reverse);
 //   - an optional periodic resync that adds every key a callback returns, at low priority (as controller-runtime's
 //     priority queue does): keys added because something happened run first, so a resync of 10,000 unchanged objects
@@ -24,13 +26,21 @@ export interface BackoffOptions {
 }
 
 export interface ProcessInfo {
-  /** Failures of this key since its last success (0 on a first try). */
+  /** Failures of this key since its last success (0 on a first try); runs that asked for the backoff count too. */
   attempt: number;
   /** Aborted when the queue is paused or stopped (leadership lost, shutdown). */
   signal: AbortSignal;
 }
 
-export type ProcessResult = { requeueAfterMs?: number } | void;
+export type ProcessResult = {
+  /** Run the key again after this long; its failure count is reset. */
+  requeueAfterMs?: number;
+  /**
+   * Run the key again after its backoff delay, counting this run as a failure for the delay (so the waits grow as
+   * after errors) without it being one: onError is not called (controller-runtime's Result{Requeue: true}).
+   */
+  backoff?: boolean;
+} | void;
 
 export interface WorkQueueOptions {
   /** Keys processed at once (default 4). */
@@ -245,8 +255,12 @@ export class WorkQueue {
     await Promise.resolve();
     try {
       const result = await this.options.process(key, { attempt, signal: this.term.signal });
-      this.failureCounts.delete(key);
-      if (result && result.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
+      if (result?.backoff) {
+        this.addRateLimited(key);
+      } else {
+        this.failureCounts.delete(key);
+        if (result && result.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
+      }
     } catch (error) {
       const delay = this.addRateLimited(key);
       try {

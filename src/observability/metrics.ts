@@ -47,7 +47,8 @@ const API_METRICS = {
   },
   /**
    * Answers refusing a request at a documented limit (src/errors/registry.ts marks those errors), by error code:
-   * rate limits, what a tenant may hold, sizes, expression budgets, the runtime's fair share.
+   * rate limits, what a tenant may hold, sizes, expression budgets, the runtime's fair share. Counted where answers
+   * are sent (http/middleware/observe.ts) and, for asynchronous reactor runs, when a run ends (domain/reactors/async.ts).
    */
   limitRefusals: {
     type: 'counter',

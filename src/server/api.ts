@@ -203,8 +203,13 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       idempotency: new IdempotencyService(store, cipher),
       formulas,
       reactors,
-      asyncReactors: new AsyncReactorService(store, cipher, reactors, config.asyncReactors, (outcome) =>
-        metrics.asyncReactorRequests.inc({ outcome }),
+      asyncReactors: new AsyncReactorService(
+        store,
+        cipher,
+        reactors,
+        config.asyncReactors,
+        (outcome) => metrics.asyncReactorRequests.inc({ outcome }),
+        (code) => metrics.limitRefusals.inc({ limit: code }),
       ),
       tokenIntents: new TokenIntentService(store, cipher, tokens, config.tokenIntents),
       clientKeys: new ClientKeyService(store, cipher, {

@@ -1,12 +1,16 @@
 // A per-tenant count limit met through the controller, against a real kube-apiserver and the real API: with
-// TOKENVAULT_REACTORS_PER_TENANT=2, a third Reactor is Ready=False with the API's detail naming the setting, and once
-// one of the first two is deleted the controller's own retry (not a resync: it is set beyond the test) makes it Ready
-// within seconds. The API counts the refusals in tokenvault_limit_refusals_total.
+// TOKENVAULT_REACTORS_PER_TENANT=2, a third Reactor is Ready=False, reason LimitReached, with the API's detail naming
+// the setting, and a Warning Event of that reason; once one of the first two is deleted the controller's own retry
+// (not a resync: it is set beyond the test) makes it Ready within seconds. The API counts the refusals in
+// tokenvault_limit_refusals_total; the controller does not count them as failed reconciles.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { Resources } from '../../src/controller/kube.js';
+import { ControllerMetrics } from '../../src/controller/metrics.js';
 import { readyCondition, startOperatorEnv, type OperatorEnv, tenantYaml } from '../support/operator.js';
 
 let env: OperatorEnv;
 let ns: string;
+const metrics = new ControllerMetrics({ defaultMetrics: false });
 
 const reactorYaml = (name: string) => `
 apiVersion: tokenvault.dev/v1alpha1
@@ -17,8 +21,15 @@ spec:
   code: ${JSON.stringify('module.exports = async () => ({ raw: {} });')}
 `;
 
+/** The reasons of the Events about the Reactor `name`. */
+async function eventReasons(name: string): Promise<string[]> {
+  await env.manager.events.flush(10_000); // reconciles queue their Events and do not wait for them
+  const events = await env.client.list<{ reason?: string; involvedObject?: { name?: string } }>(Resources.events, ns);
+  return events.items.filter((e) => e.involvedObject?.name === name).map((e) => e.reason ?? '');
+}
+
 beforeAll(async () => {
-  env = await startOperatorEnv({ apiEnv: { TOKENVAULT_REACTORS_PER_TENANT: '2' }, resyncMs: 600_000 });
+  env = await startOperatorEnv({ apiEnv: { TOKENVAULT_REACTORS_PER_TENANT: '2' }, resyncMs: 600_000, metrics });
   ns = await env.namespace('limits');
   await env.apply(tenantYaml(ns));
   await env.waitReady('Tenant', ns, 'acme');
@@ -28,17 +39,23 @@ afterAll(async () => {
   await env?.stop();
 }, 60_000);
 
-test('a Reactor past the limit waits, Ready=False naming the setting, and is made once another is deleted', async () => {
+test('a Reactor past the limit waits, Ready=False LimitReached naming the setting, and is made once another is deleted', async () => {
   // One at a time: creates sent at the same moment can all pass the count (src/domain/tenant-limits.ts).
   for (const name of ['first', 'second']) {
     await env.apply(reactorYaml(name));
     await env.waitReady('Reactor', ns, name, 10_000);
   }
   await env.apply(reactorYaml('third'));
-  const refused = await env.waitNotReady('Reactor', ns, 'third', 'VaultRefused', 10_000);
+  const refused = await env.waitNotReady('Reactor', ns, 'third', 'LimitReached', 10_000);
   expect(readyCondition(refused)?.message).toContain('TOKENVAULT_REACTORS_PER_TENANT = 2');
+  expect(await eventReasons('third')).toContain('LimitReached');
   const scraped = await (await fetch(`${env.api.metricsUrl}/metrics`)).text();
   expect(scraped).toMatch(/tokenvault_limit_refusals_total\{limit="TV_REACTOR_LIMIT"\} [1-9]/);
+  // Retried (a requeue, each refusal counted by the API above), but not a failed reconcile of the controller.
+  const controller = await metrics.registry.metrics();
+  expect(controller).toMatch(/tokenvault_controller_reconciles_total\{kind="Reactor",result="requeue"\} [1-9]/);
+  expect(controller).not.toMatch(/tokenvault_controller_reconcile_errors_total\{kind="Reactor"\} [1-9]/);
+  expect(controller).not.toMatch(/tokenvault_controller_reconciles_total\{kind="Reactor",result="error"\} [1-9]/);
 
   await env.kubectl(['-n', ns, 'delete', 'reactor', 'first', '--wait=false']);
   await env.waitFor('Reactor', ns, 'first', (object) => object === undefined, 10_000);

@@ -227,6 +227,25 @@ describe('limits', () => {
     expect(count('completed')).toBeGreaterThanOrEqual(5);
   }, 20_000);
 
+  test('a run that fails at a limit is counted in tokenvault_limit_refusals_total once, as the synchronous answer is', async () => {
+    const refusals = async () => {
+      const scrape = await (await fetch(`${api.metricsUrl}/metrics`)).text();
+      return Number(
+        /tokenvault_limit_refusals_total\{limit="TV_REACTOR_RESULT_TOO_LARGE"\} (\d+)/.exec(scrape)?.[1] ?? 0,
+      );
+    };
+    const before = await refusals();
+    // Past TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES (4 MiB by default).
+    const big = await reactor("module.exports = async () => ({ raw: 'x'.repeat(5 * 1024 * 1024) });");
+    const requestId = await submit(big, {});
+    expect(await settled(big, requestId)).toMatchObject({
+      status: 'failed',
+      error: { status: 502, body: { code: 'TV_REACTOR_RESULT_TOO_LARGE' } },
+    });
+    await settled(big, requestId); // reading it again counts nothing more
+    expect(await refusals()).toBe(before + 1);
+  }, 20_000);
+
   test('args beyond TOKENVAULT_ASYNC_QUEUE_BYTES held by the process → 429 naming it; room again once they ran', async () => {
     const id = await reactor(SLOW);
     const big = 'x'.repeat(40_000);

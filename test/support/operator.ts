@@ -11,6 +11,7 @@
 //   await env.stop();
 import { KubeClient, Resources, type KubeObject, type ResourceRef } from '../../src/controller/kube.js';
 import { Manager } from '../../src/controller/manager.js';
+import type { ControllerMetrics } from '../../src/controller/metrics.js';
 import { createReconcilers } from '../../src/controller/reconcilers/index.js';
 import type { RuntimeDefaults } from '../../src/controller/reconcilers/runtime.js';
 import { Kinds } from '../../src/controller/reconcilers/common.js';
@@ -49,6 +50,8 @@ export interface OperatorEnvOptions {
   workerSecret?: string;
   /** More of the dedicated workers' defaults (TOKENVAULT_WORKER_IMAGES, TOKENVAULT_DEDICATED_WORKER_DEFAULTS). */
   runtime?: Omit<RuntimeDefaults, 'workerImage' | 'apiUrl' | 'workerSecret'>;
+  /** The manager's metrics, for tests that read them; default none. */
+  metrics?: ControllerMetrics;
 }
 
 export interface OperatorEnv {
@@ -151,6 +154,7 @@ export async function startOperatorEnv(options: OperatorEnvOptions = {}): Promis
         workerSecret: options.workerSecret,
       }),
       logger,
+      metrics: options.metrics,
       leaderElection: false,
       resyncMs: options.resyncMs ?? 3_000,
       backoff: { baseMs: 100, maxMs: 2_000 },

@@ -1,10 +1,12 @@
 // The asynchronous reactor queue of one API process: tenants take turns for the run slots, so one tenant's backlog
-// does not hold back another's request; a stop fails what had not started. The reactor service is a fake that records
+// does not hold back another's request; a stop fails what had not started; a run that fails at a documented limit is
+// reported for tokenvault_limit_refusals_total, as the synchronous answer is. The reactor service is a fake that records
 // the order invocations start in (the real path is covered by test/integration/async-reactors.test.ts).
 import { afterEach, expect, test } from '@jest/globals';
 import type { TenantPrincipal } from '../../src/auth/principal.js';
+import { Errors } from '../../src/errors/registry.js';
 import { AsyncReactorService } from '../../src/domain/reactors/async.js';
-import type { ReactorService } from '../../src/domain/reactors/service.js';
+import { CustomResponse, type ReactorService } from '../../src/domain/reactors/service.js';
 import type { DataCipher } from '../../src/domain/tokens/records.js';
 import { MemoryStore } from '../../src/store/memory.js';
 
@@ -95,4 +97,40 @@ test('stop fails what had not started; the results say so', async () => {
   });
   expect(started).toEqual(['a1']);
   service = undefined;
+});
+
+test('a run that fails at a limit is reported with its code, once; other failures and custom responses are not', async () => {
+  const failures: Record<number, Error> = {
+    1: new Errors.ReactorResultTooLarge(),
+    2: new Errors.RuntimeBusy(),
+    3: new Errors.NotFound('Token not found.'),
+    // The code's own response: its body is the reactor's, whatever code it names.
+    4: new CustomResponse(429, {}, { code: 'TV_RATE_LIMITED' }),
+  };
+  const reactors = {
+    nameOf: async () => 'r',
+    react: async (_p: TenantPrincipal, _id: string, args: { n: number }) => {
+      throw failures[args.n];
+    },
+  } as unknown as ReactorService;
+  const refusals: string[] = [];
+  const outcomes: string[] = [];
+  service = new AsyncReactorService(
+    new MemoryStore(),
+    cipher,
+    reactors,
+    { resultTtlSeconds: 60, queueLength: 10, concurrency: 1, queueBytes: 1 << 20, runnerLeaseSeconds: 30 },
+    (outcome) => outcomes.push(outcome),
+    (code) => refusals.push(code),
+  );
+  await service.start();
+  const reactorId = '00000000-0000-4000-8000-000000000001';
+  const ids: string[] = [];
+  for (let n = 1; n <= 4; n++) ids.push(await service.submit(principal('a'), reactorId, { n }));
+  for (let i = 0; i < 100 && outcomes.filter((o) => o === 'failed').length < 4; i++)
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  expect(refusals).toEqual(['TV_REACTOR_RESULT_TOO_LARGE', 'TV_RUNTIME_BUSY']);
+  // Reading a result counts nothing more.
+  await service.get('a', reactorId, ids[0]);
+  expect(refusals).toHaveLength(2);
 });

@@ -1,6 +1,6 @@
 // The controller's work queue (src/controller/queue.ts), on jest's fake timers: deduplication, no key running
-// concurrently with itself, bounded concurrency, per-key exponential backoff with jitter reset by success,
-// addAfter, requeue-after, resync, pause/resume.
+// concurrently with itself, bounded concurrency, per-key exponential backoff with jitter reset by success (and asked
+// for by a run without failing), addAfter, requeue-after, resync, pause/resume.
 import { afterEach, beforeEach, describe, expect, jest, test } from '@jest/globals';
 import {
   backoffDelay,
@@ -187,6 +187,37 @@ describe('backoff', () => {
     expect(queue.isDelayed('k')).toBe(true);
     await jest.advanceTimersByTimeAsync(75);
     expect(attempts.slice(5)).toEqual([0, 1]);
+    await queue.stop();
+  });
+
+  test('a run that asks for the backoff waits as a failure would, without being reported as one', async () => {
+    const times: number[] = [];
+    const attempts: number[] = [];
+    const errors: number[] = [];
+    let waitUntil = 3;
+    const queue = new WorkQueue({
+      concurrency: 1,
+      backoff: { baseMs: 100, maxMs: 10_000, jitter: 0 },
+      process: async (_key, info) => {
+        times.push(Date.now());
+        attempts.push(info.attempt);
+        return attempts.length <= waitUntil ? { backoff: true } : undefined;
+      },
+      onError: (_key, _error, failures) => errors.push(failures),
+    });
+    const start = Date.now();
+    queue.start();
+    queue.add('k');
+    await jest.advanceTimersByTimeAsync(10_000);
+    expect(attempts).toEqual([0, 1, 2, 3]);
+    expect(times.map((t) => t - start)).toEqual([0, 100, 300, 700]);
+    expect(errors).toEqual([]);
+    // The run that did not ask for it resets the count.
+    expect(queue.failures('k')).toBe(0);
+    waitUntil = 5;
+    queue.add('k');
+    await jest.advanceTimersByTimeAsync(0);
+    expect(queue.failures('k')).toBe(1);
     await queue.stop();
   });
 

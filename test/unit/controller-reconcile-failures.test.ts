@@ -1,13 +1,15 @@
 // How reconcilers report failures, on fakes for the vault client and the Kubernetes side (the envtest tier runs the
 // real ones): an unreachable vault goes back through the work queue's per-object backoff (the wait grows with each
 // failure, up to the cap) while the Ready condition says why; a formula still used by reactors is recognised by its
-// problem code, not by the wording of its detail; a create refused by a per-tenant limit shows the API's detail and
-// is retried with the work queue's backoff (room can come without a change to the object).
+// problem code, not by the wording of its detail; a create refused by a per-tenant limit is Ready=False LimitReached
+// with the API's detail, and is retried with the work queue's backoff (room can come without a change to the object)
+// without counting as a failed reconcile.
 import { afterEach, beforeEach, describe, expect, jest, test } from '@jest/globals';
 import { WorkQueue } from '../../src/controller/queue.js';
 import type { ReconcileContext } from '../../src/controller/manager.js';
 import { applicationReconciler, type ApplicationObject } from '../../src/controller/reconcilers/application.js';
 import { formulaReconciler, type FormulaObject } from '../../src/controller/reconcilers/formula.js';
+import { proxyReconciler, type ProxyObject } from '../../src/controller/reconcilers/proxy.js';
 import { reactorReconciler, type ReactorObject } from '../../src/controller/reconcilers/reactor.js';
 import {
   fetchOrCreate,
@@ -282,7 +284,7 @@ describe('a create refused by a per-tenant limit', () => {
   const readyMessage = (fake: ReturnType<typeof fakeContext>) =>
     fake.statuses.at(-1)?.conditions?.find((c) => c.type === 'Ready')?.message;
 
-  test("an Application is Ready=False with the API's detail, naming the setting", async () => {
+  test("an Application is Ready=False LimitReached with the API's detail, naming the setting", async () => {
     const object: ApplicationObject = {
       kind: 'Application',
       metadata: { name: 'shop', namespace: 'acme', uid: '0e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b', generation: 1 },
@@ -292,13 +294,16 @@ describe('a create refused by a per-tenant limit', () => {
     const detail =
       'The tenant has 3 applications, as many as allowed (TOKENVAULT_APPLICATIONS_PER_TENANT = 3); delete one first.';
     const refused = new VaultRefused(409, detail, undefined, 'TV_APPLICATION_LIMIT');
-    // Thrown back to the work queue: its backoff retries, since room can come without a change to the object.
-    await expect(applicationReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx)).rejects.toBe(refused);
-    expect(fake.readyReason()).toBe('VaultRefused');
+    // Back to the work queue's backoff, since room can come without a change to the object.
+    await expect(applicationReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx)).resolves.toEqual({
+      backoff: true,
+    });
+    expect(fake.readyReason()).toBe('LimitReached');
     expect(readyMessage(fake)).toBe(detail);
+    expect(fake.events).toContainEqual({ type: 'Warning', reason: 'LimitReached' });
   });
 
-  test("a Reactor is Ready=False with the API's detail, naming the setting", async () => {
+  test("a Reactor is Ready=False LimitReached with the API's detail, naming the setting", async () => {
     const object: ReactorObject = {
       kind: 'Reactor',
       metadata: { name: 'echo', namespace: 'acme', uid: '1e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b', generation: 1 },
@@ -308,9 +313,33 @@ describe('a create refused by a per-tenant limit', () => {
     const detail =
       'The tenant has 3 reactors, as many as allowed (TOKENVAULT_REACTORS_PER_TENANT = 3); delete one first.';
     const refused = new VaultRefused(409, detail, undefined, 'TV_REACTOR_LIMIT');
-    await expect(reactorReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx)).rejects.toBe(refused);
-    expect(fake.readyReason()).toBe('VaultRefused');
+    await expect(reactorReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx)).resolves.toEqual({
+      backoff: true,
+    });
+    expect(fake.readyReason()).toBe('LimitReached');
     expect(readyMessage(fake)).toBe(detail);
+    expect(fake.events).toContainEqual({ type: 'Warning', reason: 'LimitReached' });
+  });
+
+  test('a Proxy and a ReactorFormula are Ready=False LimitReached too', async () => {
+    const proxy: ProxyObject = {
+      kind: 'Proxy',
+      metadata: { name: 'echo', namespace: 'acme', uid: '2e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b', generation: 1 },
+      spec: { tenantRef: { name: 'acme' }, destinationUrl: 'https://example.com/', keySecretRef: { name: 'echo-key' } },
+    };
+    const formula: FormulaObject = {
+      kind: 'ReactorFormula',
+      metadata: { name: 'card', namespace: 'acme', uid: '3e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b', generation: 1 },
+      spec: { tenantRef: { name: 'acme' }, code: 'module.exports = async () => ({})' },
+    };
+    const proxyFake = fakeContext(proxy, { 'Tenant/acme/acme': tenant });
+    const proxyLimit = new VaultRefused(409, 'The tenant has 3 proxies ...', undefined, 'TV_PROXY_LIMIT');
+    await proxyReconciler(vaultAtLimit(proxyLimit)).reconcile(proxyFake.ctx.key, proxyFake.ctx);
+    expect(proxyFake.readyReason()).toBe('LimitReached');
+    const formulaFake = fakeContext(formula, { 'Tenant/acme/acme': tenant });
+    const formulaLimit = new VaultRefused(409, 'The tenant has 3 private ...', undefined, 'TV_FORMULA_LIMIT');
+    await formulaReconciler(vaultAtLimit(formulaLimit)).reconcile(formulaFake.ctx.key, formulaFake.ctx);
+    expect(formulaFake.readyReason()).toBe('LimitReached');
   });
 
   test('is retried with the backoff, soon after the refusal; any other refusal waits a minute for a spec change', async () => {
@@ -321,7 +350,7 @@ describe('a create refused by a per-tenant limit', () => {
     };
     const fake = fakeContext(object);
     const limit = new VaultRefused(409, 'The tenant has 3 reactors ...', undefined, 'TV_REACTOR_LIMIT');
-    await expect(reportingFailures(fake.ctx, object, () => Promise.reject(limit))).rejects.toBe(limit);
+    await expect(reportingFailures(fake.ctx, object, () => Promise.reject(limit))).resolves.toEqual({ backoff: true });
     const invalid = new VaultRefused(400, 'The request body is invalid.', undefined, 'TV_INVALID_BODY');
     await expect(reportingFailures(fake.ctx, object, () => Promise.reject(invalid))).resolves.toEqual({
       requeueAfterMs: 60_000,
@@ -329,6 +358,39 @@ describe('a create refused by a per-tenant limit', () => {
     const conflict = new VaultRefused(409, 'exists', undefined, 'TV_CONFLICT');
     await expect(reportingFailures(fake.ctx, object, () => Promise.reject(conflict))).resolves.toEqual({
       requeueAfterMs: 60_000,
+    });
+  });
+
+  describe('in the work queue', () => {
+    beforeEach(() => {
+      jest.useFakeTimers();
+    });
+    afterEach(() => {
+      jest.useRealTimers();
+    });
+
+    test('waits longer after each refusal, up to the cap, and is no failed reconcile', async () => {
+      const object: VaultObject = { kind: 'Reactor', metadata: { name: 'echo', namespace: 'acme' }, spec: {} };
+      const fake = fakeContext(object);
+      const limit = new VaultRefused(409, 'The tenant has 3 reactors ...', undefined, 'TV_REACTOR_LIMIT');
+      const attempts: number[] = [];
+      const errors: unknown[] = [];
+      const queue = new WorkQueue({
+        backoff: { baseMs: 1000, maxMs: 4000, jitter: 0 },
+        process: async (_key, info) => {
+          attempts.push(info.attempt);
+          return reportingFailures(fake.ctx, object, () => Promise.reject(limit));
+        },
+        // The manager logs failures here (and counts them as reconcile errors as they are thrown).
+        onError: (_key, error) => errors.push(error),
+      });
+      queue.start();
+      queue.add('Reactor/acme/echo');
+      await jest.advanceTimersByTimeAsync(16_000); // tries at 0, 1, 3, 7, 11, 15 s
+      await queue.stop();
+      expect(attempts).toEqual([0, 1, 2, 3, 4, 5]);
+      expect(errors).toEqual([]);
+      expect(fake.readyReason()).toBe('LimitReached');
     });
   });
 });

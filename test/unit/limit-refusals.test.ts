@@ -1,8 +1,10 @@
 // tokenvault_limit_refusals_total counts every answer that refuses a request at a documented limit, by the error
 // code, whichever way the answer is written (the error handler, a route's own problem, /proxy's proxy_error), and
-// nothing else: not other errors, not successes, never a tenant or key in a label.
+// nothing else: not other errors, not successes, never a tenant or key in a label. The metric's row in
+// docs/kubernetes.md lists its label values: exactly the registry's limit codes.
 import express from 'express';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Errors, isLimitCode, registeredErrors } from '../../src/errors/registry.js';
@@ -10,6 +12,7 @@ import { errorHandler, sendProblem } from '../../src/http/middleware/errors.js';
 import { observe } from '../../src/http/middleware/observe.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
+import { repoRoot } from '../support/repo-root.js';
 
 let server: Server;
 let base: string;
@@ -88,4 +91,17 @@ test('the limit errors are those whose answer names a limit, and no invalid requ
     'TV_UPSTREAM_RESPONSE_TOO_LARGE',
     'TV_WEBHOOK_LIMIT',
   ]);
+});
+
+test("docs/kubernetes.md lists exactly the registry's limit codes as the metric's label values", () => {
+  const docs = readFileSync(`${repoRoot}/docs/kubernetes.md`, 'utf8');
+  const row = docs.split('\n').find((line) => line.startsWith('| `tokenvault_limit_refusals_total` |'));
+  expect(row).toBeDefined();
+  const documented = [...new Set(row!.match(/\bTV_[A-Z_]+\b/g))].sort();
+  expect(documented).toEqual(
+    registeredErrors()
+      .map((error) => error.code)
+      .filter(isLimitCode)
+      .sort(),
+  );
 });

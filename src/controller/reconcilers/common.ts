@@ -257,10 +257,13 @@ export async function secretValue(
  * Runs one reconcile step and turns the expected failures into conditions: an unreachable vault is ApiUnavailable
  * (rethrown, so the work queue retries it with backoff), a refusal is VaultRefused with the API's reason (retried after
  * a minute: the spec must change), a missing dependency is its own reason. Anything else propagates to the manager's
- * backoff. A refusal at one of the tenant's limits (409 TV_REACTOR_LIMIT, ...) is VaultRefused too, but goes back to
- * the work queue's backoff like an unreachable API: room comes without any change to this object (another one deleted,
- * the limit raised), and the backoff retries soon after a refusal and then at most every
- * TOKENVAULT_CONTROLLER_RETRY_MAX_SECONDS.
+ * backoff.
+ *
+ * A refusal at one of the tenant's count limits (409 TV_REACTOR_LIMIT, TV_APPLICATION_LIMIT, ...: what the registry
+ * marks as a limit) is LimitReached, a Warning event of that reason, and a retry with the work queue's backoff, which
+ * is not a reconcile error: the spec is fine, and room comes without any change to this object (another one deleted,
+ * the limit raised), so the backoff retries soon after a refusal and then at most every
+ * TOKENVAULT_CONTROLLER_RETRY_MAX_SECONDS. The API counts the refusals (tokenvault_limit_refusals_total).
  */
 export async function reportingFailures<T extends VaultObject>(
   ctx: ReconcileContext<T>,
@@ -276,10 +279,14 @@ export async function reportingFailures<T extends VaultObject>(
       await writeStatus(ctx, object, notReady('ApiUnavailable', error.message));
       throw error;
     }
+    if (error instanceof VaultRefused && isTenantLimit(error)) {
+      await writeStatus(ctx, object, notReady('LimitReached', error.describe()));
+      await ctx.event('Warning', 'LimitReached', error.describe());
+      return { backoff: true };
+    }
     if (error instanceof VaultRefused) {
       await writeStatus(ctx, object, notReady('VaultRefused', error.describe()));
       await ctx.event('Warning', 'VaultRefused', error.describe());
-      if (error.status === 409 && error.code !== undefined && isLimitCode(error.code)) throw error;
       return { requeueAfterMs: 60_000 };
     }
     if (error instanceof NotReadyYet) {
@@ -289,4 +296,12 @@ export async function reportingFailures<T extends VaultObject>(
     if (isNotFound(error)) return; // the object went away while we worked on it
     throw error;
   }
+}
+
+/**
+ * A 409 of a limit: what the tenant (or one of its applications) holds is at a count limit. The other limit codes are
+ * about the request itself (its size, a rate), not about what the tenant holds: they stay VaultRefused.
+ */
+function isTenantLimit(error: VaultRefused): boolean {
+  return error.status === 409 && error.code !== undefined && isLimitCode(error.code);
 }

@@ -13,7 +13,7 @@
 // waits a little for what is running.
 import { randomUUID } from 'node:crypto';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
-import { Errors, toProblem, VaultError } from '../../errors/registry.js';
+import { Errors, isLimitCode, toProblem, VaultError } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import { encode } from '../../store/codec.js';
 import { getRecord, secondsUntil } from '../../store/records.js';
@@ -107,6 +107,11 @@ export class AsyncReactorService {
     private readonly reactors: ReactorService,
     private readonly limits: AsyncLimits,
     private readonly onOutcome: (outcome: AsyncOutcome) => void = () => {},
+    /**
+     * A run that failed at a documented limit, with the error's code: the failed result is the answer the synchronous
+     * call would have sent, which tokenvault_limit_refusals_total counts there.
+     */
+    private readonly onLimitRefusal: (code: string) => void = () => {},
   ) {}
 
   async start(): Promise<void> {
@@ -245,7 +250,10 @@ export class AsyncReactorService {
     } catch (error) {
       if (error instanceof CustomResponse)
         return { error: { status: error.status, headers: error.headers, body: error.body } };
-      if (error instanceof VaultError) return { error: failure(error) };
+      if (error instanceof VaultError) {
+        if (isLimitCode(error.code)) this.onLimitRefusal(error.code);
+        return { error: failure(error) };
+      }
       return { error: failure(new Errors.Internal()) };
     }
   }
