@@ -1,7 +1,10 @@
 // Token usage for the tenant report. Counts are exact across replicas without a shared counter: every token has an
 // empty key under usage/types/<type>/, written and deleted in the same transaction as the token, and the report
 // counts keys (etcd counts without reading values). Monthly actives are one key per token per UTC month; the first
-// touch writes it, and a per-process memory of keys already written keeps reads from writing again.
+// touch writes it, and a per-process memory of the tokens already written this month keeps reads from writing again.
+// That memory is bounded (REMEMBERED_TOKENS, least recently touched dropped: a dropped token's next read writes its key
+// once more, which changes nothing) and holds one short string per token, tenant and id: the store key it stands for
+// was a concatenation whose five pieces stayed alive with it, ~270 bytes a token in the API's heap against ~130.
 import { LRUCache } from 'lru-cache';
 import { keys } from '../../store/keys.js';
 import type { Store, TxnOp } from '../../store/store.js';
@@ -21,14 +24,33 @@ export function monthOf(date: Date): string {
   return date.toISOString().slice(0, 7);
 }
 
-export class UsageService {
-  private readonly written = new LRUCache<string, true>({ max: 200_000 });
+/** Tokens whose monthly active key this process remembers writing (~130 bytes each: ~26 MiB at most). */
+export const REMEMBERED_TOKENS = 200_000;
 
-  constructor(private readonly store: Store) {}
+export class UsageService {
+  /** `tenantId/id` of the tokens whose active key of `month` is written. */
+  private readonly written: LRUCache<string, true>;
+  private month = '';
+
+  constructor(
+    private readonly store: Store,
+    remembered = REMEMBERED_TOKENS,
+  ) {
+    this.written = new LRUCache<string, true>({ max: remembered });
+  }
+
+  /** The memory of written tokens, for `month`: a new month starts with none written. */
+  private writtenIn(month: string): LRUCache<string, true> {
+    if (month !== this.month) {
+      this.written.clear();
+      this.month = month;
+    }
+    return this.written;
+  }
 
   /** Writes that go with creating a token. */
   createOps(tenantId: string, type: string, id: string, now: Date): TxnOp[] {
-    this.written.set(keys.active(tenantId, monthOf(now), id), true);
+    this.writtenIn(monthOf(now)).set(`${tenantId}/${id}`, true);
     return [
       { type: 'put', key: keys.tokenOfType(tenantId, type, id), value: '' },
       { type: 'put', key: keys.lastCreatedOfType(tenantId, type), value: now.toISOString() },
@@ -44,12 +66,13 @@ export class UsageService {
   /** Records that tokens were read or used this month; one transaction for those not yet recorded. */
   async touch(tenantId: string, ids: string[], now = new Date()): Promise<void> {
     const month = monthOf(now);
-    const fresh = [...new Set(ids)]
-      .map((id) => keys.active(tenantId, month, id))
-      .filter((key) => !this.written.has(key));
+    const fresh = [...new Set(ids)].filter((id) => !this.writtenIn(month).has(`${tenantId}/${id}`));
     if (fresh.length === 0) return;
-    await this.store.txn({ success: fresh.map((key) => ({ type: 'put' as const, key, value: '' })) });
-    for (const key of fresh) this.written.set(key, true);
+    await this.store.txn({
+      success: fresh.map((id) => ({ type: 'put' as const, key: keys.active(tenantId, month, id), value: '' })),
+    });
+    const written = this.writtenIn(month);
+    for (const id of fresh) written.set(`${tenantId}/${id}`, true);
   }
 
   async report(tenantId: string, now = new Date()): Promise<UsageReport> {
