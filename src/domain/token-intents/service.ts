@@ -15,6 +15,7 @@ import type { Store } from '../../store/store.js';
 import type { DataCipher, Token } from '../tokens/records.js';
 import type { TokenService } from '../tokens/service.js';
 import { TOKEN_TYPES } from '../tokens/types.js';
+import { revealsPlaintext } from '../../auth/access/evaluate.js';
 import type { ConvertTokenIntentBody, CreateTokenIntentBody } from './schema.js';
 
 interface TokenIntentRecord {
@@ -94,11 +95,21 @@ export class TokenIntentService {
     if (given !== undefined) errors.data = ['comes from the token intent; omit it'];
     if (type !== undefined && type !== value.type) errors.type = [`must be the token intent's type (${value.type})`];
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
+    // The data is the intent's, not the caller's: a mask or expression it chooses would show the caller (and every
+    // key that reads the token masked) more than GET /token-intents does, so it must read the plaintext anyway.
+    const id = fields.id ?? randomUUID();
+    const chosen = VISIBILITY_FIELDS.filter((field) => fields[field] !== undefined && fields[field] !== null);
+    const containers = fields.containers ?? [TOKEN_TYPES.get(value.type)!.defaultContainer];
+    if (chosen.length > 0 && !revealsPlaintext(principal, { id, type: value.type, containers })) {
+      throw new Errors.Forbidden(
+        `Converting a token intent with ${chosen.join(', ')} needs a read that reveals the token's plaintext (token:read with reveal) in its containers.`,
+      );
+    }
     const data = await this.open(value);
     const key = keys.tokenIntent(tenantId, intentId);
     return this.tokens.create(
       principal,
-      { ...fields, type: value.type, data },
+      { ...fields, id, type: value.type, data },
       {
         compare: [{ key, modRevision }],
         success: [{ type: 'delete', key }],
@@ -121,6 +132,9 @@ export class TokenIntentService {
     return (JSON.parse(plaintext.toString('utf8')) as { d: unknown }).d;
   }
 }
+
+/** Fields of a token that decide what its masked form, fingerprint and search index reveal of the data. */
+const VISIBILITY_FIELDS = ['mask', 'fingerprint_expression', 'search_indexes'] as const;
 
 function aad(tenantId: string, id: string): string {
   return `token-intent:${tenantId}:${id}`;

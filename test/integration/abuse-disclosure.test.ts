@@ -1,0 +1,48 @@
+// An attacker holding ordinary keys tries to read token data or facts it could not read with GET (docs/security.md,
+// "Keys and what they can do").
+import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { client } from '../support/http.js';
+
+const SSN = '123-45-6789';
+const everything = (transform: string, permissions: string[]) => [
+  { description: 'all', priority: 1, container: '/', transform, permissions },
+];
+
+let api: TestApi;
+let managementKey: string;
+
+beforeAll(async () => {
+  api = await startTestApi();
+  ({ managementKey } = await createTenant(api.url, api.operatorKey));
+});
+
+afterAll(async () => {
+  await api?.close();
+});
+
+const key = async (body: Record<string, unknown>) =>
+  client(api.url, (await createApplication(api.url, managementKey, { name: 'disclosure', ...body })).key);
+
+test('converting a token intent cannot choose a mask or expression that shows more than the key reads', async () => {
+  const browser = await key({ type: 'public', permissions: ['token-intent:create'] });
+  const masked = await key({ type: 'private', permissions: ['token:create', 'token:read'] });
+  const revealing = await key({ type: 'private', rules: everything('reveal', ['token:create', 'token:read']) });
+  const intent = async () =>
+    (await browser.post('/token-intents', { body: { type: 'social_security_number', data: SSN } })).body.id as string;
+
+  for (const field of [
+    { mask: '{{ data }}' },
+    { fingerprint_expression: '{{ data | slice: 0, 1 }}' },
+    { search_indexes: ['{{ data }}'] },
+  ]) {
+    const answer = await masked.post('/tokens', { body: { token_intent_id: await intent(), ...field } });
+    expect([Object.keys(field)[0], answer.status, answer.body.data]).toEqual([Object.keys(field)[0], 403, undefined]);
+  }
+  // Without them the key converts, and reads what it always read: masked.
+  const plain = await masked.post('/tokens', { body: { token_intent_id: await intent() } });
+  expect([plain.status, plain.body.data]).toEqual([201, 'XXX-XX-6789']);
+  // A key that reads the plaintext anyway may choose them.
+  const chosen = await revealing.post('/tokens', { body: { token_intent_id: await intent(), mask: '{{ data }}' } });
+  expect([chosen.status, chosen.body.data]).toEqual([201, SSN]);
+});
