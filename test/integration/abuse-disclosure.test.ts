@@ -4,6 +4,7 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 
+const MERGE = { 'Content-Type': 'application/merge-patch+json' };
 const SSN = '123-45-6789';
 const everything = (transform: string, permissions: string[]) => [
   { description: 'all', priority: 1, container: '/', transform, permissions },
@@ -45,4 +46,24 @@ test('converting a token intent cannot choose a mask or expression that shows mo
   // A key that reads the plaintext anyway may choose them.
   const chosen = await revealing.post('/tokens', { body: { token_intent_id: await intent(), mask: '{{ data }}' } });
   expect([chosen.status, chosen.body.data]).toEqual([201, SSN]);
+});
+
+test('the answer to an update shows a key that may not read the token its id and type only', async () => {
+  const writer = await key({ type: 'private', permissions: ['token:create'] });
+  const updater = await key({ type: 'private', rules: everything('reveal', ['token:update']) });
+  const token = (
+    await writer.post('/tokens', {
+      body: {
+        type: 'social_security_number',
+        data: SSN,
+        metadata: { customer: 'c-42' },
+        search_indexes: ['{{ data }}'],
+      },
+    })
+  ).body;
+
+  const answer = await updater.patch(`/tokens/${token.id}`, { body: { expires_at: null }, headers: MERGE });
+  expect(answer.status).toBe(200);
+  expect(answer.body).toEqual({ id: token.id, type: 'social_security_number' });
+  expect((await updater.get(`/tokens/${token.id}`)).status).toBe(403);
 });
