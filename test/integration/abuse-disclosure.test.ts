@@ -14,7 +14,8 @@ let api: TestApi;
 let managementKey: string;
 
 beforeAll(async () => {
-  api = await startTestApi();
+  // A search reads at most 100 matches, so the attacker below needs only 100 tokens of its own.
+  api = await startTestApi({ TOKENVAULT_SEARCH_MAX_MATCHES: '100' });
   ({ managementKey } = await createTenant(api.url, api.operatorKey));
 });
 
@@ -67,3 +68,19 @@ test('the answer to an update shows a key that may not read the token its id and
   expect(answer.body).toEqual({ id: token.id, type: 'social_security_number' });
   expect((await updater.get(`/tokens/${token.id}`)).status).toBe(403);
 });
+
+test("a key that reveals no token cannot confirm a guess of a token's data through a search's refusal", async () => {
+  const writer = await key({ type: 'private', permissions: ['token:create'] });
+  await writer.post('/tokens', { body: { type: 'social_security_number', data: SSN, search_indexes: ['{{ data }}'] } });
+  // It reads masked and searches; as many tokens of its own as a search may match make the limit its measuring stick.
+  const attacker = await key({ type: 'private', permissions: ['token:create', 'token:read', 'token:search'] });
+  for (let i = 0; i < 100; i++) {
+    await attacker.post('/tokens', { body: { type: 'token', data: `pad ${i}`, metadata: { tag: 'mine' } } });
+  }
+  const guess = async (ssn: string) => {
+    const answer = await attacker.post('/v2/tokens/search', { body: { query: `metadata.tag:mine OR data:"${ssn}"` } });
+    return [answer.status, answer.body.data?.length];
+  };
+  expect(await guess(SSN)).toEqual([200, 20]);
+  expect(await guess('123-45-0000')).toEqual([200, 20]);
+}, 30_000);
