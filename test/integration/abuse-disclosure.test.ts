@@ -47,6 +47,25 @@ test('converting a token intent cannot choose a mask or expression that shows mo
   // A key that reads the plaintext anyway may choose them.
   const chosen = await revealing.post('/tokens', { body: { token_intent_id: await intent(), mask: '{{ data }}' } });
   expect([chosen.status, chosen.body.data]).toEqual([201, SSN]);
+
+  // Nor can it move the data out of the container its type puts it in, into one where it (or anyone) reads plaintext.
+  const general = await key({
+    type: 'private',
+    rules: [
+      { priority: 1, container: '/general/', transform: 'reveal', permissions: ['token:create', 'token:read'] },
+      { priority: 2, container: '/', transform: 'mask', permissions: ['token:create', 'token:read'] },
+    ],
+  });
+  const moved = await general.post('/tokens', { body: { token_intent_id: await intent(), containers: ['/general/'] } });
+  expect([moved.status, moved.body.data]).toEqual([403, undefined]);
+  const stays = await general.post('/tokens', {
+    body: { token_intent_id: await intent(), containers: ['/pii/high/'] },
+  });
+  expect([stays.status, stays.body.data]).toEqual([201, 'XXX-XX-6789']);
+  const anywhere = await revealing.post('/tokens', {
+    body: { token_intent_id: await intent(), containers: ['/general/'] },
+  });
+  expect([anywhere.status, anywhere.body.data]).toEqual([201, SSN]);
 });
 
 test('the answer to an update shows a key that may not read the token its id and type only', async () => {

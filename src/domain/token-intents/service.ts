@@ -95,14 +95,24 @@ export class TokenIntentService {
     if (given !== undefined) errors.data = ['comes from the token intent; omit it'];
     if (type !== undefined && type !== value.type) errors.type = [`must be the token intent's type (${value.type})`];
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
-    // The data is the intent's, not the caller's: a mask or expression it chooses would show the caller (and every
-    // key that reads the token masked) more than GET /token-intents does, so it must read the plaintext anyway.
+    // The data is the intent's, not the caller's, and it is held where its type puts tokens (the default container).
+    // A mask or expression the caller chooses, or another container, would show the caller (and other keys) more than
+    // a conversion without them: as for a PATCH of those fields, it must read the plaintext where the data is and where
+    // it goes.
     const id = fields.id ?? randomUUID();
-    const chosen = VISIBILITY_FIELDS.filter((field) => fields[field] !== undefined && fields[field] !== null);
-    const containers = fields.containers ?? [TOKEN_TYPES.get(value.type)!.defaultContainer];
-    if (chosen.length > 0 && !revealsPlaintext(principal, { id, type: value.type, containers })) {
+    const held = [TOKEN_TYPES.get(value.type)!.defaultContainer];
+    const containers = fields.containers ?? held;
+    const chosen: string[] = VISIBILITY_FIELDS.filter((field) => fields[field] !== undefined && fields[field] !== null);
+    if (JSON.stringify(containers) !== JSON.stringify(held)) chosen.push('containers');
+    if (
+      chosen.length > 0 &&
+      !(
+        revealsPlaintext(principal, { id, type: value.type, containers: held }) &&
+        revealsPlaintext(principal, { id, type: value.type, containers })
+      )
+    ) {
       throw new Errors.Forbidden(
-        `Converting a token intent with ${chosen.join(', ')} needs a read that reveals the token's plaintext (token:read with reveal) in its containers.`,
+        `Converting a token intent with ${chosen.join(', ')} needs a read that reveals the token's plaintext (token:read with reveal) in ${held[0]}, where its type puts it, and in its containers.`,
       );
     }
     const data = await this.open(value);
