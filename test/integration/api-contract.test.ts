@@ -73,6 +73,18 @@ describe('answers match the document', () => {
     conforms('/tokens/{id}', 'get', 200, read.body);
     conforms('/tokens', 'get', 200, (await tokens.get('/tokens')).body);
     conforms('/tokens', 'get', 200, (await tokens.get('/tokens?page=1')).body);
+    // A key that may not read the token is answered its id and type only, on an update and on a deduplicated create.
+    const updater = client(
+      api.url,
+      (await createApplication(api.url, managementKey, { name: 'u', type: 'private', permissions: ['token:update'] }))
+        .key,
+    );
+    const patched = await updater.patch(`/tokens/${created.body.id}`, {
+      body: { metadata: { a: 'c' } },
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+    });
+    expect(patched.body).toEqual({ id: created.body.id, type: 'token' });
+    conforms('/tokens/{id}', 'patch', 200, patched.body);
 
     const management = client(api.url, managementKey);
     const app = await management.post('/applications', {

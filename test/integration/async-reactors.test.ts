@@ -186,6 +186,35 @@ describe('access', () => {
     expect((await mgmt.get(`/reactors/${id}/results/${requestId}`)).status).toBe(403);
   });
 
+  test('a result is read only by the application or session that asked for it', async () => {
+    const id = await reactor(ECHO);
+    const writer = client(
+      api.url,
+      (await createApplication(api.url, managementKey, { name: 'w', type: 'private', permissions: ['token:create'] }))
+        .key,
+    );
+    const secret = (
+      await writer.post('/tokens', { body: { type: 'token', data: 'pci secret', containers: ['/pci/'] } })
+    ).body.id;
+    const requestId = await submit(id, { card: `{{ ${secret} }}` });
+    await settled(id, requestId);
+    // A key of the tenant that may use only /general/ tokens cannot read what a /pci/ detokenization returned.
+    const general = client(
+      api.url,
+      (
+        await createApplication(api.url, managementKey, {
+          name: 'g',
+          type: 'private',
+          rules: [{ priority: 1, container: '/general/', transform: 'reveal', permissions: ['token:use'] }],
+        })
+      ).key,
+    );
+    expect((await general.get(`/reactors/${id}/results/${requestId}`)).status).toBe(404);
+    expect((await user.get(`/reactors/${id}/results/${requestId}`)).body.result).toEqual({
+      raw: { args: { card: 'pci secret' } },
+    });
+  });
+
   test("another reactor's id in the path, or another tenant's key, finds nothing", async () => {
     const id = await reactor(ECHO);
     const otherReactor = await reactor(ECHO);
@@ -305,17 +334,16 @@ describe('an API process that dies', () => {
       });
       try {
         const id = await reactor(SLOW);
-        const requestId = await submit(
-          id,
-          { ms: 8000 },
-          client(child.url, (await privateKey(api.url, managementKey)).key),
-        );
-        expect((await user.get(`/reactors/${id}/results/${requestId}`)).body.status).toBe('pending');
+        // Submitted through the child, read here: a result is read by the key that asked for it.
+        const key = (await privateKey(api.url, managementKey)).key;
+        const requestId = await submit(id, { ms: 8000 }, client(child.url, key));
+        const here = client(api.url, key);
+        expect((await here.get(`/reactors/${id}/results/${requestId}`)).body.status).toBe('pending');
         const killed = new Promise((resolve) => child.process.once('exit', resolve));
         child.process.kill('SIGKILL');
         await killed;
         const started = Date.now();
-        const result = await settled(id, requestId);
+        const result = await settled(id, requestId, here);
         expect(result).toMatchObject({
           status: 'failed',
           error: { status: 503, body: { code: 'TV_ASYNC_REQUEST_LOST' } },

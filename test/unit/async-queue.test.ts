@@ -90,8 +90,11 @@ test('stop fails what had not started; the results say so', async () => {
     queueBytes: 1 << 20,
     runnerLeaseSeconds: 30,
   });
-  expect(await reader.get('a', reactorId, running)).toMatchObject({ status: 'completed', result: { raw: { n: 1 } } });
-  expect(await reader.get('a', reactorId, waiting)).toMatchObject({
+  expect(await reader.get(principal('a'), reactorId, running)).toMatchObject({
+    status: 'completed',
+    result: { raw: { n: 1 } },
+  });
+  expect(await reader.get(principal('a'), reactorId, waiting)).toMatchObject({
     status: 'failed',
     error: { status: 503, body: { code: 'TV_ASYNC_REQUEST_LOST' } },
   });

@@ -73,6 +73,23 @@ function mayEverFor(principal: Rights, permission: TokenPermission): boolean {
   return principal.rules.some((rule) => rule.permissions.includes(permission));
 }
 
+/**
+ * True when the principal could get some token in plaintext with the permission (a reveal); false means no token's
+ * plaintext is ever shown to it that way, so nothing may answer it according to that plaintext.
+ */
+export function mayEverReveal(principal: Holder, permission: TokenPermission): boolean {
+  return (
+    mayEverRevealFor(principal, permission) &&
+    (principal.ceiling === undefined || mayEverRevealFor(principal.ceiling, permission))
+  );
+}
+
+function mayEverRevealFor(principal: Rights, permission: TokenPermission): boolean {
+  if (principal.rules.length === 0)
+    return principal.permissions.has(permission) && PLAIN_TRANSFORM[permission] === 'reveal';
+  return principal.rules.some((rule) => rule.permissions.includes(permission) && rule.transform === 'reveal');
+}
+
 const sorted = new WeakMap<AccessRule[], AccessRule[]>();
 
 function sortedRules(rules: AccessRule[]): AccessRule[] {

@@ -208,11 +208,18 @@ export class AsyncReactorService {
     return id;
   }
 
-  async get(tenantId: string, reactorId: string, id: string): Promise<AsyncResult> {
+  async get(principal: TenantPrincipal, reactorId: string, id: string): Promise<AsyncResult> {
+    const tenantId = principal.tenantId;
     const found = await getRecord<AsyncResultRecord>(this.store, 'async-result', keys.asyncResult(tenantId, id));
     const record = found?.value;
-    // Another reactor's request is as unknown here as another tenant's.
-    if (!record || record.reactor_id !== reactorId || Date.parse(record.expires_at) <= Date.now()) {
+    // Another reactor's request is as unknown here as another tenant's, and so is another caller's: the result holds
+    // what the requester's rights detokenized, which a key that may use fewer tokens must not read.
+    if (
+      !record ||
+      record.reactor_id !== reactorId ||
+      record.created_by !== actorId(principal) ||
+      Date.parse(record.expires_at) <= Date.now()
+    ) {
       throw new Errors.NotFound(
         'Async reactor request not found (results are kept for TOKENVAULT_ASYNC_RESULT_TTL_SECONDS).',
       );

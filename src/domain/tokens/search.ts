@@ -12,9 +12,11 @@
 //    the data of a kept token is shown with the key's read transform, as GET /tokens/:id would.
 //
 // A `data:` term matches only tokens the key reads in plaintext (reveal): otherwise a key that sees masked data could
-// confirm guesses of the full value by searching for them, one query per guess.
+// confirm guesses of the full value by searching for them, one query per guess. For a key that reveals no token a
+// data term is not even counted: the count decides the refusal of step 1, and `metadata.tag:mine OR data:"<guess>"`
+// over as many of its own tokens as TOKENVAULT_SEARCH_MAX_MATCHES would be refused exactly when the guess is right.
 import type { TenantPrincipal } from '../../auth/principal.js';
-import { decide, type Transform } from '../../auth/access/evaluate.js';
+import { decide, mayEverReveal, type Transform } from '../../auth/access/evaluate.js';
 import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
@@ -54,6 +56,8 @@ interface Plan {
   prefixes: Map<SearchTerm, { prefix: string; exact: boolean }>;
   /** Per data term: the keyed hash it looks for. */
   hashes: Map<SearchTerm, string>;
+  /** Data terms of a key that reveals no token: they match nothing, and are neither counted nor read. */
+  blind: Set<SearchTerm>;
 }
 
 export class TokenSearch {
@@ -66,7 +70,7 @@ export class TokenSearch {
 
   /** v2: cursor paging; `start` is the `pagination.next` of the previous page. */
   async cursorPage(principal: TenantPrincipal, query: string, size: number, start?: string): Promise<SearchCursorPage> {
-    const plan = await this.plan(principal.tenantId, query);
+    const plan = await this.plan(principal, query);
     let ids = await this.candidates(principal.tenantId, plan);
     if (start !== undefined) {
       const after = decodeCursor(start);
@@ -93,7 +97,7 @@ export class TokenSearch {
 
   /** v1: page-number paging with `total_items`, so every match is checked (bounded by maxMatches). */
   async numberedPage(principal: TenantPrincipal, query: string, page: number, size: number): Promise<Page<Token>> {
-    const plan = await this.plan(principal.tenantId, query);
+    const plan = await this.plan(principal, query);
     const ids = await this.candidates(principal.tenantId, plan);
     const matched: Array<{ record: TokenRecord; transform: Transform }> = [];
     for (let i = 0; i < ids.length; i += BATCH) {
@@ -116,10 +120,16 @@ export class TokenSearch {
     };
   }
 
-  private async plan(tenantId: string, query: string): Promise<Plan> {
+  private async plan(principal: TenantPrincipal, query: string): Promise<Plan> {
+    const tenantId = principal.tenantId;
     const root = parseSearchQuery(query, this.limits);
-    const plan: Plan = { root, prefixes: new Map(), hashes: new Map() };
+    const plan: Plan = { root, prefixes: new Map(), hashes: new Map(), blind: new Set() };
+    const reveals = mayEverReveal(principal, 'token:search') && mayEverReveal(principal, 'token:read');
     for (const term of terms(root)) {
+      if (term.field === 'data' && !reveals) {
+        plan.blind.add(term);
+        continue;
+      }
       if (term.field === 'data') plan.hashes.set(term, await queryHash(this.cipher, tenantId, term.value));
       if (term.field === 'id') {
         plan.prefixes.set(term, { prefix: keys.tokens(tenantId) + term.value, exact: !term.prefix });
@@ -140,7 +150,9 @@ export class TokenSearch {
     const estimates = new Map<SearchNode, number>();
     const estimate = async (node: SearchNode): Promise<number> => {
       let n: number;
-      if (node.kind === 'term') {
+      if (node.kind === 'term' && plan.blind.has(node)) {
+        n = 0;
+      } else if (node.kind === 'term') {
         const { prefix, exact } = plan.prefixes.get(node)!;
         n = node.field === 'id' && exact ? 1 : await this.store.count(prefix);
       } else if (node.kind === 'or') {
@@ -180,6 +192,7 @@ export class TokenSearch {
   }
 
   private async termIds(tenantId: string, term: SearchTerm, plan: Plan): Promise<Set<string>> {
+    if (plan.blind.has(term)) return new Set();
     const { prefix, exact } = plan.prefixes.get(term)!;
     if (term.field === 'id' && exact) return new Set([term.value]);
     const entries = await this.store.range(prefix, { limit: this.limits.maxMatches + 1 });

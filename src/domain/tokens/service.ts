@@ -126,7 +126,7 @@ export class TokenService {
           : undefined;
       if (existing) {
         if (guard && !(await this.store.txn({ compare: guard.compare, success: guard.success }))) await guard.lost();
-        return this.deduplicated(principal, existing.value);
+        return this.seenByOther(principal, existing.value);
       }
 
       const now = new Date();
@@ -261,7 +261,7 @@ export class TokenService {
           ...(await this.events.ops(tenantId, 'token.updated', tokenEventData(record, actorOf(principal)))),
         ],
       });
-      if (written) return this.asSeenBy(principal, record, { d: merged.data, m: derived.masked });
+      if (written) return this.seenByOther(principal, record, { d: merged.data, m: derived.masked });
     }
     throw new Errors.Conflict('The token was changed by other requests; retry.');
   }
@@ -411,12 +411,16 @@ export class TokenService {
   }
 
   /**
-   * The answer to a create that found an equal token (deduplication). A key that may read the existing token sees it
-   * as its read would; any other key learns only the id and type, no metadata, containers, dates or data of a token it
-   * did not write.
+   * The answer to a write of a token the caller did not create here: an update, or a create that found an equal token
+   * (deduplication). A key that may read the token sees it as its read would; any other key learns only the id and
+   * type, no metadata, containers, dates, expressions, fingerprint or data of a token it may not read.
    */
-  private async deduplicated(principal: TenantPrincipal, record: TokenRecord): Promise<Token> {
-    if (decide(principal, facts(record), 'token:read')) return this.asSeenBy(principal, record);
+  private async seenByOther(
+    principal: TenantPrincipal,
+    record: TokenRecord,
+    content?: { d: unknown; m?: unknown },
+  ): Promise<Token> {
+    if (decide(principal, facts(record), 'token:read')) return this.asSeenBy(principal, record, content);
     return { id: record.id, type: record.type } as Token;
   }
 

@@ -120,7 +120,7 @@ const tokens: Record<string, Operation> = {
     },
     idempotent: true,
     status: 201,
-    answer: S.Token,
+    answer: S.WrittenToken,
   },
   'GET /tokens': {
     summary: 'List tokens (cursor paging; `page` for v1 page paging)',
@@ -161,7 +161,7 @@ const tokens: Record<string, Operation> = {
     body: { schema: validateTokenPatch.schema, contentType: mergePatch },
     idempotent: true,
     status: 200,
-    answer: S.Token,
+    answer: S.WrittenToken,
   },
   'DELETE /tokens/:id': {
     summary: 'Delete a token',

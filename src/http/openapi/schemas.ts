@@ -68,6 +68,23 @@ export const Token: Schema = {
   },
 };
 
+/**
+ * The answer to a token write: the token as the key's read shows it, or only its id and type when the key may not
+ * read it (an update, or a create that deduplicated onto a token the key cannot read).
+ */
+export const WrittenToken: Schema = {
+  anyOf: [
+    Token,
+    {
+      type: 'object',
+      description: 'A token the key may not read: its id and type only.',
+      required: ['id', 'type'],
+      additionalProperties: false,
+      properties: { id: string, type: string },
+    },
+  ],
+};
+
 /** Page-number paging (`page`, `size`), and the token lists' cursor paging (`start`, `pagination.next`). */
 const pagination = {
   type: 'object',
@@ -507,6 +524,7 @@ export const CreatedClientKey: Schema = {
 export const COMPONENTS: Record<string, Schema> = {
   ProblemDocument,
   Token,
+  WrittenToken,
   Application,
   ApplicationTemplate,
   Role,

@@ -26,7 +26,7 @@ export function asyncReactorRoutes(requests: AsyncReactorService): Router {
   router.get('/reactors/:id/results/:requestId', async (req, res) => {
     const principal = tenantPrincipal(req);
     if (!mayEver(principal, 'token:use')) throw new Errors.Forbidden('The key lacks the permission token:use.');
-    res.json(await requests.get(principal.tenantId, uuidParam(req, 'id'), uuidParam(req, 'requestId')));
+    res.json(await requests.get(principal, uuidParam(req, 'id'), uuidParam(req, 'requestId')));
   });
 
   return router;
