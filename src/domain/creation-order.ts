@@ -88,8 +88,8 @@ export class CreationOrder<T extends Created> {
    * One page of every record of the tenant and `alongside`, oldest first. The page's total is the count of records,
    * which is what a full read answers and so what the list has always said; the index's count, which comes with its
    * read, only decides whether the index can be read through. The two counts differ when the index lacks entries or
-   * keeps stale ones (see the header), and for a moment when a record is created or deleted between the two reads:
-   * either way the page is answered from the records.
+   * keeps stale ones (see the header), and when a record is created or deleted between the count and the read (sent
+   * together on page 1, one round trip apart on a later page): either way the page is answered from every record.
    */
   private async page(tenantId: string, paging: PageRequest, alongside: T[]): Promise<Page<T>> {
     // Page 1 reads the index from its start whatever the count (a list shorter than a page is read whole from either
