@@ -39,12 +39,11 @@ export function orderDelete(tenantId: string, kind: OrderedKind, record: Created
 }
 
 /**
- * Index keys read per request while finding a page: at least ORDER_CHUNK_MIN (page 1 of 20 is one read of 21 keys; the
- * rest of a millisecond's ties at its end, when there are any, one more), and from the start at most ORDER_CHUNK. Back
- * from the end, all in one: etcd reads the whole index before a descending read's start whatever its limit, so each
- * further request would cost it that again.
+ * Index keys read per request while finding a page: all it needs and one more, at least ORDER_CHUNK_MIN (page 1 of 20
+ * is one read of 21 keys; the rest of a millisecond's ties at its end, when there are any, one more). From either end
+ * in one request: whatever its limit, etcd walks every key of a read's range to count it (and, back from the end,
+ * sorts them), so each further request would cost it the rest of the index again.
  */
-const ORDER_CHUNK = 1000;
 const ORDER_CHUNK_MIN = 16;
 /** Repairs sent at once (the store sends transactions of one turn together). */
 const REPAIRS_AT_ONCE = 64;
@@ -207,8 +206,7 @@ export class CreationOrder<T extends Created> {
     const entries: Created[] = [];
     let filed = 0;
     for (let after: string | undefined; ;) {
-      const wanted = Math.max(count + 1 - entries.length, ORDER_CHUNK_MIN);
-      const limit = fromEnd ? wanted : Math.min(ORDER_CHUNK, wanted);
+      const limit = Math.max(count + 1 - entries.length, ORDER_CHUNK_MIN);
       const chunk = await this.store.countedRange(prefix, { startAfter: after, limit, descending: fromEnd });
       // Only the first read's range is the whole index; later ones start past what was read.
       if (after === undefined) filed = chunk.count;
