@@ -85,21 +85,26 @@ export class CreationOrder<T extends Created> {
 
   /**
    * One page of every record of the tenant and `alongside`, oldest first. The page's total is the count of records,
-   * which is what a full read answers and so what the list has always said; the index's count, which comes with its
-   * read, only decides whether the index can be read through. The two counts differ when the index lacks entries or
-   * keeps stale ones (see the header), and when a record is created or deleted between the count and the read (sent
-   * together on page 1, one round trip apart on a later page): either way the page is answered from every record.
+   * which is what a full read answers and so what the list has always said; the index's count only decides whether
+   * the index can be read through. The two counts differ when the index lacks entries or keeps stale ones (see the
+   * header), or when a record is created or deleted between them: either way the page is answered from every record.
    */
   private async page(tenantId: string, paging: PageRequest, alongside: T[]): Promise<Page<T>> {
     // Page 1 reads the index from its start whatever the count (a list shorter than a page is read whole from either
-    // end), so that read goes out with the count, in the same turn, the two seeing nearly the same moment; a later
-    // page waits for the count to know which end is nearer.
-    const [total, fromStart] = await Promise.all([
+    // end), in the same turn as the records count; etcd counts the whole index with that read, which spares a count
+    // of it (etcd walks every key of a prefix it counts). A later page needs the index's count first, to know which
+    // end is nearer: both counts go out together, since a read one round trip after the records count would see a
+    // record created or deleted in between more often, and answer from every record.
+    const [records, index] = await Promise.all([
       this.store.count(this.records(tenantId)),
-      paging.page === 1 ? this.entries(tenantId, paging.size, false) : undefined,
+      paging.page === 1
+        ? this.entries(tenantId, paging.size, false)
+        : this.store.count(keys.creationOrder(tenantId, this.kind)),
     ]);
-    const data = await this.readPage(tenantId, paging, total, alongside, fromStart);
-    if (data) return pageOf(data, total + alongside.length, paging);
+    const fromStart = typeof index === 'number' ? undefined : index;
+    const filed = typeof index === 'number' ? index : index.filed;
+    const data = filed === records ? await this.readPage(tenantId, paging, filed, alongside, fromStart) : undefined;
+    if (data) return pageOf(data, records + alongside.length, paging);
     return paginate([...(await this.all(tenantId)), ...alongside].sort(byCreation), paging);
   }
 
@@ -153,31 +158,27 @@ export class CreationOrder<T extends Created> {
   }
 
   /**
-   * The page's records through the index, given the count of records (`total`) and, on page 1, the index read from
-   * its start; undefined when the index does not have an entry for each record, or an entry's record is gone or was
-   * created again.
+   * The page's records through the index (`filed` entries; on page 1 already read from its start), or undefined when
+   * an entry's record is gone or was created again.
    */
   private async readPage(
     tenantId: string,
     { page, size }: PageRequest,
-    total: number,
+    filed: number,
     alongside: T[],
     fromStart?: IndexRead,
   ): Promise<T[] | undefined> {
     const skip = (page - 1) * size;
     // How many of the list's items there are from the page's first to its end.
-    const rest = total + alongside.length - skip;
-    // Past the list's end the page is empty, whatever the index holds.
-    if (rest <= 0 && !fromStart) return [];
+    const rest = filed + alongside.length - skip;
+    if (rest <= 0) return [];
     // The index is read from whichever end is nearer the page. The page holds at most skip + size of the tenant's
     // records, so their first skip + size entries are enough; from its first record on there are at most `rest`.
     const fromEnd = !fromStart && rest < skip + size;
-    const { entries, filed } = fromStart ?? (await this.entries(tenantId, fromEnd ? rest : skip + size, fromEnd));
-    if (filed !== total) return undefined;
+    const { entries } = fromStart ?? (await this.entries(tenantId, fromEnd ? rest : skip + size, fromEnd));
     const listed = [...entries, ...alongside].sort(byCreation);
-    // Read from the end, the page starts `rest` items before the end (at least `rest` were read: `filed` is the same
-    // read's count).
-    const first = fromEnd ? listed.length - rest : skip;
+    // Read from the end, the page starts `rest` items before the end (at 0 when an entry went meanwhile).
+    const first = fromEnd ? Math.max(0, listed.length - rest) : skip;
     const wanted = listed.slice(first, first + size);
     const shared = new Set<Created>(alongside);
     const own = wanted.filter((entry) => !shared.has(entry));
