@@ -7,10 +7,11 @@
 //
 // The index heals itself. Records written before it existed (or by a replica of the previous version during a rolling
 // upgrade) have no entry, and such a replica's delete leaves its entry behind. A page compares the number of records
-// with the number of entries, and checks that each record it reads exists with the entry's created_at; when either
-// disagrees it answers from a full read, as lists were read before the index, and puts the index right with writes
-// guarded by the revisions it read (a record created or deleted meanwhile makes its repair fail, never wrong). A
-// missing entry and a stale one that cancel out in the counts are found when a page meets the stale one.
+// with the number of entries (etcd answers it with any read of the index), and checks that each record it reads
+// exists with the entry's created_at; when either disagrees it answers from a full read, as lists were read before
+// the index, and puts the index right with writes guarded by the revisions it read (a record created or deleted
+// meanwhile makes its repair fail, never wrong). A missing entry and a stale one that cancel out in the counts are
+// found when a page meets the stale one.
 import { decode, type RecordKind } from '../store/codec.js';
 import { keys, type OrderedKind } from '../store/keys.js';
 import { forEachEntry, listRecords, listVersionedRecords } from '../store/records.js';
@@ -38,15 +39,20 @@ export function orderDelete(tenantId: string, kind: OrderedKind, record: Created
 }
 
 /**
- * Index keys read per request while finding a page: at least ORDER_CHUNK_MIN (page 1 of 20 is one read of 21 keys; the
- * rest of a millisecond's ties at its end, when there are any, one more), and from the start at most ORDER_CHUNK. Back
- * from the end, all in one: etcd reads the whole index before a descending read's start whatever its limit, so each
- * further request would cost it that again.
+ * Index keys read per request while finding a page: all it needs and one more, at least ORDER_CHUNK_MIN (page 1 of 20
+ * is one read of 21 keys; the rest of a millisecond's ties at its end, when there are any, one more). From either end
+ * in one request: whatever its limit, etcd walks every key of a read's range to count it (and, back from the end,
+ * sorts them), so each further request would cost it the rest of the index again.
  */
-const ORDER_CHUNK = 1000;
 const ORDER_CHUNK_MIN = 16;
 /** Repairs sent at once (the store sends transactions of one turn together). */
 const REPAIRS_AT_ONCE = 64;
+
+/** Index entries read for a page, in list order, and how many the index holds. */
+interface IndexRead {
+  entries: Created[];
+  filed: number;
+}
 
 export class CreationOrder<T extends Created> {
   constructor(
@@ -77,14 +83,28 @@ export class CreationOrder<T extends Created> {
     return paginate(keep ? records.filter(keep) : records, paging);
   }
 
-  /** One page of every record of the tenant and `alongside`, oldest first. */
+  /**
+   * One page of every record of the tenant and `alongside`, oldest first. The page's total is the count of records,
+   * which is what a full read answers and so what the list has always said; the index's count only decides whether
+   * the index can be read through. The two counts differ when the index lacks entries or keeps stale ones (see the
+   * header), or when a record is created or deleted between them: either way the page is answered from every record.
+   */
   private async page(tenantId: string, paging: PageRequest, alongside: T[]): Promise<Page<T>> {
-    const [total, filed] = await Promise.all([
+    // Page 1 reads the index from its start whatever the count (a list shorter than a page is read whole from either
+    // end), in the same turn as the records count; etcd counts the whole index with that read, which spares a count
+    // of it (etcd walks every key of a prefix it counts). A later page needs the index's count first, to know which
+    // end is nearer: both counts go out together, since a read one round trip after the records count would see a
+    // record created or deleted in between more often, and answer from every record.
+    const [records, index] = await Promise.all([
       this.store.count(this.records(tenantId)),
-      this.store.count(keys.creationOrder(tenantId, this.kind)),
+      paging.page === 1
+        ? this.entries(tenantId, paging.size, false)
+        : this.store.count(keys.creationOrder(tenantId, this.kind)),
     ]);
-    const data = total === filed ? await this.readPage(tenantId, paging, filed, alongside) : undefined;
-    if (data) return pageOf(data, total + alongside.length, paging);
+    const fromStart = typeof index === 'number' ? undefined : index;
+    const filed = typeof index === 'number' ? index : index.filed;
+    const data = filed === records ? await this.readPage(tenantId, paging, filed, alongside, fromStart) : undefined;
+    if (data) return pageOf(data, records + alongside.length, paging);
     return paginate([...(await this.all(tenantId)), ...alongside].sort(byCreation), paging);
   }
 
@@ -138,14 +158,15 @@ export class CreationOrder<T extends Created> {
   }
 
   /**
-   * The page's records through the index (`filed` entries), or undefined when an entry's record is gone or was
-   * created again.
+   * The page's records through the index (`filed` entries; on page 1 already read from its start), or undefined when
+   * an entry's record is gone or was created again.
    */
   private async readPage(
     tenantId: string,
     { page, size }: PageRequest,
     filed: number,
     alongside: T[],
+    fromStart?: IndexRead,
   ): Promise<T[] | undefined> {
     const skip = (page - 1) * size;
     // How many of the list's items there are from the page's first to its end.
@@ -153,8 +174,8 @@ export class CreationOrder<T extends Created> {
     if (rest <= 0) return [];
     // The index is read from whichever end is nearer the page. The page holds at most skip + size of the tenant's
     // records, so their first skip + size entries are enough; from its first record on there are at most `rest`.
-    const fromEnd = rest < skip + size;
-    const entries = await this.entries(tenantId, fromEnd ? rest : skip + size, fromEnd);
+    const fromEnd = !fromStart && rest < skip + size;
+    const { entries } = fromStart ?? (await this.entries(tenantId, fromEnd ? rest : skip + size, fromEnd));
     const listed = [...entries, ...alongside].sort(byCreation);
     // Read from the end, the page starts `rest` items before the end (at 0 when an entry went meanwhile).
     const first = fromEnd ? Math.max(0, listed.length - rest) : skip;
@@ -178,24 +199,27 @@ export class CreationOrder<T extends Created> {
 
   /**
    * At least the first `count` index entries, or with `fromEnd` the last `count` (all, when there are fewer), in list
-   * order.
+   * order; and how many entries the index holds, which etcd counts with the first read (it walks the whole index for
+   * any read of it, so a separate count would walk it once more).
    */
-  private async entries(tenantId: string, count: number, fromEnd: boolean): Promise<Created[]> {
+  private async entries(tenantId: string, count: number, fromEnd: boolean): Promise<IndexRead> {
     const prefix = keys.creationOrder(tenantId, this.kind);
     const entries: Created[] = [];
+    let filed = 0;
     for (let after: string | undefined; ;) {
-      const wanted = Math.max(count + 1 - entries.length, ORDER_CHUNK_MIN);
-      const limit = fromEnd ? wanted : Math.min(ORDER_CHUNK, wanted);
-      const chunk = await this.store.range(prefix, { startAfter: after, limit, descending: fromEnd });
-      for (const { key } of chunk) entries.push(parseEntry(key.slice(prefix.length)));
+      const limit = Math.max(count + 1 - entries.length, ORDER_CHUNK_MIN);
+      const chunk = await this.store.countedRange(prefix, { startAfter: after, limit, descending: fromEnd });
+      // Only the first read's range is the whole index; later ones start past what was read.
+      if (after === undefined) filed = chunk.count;
+      for (const { key } of chunk.entries) entries.push(parseEntry(key.slice(prefix.length)));
       // Keys order ids of one created_at by their bytes, the list by localeCompare: so read on past the count-th
       // entry's created_at (one of another created_at is on the same side of it in both orders), then sort what was
       // read.
       const complete =
-        chunk.length < limit ||
+        chunk.entries.length < limit ||
         (entries.length > count && entries[entries.length - 1].created_at !== entries[count - 1].created_at);
-      if (complete) return entries.sort(byCreation);
-      after = chunk[chunk.length - 1].key;
+      if (complete) return { entries: entries.sort(byCreation), filed };
+      after = chunk.entries[chunk.entries.length - 1].key;
     }
   }
 

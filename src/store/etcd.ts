@@ -24,7 +24,18 @@ import { TurnBatches } from '../batching/turn-batches.js';
 import { Errors } from '../errors/registry.js';
 import { hostBreaker } from './breaker.js';
 import { assertDeletablePrefix, checkTxn, deliver, leaseSeconds, MAX_TXN_OPS, prefixEnd, swapTxn } from './common.js';
-import type { Entry, PutOptions, RangeOptions, Store, Txn, TxnOp, WatchEvent, Watcher, WatchPhase } from './store.js';
+import type {
+  CountedRange,
+  Entry,
+  PutOptions,
+  RangeOptions,
+  Store,
+  Txn,
+  TxnOp,
+  WatchEvent,
+  Watcher,
+  WatchPhase,
+} from './store.js';
 
 export interface EtcdStoreOptions {
   /** Client URLs, e.g. http://etcd-0.etcd:2379; https:// endpoints use TLS. */
@@ -185,6 +196,10 @@ export class EtcdStore implements Store {
   }
 
   async range(prefix: string, options: RangeOptions = {}): Promise<Entry[]> {
+    return (await this.countedRange(prefix, options)).entries;
+  }
+
+  async countedRange(prefix: string, options: RangeOptions = {}): Promise<CountedRange> {
     const { startAfter, limit, descending } = options;
     // etcd ranges over [key, range_end) and answers in key (byte) order unless asked to sort; a limit of 0 means no
     // limit. Descending, startAfter is the range's end (exclusive) unless it is past the prefix's.
@@ -199,7 +214,8 @@ export class EtcdStore implements Store {
     const response = await this.call(IDEMPOTENT, (options) =>
       this.client.kv.range({ ...range, limit: limit ?? 0 }, options),
     );
-    return response.kvs.map(toEntry);
+    // etcd's count is of every key in [key, range_end), however many the limit let through.
+    return { entries: response.kvs.map(toEntry), count: Number(response.count) };
   }
 
   async count(prefix: string): Promise<number> {

@@ -11,6 +11,7 @@ const TIMED = [
   'delete',
   'compareAndDelete',
   'range',
+  'countedRange',
   'count',
   'deletePrefix',
   'txn',

@@ -4,7 +4,7 @@
 
 import { Errors } from '../errors/registry.js';
 import { assertDeletablePrefix, checkTxn, compareKeys, deliver, leaseSeconds, swapTxn } from './common.js';
-import type { Entry, PutOptions, RangeOptions, Store, Txn, TxnOp, WatchEvent, Watcher } from './store.js';
+import type { CountedRange, Entry, PutOptions, RangeOptions, Store, Txn, TxnOp, WatchEvent, Watcher } from './store.js';
 
 interface Stored {
   value: string;
@@ -78,6 +78,10 @@ export class MemoryStore implements Store {
   }
 
   async range(prefix: string, options: RangeOptions = {}): Promise<Entry[]> {
+    return (await this.countedRange(prefix, options)).entries;
+  }
+
+  async countedRange(prefix: string, options: RangeOptions = {}): Promise<CountedRange> {
     this.begin();
     const { startAfter, limit, descending } = options;
     const inOrder = this.keysWithPrefix(prefix);
@@ -87,7 +91,7 @@ export class MemoryStore implements Store {
     );
     // etcd treats a limit of 0 as "no limit".
     const page = limit ? keys.slice(0, limit) : keys;
-    return page.map((key) => this.entry(key)!);
+    return { entries: page.map((key) => this.entry(key)!), count: keys.length };
   }
 
   async count(prefix: string): Promise<number> {

@@ -30,6 +30,13 @@ export interface RangeOptions {
   descending?: boolean;
 }
 
+/** A range read's entries, and how many keys its range holds. */
+export interface CountedRange {
+  entries: Entry[];
+  /** Keys in the range whatever the limit: every key under the prefix past startAfter (before it, descending). */
+  count: number;
+}
+
 /** A condition of a transaction. `modRevision: 0` means "the key must not exist". */
 export interface Compare {
   key: string;
@@ -81,6 +88,12 @@ export interface Store {
   compareAndDelete(key: string, expected: number): Promise<boolean>;
   /** Entries under a prefix in key order (reversed with `descending`). */
   range(prefix: string, options?: RangeOptions): Promise<Entry[]>;
+  /**
+   * As `range`, with how many keys the range holds. etcd walks the whole range to count it for every range read, its
+   * limit aside, so this count costs nothing more: without startAfter it is what `count` of the prefix answers, and
+   * spares etcd the walk a separate count would take.
+   */
+  countedRange(prefix: string, options?: RangeOptions): Promise<CountedRange>;
   /** Number of keys under a prefix, without reading their values. */
   count(prefix: string): Promise<number>;
   /** Delete every key under a prefix; returns how many were deleted. */

@@ -27,6 +27,7 @@ export function withWriteListeners(store: Store): Store {
     get: store.get.bind(store),
     getMany: store.getMany.bind(store),
     range: store.range.bind(store),
+    countedRange: store.countedRange.bind(store),
     count: store.count.bind(store),
     watch: store.watch.bind(store),
     ping: store.ping.bind(store),

@@ -191,6 +191,29 @@ describe.each(subjects)('Store contract: $name', ({ open }) => {
     }
   });
 
+  test('countedRange answers how many keys its range holds, whatever the limit', async () => {
+    for (const name of ['a', 'b', 'c', 'd', 'e']) await store.put(prefix + name, name);
+    const values = ({ entries, count }: { entries: { value: string }[]; count: number }) => ({
+      values: entries.map((e) => e.value),
+      count,
+    });
+    expect(values(await store.countedRange(prefix, { limit: 2 }))).toEqual({ values: ['a', 'b'], count: 5 });
+    expect(values(await store.countedRange(prefix, { limit: 2, startAfter: prefix + 'b' }))).toEqual({
+      values: ['c', 'd'],
+      count: 3,
+    });
+    expect(values(await store.countedRange(prefix, { descending: true, limit: 1 }))).toEqual({
+      values: ['e'],
+      count: 5,
+    });
+    expect(values(await store.countedRange(prefix, { descending: true, limit: 1, startAfter: prefix + 'c' }))).toEqual({
+      values: ['b'],
+      count: 2,
+    });
+    expect(values(await store.countedRange(prefix))).toEqual({ values: ['a', 'b', 'c', 'd', 'e'], count: 5 });
+    expect(values(await store.countedRange(`${prefix}x/`, { limit: 1 }))).toEqual({ values: [], count: 0 });
+  });
+
   test('count counts the keys under a prefix', async () => {
     expect(await store.count(prefix)).toBe(0);
     for (const name of ['x/1', 'x/2', 'x/3', 'y']) await store.put(prefix + name, '');
