@@ -134,6 +134,6 @@ test('a run that fails at a limit is reported with its code, once; other failure
     await new Promise((resolve) => setTimeout(resolve, 5));
   expect(refusals).toEqual(['TV_REACTOR_RESULT_TOO_LARGE', 'TV_RUNTIME_BUSY']);
   // Reading a result counts nothing more.
-  await service.get('a', reactorId, ids[0]);
+  await service.get(principal('a'), reactorId, ids[0]);
   expect(refusals).toHaveLength(2);
 });
