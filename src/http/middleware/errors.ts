@@ -70,6 +70,8 @@ export function errorHandler(logger: Logger) {
 
 function asVaultError(error: unknown): VaultError {
   if (error instanceof VaultError) return error;
+  // The router decodes path parameters with decodeURIComponent: a malformed escape (`/tokens/%E0%A4%A`) throws here.
+  if (error instanceof URIError) return new Errors.InvalidPath('The path is not valid percent-encoded UTF-8.');
   const type = (error as { type?: string })?.type;
   switch (type) {
     case 'entity.parse.failed':

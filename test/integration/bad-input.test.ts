@@ -1,0 +1,111 @@
+// Malformed and unusual input that fuzzing the OpenAPI document (Schemathesis) does not reach: bytes node's HTTP parser
+// refuses, paths and bodies express cannot decode, keys that are JavaScript's own (`__proto__`), lone UTF-16
+// surrogates, and proxy destinations that answer with something other than HTTP/1.1. Each is a 4xx (or the proxy's
+// 502) problem document, never a 500, a bare status line or a stopped process.
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import net from 'node:net';
+import tls from 'node:tls';
+import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { testCertificates } from '../support/https.js';
+
+let api: TestApi;
+let key: string;
+let destination: tls.Server;
+let destinationUrl: string;
+
+/** What the raw destination answers, by path: bytes no HTTP server library would write. */
+const ANSWERS: Record<string, string> = {
+  '/ok': 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok',
+};
+
+beforeAll(async () => {
+  const { caFile, cert, key: tlsKey } = await testCertificates();
+  destination = tls.createServer({ cert, key: tlsKey }, (socket) => {
+    let head = '';
+    socket.on('data', (chunk: Buffer) => {
+      head += chunk.toString('latin1');
+      if (!head.includes('\r\n\r\n')) return;
+      const path = head.slice(0, head.indexOf('\r\n')).split(' ')[1];
+      socket.end(ANSWERS[path] ?? ANSWERS['/ok'], 'latin1');
+    });
+    socket.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => destination.listen(0, '127.0.0.1', resolve));
+  destinationUrl = `https://localhost:${(destination.address() as net.AddressInfo).port}`;
+
+  api = await startTestApi({
+    TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
+    TOKENVAULT_PROXY_CA_FILE: caFile,
+    TOKENVAULT_PROXY_TIMEOUT_MS: '3000',
+  });
+  const tenant = await createTenant(api.url, api.operatorKey);
+  const permissions = ['token:create', 'token:read', 'token:search', 'token:use'];
+  key = (
+    await createApplication(api.url, tenant.managementKey, {
+      name: 'bad input',
+      type: 'private',
+      rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions }],
+    })
+  ).key;
+}, 60_000);
+
+afterAll(async () => {
+  await api?.close();
+  await new Promise((resolve) => destination?.close(resolve));
+});
+
+interface RawAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * Sends these exact bytes to the API on a new connection and reads the answer until the server closes it (every
+ * request here says Connection: close). The client does not close its side first: node's server would abort the
+ * request.
+ */
+function raw(request: string | Buffer): Promise<RawAnswer> {
+  const { hostname, port } = new URL(api.url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(request));
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const split = text.indexOf('\r\n\r\n');
+      const [statusLine, ...lines] = text.slice(0, split).split('\r\n');
+      const headers = Object.fromEntries(
+        lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]),
+      );
+      resolve({ status: Number(statusLine.split(' ')[1]), headers, body: text.slice(split + 4) });
+    });
+  });
+}
+
+/** A request with these headers after the key, closing the connection after the answer. */
+function request(method: string, path: string, headers: string[] = [], body: Buffer | string = ''): Buffer {
+  const head = [`${method} ${path} HTTP/1.1`, 'Host: localhost', `BT-API-KEY: ${key}`, ...headers, 'Connection: close'];
+  return Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`, 'latin1'), Buffer.from(body)]);
+}
+
+function expectProblem(answer: RawAnswer, status: number, code: string) {
+  expect(answer.status).toBe(status);
+  expect(answer.headers['content-type']).toMatch(/^application\/problem\+json/);
+  expect(JSON.parse(answer.body)).toMatchObject({
+    status,
+    code,
+    title: expect.any(String),
+    detail: expect.any(String),
+  });
+}
+
+describe('requests express cannot decode', () => {
+  test('a malformed percent escape in the path is 400 TV_INVALID_PATH, on the routes and under /proxy', async () => {
+    for (const path of ['/tokens/%E0%A4%A', '/tokens/%', '/proxy/%E0%A4%A']) {
+      const answer = await raw(request('GET', path, [`BT-PROXY-URL: ${destinationUrl}`]));
+      expectProblem(answer, 400, 'TV_INVALID_PATH');
+    }
+  });
+});
