@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import net from 'node:net';
 import tls from 'node:tls';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { testCertificates } from '../support/https.js';
 
@@ -106,6 +107,28 @@ describe('requests express cannot decode', () => {
     for (const path of ['/tokens/%E0%A4%A', '/tokens/%', '/proxy/%E0%A4%A']) {
       const answer = await raw(request('GET', path, [`BT-PROXY-URL: ${destinationUrl}`]));
       expectProblem(answer, 400, 'TV_INVALID_PATH');
+    }
+  });
+
+  test('a body whose Content-Encoding does not decode is 400 TV_INVALID_BODY', async () => {
+    const json = Buffer.from(JSON.stringify({ type: 'token', data: 'x' }));
+    const bodies: Array<[string, Buffer]> = [
+      ['gzip', Buffer.from('not gzip at all')],
+      ['gzip', gzipSync(json).subarray(0, 12)], // cut off
+      ['deflate', Buffer.from('not deflate')],
+      ['deflate', deflateSync(json).subarray(0, 6)],
+      ['br', Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff])],
+      ['br', brotliCompressSync(json).subarray(0, 3)],
+    ];
+    for (const [encoding, body] of bodies) {
+      const headers = [
+        'Content-Type: application/json',
+        `Content-Encoding: ${encoding}`,
+        `Content-Length: ${body.length}`,
+      ];
+      const answer = await raw(request('POST', '/tokens', headers, body));
+      expectProblem(answer, 400, 'TV_INVALID_BODY');
+      expect(JSON.parse(answer.body).detail).toMatch(/Content-Encoding/);
     }
   });
 });

@@ -94,6 +94,10 @@ function asVaultError(error: unknown): VaultError {
     case 'stream.not.readable':
       return new Errors.InvalidBody('The request body could not be read.');
     default:
+      // A body whose Content-Encoding does not decode: body-parser passes zlib's error on untyped (Z_DATA_ERROR,
+      // Z_BUF_ERROR for a truncated stream, ERR__ERROR_FORMAT_* from brotli).
+      if (/^(Z_|ERR__ERROR_)/.test(String((error as { code?: unknown })?.code)))
+        return new Errors.InvalidBody('The request body could not be decoded from its Content-Encoding.');
       return new Errors.Internal();
   }
 }
