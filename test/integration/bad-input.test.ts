@@ -7,10 +7,12 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { client } from '../support/http.js';
 import { testCertificates } from '../support/https.js';
 
 let api: TestApi;
 let key: string;
+let user: ReturnType<typeof client>;
 let destination: tls.Server;
 let destinationUrl: string;
 
@@ -48,6 +50,7 @@ beforeAll(async () => {
       rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions }],
     })
   ).key;
+  user = client(api.url, key);
 }, 60_000);
 
 afterAll(async () => {
@@ -130,5 +133,46 @@ describe('requests express cannot decode', () => {
       expectProblem(answer, 400, 'TV_INVALID_BODY');
       expect(JSON.parse(answer.body).detail).toMatch(/Content-Encoding/);
     }
+  });
+});
+
+describe("requests node's HTTP parser refuses get a problem document, and the server goes on", () => {
+  test.each<[string, Buffer, number, string]>([
+    ['an unknown method', request('FROB', '/tokens'), 400, 'TV_MALFORMED_REQUEST'],
+    [
+      'a control character in a header value',
+      request('GET', '/tokens', ['X-Note: a\x01b']),
+      400,
+      'TV_MALFORMED_REQUEST',
+    ],
+    ['a header name with a space', request('GET', '/tokens', ['X Note: b']), 400, 'TV_MALFORMED_REQUEST'],
+    [
+      'two different Content-Lengths',
+      request('POST', '/tokens', ['Content-Type: application/json', 'Content-Length: 2', 'Content-Length: 3'], '{}'),
+      400,
+      'TV_MALFORMED_REQUEST',
+    ],
+    [
+      'a chunk size that is no number',
+      request(
+        'POST',
+        '/tokens',
+        ['Content-Type: application/json', 'Transfer-Encoding: chunked'],
+        'zz\r\n{}\r\n0\r\n\r\n',
+      ),
+      400,
+      'TV_MALFORMED_REQUEST',
+    ],
+    ['headers over 16 KiB', request('GET', '/tokens', [`X-Long: ${'a'.repeat(20_000)}`]), 431, 'TV_HEADERS_TOO_LARGE'],
+    ['a URL over 16 KiB', request('GET', `/tokens?id=${'a'.repeat(20_000)}`), 431, 'TV_HEADERS_TOO_LARGE'],
+    [
+      'CONNECT',
+      Buffer.from('CONNECT localhost:443 HTTP/1.1\r\nHost: localhost:443\r\n\r\n'),
+      400,
+      'TV_MALFORMED_REQUEST',
+    ],
+  ])('%s', async (_name, bytes, status, code) => {
+    expectProblem(await raw(bytes), status, code);
+    expect((await user.get('/tokens?size=1')).status).toBe(200);
   });
 });
