@@ -19,6 +19,9 @@ let destinationUrl: string;
 /** What the raw destination answers, by path: bytes no HTTP server library would write. */
 const ANSWERS: Record<string, string> = {
   '/ok': 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok',
+  '/no-status-line': 'hello world\r\n\r\n',
+  '/status-000': 'HTTP/1.1 000 Zero\r\nContent-Length: 0\r\n\r\n',
+  '/control-character-header': 'HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok',
 };
 
 beforeAll(async () => {
@@ -175,4 +178,23 @@ describe("requests node's HTTP parser refuses get a problem document, and the se
     expectProblem(await raw(bytes), status, code);
     expect((await user.get('/tokens?size=1')).status).toBe(200);
   });
+});
+
+describe('the proxy', () => {
+  const proxy = (path: string, headers: string[] = []) =>
+    raw(request('GET', '/proxy', [`BT-PROXY-URL: ${destinationUrl}${path}`, ...headers]));
+
+  function expectProxyError(answer: RawAnswer, status: number, code: string) {
+    expect(answer.status).toBe(status);
+    expect(JSON.parse(answer.body).proxy_error).toMatchObject({ status, code });
+  }
+
+  test.each(['/no-status-line', '/status-000', '/control-character-header'])(
+    'an answer that is not HTTP/1.1 is 502 TV_UPSTREAM_UNREACHABLE: %s',
+    async (path) => {
+      const answer = await proxy(path);
+      expectProxyError(answer, 502, 'TV_UPSTREAM_UNREACHABLE');
+      expect(JSON.parse(answer.body).proxy_error.detail).toMatch(/not valid HTTP/);
+    },
+  );
 });
