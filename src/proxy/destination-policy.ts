@@ -420,6 +420,10 @@ function limitStream(body: Readable, maxBytes: number, onBytes?: (bytes: number)
     },
   });
   body.on('error', (error) => limited.destroy(toUpstreamError(error) as Error));
+  // The consumer may attach later (the proxy's answer waits for its audit entry first): an error before then stays on
+  // the stream (readable.errored, which the consumer's pipeline reports) instead of being an unhandled 'error' event,
+  // which would end the process. A 204 with a body, or a broken chunk right after the headers, fails that early.
+  limited.on('error', () => {});
   limited.on('close', () => {
     if (!body.destroyed) body.destroy();
   });

@@ -22,6 +22,9 @@ const ANSWERS: Record<string, string> = {
   '/no-status-line': 'hello world\r\n\r\n',
   '/status-000': 'HTTP/1.1 000 Zero\r\nContent-Length: 0\r\n\r\n',
   '/control-character-header': 'HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok',
+  '/no-content-with-body': 'HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello',
+  '/broken-chunk':
+    'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n0123456789\r\n',
 };
 
 beforeAll(async () => {
@@ -195,6 +198,14 @@ describe('the proxy', () => {
       const answer = await proxy(path);
       expectProxyError(answer, 502, 'TV_UPSTREAM_UNREACHABLE');
       expect(JSON.parse(answer.body).proxy_error.detail).toMatch(/not valid HTTP/);
+    },
+  );
+
+  test.each(['/no-content-with-body', '/broken-chunk'])(
+    'a body that fails right after the headers is 502, and the API goes on: %s',
+    async (path) => {
+      expectProxyError(await proxy(path), 502, 'TV_UPSTREAM_UNREACHABLE');
+      expect((await proxy('/ok')).body).toBe('ok');
     },
   );
 });

@@ -231,6 +231,9 @@ async function forward(
 /** Step 5, the destination's answer: status, headers and the body, whole or streamed. */
 async function writeAnswer(call: ProxyCall, answer: ProxyAnswer): Promise<void> {
   const { res } = call;
+  // A body that failed before it could be sent (while the audit entry was stored) is answered as that failure, not as
+  // the destination's status line followed by a broken connection.
+  if (!Buffer.isBuffer(answer.body) && answer.body.errored) throw answer.body.errored;
   res.status(answer.status);
   for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
   res.setHeader('BT-PROXY-DESTINATION-STATUS', String(answer.status));
