@@ -15,6 +15,8 @@ let key: string;
 let user: ReturnType<typeof client>;
 let destination: tls.Server;
 let destinationUrl: string;
+/** Request lines the raw destination received. */
+const received: string[] = [];
 
 /** What the raw destination answers, by path: bytes no HTTP server library would write. */
 const ANSWERS: Record<string, string> = {
@@ -34,7 +36,9 @@ beforeAll(async () => {
     socket.on('data', (chunk: Buffer) => {
       head += chunk.toString('latin1');
       if (!head.includes('\r\n\r\n')) return;
-      const path = head.slice(0, head.indexOf('\r\n')).split(' ')[1];
+      const requestLine = head.slice(0, head.indexOf('\r\n'));
+      received.push(requestLine);
+      const path = requestLine.split(' ')[1];
       socket.end(ANSWERS[path] ?? ANSWERS['/ok'], 'latin1');
     });
     socket.on('error', () => {});
@@ -208,4 +212,13 @@ describe('the proxy', () => {
       expect((await proxy('/ok')).body).toBe('ok');
     },
   );
+
+  test('BT-PROXY-URL given twice is 400 naming it, and nothing is sent', async () => {
+    const before = received.length;
+    const answer = await proxy('/ok', [`BT-PROXY-URL: ${destinationUrl}/ok`]);
+    expectProxyError(answer, 400, 'TV_INVALID_HEADER');
+    expect(JSON.parse(answer.body).proxy_error.errors).toEqual({ 'BT-PROXY-URL': ['must be given once'] });
+    expect(received.length).toBe(before);
+    expect((await proxy('/ok')).body).toBe('ok');
+  });
 });

@@ -176,6 +176,10 @@ function destinationOf(options: ProxyRouteOptions, { req }: ProxyCall, accepted:
 
 /** BT-PROXY-URL, checked against the destination policy before anything is detokenized. */
 function directDestination({ handler }: ProxyRouteOptions, req: Request): URL {
+  // node joins a repeated header with ", ": two URLs would become one with the second inside its path.
+  if ((req.headersDistinct['bt-proxy-url']?.length ?? 0) > 1) {
+    throw new Errors.InvalidHeader({ errors: { 'BT-PROXY-URL': ['must be given once'] } });
+  }
   const value = req.get('bt-proxy-url');
   if (value === undefined || value.trim() === '') {
     throw new Errors.InvalidHeader({
