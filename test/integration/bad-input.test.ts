@@ -222,3 +222,27 @@ describe('the proxy', () => {
     expect((await proxy('/ok')).body).toBe('ok');
   });
 });
+
+describe('token metadata and search', () => {
+  test('a lone surrogate in a metadata name or value is 400 naming the field; in a search query, its position', async () => {
+    for (const metadata of ['{"k":"\\ud800"}', '{"\\udc00":"v"}']) {
+      const answer = await user.post('/tokens', { raw: `{"type":"token","data":"x","metadata":${metadata}}` });
+      expect(answer.status).toBe(400);
+      expect(answer.body.code).toBe('TV_INVALID_BODY');
+      expect(Object.values(answer.body.errors).flat()).toEqual([expect.stringMatching(/lone surrogates/)]);
+    }
+    // A pair is one character, and fine.
+    const emoji = await user.post('/tokens', { raw: '{"type":"token","data":"x","metadata":{"k":"\\ud83d\\ude00"}}' });
+    expect(emoji.status).toBe(201);
+    expect(emoji.body.metadata).toEqual({ k: '😀' });
+
+    for (const path of ['/tokens/search', '/v2/tokens/search']) {
+      for (const query of ['metadata.k:\\ud800', 'metadata.\\ud800:x']) {
+        const answer = await user.post(path, { raw: `{"query":"${query}"}` });
+        expect(answer.status).toBe(400);
+        expect(answer.body.code).toBe('TV_INVALID_QUERY');
+        expect(answer.body.errors.query[0]).toMatch(/lone surrogate/);
+      }
+    }
+  });
+});
