@@ -245,4 +245,23 @@ describe('token metadata and search', () => {
       }
     }
   });
+
+  test('metadata.__proto__ filters a token list like any other name, instead of being dropped', async () => {
+    const marked = await user.post('/tokens', {
+      raw: '{"type":"token","data":"x","metadata":{"__proto__":"proto-marked"}}',
+    });
+    expect(marked.status).toBe(201);
+    await user.post('/tokens', { body: { type: 'token', data: 'y', metadata: { other: 'z' } } });
+    const filters = [
+      'metadata.__proto__=proto-marked',
+      'metadata[__proto__]=proto-marked',
+      `metadata=${encodeURIComponent('{"__proto__":"proto-marked"}')}`,
+    ];
+    for (const filter of filters) {
+      const list = await user.get(`/v2/tokens?${filter}`);
+      expect(list.status).toBe(200);
+      expect(list.body.data.map((t: { id: string }) => t.id)).toEqual([marked.body.id]);
+    }
+    expect((await user.get('/v2/tokens?metadata.__proto__=nothing-has-this')).body.data).toEqual([]);
+  });
 });
