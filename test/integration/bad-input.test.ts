@@ -264,4 +264,16 @@ describe('token metadata and search', () => {
     }
     expect((await user.get('/v2/tokens?metadata.__proto__=nothing-has-this')).body.data).toEqual([]);
   });
+
+  test('POST /tokenize answers the token it makes for a __proto__ key, at any depth', async () => {
+    const answer = await user.post('/tokenize', {
+      raw: '{"__proto__":"plain","nested":{"__proto__":{"type":"token","data":"inner"}}}',
+    });
+    expect(answer.status).toBe(201);
+    expect(Object.keys(answer.body)).toEqual(['__proto__', 'nested']);
+    const plain = Object.getOwnPropertyDescriptor(answer.body, '__proto__')?.value as string;
+    const inner = Object.getOwnPropertyDescriptor(answer.body.nested, '__proto__')?.value as { id: string };
+    expect((await user.get(`/tokens/${plain}`)).body.data).toBe('plain');
+    expect((await user.get(`/tokens/${inner.id}`)).body.data).toBe('inner');
+  });
 });
