@@ -13,6 +13,7 @@ import { testCertificates } from '../support/https.js';
 let api: TestApi;
 let key: string;
 let user: ReturnType<typeof client>;
+let managementKey: string;
 let destination: tls.Server;
 let destinationUrl: string;
 /** Request lines the raw destination received. */
@@ -52,6 +53,7 @@ beforeAll(async () => {
     TOKENVAULT_PROXY_TIMEOUT_MS: '3000',
   });
   const tenant = await createTenant(api.url, api.operatorKey);
+  managementKey = tenant.managementKey;
   const permissions = ['token:create', 'token:read', 'token:search', 'token:use'];
   key = (
     await createApplication(api.url, tenant.managementKey, {
@@ -275,5 +277,33 @@ describe('token metadata and search', () => {
     const inner = Object.getOwnPropertyDescriptor(answer.body.nested, '__proto__')?.value as { id: string };
     expect((await user.get(`/tokens/${plain}`)).body.data).toBe('plain');
     expect((await user.get(`/tokens/${inner.id}`)).body.data).toBe('inner');
+  });
+});
+
+describe('bodies that are not JSON', () => {
+  test('a body of another media type, or of none, is 415 instead of being ignored; an empty one is no body', async () => {
+    const management = client(api.url, managementKey);
+    const reactor = await management.post('/reactors', {
+      body: { name: 'echo', configuration: {}, code: 'module.exports = async (req) => ({ raw: req.args });' },
+    });
+    expect(reactor.status).toBe(201);
+    const args = JSON.stringify({ args: { amount: 42 } });
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', undefined]) {
+      const headers = [...(type ? [`Content-Type: ${type}`] : []), `Content-Length: ${args.length}`];
+      // Before, the reactor ran without its args (200 {"raw":{}}).
+      expectProblem(
+        await raw(request('POST', `/reactors/${reactor.body.id}/react`, headers, args)),
+        415,
+        'TV_UNSUPPORTED_MEDIA_TYPE',
+      );
+      const token = JSON.stringify({ type: 'token', data: 'x' });
+      const tokenHeaders = [...(type ? [`Content-Type: ${type}`] : []), `Content-Length: ${token.length}`];
+      expectProblem(await raw(request('POST', '/tokens', tokenHeaders, token)), 415, 'TV_UNSUPPORTED_MEDIA_TYPE');
+    }
+    const empty = await raw(
+      request('POST', `/reactors/${reactor.body.id}/react`, ['Content-Type: text/plain', 'Content-Length: 0']),
+    );
+    expect(empty.status).toBe(200);
+    expect(JSON.parse(empty.body)).toEqual({ raw: {} });
   });
 });
