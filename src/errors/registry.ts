@@ -82,6 +82,12 @@ export const Errors = {
   // Answered by the HTTP server itself, for requests its parser refuses before express sees them (src/http/server.ts).
   MalformedRequest: define('TV_MALFORMED_REQUEST', 400, 'Bad Request', 'The request is not valid HTTP/1.1.'),
   RequestTimeout: define('TV_REQUEST_TIMEOUT', 408, 'Request Timeout', 'The request did not arrive in time.'),
+  ExpectationFailed: define(
+    'TV_EXPECTATION_FAILED',
+    417,
+    'Expectation Failed',
+    'The only Expect this server meets is 100-continue.',
+  ),
   HeadersTooLarge: define(
     'TV_HEADERS_TOO_LARGE',
     431,

@@ -7,8 +7,9 @@
 // classes gets express's default.)
 //
 // Requests node's parser refuses (an unknown method, a control character or a header over 16 KiB, two
-// Content-Lengths, a broken chunk) and CONNECT never reach express: node would answer them with a bare status line
-// or a closed socket. They get the problem document every other refusal gets.
+// Content-Lengths, a broken chunk), CONNECT, an HTTP/1.1 request without Host and an Expect other than 100-continue
+// never reach express: node would answer them with a bare status line or a closed socket. They get the problem
+// document every other refusal gets.
 import { createServer, IncomingMessage, ServerResponse, STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
@@ -29,7 +30,34 @@ export function createExpressServer(app: Express): Server {
   server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
     endWithProblem(socket, new Errors.MalformedRequest('CONNECT is not served: tokenvault is not a forward proxy.'));
   });
+  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
+    respondWithProblem(res, new Errors.ExpectationFailed());
+  });
   return server;
+}
+
+/**
+ * express, after the check node makes itself unless told not to (requireHostHeader: false, so that the answer is a
+ * problem document): an HTTP/1.1 request must name its Host (RFC 9112, 3.2).
+ */
+function withHost(app: Express) {
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    if (req.headers.host === undefined && req.httpVersion === '1.1') {
+      respondWithProblem(res, new Errors.MalformedRequest('An HTTP/1.1 request needs a Host header.'));
+      return;
+    }
+    app(req, res);
+  };
+}
+
+function respondWithProblem(res: ServerResponse, error: VaultError): void {
+  const body = JSON.stringify(toProblem(error));
+  res.writeHead(error.status, {
+    'Content-Type': 'application/problem+json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+    Connection: 'close',
+  });
+  res.end(body);
 }
 
 /** The statuses node's own answers use (lib/_http_server.js, socketOnError), as problems. */
@@ -53,7 +81,8 @@ function endWithProblem(socket: Duplex, error: VaultError): void {
 }
 
 function createServerWithPrototypes(app: Express): Server {
-  if (isClass(IncomingMessage) || isClass(ServerResponse)) return createServer(app);
+  const handler = withHost(app);
+  if (isClass(IncomingMessage) || isClass(ServerResponse)) return createServer({ requireHostHeader: false }, handler);
   function ExpressRequest(this: IncomingMessage, socket: Socket) {
     (IncomingMessage as unknown as (this: IncomingMessage, socket: Socket) => void).call(this, socket);
   }
@@ -66,8 +95,9 @@ function createServerWithPrototypes(app: Express): Server {
     {
       IncomingMessage: ExpressRequest as unknown as typeof IncomingMessage,
       ServerResponse: ExpressResponse as unknown as typeof ServerResponse,
+      requireHostHeader: false,
     },
-    app,
+    handler,
   );
 }
 

@@ -178,6 +178,13 @@ describe("requests node's HTTP parser refuses get a problem document, and the se
     ['headers over 16 KiB', request('GET', '/tokens', [`X-Long: ${'a'.repeat(20_000)}`]), 431, 'TV_HEADERS_TOO_LARGE'],
     ['a URL over 16 KiB', request('GET', `/tokens?id=${'a'.repeat(20_000)}`), 431, 'TV_HEADERS_TOO_LARGE'],
     [
+      'an HTTP/1.1 request without Host',
+      Buffer.from('GET /tokens HTTP/1.1\r\nConnection: close\r\n\r\n'),
+      400,
+      'TV_MALFORMED_REQUEST',
+    ],
+    ['an Expect other than 100-continue', request('GET', '/tokens', ['Expect: tea']), 417, 'TV_EXPECTATION_FAILED'],
+    [
       'CONNECT',
       Buffer.from('CONNECT localhost:443 HTTP/1.1\r\nHost: localhost:443\r\n\r\n'),
       400,
