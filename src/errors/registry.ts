@@ -79,6 +79,21 @@ export const Errors = {
   InvalidQuery: define('TV_INVALID_QUERY', 400, 'Bad Request', 'The query string is invalid.'),
   InvalidPath: define('TV_INVALID_PATH', 400, 'Bad Request', 'The path parameter is invalid.'),
   InvalidHeader: define('TV_INVALID_HEADER', 400, 'Bad Request', 'A request header is invalid.'),
+  // Answered by the HTTP server itself, for requests its parser refuses before express sees them (src/http/server.ts).
+  MalformedRequest: define('TV_MALFORMED_REQUEST', 400, 'Bad Request', 'The request is not valid HTTP/1.1.'),
+  RequestTimeout: define('TV_REQUEST_TIMEOUT', 408, 'Request Timeout', 'The request did not arrive in time.'),
+  ExpectationFailed: define(
+    'TV_EXPECTATION_FAILED',
+    417,
+    'Expectation Failed',
+    'The only Expect this server meets is 100-continue.',
+  ),
+  HeadersTooLarge: define(
+    'TV_HEADERS_TOO_LARGE',
+    431,
+    'Request Header Fields Too Large',
+    'The request line and headers are larger than the 16 KiB allowed.',
+  ),
   DestinationRefused: define(
     'TV_DESTINATION_REFUSED',
     400,

@@ -5,12 +5,84 @@
 // server CPU per request. (Reflect.construct would also work with class constructors but measured 230 µs: V8 takes
 // a slow path for it, so node's function constructors are called directly, and a node whose constructors are
 // classes gets express's default.)
-import { createServer, IncomingMessage, ServerResponse, type Server } from 'node:http';
+//
+// Requests node's parser refuses (an unknown method, a control character or a header over 16 KiB, two
+// Content-Lengths, a broken chunk), CONNECT, an HTTP/1.1 request without Host and an Expect other than 100-continue
+// never reach express: node would answer them with a bare status line or a closed socket. They get the problem
+// document every other refusal gets.
+import { createServer, IncomingMessage, ServerResponse, STATUS_CODES, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 import type { Express } from 'express';
+import { Errors, toProblem, type VaultError } from '../errors/registry.js';
 
 export function createExpressServer(app: Express): Server {
-  if (isClass(IncomingMessage) || isClass(ServerResponse)) return createServer(app);
+  const server = createServerWithPrototypes(app);
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    // A response already begun, or a client gone (ECONNRESET), leaves nothing to answer; node's default does the same.
+    const answering = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (error.code === 'ECONNRESET' || !socket.writable || answering?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    endWithProblem(socket, refusal(error.code));
+  });
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    endWithProblem(socket, new Errors.MalformedRequest('CONNECT is not served: tokenvault is not a forward proxy.'));
+  });
+  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
+    respondWithProblem(res, new Errors.ExpectationFailed());
+  });
+  return server;
+}
+
+/**
+ * express, after the check node makes itself unless told not to (requireHostHeader: false, so that the answer is a
+ * problem document): an HTTP/1.1 request must name its Host (RFC 9112, 3.2).
+ */
+function withHost(app: Express) {
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    if (req.headers.host === undefined && req.httpVersion === '1.1') {
+      respondWithProblem(res, new Errors.MalformedRequest('An HTTP/1.1 request needs a Host header.'));
+      return;
+    }
+    app(req, res);
+  };
+}
+
+function respondWithProblem(res: ServerResponse, error: VaultError): void {
+  const body = JSON.stringify(toProblem(error));
+  res.writeHead(error.status, {
+    'Content-Type': 'application/problem+json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+    Connection: 'close',
+  });
+  res.end(body);
+}
+
+/** The statuses node's own answers use (lib/_http_server.js, socketOnError), as problems. */
+function refusal(code: string | undefined): VaultError {
+  if (code === 'HPE_HEADER_OVERFLOW') return new Errors.HeadersTooLarge();
+  if (code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW')
+    return new Errors.PayloadTooLarge('The chunk extensions of the request body are larger than the 16 KiB allowed.');
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return new Errors.RequestTimeout();
+  return new Errors.MalformedRequest();
+}
+
+function endWithProblem(socket: Duplex, error: VaultError): void {
+  const body = JSON.stringify(toProblem(error));
+  socket.end(
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\n` +
+      'Content-Type: application/problem+json; charset=utf-8\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      'Connection: close\r\n\r\n' +
+      body,
+  );
+}
+
+function createServerWithPrototypes(app: Express): Server {
+  const handler = withHost(app);
+  if (isClass(IncomingMessage) || isClass(ServerResponse)) return createServer({ requireHostHeader: false }, handler);
   function ExpressRequest(this: IncomingMessage, socket: Socket) {
     (IncomingMessage as unknown as (this: IncomingMessage, socket: Socket) => void).call(this, socket);
   }
@@ -23,8 +95,9 @@ export function createExpressServer(app: Express): Server {
     {
       IncomingMessage: ExpressRequest as unknown as typeof IncomingMessage,
       ServerResponse: ExpressResponse as unknown as typeof ServerResponse,
+      requireHostHeader: false,
     },
-    app,
+    handler,
   );
 }
 

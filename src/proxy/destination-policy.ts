@@ -420,6 +420,10 @@ function limitStream(body: Readable, maxBytes: number, onBytes?: (bytes: number)
     },
   });
   body.on('error', (error) => limited.destroy(toUpstreamError(error) as Error));
+  // The consumer may attach later (the proxy's answer waits for its audit entry first): an error before then stays on
+  // the stream (readable.errored, which the consumer's pipeline reports) instead of being an unhandled 'error' event,
+  // which would end the process. A 204 with a body, or a broken chunk right after the headers, fails that early.
+  limited.on('error', () => {});
   limited.on('close', () => {
     if (!body.destroyed) body.destroy();
   });
@@ -438,7 +442,12 @@ const UNFORWARDABLE_HEADER = /^(invalid [a-z0-9-]+ header|expect header not supp
  */
 export function toUpstreamError(error: unknown): unknown {
   if (error instanceof VaultError) return error;
-  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  const { code, message, name } = (error ?? {}) as { code?: unknown; message?: unknown; name?: unknown };
+  // undici's parser refusing the destination's bytes (no status line, a control character in a header, a broken
+  // chunk: its code is not always set), or undici asserting a status of at least 100 where llhttp read "000".
+  if (name === 'HTTPParserError' || code === 'ERR_ASSERTION') {
+    return new Errors.UpstreamUnreachable({ detail: "The destination's answer is not valid HTTP/1.1.", cause: error });
+  }
   if (typeof code !== 'string') return error;
   switch (code) {
     case 'UND_ERR_HEADERS_TIMEOUT':

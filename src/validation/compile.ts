@@ -20,14 +20,23 @@ addFormats(ajv, ['date-time', 'uuid', 'uri']);
 // Names and descriptions are shown to people (dashboards, logs, kubectl): a control character can rewrite a terminal
 // line or forge a log line, and a bidirectional override (U+202A–U+202E, U+2066–U+2069, U+200E/U+200F) makes a name
 // read differently from what it is ("Trojan Source"). Names refuse both; descriptions also refuse both but may hold
-// tabs and line breaks. docs/security.md, "Input hygiene".
+// tabs and line breaks. A lone UTF-16 surrogate ("\ud800" in JSON) is no character at all, and cannot be written as
+// UTF-8 (a store key, a log line): both refuse it too. With the u flag a paired surrogate is one code point, accepted.
+// docs/security.md, "Input hygiene".
 const BIDI = '\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069';
-export const DISPLAY_NAME = new RegExp(`^[^\\u0000-\\u001f\\u007f-\\u009f${BIDI}]*$`, 'u');
-export const DISPLAY_TEXT = new RegExp(`^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f${BIDI}]*$`, 'u');
+const LONE_SURROGATE = '\\ud800-\\udfff';
+export const DISPLAY_NAME = new RegExp(`^[^\\u0000-\\u001f\\u007f-\\u009f${BIDI}${LONE_SURROGATE}]*$`, 'u');
+export const DISPLAY_TEXT = new RegExp(
+  `^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f${BIDI}${LONE_SURROGATE}]*$`,
+  'u',
+);
 ajv.addFormat('display-name', DISPLAY_NAME);
 ajv.addFormat('display-text', DISPLAY_TEXT);
+// Values that become part of a store key (token metadata values, in the search index) must be writable as UTF-8.
+export const WELL_FORMED = new RegExp(`^[^${LONE_SURROGATE}]*$`, 'u');
+ajv.addFormat('well-formed', WELL_FORMED);
 
-/** Schema of a name: 1 to `max` characters, no control characters or bidirectional formatting characters. */
+/** Schema of a name: 1 to `max` characters, no control or bidirectional formatting characters, no lone surrogates. */
 export function nameSchema(max = 200, min = 1) {
   return { type: 'string', minLength: min, maxLength: max, format: 'display-name' } as const;
 }
@@ -67,7 +76,7 @@ function toFieldErrors(errors: ErrorObject[]): FieldErrors {
     const path = fieldPath(error);
     const message =
       error.keyword === 'propertyNames' && badCharacters.has(String(error.params.propertyName))
-        ? 'must not contain control characters or bidirectional formatting characters'
+        ? 'must not contain control characters, bidirectional formatting characters or lone surrogates'
         : describe(error);
     const messages = (result[path] ??= []);
     if (!messages.includes(message)) messages.push(message);
@@ -107,9 +116,10 @@ function describe(error: ErrorObject): string {
       return `must be one of: ${(p.allowedValues ?? []).join(', ')}`;
     case 'format':
       if (p.format === 'display-name')
-        return 'must not contain control characters or bidirectional formatting characters';
+        return 'must not contain control characters, bidirectional formatting characters or lone surrogates';
+      if (p.format === 'well-formed') return 'must not contain lone surrogates';
       if (p.format === 'display-text')
-        return 'must not contain control characters (other than tabs and line breaks) or bidirectional formatting characters';
+        return 'must not contain control characters (other than tabs and line breaks), bidirectional formatting characters or lone surrogates';
       return `must be a valid ${p.format}`;
     case 'additionalProperties':
       return 'is not allowed';

@@ -53,7 +53,7 @@ export const tokenFields = {
     type: 'object',
     maxProperties: 20,
     propertyNames: { maxLength: 100, format: 'display-name' },
-    additionalProperties: { type: 'string', maxLength: 500 },
+    additionalProperties: { type: 'string', maxLength: 500, format: 'well-formed' },
   },
   mask: {},
   fingerprint_expression: { type: 'string', minLength: 1, maxLength: 2000 },

@@ -235,5 +235,8 @@ export function parseSearchQuery(query: string, limits: SearchQueryLimits = DEFA
       errors: { query: [`at most ${limits.maxLength} characters (TOKENVAULT_SEARCH_MAX_QUERY_LENGTH)`] },
     });
   }
+  // A lone UTF-16 surrogate cannot be written as UTF-8, so no index key holds one (metadata refuses them).
+  const surrogate = /[\ud800-\udfff]/u.exec(query);
+  if (surrogate) invalid(surrogate.index, 'a lone surrogate is not text');
   return new Parser(lex(query), limits).parse();
 }

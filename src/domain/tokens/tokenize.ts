@@ -45,10 +45,12 @@ async function walk(
     return out;
   }
   if (typeof value === 'object') {
-    const out: Record<string, unknown> = {};
+    // Built from entries (defined, not assigned): a `__proto__` key stays a key, so the token made for it is answered
+    // rather than set as the result's prototype and lost from the answer.
+    const out: Array<[string, unknown]> = [];
     for (const [name, item] of Object.entries(value as Record<string, unknown>))
-      out[name] = await walk(item, onRequest, onLeaf);
-    return out;
+      out.push([name, await walk(item, onRequest, onLeaf)]);
+    return Object.fromEntries(out);
   }
   return onLeaf(value);
 }

@@ -70,6 +70,8 @@ export function errorHandler(logger: Logger) {
 
 function asVaultError(error: unknown): VaultError {
   if (error instanceof VaultError) return error;
+  // The router decodes path parameters with decodeURIComponent: a malformed escape (`/tokens/%E0%A4%A`) throws here.
+  if (error instanceof URIError) return new Errors.InvalidPath('The path is not valid percent-encoded UTF-8.');
   const type = (error as { type?: string })?.type;
   switch (type) {
     case 'entity.parse.failed':
@@ -92,6 +94,10 @@ function asVaultError(error: unknown): VaultError {
     case 'stream.not.readable':
       return new Errors.InvalidBody('The request body could not be read.');
     default:
+      // A body whose Content-Encoding does not decode: body-parser passes zlib's error on untyped (Z_DATA_ERROR,
+      // Z_BUF_ERROR for a truncated stream, ERR__ERROR_FORMAT_* from brotli).
+      if (/^(Z_|ERR__ERROR_)/.test(String((error as { code?: unknown })?.code)))
+        return new Errors.InvalidBody('The request body could not be decoded from its Content-Encoding.');
       return new Errors.Internal();
   }
 }

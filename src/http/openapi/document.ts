@@ -1,7 +1,7 @@
 // The OpenAPI 3.1 document of the REST interface, built from the operations registry (./operations.ts), the response
 // schemas (./schemas.ts) and the request validators' own schemas. Served at GET /openapi.json and written to
 // docs/openapi.json (`make openapi`; test/unit/openapi.test.ts fails when the file is stale).
-import { DISPLAY_NAME, DISPLAY_TEXT } from '../../validation/compile.js';
+import { DISPLAY_NAME, DISPLAY_TEXT, WELL_FORMED } from '../../validation/compile.js';
 import { OPERATIONS, type Operation } from './operations.js';
 import { COMPONENTS } from './schemas.js';
 
@@ -27,6 +27,7 @@ function publish(schema: unknown, top = false): unknown {
     if (key === 'additionalProperties' && value === false) continue;
     if (key === 'format' && value === 'display-name') out.pattern = DISPLAY_NAME.source;
     else if (key === 'format' && value === 'display-text') out.pattern = DISPLAY_TEXT.source;
+    else if (key === 'format' && value === 'well-formed') out.pattern = WELL_FORMED.source;
     else if (key === 'properties' || key === 'patternProperties')
       out[key] = Object.fromEntries(Object.entries(value as Json).map(([k, v]) => [k, publish(v)]));
     else out[key] = publish(value);

@@ -176,6 +176,10 @@ function destinationOf(options: ProxyRouteOptions, { req }: ProxyCall, accepted:
 
 /** BT-PROXY-URL, checked against the destination policy before anything is detokenized. */
 function directDestination({ handler }: ProxyRouteOptions, req: Request): URL {
+  // node joins a repeated header with ", ": two URLs would become one with the second inside its path.
+  if ((req.headersDistinct['bt-proxy-url']?.length ?? 0) > 1) {
+    throw new Errors.InvalidHeader({ errors: { 'BT-PROXY-URL': ['must be given once'] } });
+  }
   const value = req.get('bt-proxy-url');
   if (value === undefined || value.trim() === '') {
     throw new Errors.InvalidHeader({
@@ -231,6 +235,9 @@ async function forward(
 /** Step 5, the destination's answer: status, headers and the body, whole or streamed. */
 async function writeAnswer(call: ProxyCall, answer: ProxyAnswer): Promise<void> {
   const { res } = call;
+  // A body that failed before it could be sent (while the audit entry was stored) is answered as that failure, not as
+  // the destination's status line followed by a broken connection.
+  if (!Buffer.isBuffer(answer.body) && answer.body.errored) throw answer.body.errored;
   res.status(answer.status);
   for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
   res.setHeader('BT-PROXY-DESTINATION-STATUS', String(answer.status));

@@ -192,7 +192,9 @@ function listQuery(req: Request): TokenListQuery & { page?: number } {
   if (!/^\d{1,3}$/.test(size) || Number(size) < 1 || Number(size) > 100) {
     throw new Errors.InvalidQuery({ errors: { size: ['must be a whole number from 1 to 100'] } });
   }
-  const metadata: Record<string, string> = {};
+  // Without a prototype, `metadata.__proto__=x` is a filter like any other name rather than an assignment of the
+  // object's prototype, which dropped the filter and listed every token.
+  const metadata: Record<string, string> = Object.create(null) as Record<string, string>;
   const json = stringQuery(req, 'metadata');
   if (json !== undefined) {
     let parsed: unknown;
