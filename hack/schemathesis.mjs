@@ -126,6 +126,9 @@ try {
     TOKENVAULT_ST_PRIVATE_KEY: privateKey,
     TOKENVAULT_ST_PUBLIC_KEY: publicKey,
     TOKENVAULT_ST_OPERATOR_KEY: banner['Operator key'],
+    // hack/schemathesis_hooks.py: a fresh BT-IDEMPOTENCY-KEY per call, as clients send.
+    SCHEMATHESIS_HOOKS: 'schemathesis_hooks',
+    PYTHONPATH: join(root, 'hack'),
   };
   // Two passes: the tenant's interface first, then the operator's, which can (and does) delete or re-point the
   // development tenant the first pass works in.
