@@ -287,6 +287,28 @@ describe('token metadata and search', () => {
   });
 });
 
+describe('numbers JSON.parse would alter', () => {
+  test('an integer beyond 2^53 - 1 or an overflowing exponent is 400, not stored rounded; the largest exact one is kept', async () => {
+    const json = (data: string) => `{"type":"token","data":${data}}`;
+    for (const data of ['{"account":12345678901234567891}', '[1e400]', '{"n":-9007199254740993}']) {
+      const body = Buffer.from(json(data));
+      // Before, 201 with 12345678901234567000 (and null for 1e400) stored.
+      const plain = await raw(
+        request('POST', '/tokens', ['Content-Type: application/json', `Content-Length: ${body.length}`], body),
+      );
+      expectProblem(plain, 400, 'TV_INVALID_BODY');
+      expect(JSON.parse(plain.body).detail).toMatch(/send it as a string/);
+      // The general reader (here: a gzip body) checks the same.
+      const gzipped = gzipSync(body);
+      const headers = ['Content-Type: application/json', 'Content-Encoding: gzip', `Content-Length: ${gzipped.length}`];
+      expectProblem(await raw(request('POST', '/tokens', headers, gzipped)), 400, 'TV_INVALID_BODY');
+    }
+    const created = await user.post('/tokens', { body: { type: 'token', data: { account: 9007199254740991 } } });
+    expect(created.status).toBe(201);
+    expect((await user.get(`/tokens/${created.body.id}`)).body.data).toEqual({ account: 9007199254740991 });
+  });
+});
+
 describe('bodies that are not JSON', () => {
   test('a body of another media type, or of none, is 415 instead of being ignored; an empty one is no body', async () => {
     const management = client(api.url, managementKey);

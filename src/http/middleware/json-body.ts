@@ -4,10 +4,12 @@
 // create (bench/tokens). Every other request — chunked, gzip, other charsets or JSON media types, too large — goes to
 // express.json unchanged, so its rules and errors (mapped in errors.ts) stay the only ones. Both paths refuse JSON
 // nested deeper than `maxDepth` before parsing it (400 TV_JSON_TOO_DEEP, validation/json-depth.ts); express.json
-// checks in its `verify` hook, which sees the body after any content coding is undone.
+// checks in its `verify` hook, which sees the body after any content coding is undone. Both refuse a number JSON.parse
+// would alter (an integer beyond 2^53 - 1, an overflowing exponent: validation/json-numbers.ts) with a 400.
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { assertJsonDepth } from '../../validation/json-depth.js';
+import { assertExactNumbers } from '../../validation/json-numbers.js';
 
 const PLAIN_JSON = /^application\/json\s*(?:;\s*charset\s*=\s*"?utf-8"?\s*)?$/i;
 
@@ -18,7 +20,10 @@ export function jsonBody(options: { limit: number; types: string[]; maxDepth: nu
     type: options.types,
     strict: false,
     // body-parser passes a thrown error on as it is (http-errors keeps an Error's own status): the 400 below.
-    verify: (_req, _res, buf) => assertJsonDepth(buf, maxDepth),
+    verify: (_req, _res, buf) => {
+      assertJsonDepth(buf, maxDepth);
+      assertExactNumbers(buf);
+    },
   });
   return (req: Request, res: Response, next: NextFunction): void => {
     const { headers } = req;
@@ -82,6 +87,7 @@ function readJson(req: Request, expected: number, maxDepth: number): Promise<unk
       try {
         // On the bytes: ~0.3 µs for a typical body, ~3 ms a MB (a scan of the decoded string costs three times that).
         assertJsonDepth(bytes, maxDepth);
+        assertExactNumbers(bytes);
       } catch (error) {
         return reject(error instanceof Error ? error : new Error(String(error)));
       }
