@@ -2,8 +2,10 @@
 // but everything after it walks values recursively (validation, detokenization, JSON.stringify of an invocation), and
 // 400,000 nested arrays overflowed the stack there: a 500 instead of the caller's 400. One linear pass over the
 // characters: brackets inside strings do not count, and a backslash escapes the character after it. Byte and
-// character scans agree because every byte of a multi-byte UTF-8 sequence is >= 0x80, never one of these.
+// character scans agree because every byte of a multi-byte UTF-8 sequence is >= 0x80, never one of these. A request
+// body's pass also finds numbers JSON.parse would alter (json-numbers.ts).
 import { Errors } from '../errors/registry.js';
+import { inexactNumber, isInexactNumber, MINUS, NINE, numberEnd, ZERO } from './json-numbers.js';
 
 /** TOKENVAULT_JSON_MAX_DEPTH's default (config.ts). */
 export const DEFAULT_JSON_MAX_DEPTH = 64;
@@ -23,6 +25,18 @@ export function nestsDeeperThan(json: string | Uint8Array, maxDepth: number): bo
 }
 
 function bytesNestDeeper(json: Uint8Array, maxDepth: number): boolean {
+  return scanBytes(json, maxDepth, false) === 'too-deep';
+}
+
+/**
+ * One pass over the bytes outside strings: nesting deeper than `maxDepth` and, with `exactNumbers`, a number JSON.parse
+ * would not give back as written (validation/json-numbers.ts says which). A body's two checks share the pass.
+ */
+export function scanBytes(
+  json: Uint8Array,
+  maxDepth: number,
+  exactNumbers: boolean,
+): 'too-deep' | 'inexact-number' | undefined {
   let depth = 0;
   let inString = false;
   for (let i = 0; i < json.length; i++) {
@@ -33,12 +47,16 @@ function bytesNestDeeper(json: Uint8Array, maxDepth: number): boolean {
     } else if (c === QUOTE) {
       inString = true;
     } else if (c === OPEN_ARRAY || c === OPEN_OBJECT) {
-      if (++depth > maxDepth) return true;
+      if (++depth > maxDepth) return 'too-deep';
     } else if (c === CLOSE_ARRAY || c === CLOSE_OBJECT) {
       depth--;
+    } else if (exactNumbers && (c === MINUS || (c >= ZERO && c <= NINE))) {
+      const end = numberEnd(json, i);
+      if (isInexactNumber(json, i, end)) return 'inexact-number';
+      i = end - 1;
     }
   }
-  return false;
+  return undefined;
 }
 
 function textNestsDeeper(json: string, maxDepth: number): boolean {
@@ -62,9 +80,21 @@ function textNestsDeeper(json: string, maxDepth: number): boolean {
 
 /** Throws 400 TV_JSON_TOO_DEEP when `json` nests deeper than `maxDepth`. */
 export function assertJsonDepth(json: string | Uint8Array, maxDepth: number): void {
-  if (nestsDeeperThan(json, maxDepth)) {
-    throw new Errors.JsonTooDeep(
-      `JSON may nest arrays and objects at most ${maxDepth} levels deep (TOKENVAULT_JSON_MAX_DEPTH).`,
-    );
-  }
+  if (nestsDeeperThan(json, maxDepth)) throw tooDeep(maxDepth);
+}
+
+/**
+ * A request body's checks before JSON.parse, in one pass: 400 TV_JSON_TOO_DEEP beyond `maxDepth`, 400 TV_INVALID_BODY
+ * for a number JSON.parse would alter.
+ */
+export function assertJsonBody(json: Uint8Array, maxDepth: number): void {
+  const problem = scanBytes(json, maxDepth, true);
+  if (problem === 'too-deep') throw tooDeep(maxDepth);
+  if (problem === 'inexact-number') throw inexactNumber();
+}
+
+function tooDeep(maxDepth: number): Error {
+  return new Errors.JsonTooDeep(
+    `JSON may nest arrays and objects at most ${maxDepth} levels deep (TOKENVAULT_JSON_MAX_DEPTH).`,
+  );
 }
