@@ -63,14 +63,7 @@ function decideFor(principal: Rights, token: TokenFacts, permission: TokenPermis
 
 /** True when the principal could reach some token with the permission (the route-level check for rule keys). */
 export function mayEver(principal: Holder, permission: TokenPermission): boolean {
-  return (
-    mayEverFor(principal, permission) && (principal.ceiling === undefined || mayEverFor(principal.ceiling, permission))
-  );
-}
-
-function mayEverFor(principal: Rights, permission: TokenPermission): boolean {
-  if (principal.rules.length === 0) return principal.permissions.has(permission);
-  return principal.rules.some((rule) => rule.permissions.includes(permission));
+  return mayEverWithCeiling(principal, permission, false);
 }
 
 /**
@@ -78,16 +71,23 @@ function mayEverFor(principal: Rights, permission: TokenPermission): boolean {
  * plaintext is ever shown to it that way, so nothing may answer it according to that plaintext.
  */
 export function mayEverReveal(principal: Holder, permission: TokenPermission): boolean {
+  return mayEverWithCeiling(principal, permission, true);
+}
+
+function mayEverWithCeiling(principal: Holder, permission: TokenPermission, revealing: boolean): boolean {
   return (
-    mayEverRevealFor(principal, permission) &&
-    (principal.ceiling === undefined || mayEverRevealFor(principal.ceiling, permission))
+    mayEverFor(principal, permission, revealing) &&
+    (principal.ceiling === undefined || mayEverFor(principal.ceiling, permission, revealing))
   );
 }
 
-function mayEverRevealFor(principal: Rights, permission: TokenPermission): boolean {
+/** Some token could get the permission from these rights (`revealing`: and with it the plaintext). */
+function mayEverFor(principal: Rights, permission: TokenPermission, revealing: boolean): boolean {
   if (principal.rules.length === 0)
-    return principal.permissions.has(permission) && PLAIN_TRANSFORM[permission] === 'reveal';
-  return principal.rules.some((rule) => rule.permissions.includes(permission) && rule.transform === 'reveal');
+    return principal.permissions.has(permission) && (!revealing || PLAIN_TRANSFORM[permission] === 'reveal');
+  return principal.rules.some(
+    (rule) => rule.permissions.includes(permission) && (!revealing || rule.transform === 'reveal'),
+  );
 }
 
 const sorted = new WeakMap<AccessRule[], AccessRule[]>();

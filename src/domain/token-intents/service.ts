@@ -15,7 +15,7 @@ import type { Store } from '../../store/store.js';
 import type { DataCipher, Token } from '../tokens/records.js';
 import type { TokenService } from '../tokens/service.js';
 import { TOKEN_TYPES } from '../tokens/types.js';
-import { revealsPlaintext } from '../../auth/access/evaluate.js';
+import { changedVisibility, mayChangeVisibility } from '../tokens/visibility.js';
 import type { ConvertTokenIntentBody, CreateTokenIntentBody } from './schema.js';
 
 interface TokenIntentRecord {
@@ -97,20 +97,14 @@ export class TokenIntentService {
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
     // The data is the intent's, not the caller's, and it is held where its type puts tokens (the default container).
     // A mask or expression the caller chooses, or another container, would show the caller (and other keys) more than
-    // a conversion without them: as for a PATCH of those fields, it must read the plaintext where the data is and where
-    // it goes.
+    // a conversion without them: as for a PATCH of those fields (tokens/visibility.ts), it must read the plaintext where
+    // the data is and where it goes.
     const id = fields.id ?? randomUUID();
     const held = [TOKEN_TYPES.get(value.type)!.defaultContainer];
     const containers = fields.containers ?? held;
-    const chosen: string[] = VISIBILITY_FIELDS.filter((field) => fields[field] !== undefined && fields[field] !== null);
-    if (JSON.stringify(containers) !== JSON.stringify(held)) chosen.push('containers');
-    if (
-      chosen.length > 0 &&
-      !(
-        revealsPlaintext(principal, { id, type: value.type, containers: held }) &&
-        revealsPlaintext(principal, { id, type: value.type, containers })
-      )
-    ) {
+    const chosen = changedVisibility({ containers: held }, { ...fields, containers });
+    const from = { id, type: value.type, containers: held };
+    if (chosen.length > 0 && !mayChangeVisibility(principal, from, { ...from, containers })) {
       throw new Errors.Forbidden(
         `Converting a token intent with ${chosen.join(', ')} needs a read that reveals the token's plaintext (token:read with reveal) in ${held[0]}, where its type puts it, and in its containers.`,
       );
@@ -142,9 +136,6 @@ export class TokenIntentService {
     return (JSON.parse(plaintext.toString('utf8')) as { d: unknown }).d;
   }
 }
-
-/** Fields of a token that decide what its masked form, fingerprint and search index reveal of the data. */
-const VISIBILITY_FIELDS = ['mask', 'fingerprint_expression', 'search_indexes'] as const;
 
 function aad(tenantId: string, id: string): string {
   return `token-intent:${tenantId}:${id}`;

@@ -8,7 +8,7 @@ import { renderTemplate, validateTemplate } from '../../expressions/index.js';
 import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Compare, Store, TxnOp } from '../../store/store.js';
-import { decide, mayEver, revealsPlaintext, type TokenFacts, type Transform } from '../../auth/access/evaluate.js';
+import { decide, mayEver, type TokenFacts, type Transform } from '../../auth/access/evaluate.js';
 import type { TenantDirectory } from '../tenants/directory.js';
 import type { UsageService } from '../usage/service.js';
 import {
@@ -30,6 +30,7 @@ import {
 } from './schema.js';
 import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
+import { changedVisibility, mayChangeVisibility } from './visibility.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
 import type { Page } from '../paging.js';
 import { encode, decode } from '../../store/codec.js';
@@ -220,10 +221,8 @@ export class TokenService {
         fingerprint_expression: merged.fingerprint_expression,
         search_indexes: merged.search_indexes,
       };
-      const widened = VISIBILITY_FIELDS.filter(
-        (field) => JSON.stringify(before[field] ?? null) !== JSON.stringify(next[field] ?? null),
-      );
-      if (widened.length > 0 && !(revealsPlaintext(principal, facts(before)) && revealsPlaintext(principal, after))) {
+      const widened = changedVisibility(before, next);
+      if (widened.length > 0 && !mayChangeVisibility(principal, facts(before), after)) {
         throw new Errors.Forbidden(
           `Changing ${widened.join(', ')} changes who sees the plaintext: it needs the right to read this token's plaintext (token:read with reveal) in its current and its new containers.`,
         );
@@ -505,9 +504,6 @@ export class TokenService {
     return ops;
   }
 }
-
-/** Fields whose change changes who sees a token's plaintext, or what its derived values reveal. */
-const VISIBILITY_FIELDS = ['mask', 'containers', 'fingerprint_expression', 'search_indexes'] as const;
 
 /** A public application's own key (not a session it created): browser-held, so it writes only what it created. */
 function isPublicKey(principal: TenantPrincipal): boolean {

@@ -67,13 +67,14 @@ export class UsageService {
   /** Records that tokens were read or used this month; one transaction for those not yet recorded. */
   async touch(tenantId: string, ids: string[], now = new Date()): Promise<void> {
     const month = monthOf(now);
-    const fresh = [...new Set(ids)].filter((id) => !this.writtenIn(month).has(`${tenantId}/${id}`));
+    const written = this.writtenIn(month);
+    const fresh = [...new Set(ids)].filter((id) => !written.has(`${tenantId}/${id}`));
     if (fresh.length === 0) return;
     await this.store.txn({
       success: fresh.map((id) => ({ type: 'put' as const, key: keys.active(tenantId, month, id), value: '' })),
     });
-    const written = this.writtenIn(month);
-    for (const id of fresh) written.set(`${tenantId}/${id}`, true);
+    // Remembered only while it is still this month's memory (a month that began meanwhile cleared it).
+    if (this.month === month) for (const id of fresh) written.set(`${tenantId}/${id}`, true);
   }
 
   async report(tenantId: string, now = new Date()): Promise<UsageReport> {

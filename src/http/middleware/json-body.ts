@@ -28,10 +28,11 @@ export function jsonBody(options: { limit: number; types: string[]; maxDepth: nu
     // No body at all (most GETs): nothing to read, as body-parser would conclude.
     if (length === undefined && headers['transfer-encoding'] === undefined) return next();
     const type = headers['content-type'];
+    const plain = type !== undefined && PLAIN_JSON.test(type);
     // A body of another type (or none named) would be left unread and the route would run as if no body had come: a
     // reactor without its args, a client encryption key without its expires_at. Refused instead. (The regex first:
     // type-is costs a few µs, and nearly every body is plain JSON.)
-    if (Number(length) !== 0 && !(type !== undefined && PLAIN_JSON.test(type)) && !req.is(options.types)) {
+    if (Number(length) !== 0 && !plain && !req.is(options.types)) {
       next(
         new Errors.UnsupportedMediaType(
           'The request body must be JSON, sent with Content-Type: application/json (or another JSON media type).',
@@ -41,10 +42,9 @@ export function jsonBody(options: { limit: number; types: string[]; maxDepth: nu
     }
     if (
       length === undefined ||
-      type === undefined ||
+      !plain ||
       headers['transfer-encoding'] !== undefined ||
-      (headers['content-encoding'] !== undefined && headers['content-encoding'] !== 'identity') ||
-      !PLAIN_JSON.test(type)
+      (headers['content-encoding'] !== undefined && headers['content-encoding'] !== 'identity')
     ) {
       general(req, res, next);
       return;
