@@ -18,9 +18,10 @@ const LIST_PAGE = 500;
 /** Calls `each` with every entry under a prefix, in key order, reading LIST_PAGE entries per request. */
 export async function forEachEntry(store: Store, prefix: string, each: (entry: Entry) => void): Promise<void> {
   for (let after: string | undefined; ;) {
-    const entries = await store.range(prefix, { startAfter: after, limit: LIST_PAGE });
+    // The count of the rest of the range (etcd counts it for any read) ends the walk without reading an empty page.
+    const { entries, count } = await store.countedRange(prefix, { startAfter: after, limit: LIST_PAGE });
     for (const entry of entries) each(entry);
-    if (entries.length < LIST_PAGE) return;
+    if (count <= entries.length) return;
     after = entries[entries.length - 1].key;
   }
 }

@@ -1,6 +1,7 @@
 // The token API through HTTP on a real etcd: types, ids, fingerprints, deduplication, patching, listing, expiry,
 // tokenize/detokenize, idempotency, usage, and other tenants.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { keys } from '../../src/store/keys.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { sleep } from '../support/wait.js';
@@ -214,6 +215,39 @@ describe('list', () => {
     expect(paged.body.errors.page).toBeTruthy();
     expect((await tenant.app.get('/tokens?start=!!!')).status).toBe(400);
     expect((await tenant.app.get('/tokens?size=1000')).status).toBe(400);
+  });
+
+  test('a cursor page reads the tokens once: whether another page follows comes with that read', async () => {
+    const tenant = await newTenantApp();
+    let tenantId = '';
+    for (let i = 0; i < 4; i++)
+      ({ tenant_id: tenantId } = (await tenant.app.post('/tokens', { body: { type: 'token', data: `v${i}` } })).body);
+    // Only this tenant's token reads: the expiry sweep reads the store meanwhile.
+    const tokens = keys.tokens(tenantId);
+    const store = api.context.store;
+    const { range, countedRange } = store;
+    let reads = 0;
+    store.range = (prefix, options) => ((reads += prefix === tokens ? 1 : 0), range.call(store, prefix, options));
+    store.countedRange = (prefix, options) => (
+      (reads += prefix === tokens ? 1 : 0),
+      countedRange.call(store, prefix, options)
+    );
+    try {
+      const first = await tenant.app.get('/tokens?size=2');
+      const second = await tenant.app.get(`/tokens?size=2&start=${first.body.pagination.next}`);
+      expect(second.body.data).toHaveLength(2);
+      expect(second.body.pagination.next).toBeUndefined();
+      const whole = await tenant.app.get('/tokens?size=4');
+      expect(whole.body.data).toHaveLength(4);
+      expect(whole.body.pagination.next).toBeUndefined();
+      const numbered = await tenant.app.get('/tokens?page=2&size=3');
+      expect(numbered.body.pagination).toMatchObject({ total_items: 4, total_pages: 2 });
+      expect(numbered.body.data).toHaveLength(1);
+      // One read a page; each used to end with a read of one more key (or an empty one) to know nothing follows.
+      expect(reads).toBe(4);
+    } finally {
+      Object.assign(store, { range, countedRange });
+    }
   });
 });
 

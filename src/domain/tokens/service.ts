@@ -297,17 +297,17 @@ export class TokenService {
     const found: Array<{ record: TokenRecord; transform: Transform }> = [];
     let after = query.start === undefined ? undefined : prefix + decodeCursor(query.start);
     let scanned = 0;
-    let exhausted = false;
-    while (found.length < query.size && scanned < LIST_SCAN_LIMIT) {
-      const batch = await this.store.range(prefix, {
+    // Whether the tenant holds a token after `after`: each read's count of the rest of the range tells (etcd counts it
+    // anyway), so deciding `next` takes no read of its own.
+    let more = true;
+    while (more && found.length < query.size && scanned < LIST_SCAN_LIMIT) {
+      const { entries, count } = await this.store.countedRange(prefix, {
         startAfter: after,
         limit: Math.min(100, LIST_SCAN_LIMIT - scanned),
       });
-      if (batch.length === 0) {
-        exhausted = true;
-        break;
-      }
-      for (const entry of batch) {
+      let used = 0;
+      for (const entry of entries) {
+        used++;
         scanned++;
         after = entry.key;
         const record = decode<TokenRecord>('token', entry.value);
@@ -315,10 +315,10 @@ export class TokenService {
         if (transform) found.push({ record, transform });
         if (found.length === query.size) break;
       }
+      more = used < count;
     }
     const data = await shownTokens(this.cipher, this.usage, tenantId, found);
-    const next =
-      !exhausted && after !== undefined && (await this.store.range(prefix, { startAfter: after, limit: 1 })).length > 0;
+    const next = more && after !== undefined;
     return {
       pagination: { page_size: query.size, ...(next ? { next: encodeCursor(after!.slice(prefix.length)) } : {}) },
       data,
@@ -345,13 +345,10 @@ export class TokenService {
       matched = [];
       let after: string | undefined;
       for (let scanned = 0; ;) {
-        const batch = await this.store.range(prefix, {
-          startAfter: after,
-          limit: Math.min(500, this.pageScanLimit + 1 - scanned),
-        });
-        if (batch.length === 0) break;
-        scanned += batch.length;
-        if (scanned > this.pageScanLimit) {
+        // Each read's count is of the rest of the tenant's tokens (etcd counts it anyway): the first tells at once
+        // whether page paging may read them all, and the last that nothing follows, without an empty read.
+        const { entries, count } = await this.store.countedRange(prefix, { startAfter: after, limit: 500 });
+        if (scanned + count > this.pageScanLimit) {
           throw new Errors.InvalidQuery({
             detail: `Page paging counts every token and reads at most ${this.pageScanLimit} (TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT); this tenant has more. Page by cursor: GET /v2/tokens with start=pagination.next.`,
             errors: {
@@ -359,9 +356,11 @@ export class TokenService {
             },
           });
         }
-        for (const entry of batch)
+        for (const entry of entries)
           matched.push(...readable(principal, decode<TokenRecord>('token', entry.value), query));
-        after = batch[batch.length - 1].key;
+        if (count <= entries.length) break;
+        scanned += entries.length;
+        after = entries[entries.length - 1].key;
       }
     }
     const slice = matched.slice((page - 1) * query.size, page * query.size);
