@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { hashKey, isApiKey } from '../auth/api-keys.js';
 import { parseKeyEncryptionKeys } from '../crypto/keyring.js';
 import { parseQuantity } from './quantity.js';
+import { workerUrlPatternProblem } from '../runtime/client/worker-urls.js';
 import type { StoreSpec } from '../store/open.js';
 
 export type { StoreSpec };
@@ -141,6 +142,11 @@ export interface Config {
     queueLength: number;
     /** api: the longest an invocation waits for a slot before 429 TV_RUNTIME_BUSY. */
     queueTimeoutMs: number;
+    /**
+     * api: the URLs a tenant's dedicated workers (runtime.worker_url) may have, `*` in the host standing for letters,
+     * digits and dashes (runtime/client/worker-urls.ts). Empty: none, every tenant runs on the shared workers.
+     */
+    dedicatedWorkerUrls: string[];
   };
   destinations: {
     /** Host names allowed even when they resolve to private, loopback or link-local addresses. */
@@ -438,6 +444,12 @@ export const SETTINGS = {
     env: 'TOKENVAULT_RUNTIME_CACHE_SIZE',
     description: 'Compiled sandboxes a worker keeps (least recently used are dropped)',
     default: '500',
+  },
+  dedicatedWorkerUrls: {
+    flag: 'dedicated-worker-urls',
+    env: 'TOKENVAULT_DEDICATED_WORKER_URLS',
+    description:
+      "api: comma-separated URLs a tenant's dedicated workers (runtime.worker_url, which the operator key sets) may have; '*' in the host stands for letters, digits and dashes within one label, e.g. http://tokenvault-worker-*.tokenvault.svc:8080 (unset: none, every tenant runs on the shared workers)",
   },
   runtimeConnections: {
     flag: 'runtime-connections',
@@ -899,7 +911,15 @@ export function loadConfig(options: LoadOptions = {}): Config {
     reactorConcurrency: integer('reactorConcurrency', 1, 10_000),
     queueLength: integer('runtimeQueue', 0, 100_000),
     queueTimeoutMs: integer('runtimeQueueTimeout', 0, 600_000),
+    dedicatedWorkerUrls: (raw('dedicatedWorkerUrls') ?? '')
+      .split(',')
+      .map((pattern) => pattern.trim())
+      .filter((pattern) => pattern !== ''),
   };
+  for (const pattern of runtime.dedicatedWorkerUrls) {
+    const problem = workerUrlPatternProblem(pattern);
+    if (problem) problems.push(`${label('dedicatedWorkerUrls')}: ${problem}`);
+  }
   const destinations = {
     allowedHosts: (raw('allowedHosts') ?? '')
       .split(',')

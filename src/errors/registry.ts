@@ -100,6 +100,13 @@ export const Errors = {
     'Bad Request',
     'The destination is not allowed by the outbound destination policy.',
   ),
+  // The operator key chooses a tenant's dedicated workers, the deployment which ones may exist (worker-urls.ts).
+  WorkerUrlNotAllowed: define(
+    'TV_WORKER_URL_NOT_ALLOWED',
+    400,
+    'Bad Request',
+    "The worker URL is not one of the API's allowed dedicated worker URLs (TOKENVAULT_DEDICATED_WORKER_URLS).",
+  ),
   ExpressionLimit: define(
     'TV_EXPRESSION_LIMIT',
     400,

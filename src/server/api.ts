@@ -28,6 +28,7 @@ import { ClientKeyService } from '../domain/client-keys/service.js';
 import { RuntimeClient } from '../runtime/client/client.js';
 import { FairShare } from '../runtime/client/fair-share.js';
 import { RuntimeRouter } from '../runtime/client/router.js';
+import { WorkerUrlAllowList } from '../runtime/client/worker-urls.js';
 import { RateLimiter } from '../ratelimit/limiter.js';
 import { ReplicaCount } from '../ratelimit/replicas.js';
 import { ProxyHandler } from '../domain/proxies/handler.js';
@@ -106,7 +107,9 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   });
   const detokenizer = new Detokenizer(store, cipher, usage, tokenRecords);
   const sharedRuntime = options.runtime ?? (config.workerUrl ? RuntimeClient.fromConfig(config) : undefined);
+  const workerUrls = new WorkerUrlAllowList(config.runtime.dedicatedWorkerUrls);
   const runtime = new RuntimeRouter({
+    workerUrls,
     defaultClient: sharedRuntime,
     workerUrlOf: async (tenantId) => (await tenantDirectory.get(tenantId))?.runtime?.worker_url,
     createClient: (workerUrl) => RuntimeClient.fromConfig(config, workerUrl),
@@ -188,7 +191,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     authenticator,
     services: {
       applications,
-      tenants: new TenantService(store, applications, usage),
+      tenants: new TenantService(store, applications, usage, workerUrls),
       sessions: new SessionService(store, applicationDirectory, {
         defaultTtlSeconds: config.limits.sessionTtlSeconds,
         maxSeconds: config.limits.sessionMaxSeconds,

@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { loadConfig } from '../../src/config/config.js';
+import { workerName, workerUrl } from '../../src/controller/reconcilers/runtime.js';
+import { WorkerUrlAllowList } from '../../src/runtime/client/worker-urls.js';
 import { startControlPlane, toolBinary, type ControlPlane } from '../support/control-plane.js';
 import { find, parseManifests, repoRoot, run, type Manifest } from '../support/manifests.js';
 
@@ -281,6 +283,41 @@ test("the controller gives dedicated workers the chart's worker resources, pull 
     imagePullSecrets: ['registry-credentials'],
   });
   expect(worker.resources.requests.cpu).toBe('750m');
+});
+
+test("the API calls the controller's dedicated workers in the namespaces it watches, and no other worker", async () => {
+  const allowList = async (args: string[]) => {
+    const api = find(await template(args), 'Deployment', 'tv-tokenvault-api').spec.template.spec.containers[0];
+    const value = api.env.find((e: any) => e.name === 'TOKENVAULT_DEDICATED_WORKER_URLS').value;
+    const config = loadConfig({ env: { TOKENVAULT_DEDICATED_WORKER_URLS: value }, requireStore: false });
+    return new WorkerUrlAllowList(config.runtime.dedicatedWorkerUrls);
+  };
+  const controllers = (tenant: string, namespace: string) => workerUrl(workerName(tenant), namespace);
+  const longName = `team.${'x'.repeat(80)}`; // cut and hashed by workerName
+
+  const byDefault = await allowList([]);
+  expect(byDefault.allows(controllers('acme', 'tokenvault-day-two'))).toBe(true);
+  expect(byDefault.allows(controllers(longName, 'tokenvault-day-two'))).toBe(true);
+  expect(byDefault.allows(controllers('acme', 'elsewhere'))).toBe(false);
+  expect(byDefault.allows('http://attacker.example:8080')).toBe(false);
+
+  const watched = await allowList(['--set', 'controller.watchNamespace=tenants']);
+  expect(watched.allows(controllers('acme', 'tenants'))).toBe(true);
+  expect(watched.allows(controllers('acme', 'tokenvault-day-two'))).toBe(false);
+
+  const everywhere = await allowList([
+    '--set',
+    'controller.watchAllNamespaces=true',
+    '--set',
+    'controller.dedicatedWorkers.allowedUrls={https://workers.example.com}',
+  ]);
+  expect(everywhere.allows(controllers('acme', 'any-namespace'))).toBe(true);
+  expect(everywhere.allows('https://workers.example.com')).toBe(true);
+
+  // No controller: no dedicated workers of the chart's, so none is allowed.
+  expect(
+    (await allowList(['--set', 'controller.enabled=false'])).allows(controllers('acme', 'tokenvault-day-two')),
+  ).toBe(false);
 });
 
 test('config checksum: an upgrade after a key Secret changed (a KEK rotation) rolls the pods; an unchanged one does not', async () => {

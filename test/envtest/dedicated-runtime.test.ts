@@ -24,7 +24,9 @@ beforeAll(async () => {
   // No TOKENVAULT_WORKER_IMAGE: a dedicated Tenant must name its image. A worker secret: dedicated workers get it.
   // The images Tenants may name (TOKENVAULT_WORKER_IMAGES): any other is refused.
   // The chart's worker defaults (TOKENVAULT_DEDICATED_WORKER_DEFAULTS): resources, caps, pull secrets.
+  // The API calls only the controller's workers in the test's runtime-* namespaces (TOKENVAULT_DEDICATED_WORKER_URLS).
   env = await startOperatorEnv({
+    apiEnv: { TOKENVAULT_DEDICATED_WORKER_URLS: 'http://tokenvault-worker-*.runtime-*.svc:8080' },
     workerSecret: WORKER_SECRET,
     runtime: {
       allowedImages: ['example.com/tokenvault:1.2.3', 'example.com/tokenvault:1.2.4'],
@@ -41,11 +43,11 @@ afterAll(async () => {
 const operator = (method: string, path: string, body?: unknown) =>
   call(env.api.url, method, path, { key: env.api.operatorKey, body });
 
-function tenantYaml(name: string, runtime: Record<string, unknown>): string {
+function tenantYaml(name: string, runtime: Record<string, unknown>, namespace = ns): string {
   return JSON.stringify({
     apiVersion: 'tokenvault.dev/v1alpha1',
     kind: 'Tenant',
-    metadata: { name, namespace: ns },
+    metadata: { name, namespace },
     spec: { managementKeySecretRef: { name: `${name}-management` }, deletionPolicy: 'Delete', runtime },
   });
 }
@@ -204,6 +206,21 @@ test('an image the cluster admin did not allow is refused: Ready=False WorkerIma
     'tokenvault-worker-miner',
     (d) => d?.spec.template.spec.containers[0].image === 'example.com/tokenvault:1.2.4',
   );
+}, 60_000);
+
+test('a worker URL the API does not allow: Ready=False WorkerUrlNotAllowed, the tenant stays on the shared workers', async () => {
+  const elsewhere = await env.namespace('elsewhere');
+  const yaml = (dedicated: boolean) =>
+    tenantYaml('acme', { dedicated, image: 'example.com/tokenvault:1.2.3' }, elsewhere);
+  await env.apply(yaml(true));
+  const tenant = await env.waitNotReady('Tenant', elsewhere, 'acme', 'WorkerUrlNotAllowed');
+  expect(condition(tenant, 'Ready').message).toContain(`http://tokenvault-worker-acme.${elsewhere}.svc:8080`);
+  expect(condition(tenant, 'Ready').message).toContain('TOKENVAULT_DEDICATED_WORKER_URLS');
+  const vault = await operator('GET', `/admin/tenants/${tenant.metadata.uid}`);
+  expect(vault.body.runtime).toBeUndefined();
+  // Back on the shared workers by choice: Ready again.
+  await env.apply(yaml(false));
+  await env.waitReady('Tenant', elsewhere, 'acme');
 }, 60_000);
 
 test("dedicated workers are first-class pods: the chart's worker resources, a startupProbe and pull secrets; caps refuse more", async () => {

@@ -6,6 +6,9 @@
 
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { loadConfig } from '../../src/config/config.js';
+import { workerName, workerUrl } from '../../src/controller/reconcilers/runtime.js';
+import { WorkerUrlAllowList } from '../../src/runtime/client/worker-urls.js';
 import { startControlPlane, toolBinary, type ControlPlane } from '../support/control-plane.js';
 import {
   describeObject,
@@ -144,6 +147,16 @@ test('the processes are wired: store, keys from Secrets, worker and API URLs, th
     'tokenvault-operator-key',
   );
   expect(envOf(api, 'TOKENVAULT_WORKER_URL')).toBe('http://tokenvault-worker:8080');
+  // The controller's dedicated workers in the API's own namespace (the kubelet expands a variable defined before).
+  const names = api.env.map((e: any) => e.name);
+  expect(api.env.find((e: any) => e.name === 'POD_NAMESPACE').valueFrom.fieldRef.fieldPath).toBe('metadata.namespace');
+  expect(names.indexOf('POD_NAMESPACE')).toBeLessThan(names.indexOf('TOKENVAULT_DEDICATED_WORKER_URLS'));
+  const allowed = envOf(api, 'TOKENVAULT_DEDICATED_WORKER_URLS')!.replace('$(POD_NAMESPACE)', NAMESPACE);
+  const allowList = new WorkerUrlAllowList(
+    loadConfig({ env: { TOKENVAULT_DEDICATED_WORKER_URLS: allowed }, requireStore: false }).runtime.dedicatedWorkerUrls,
+  );
+  expect(allowList.allows(workerUrl(workerName('acme'), NAMESPACE))).toBe(true);
+  expect(allowList.allows(workerUrl(workerName('acme'), 'elsewhere'))).toBe(false);
   expect(envOf(deployment('worker').containers[0], 'TOKENVAULT_API_URL')).toBe('http://tokenvault-api:8080');
   const controller = deployment('controller').containers[0];
   expect(envOf(controller, 'TOKENVAULT_API_URL')).toBe('http://tokenvault-api:8080');

@@ -2,12 +2,23 @@
 // (PUT /admin/tenants/{id}, as the controller does for Tenant spec.runtime.dedicated) and that tenant's invocations go
 // to those workers at once; other tenants stay on the shared workers; null sends it back. Two real workers in this
 // process: the shared one startTestApi starts, and a second one standing in for the dedicated Deployment.
+//
+// Only the URLs of TOKENVAULT_DEDICATED_WORKER_URLS may be set or called: the operator key is not a reader of token
+// data, and a worker of its own choosing would receive the tenant's detokenized reactor arguments. A "rogue" HTTP
+// server of the test's own stands in for such a worker and records whatever reaches it.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { loadConfig } from '../../src/config/config.js';
+import type { TenantRecord } from '../../src/domain/tenants/service.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startWorker, type RunningWorker } from '../../src/server/worker.js';
+import { encode } from '../../src/store/codec.js';
+import { keys } from '../../src/store/keys.js';
+import { getRecord } from '../../src/store/records.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
+import { freeLoopbackPort } from '../support/ports.js';
 
 const ECHO = 'module.exports = async function (req) { return { raw: { got: req.args } }; };';
 
@@ -18,7 +29,9 @@ interface TenantFixture {
   tenantId: string;
   name: string;
   managementKey: string;
-  react(): Promise<{ status: number; body: any }>;
+  react(args?: Record<string, unknown>): Promise<{ status: number; body: any }>;
+  /** A token of the backend application; returns its id. */
+  tokenize(data: string): Promise<string>;
 }
 
 async function tenantWithReactor(): Promise<TenantFixture> {
@@ -45,7 +58,8 @@ async function tenantWithReactor(): Promise<TenantFixture> {
     tenantId,
     name,
     managementKey,
-    react: () => user.post(`/reactors/${reactor.body.id}/react`, { body: { args: { n: 1 } } }),
+    react: (args = { n: 1 }) => user.post(`/reactors/${reactor.body.id}/react`, { body: { args } }),
+    tokenize: async (data) => (await user.post('/tokens', { body: { type: 'token', data } })).body.id as string,
   };
 }
 
@@ -64,11 +78,15 @@ let a: TenantFixture;
 let b: TenantFixture;
 
 beforeAll(async () => {
-  api = await startTestApi();
+  // The dedicated worker's port is chosen first: the API's allow-list names it, and the worker needs the API's URL.
+  const dedicatedPort = await freeLoopbackPort();
+  api = await startTestApi({
+    TOKENVAULT_DEDICATED_WORKER_URLS: `http://127.0.0.1:${dedicatedPort}, http://127.0.0.1:9`,
+  });
   dedicated = await startWorker(
     loadConfig({
       requireStore: false,
-      env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: '0', TOKENVAULT_API_URL: api.url },
+      env: { TOKENVAULT_HOST: '127.0.0.1', TOKENVAULT_PORT: String(dedicatedPort), TOKENVAULT_API_URL: api.url },
     }),
     createLogger('silent'),
   );
@@ -154,5 +172,89 @@ describe('dedicated runtime', () => {
     expect(answer.body.errors.runtime).toBeDefined();
     const shown = await call(api.url, 'GET', `/admin/tenants/${a.tenantId}`, { key: api.operatorKey });
     expect(shown.body.runtime).toBeUndefined();
+  });
+});
+
+describe('allowed dedicated worker URLs (TOKENVAULT_DEDICATED_WORKER_URLS)', () => {
+  let rogue: http.Server;
+  let rogueUrl: string;
+  /** Every request body that reached the rogue worker. */
+  const received: string[] = [];
+
+  beforeAll(async () => {
+    rogue = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+      req.on('end', () => {
+        received.push(body);
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true,"result":{"raw":{}}}');
+      });
+    });
+    await new Promise<void>((resolve) => rogue.listen(0, '127.0.0.1', resolve));
+    rogueUrl = `http://127.0.0.1:${(rogue.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    rogue.closeAllConnections();
+    await new Promise((resolve) => rogue.close(resolve));
+  });
+
+  test("the operator key cannot send a tenant's invocations, detokenized, to a worker of its own", async () => {
+    const card = await a.tokenize('4242424242424242');
+    const set = await setRuntime(a, { worker_url: rogueUrl });
+    expect(set.status).toBe(400);
+    expect(set.body.code).toBe('TV_WORKER_URL_NOT_ALLOWED');
+    expect(set.body.detail).toContain('TOKENVAULT_DEDICATED_WORKER_URLS');
+    expect(set.body.errors['runtime.worker_url']).toBeDefined();
+    const shown = await call(api.url, 'GET', `/admin/tenants/${a.tenantId}`, { key: api.operatorKey });
+    expect(shown.body.runtime).toBeUndefined();
+
+    // The invocation runs on the shared workers, with the plaintext; nothing reaches the rogue worker.
+    const answer = await a.react({ card: `{{ ${card} }}` });
+    expect(answer.status).toBe(200);
+    expect(answer.body.raw).toEqual({ got: { card: '4242424242424242' } });
+    expect(received).toEqual([]);
+  });
+
+  test.each([
+    ['another port', (url: string) => url.replace(/:\d+$/, ':1')],
+    ['a path', (url: string) => `${url}/invoke`],
+    ['user info', (url: string) => url.replace('http://', 'http://operator@')],
+    ['https', (url: string) => url.replace('http://', 'https://')],
+  ])('an allowed URL with %s is not allowed', async (_what, change) => {
+    const answer = await setRuntime(a, { worker_url: change(dedicated.url) });
+    expect(answer.status).toBe(400);
+    expect(answer.body.code).toBe('TV_WORKER_URL_NOT_ALLOWED');
+  });
+
+  test('a worker_url stored before the allow-list is never called: 503 naming the setting, no fallback', async () => {
+    // As a record written by an API with another (or no) allow-list: straight into the store.
+    const card = await a.tokenize('4000056655665556');
+    const found = (await getRecord<TenantRecord>(api.context.store, 'tenant', keys.tenant(a.tenantId)))!;
+    const written = await api.context.store.compareAndSwap(
+      keys.tenant(a.tenantId),
+      found.modRevision,
+      encode('tenant', { ...found.value, runtime: { worker_url: rogueUrl } }),
+    );
+    expect(written).toBe(true);
+
+    const answer = await a.react({ card: `{{ ${card} }}` });
+    expect(answer.status).toBe(503);
+    expect(answer.body.code).toBe('TV_RUNTIME_UNAVAILABLE');
+    expect(answer.body.detail).toContain('TOKENVAULT_DEDICATED_WORKER_URLS');
+    // Tenant keys do not see where their code runs, not even in a refusal.
+    expect(answer.body.detail).not.toContain(rogueUrl);
+    expect(received).toEqual([]);
+
+    // Renaming the tenant (the controller's PUT without runtime) keeps the record, and the refusal.
+    expect(
+      (await call(api.url, 'PUT', `/admin/tenants/${a.tenantId}`, { key: api.operatorKey, body: { name: a.name } }))
+        .status,
+    ).toBe(200);
+    expect((await a.react()).status).toBe(503);
+    // Clearing it is always allowed, and the shared workers serve the tenant again.
+    expect((await setRuntime(a, null)).status).toBe(200);
+    expect((await a.react()).status).toBe(200);
+    expect(received).toEqual([]);
   });
 });

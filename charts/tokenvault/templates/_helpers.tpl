@@ -110,6 +110,18 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "http://%s:%v" (include "tokenvault.worker.name" .) .Values.worker.service.port -}}
 {{- end -}}
 
+{{/* TOKENVAULT_DEDICATED_WORKER_URLS: the dedicated workers the API may call. The controller's own (its naming,
+tokenvault-worker-<tenant>, in the namespace it watches, or in any with watchAllNamespaces), then
+controller.dedicatedWorkers.allowedUrls. Empty: none, every tenant runs on the shared workers. */}}
+{{- define "tokenvault.dedicatedWorkerUrls" -}}
+{{- $urls := list -}}
+{{- if .Values.controller.enabled -}}
+{{- $namespace := ternary "*" (include "tokenvault.controller.watchNamespace" .) .Values.controller.watchAllNamespaces -}}
+{{- $urls = append $urls (printf "http://tokenvault-worker-*.%s.svc:8080" $namespace) -}}
+{{- end -}}
+{{- concat $urls .Values.controller.dedicatedWorkers.allowedUrls | join "," -}}
+{{- end -}}
+
 {{/* TOKENVAULT_STORE: the etcd members here (each by its stable DNS name, so the client fails over between them),
 or the external endpoints. */}}
 {{- define "tokenvault.store" -}}

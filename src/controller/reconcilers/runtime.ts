@@ -16,7 +16,8 @@ import type { ConditionUpdate } from '../conditions.js';
 import { isNotFound, Resources, type KubeObject } from '../kube.js';
 import { parseQuantity } from '../../config/quantity.js';
 import type { ObjectKey, ReconcileContext } from '../manager.js';
-import type { VaultClient } from '../vault-client.js';
+import { VaultRefused, type VaultClient } from '../vault-client.js';
+import { Errors } from '../../errors/registry.js';
 import { GROUP, NotReadyYet, VERSION, type VaultObject } from './common.js';
 
 export const WORKER_NAME_LABEL = 'app.kubernetes.io/name';
@@ -453,9 +454,19 @@ export async function reconcileRuntime(
 
   const url = workerUrl(name, namespace);
   if (tenant.runtime?.worker_url !== url) {
-    tenant = (await vault.call<VaultTenantRuntime>('PUT', `/admin/tenants/${id}`, {
-      body: { ...body, runtime: { worker_url: url } },
-    }))!;
+    try {
+      tenant = (await vault.call<VaultTenantRuntime>('PUT', `/admin/tenants/${id}`, {
+        body: { ...body, runtime: { worker_url: url } },
+      }))!;
+    } catch (error) {
+      // The API calls only the worker URLs its deployment allows; the workers stay, unused, until it allows this one.
+      if (!(error instanceof VaultRefused && error.code === Errors.WorkerUrlNotAllowed.code)) throw error;
+      throw new NotReadyYet(
+        'WorkerUrlNotAllowed',
+        `The API does not allow ${url} as a dedicated worker URL: add it to the API's TOKENVAULT_DEDICATED_WORKER_URLS (chart value controller.dedicatedWorkers.allowedUrls).`,
+        60_000,
+      );
+    }
     await ctx.event('Normal', 'RuntimeDedicated', `Invocations run on the dedicated workers ${name} (${url}).`);
   }
 

@@ -27,6 +27,7 @@ import type {
   TenantSettings,
 } from './schema.js';
 import { encode } from '../../store/codec.js';
+import type { WorkerUrlAllowList } from '../../runtime/client/worker-urls.js';
 
 export interface TenantRecord {
   id: string;
@@ -61,6 +62,8 @@ export class TenantService {
     private readonly store: Store,
     private readonly applications: ApplicationService,
     private readonly usageService: UsageService,
+    /** TOKENVAULT_DEDICATED_WORKER_URLS: the only worker URLs the operator may give a tenant. */
+    private readonly workerUrls: WorkerUrlAllowList,
   ) {}
 
   /** Operator: a tenant and its first management application, whose key is returned once. */
@@ -122,6 +125,16 @@ export class TenantService {
     body: AdminUpdateTenantBody,
     caller: { operator?: boolean } = { operator: true },
   ): Promise<Tenant> {
+    const workerUrl = body.runtime?.worker_url.replace(/\/+$/, '');
+    if (workerUrl !== undefined && !this.workerUrls.allows(workerUrl)) {
+      throw new Errors.WorkerUrlNotAllowed({
+        errors: {
+          'runtime.worker_url': [
+            'is not an allowed dedicated worker URL: add it to TOKENVAULT_DEDICATED_WORKER_URLS, or leave runtime out',
+          ],
+        },
+      });
+    }
     const current = await this.load(id);
     assertMayChange(current.value, caller, 'tenant');
     const tenant: TenantRecord = {
@@ -132,7 +145,7 @@ export class TenantService {
       modified_by: actor,
     };
     if (body.runtime === null) delete tenant.runtime;
-    else if (body.runtime !== undefined) tenant.runtime = { worker_url: body.runtime.worker_url.replace(/\/+$/, '') };
+    else if (workerUrl !== undefined) tenant.runtime = { worker_url: workerUrl };
     if (body.rate_limits === null || (body.rate_limits !== undefined && Object.keys(body.rate_limits).length === 0))
       delete tenant.rate_limits;
     else if (body.rate_limits !== undefined) tenant.rate_limits = body.rate_limits;

@@ -2,7 +2,10 @@
 // the tenant's runtime.worker_url by the operator), else the shared pool (TOKENVAULT_WORKER_URL). The tenant record
 // comes from the TenantDirectory, whose watch evicts a changed record at once, so every API replica follows a change
 // of worker_url on the next invocation. One RuntimeClient (one keep-alive pool) per worker URL, made on first use and
-// closed at shutdown (an unused one holds only idle keep-alive connections, which the pool ends after 30 s).
+// closed at shutdown (an unused one holds only idle keep-alive connections, which the pool ends after 30 s). A
+// worker_url outside TOKENVAULT_DEDICATED_WORKER_URLS (a record written before the list, or under another one) is
+// never called: the invocation is answered 503 naming the setting, and does not fall back to the shared workers either
+// (the tenant was moved off them on purpose).
 //
 // Every invocation goes through the process's FairShare (fair-share.ts) first, whichever workers run it, and the API
 // enforces the invocation's time limit itself: a worker that does not answer within the limit plus DEADLINE_GRACE_MS
@@ -11,6 +14,7 @@
 import { Errors } from '../../errors/registry.js';
 import type { InvocationRequest, InvocationResult } from '../contract.js';
 import type { FairShare } from './fair-share.js';
+import type { WorkerUrlAllowList } from './worker-urls.js';
 
 /** Added to an invocation's time limit before the API stops waiting: the worker's own 408 normally comes first. */
 export const DEADLINE_GRACE_MS = 1000;
@@ -28,6 +32,8 @@ export interface RuntimeRouterOptions {
   workerUrlOf(tenantId: string): Promise<string | undefined>;
   /** Makes the client of a dedicated worker URL. */
   createClient(workerUrl: string): InvocationTarget;
+  /** The dedicated worker URLs that may be called (TOKENVAULT_DEDICATED_WORKER_URLS). */
+  workerUrls: WorkerUrlAllowList;
   /** Slots per tenant and per reactor; without it invocations are not limited here (tests of the client). */
   fairShare?: FairShare;
   /** The time limit of invocations that set none (config.runtime.timeoutMs); without it the API sets no deadline. */
@@ -40,9 +46,18 @@ export class RuntimeRouter {
 
   constructor(private readonly options: RuntimeRouterOptions) {}
 
-  /** The client for this tenant's invocations, or undefined when neither it nor the shared pool has workers. */
+  /**
+   * The client for this tenant's invocations, or undefined when neither it nor the shared pool has workers. Throws
+   * 503 RuntimeUnavailable when the tenant's dedicated worker URL is not an allowed one.
+   */
   async clientFor(tenantId: string): Promise<InvocationTarget | undefined> {
     const url = await this.options.workerUrlOf(tenantId);
+    if (url && !this.options.workerUrls.allows(url)) {
+      // The detail does not name the URL: tenant keys do not see where their code runs.
+      throw new Errors.RuntimeUnavailable(
+        "This tenant's dedicated workers are not among the API's allowed dedicated worker URLs (TOKENVAULT_DEDICATED_WORKER_URLS); the operator must allow them or clear the tenant's runtime.",
+      );
+    }
     const client = !url || this.closed ? this.options.defaultClient : this.dedicated(url);
     if (!client) return undefined;
     return { invoke: (request) => this.invoke(client, request), close: () => client.close() };
