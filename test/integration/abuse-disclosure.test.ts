@@ -212,6 +212,14 @@ describe('a search refusal says nothing about tokens the key cannot read', () =>
       // It says that the term is over the limit, not by how much.
       expect(JSON.stringify(answer.body)).not.toContain(`${LIMIT + 1}`);
     }
+    // The term named is one the query would read: not the broad term of an AND that reads its narrow one.
+    const nested = await owner.post('/tokens/search', {
+      body: { query: '(metadata.tag:wide AND metadata.tag:left) OR type:token' },
+    });
+    expect([nested.status, nested.body.errors?.query]).toEqual([
+      400,
+      [`type:token (position 45) matches more than ${LIMIT} tokens (TOKENVAULT_SEARCH_MAX_MATCHES)`],
+    ]);
     // Beside a term under the limit, an AND reads that term's entries only.
     const narrowed = await owner.post('/tokens/search', { body: { query: 'metadata.tag:wide AND metadata.tag:left' } });
     expect([narrowed.status, narrowed.body.pagination?.total_items]).toEqual([200, 0]);
