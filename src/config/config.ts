@@ -686,7 +686,7 @@ export const SETTINGS = {
   searchMaxMatches: {
     flag: 'search-max-matches',
     env: 'TOKENVAULT_SEARCH_MAX_MATCHES',
-    description: 'Most tokens one token search query may match (as counted by the search index, before access checks); broader queries get a 400',
+    description: 'Most tokens one term of a token search query may match (as counted by the search index, before access checks); a query that would read a broader term gets a 400',
     default: '10000',
   },
   rateLimitApiPerKey: {

@@ -1,6 +1,6 @@
 // An attacker holding ordinary keys tries to read token data or facts it could not read with GET (docs/security.md,
 // "Keys and what they can do").
-import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 
@@ -89,17 +89,139 @@ test('the answer to an update shows a key that may not read the token its id and
 });
 
 test("a key that reveals no token cannot confirm a guess of a token's data through a search's refusal", async () => {
+  // A value of its own: the attacker's tokens below hold it too, and would put other tests' searches for SSN over the
+  // limit.
+  const secret = '111-22-3333';
   const writer = await key({ type: 'private', permissions: ['token:create'] });
-  await writer.post('/tokens', { body: { type: 'social_security_number', data: SSN, search_indexes: ['{{ data }}'] } });
-  // It reads masked and searches; as many tokens of its own as a search may match make the limit its measuring stick.
+  await writer.post('/tokens', {
+    body: { type: 'social_security_number', data: secret, search_indexes: ['{{ data }}'] },
+  });
+  // It reads masked and searches. A term over the limit is refused, so as many tokens of its own holding the guess as
+  // a search reads for one term would make `data:"<guess>"` refused exactly when one more token holds the guess.
   const attacker = await key({ type: 'private', permissions: ['token:create', 'token:read', 'token:search'] });
-  for (let i = 0; i < 100; i++) {
-    await attacker.post('/tokens', { body: { type: 'token', data: `pad ${i}`, metadata: { tag: 'mine' } } });
-  }
   const guess = async (ssn: string) => {
-    const answer = await attacker.post('/v2/tokens/search', { body: { query: `metadata.tag:mine OR data:"${ssn}"` } });
+    const own = { type: 'social_security_number', data: ssn, search_indexes: ['{{ data }}'] };
+    expect((await attacker.post('/tokenize', { body: Array.from({ length: 100 }, () => own) })).status).toBe(201);
+    const answer = await attacker.post('/v2/tokens/search', { body: { query: `data:"${ssn}"` } });
     return [answer.status, answer.body.data?.length];
   };
-  expect(await guess(SSN)).toEqual([200, 20]);
-  expect(await guess('123-45-0000')).toEqual([200, 20]);
+  // Its data terms match nothing, not even its own tokens: it reads none of them in plaintext.
+  expect(await guess(secret)).toEqual([200, 0]);
+  expect(await guess('111-22-0000')).toEqual([200, 0]);
 }, 30_000);
+
+// The search's refusal counts index entries before access checks. When a query's counts were summed, a key with
+// token:create made the limit its measuring stick: as many tokens of its own as the limit, tagged, and
+// `metadata.tag:<its tag> OR <probe>` was refused exactly when any token of the tenant matched the probe.
+describe('a search refusal says nothing about tokens the key cannot read', () => {
+  const LIMIT = 100;
+  // Tokens of the searcher's own, `n` with metadata tag `tag`, 100 per request (what /tokenize takes).
+  const pad = async (owner: ReturnType<typeof client>, tag: string, n: number) => {
+    for (let from = 0; from < n; from += 100) {
+      const body = Array.from({ length: Math.min(100, n - from) }, (_, i) => ({
+        type: 'token',
+        data: `${tag} ${from + i}`,
+        metadata: { tag },
+        containers: ['/general/'],
+      }));
+      expect((await owner.post('/tokenize', { body })).status).toBe(201);
+    }
+  };
+  const refused = async (searcher: ReturnType<typeof client>, query: string) =>
+    (await searcher.post('/v2/tokens/search', { body: { query } })).status === 400;
+  // Plaintext in /general/, masked in /pii/, nothing at all in /pci/.
+  const attackerRules = [
+    {
+      priority: 1,
+      container: '/general/',
+      transform: 'reveal',
+      permissions: ['token:create', 'token:read', 'token:search'],
+    },
+    { priority: 2, container: '/pii/', transform: 'mask', permissions: ['token:create', 'token:read', 'token:search'] },
+  ];
+
+  test('a data guess on a token the key sees masked', async () => {
+    const writer = await key({ type: 'private', permissions: ['token:create'] });
+    const victim = await writer.post('/tokens', {
+      body: { type: 'social_security_number', data: SSN, search_indexes: ['{{ data }}'] },
+    });
+    expect(victim.body.containers).toEqual(['/pii/high/']);
+    const attacker = await key({ type: 'private', rules: attackerRules });
+    await pad(attacker, 'masked-guess', LIMIT);
+    const guess = (ssn: string) => refused(attacker, `metadata.tag:masked-guess OR data:"${ssn}"`);
+    expect([await guess(SSN), await guess('123-45-0000')]).toEqual([false, false]);
+  }, 30_000);
+
+  test('metadata, container and type of tokens in a container the key cannot read', async () => {
+    const writer = await key({ type: 'private', permissions: ['token:create'] });
+    await writer.post('/tokens', {
+      body: {
+        type: 'card_number',
+        data: '4242424242424242',
+        containers: ['/pci/vault/'],
+        metadata: { customer: 'c-77' },
+      },
+    });
+    const attacker = await key({ type: 'private', rules: attackerRules });
+    expect((await attacker.post('/v2/tokens/search', { body: { query: 'metadata.customer:c-77' } })).body.data).toEqual(
+      [],
+    );
+    await pad(attacker, 'unreadable', LIMIT);
+    const probe = (term: string) => refused(attacker, `metadata.tag:unreadable OR ${term}`);
+    expect([
+      await probe('metadata.customer:c-77'),
+      await probe('metadata.customer:c-78'),
+      await probe('container:/pci/vault/'),
+      await probe('container:/pci/other/'),
+      await probe('type:card_number'),
+      await probe('type:us_bank_account_number'),
+    ]).toEqual([false, false, false, false, false, false]);
+  }, 30_000);
+
+  test('a fingerprint: whether a token of the key it cannot read holds a value it guesses', async () => {
+    // Fingerprints are per tenant and type, equal across containers: a token of the attacker's own with the guessed
+    // value has the fingerprint the victim's token has.
+    const writer = await key({ type: 'private', permissions: ['token:create'] });
+    await writer.post('/tokens', { body: { type: 'employer_id_number', data: '12-3456789', containers: ['/pci/'] } });
+    const attacker = await key({ type: 'private', rules: attackerRules });
+    await pad(attacker, 'fingerprint', LIMIT - 1);
+    const guess = async (ein: string) => {
+      const own = await attacker.post('/tokens', {
+        body: { type: 'employer_id_number', data: ein },
+      });
+      expect(own.body.fingerprint).toEqual(expect.any(String));
+      return refused(attacker, `metadata.tag:fingerprint OR fingerprint:${own.body.fingerprint}`);
+    };
+    expect([await guess('12-3456789'), await guess('98-7654321')]).toEqual([false, false]);
+  }, 30_000);
+
+  test('the limit is per term: an OR of terms under it answers; one term over it is refused, and named', async () => {
+    const owner = await key({ type: 'private', permissions: ['token:create', 'token:read', 'token:search'] });
+    await pad(owner, 'left', 60);
+    await pad(owner, 'right', 60);
+    const both = await owner.post('/tokens/search', { body: { query: 'metadata.tag:left OR metadata.tag:right' } });
+    expect([both.status, both.body.pagination?.total_items]).toEqual([200, 120]);
+
+    await pad(owner, 'wide', LIMIT + 1);
+    for (const query of ['metadata.tag:wide', 'metadata.tag:left OR metadata.tag:wide']) {
+      const answer = await owner.post('/tokens/search', { body: { query } });
+      expect([answer.status, answer.body.code]).toEqual([400, 'TV_INVALID_QUERY']);
+      expect(answer.headers.get('content-type')).toContain('application/problem+json');
+      expect(answer.body.detail).toContain('metadata.tag:wide');
+      expect(answer.body.detail).toContain(`${LIMIT} tokens (TOKENVAULT_SEARCH_MAX_MATCHES)`);
+      // It says that the term is over the limit, not by how much.
+      expect(JSON.stringify(answer.body)).not.toContain(`${LIMIT + 1}`);
+    }
+    // The term named is one the query would read: not the broad term of an AND that reads its narrow one.
+    const nested = await owner.post('/tokens/search', {
+      body: { query: '(metadata.tag:wide AND metadata.tag:left) OR type:token' },
+    });
+    expect([nested.status, nested.body.errors?.query]).toEqual([
+      400,
+      [`type:token (position 45) matches more than ${LIMIT} tokens (TOKENVAULT_SEARCH_MAX_MATCHES)`],
+    ]);
+    // Beside a term under the limit, an AND reads that term's entries only.
+    const narrowed = await owner.post('/tokens/search', { body: { query: 'metadata.tag:wide AND metadata.tag:left' } });
+    expect([narrowed.status, narrowed.body.pagination?.total_items]).toEqual([200, 0]);
+  }, 30_000);
+});

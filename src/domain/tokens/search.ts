@@ -1,9 +1,14 @@
 // Token search (POST /tokens/search, /v2/tokens/search): a parsed query (./search-query.ts) answered from the search
 // index (./search-index.ts), never by scanning the tenant's tokens.
 //
-// 1. Estimate: each term's matches are counted (a count-only range read of its index prefix); an AND is as large as
-//    its smallest child, an OR the sum. A query estimated above `maxMatches` is refused (400): its answer could not
-//    be counted or paged without reading that many tokens.
+// 1. Estimate: each term's matches are counted (a count-only range read of its index prefix). A term counted above
+//    `maxMatches` is not read, and an AND reads only its smallest child, so a query is refused (400) when it would
+//    read a term over the limit: a term of an OR, or an AND whose counted children all are. The limit is per term and
+//    never applies to a sum: counts include tokens the key may not read, and a key that makes its own share of a sum
+//    (`metadata.tag:mine OR <probe>` over as many tokens of its own as the limit) would learn from the refusal whether
+//    any token matches the probe. What remains is one term's count against the limit: to learn whether a token matches
+//    a probe, a key must itself write about `maxMatches` tokens matching that probe, per probe. A search so reads at
+//    most `maxMatches` index entries per term read and as many records: `maxClauses` × `maxMatches` in all.
 // 2. Candidates: a superset of the answer, in id order: a term's index entries; an OR the union; an AND only its most
 //    selective child (the others are checked on the records in step 3, so a broad `type:card` beside a selective
 //    term costs nothing to read).
@@ -13,8 +18,7 @@
 //
 // A `data:` term matches only tokens the key reads in plaintext (reveal): otherwise a key that sees masked data could
 // confirm guesses of the full value by searching for them, one query per guess. For a key that reveals no token a
-// data term is not even counted: the count decides the refusal of step 1, and `metadata.tag:mine OR data:"<guess>"`
-// over as many of its own tokens as TOKENVAULT_SEARCH_MAX_MATCHES would be refused exactly when the guess is right.
+// data term is not even counted: its count could then refuse a query over a value the key can never read.
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { decide, mayEverReveal, type Transform } from '../../auth/access/evaluate.js';
 import { Errors } from '../../errors/registry.js';
@@ -35,7 +39,7 @@ import {
 import { facts, shownTokens } from './service.js';
 
 export interface SearchLimits extends SearchQueryLimits {
-  /** Most tokens one query may match (before access checks): what a search reads at most. */
+  /** Most tokens one term may match as the index counts them (before access checks): what a search reads per term. */
   maxMatches: number;
 }
 
@@ -95,7 +99,7 @@ export class TokenSearch {
     return { pagination: { page_size: size, ...(next ? { next } : {}) }, data };
   }
 
-  /** v1: page-number paging with `total_items`, so every match is checked (bounded by maxMatches). */
+  /** v1: page-number paging with `total_items`, so every candidate is checked (maxMatches per term read). */
   async numberedPage(principal: TenantPrincipal, query: string, page: number, size: number): Promise<Page<Token>> {
     const plan = await this.plan(principal, query);
     const ids = await this.candidates(principal.tenantId, plan);
@@ -145,8 +149,11 @@ export class TokenSearch {
     return plan;
   }
 
-  /** Ids of a superset of the matches, sorted; refuses a query that could match more than maxMatches. */
+  /** Ids of a superset of the matches, sorted; refuses a query that would read a term matching more than maxMatches. */
   private async candidates(tenantId: string, plan: Plan): Promise<string[]> {
+    // A node's estimate is what reading it costs, Infinity when that would read a term over the limit. The refusal
+    // depends on each term's count against the limit alone, never on a sum: a key controls its own share of any sum
+    // (its own tokens), and could read the rest of it off the refusal.
     const estimates = new Map<SearchNode, number>();
     const estimate = async (node: SearchNode): Promise<number> => {
       let n: number;
@@ -155,6 +162,7 @@ export class TokenSearch {
       } else if (node.kind === 'term') {
         const { prefix, exact } = plan.prefixes.get(node)!;
         n = node.field === 'id' && exact ? 1 : await this.store.count(prefix);
+        if (n > this.limits.maxMatches) n = Infinity;
       } else if (node.kind === 'or') {
         n = 0;
         for (const child of node.children) n += await estimate(child);
@@ -170,11 +178,16 @@ export class TokenSearch {
       estimates.set(node, n);
       return n;
     };
-    const total = await estimate(plan.root);
-    if (total > this.limits.maxMatches) {
+    if ((await estimate(plan.root)) === Infinity) {
+      // Only whether one term is over the limit, not its count: a count would say how many tokens the key cannot
+      // read match the term.
+      const culprit = overLimit(plan.root, estimates);
+      const term = `${termText(culprit)} (position ${culprit.position})`;
       throw new Errors.InvalidQuery({
-        detail: `The search query matches about ${total} tokens; a search reads at most ${this.limits.maxMatches} (TOKENVAULT_SEARCH_MAX_MATCHES). Narrow it with AND and a more selective term (data, fingerprint, metadata, id).`,
-        errors: { query: [`matches more than ${this.limits.maxMatches} tokens (TOKENVAULT_SEARCH_MAX_MATCHES)`] },
+        detail: `The search query term ${term} matches more than ${this.limits.maxMatches} tokens (TOKENVAULT_SEARCH_MAX_MATCHES), the most a search reads for one term. Narrow it with AND and a more selective term (data, fingerprint, metadata, id).`,
+        errors: {
+          query: [`${term} matches more than ${this.limits.maxMatches} tokens (TOKENVAULT_SEARCH_MAX_MATCHES)`],
+        },
       });
     }
     const collect = async (node: SearchNode): Promise<Set<string>> => {
@@ -278,6 +291,24 @@ function holds(node: SearchNode, record: TokenRecord, plan: Plan, transform: Tra
 function selectivity(node: SearchNode): number {
   if (node.kind !== 'term') return 5;
   return { id: 0, fingerprint: 1, data: 2, metadata: 3, container: 4, type: 6 }[node.field];
+}
+
+/** A term of a refused node that is over the limit: of an OR, its first such child's; of an AND, all counted are. */
+function overLimit(node: SearchNode, estimates: Map<SearchNode, number>): SearchTerm {
+  if (node.kind === 'term') return node;
+  return overLimit(
+    node.children.find((child) => estimates.get(child) === Infinity)!,
+    estimates,
+  );
+}
+
+/** A term as a query would write it, for messages; a data term's value is not echoed. */
+function termText(term: SearchTerm): string {
+  const field = term.field === 'metadata' ? `metadata.${term.name}` : term.field;
+  if (term.field === 'data') return field;
+  const bare = /^[^\s()":*]*$/.test(term.value);
+  const value = bare ? term.value : `"${term.value.replace(/["\\]/g, '\\$&')}"`;
+  return `${field}:${value}${term.prefix ? '*' : ''}`;
 }
 
 function* terms(node: SearchNode): Generator<SearchTerm> {
