@@ -230,6 +230,7 @@ export interface Config {
     searchMaxQueryLength: number;
     searchMaxClauses: number;
     searchMaxMatches: number;
+    searchTenantConcurrency: number;
     /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
     shutdownDrainSeconds: number;
   };
@@ -689,6 +690,12 @@ export const SETTINGS = {
     description: 'Most tokens one term of a token search query may match (as counted by the search index, before access checks); a query that would read a broader term gets a 400',
     default: '10000',
   },
+  searchTenantConcurrency: {
+    flag: 'search-tenant-concurrency',
+    env: 'TOKENVAULT_SEARCH_TENANT_CONCURRENCY',
+    description: 'Token searches of one tenant running at once in one API process; more get a 429 with Retry-After',
+    default: '4',
+  },
   rateLimitApiPerKey: {
     flag: 'rate-limit-api-per-key',
     env: 'TOKENVAULT_RATE_LIMIT_API_PER_KEY',
@@ -1015,6 +1022,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     searchMaxQueryLength: integer('searchMaxQueryLength', 10, 100_000),
     searchMaxClauses: integer('searchMaxClauses', 1, 1000),
     searchMaxMatches: integer('searchMaxMatches', 100, 1_000_000),
+    searchTenantConcurrency: integer('searchTenantConcurrency', 1, 10_000),
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
   };
   const asyncReactors = {

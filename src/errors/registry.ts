@@ -220,6 +220,13 @@ export const Errors = {
     "The tenant's share of the reactor runtime is in use; retry later.",
     LIMIT,
   ),
+  SearchBusy: define(
+    'TV_SEARCH_BUSY',
+    429,
+    'Too Many Requests',
+    "The tenant's token searches running on this API process are at their limit (TOKENVAULT_SEARCH_TENANT_CONCURRENCY); retry later.",
+    LIMIT,
+  ),
   AsyncQueueFull: define(
     'TV_ASYNC_QUEUE_FULL',
     429,

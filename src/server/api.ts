@@ -202,6 +202,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         maxLength: config.limits.searchMaxQueryLength,
         maxClauses: config.limits.searchMaxClauses,
         maxMatches: config.limits.searchMaxMatches,
+        tenantConcurrency: config.limits.searchTenantConcurrency,
       }),
       idempotency: new IdempotencyService(store, cipher),
       formulas,

@@ -414,3 +414,54 @@ describe('bad queries: 400 naming the position or the limit', () => {
     expect(cursor.status).toBe(400);
   });
 });
+
+describe('searches of one tenant running at once', () => {
+  test('past TOKENVAULT_SEARCH_TENANT_CONCURRENCY a search of that tenant is 429 TV_SEARCH_BUSY; other tenants search on', async () => {
+    const small = await startTestApi({ TOKENVAULT_SEARCH_TENANT_CONCURRENCY: '1' });
+    try {
+      const searcher = async () => {
+        const tenant = await createTenant(small.url, small.operatorKey);
+        const key = (
+          await createApplication(small.url, tenant.managementKey, { name: 's', type: 'private', rules: REVEAL_ALL })
+        ).key;
+        return { tenantId: tenant.tenantId, app: client(small.url, key) };
+      };
+      const busy = await searcher();
+      const other = await searcher();
+      expect(
+        (await busy.app.post('/tokens', { body: { type: 'token', data: 'x', metadata: { tag: 'a' } } })).status,
+      ).toBe(201);
+      // The first search of `busy` is held in its index count until released.
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const store = small.context.store;
+      const { count } = store;
+      store.count = async (prefix) => {
+        if (prefix.includes(busy.tenantId)) await held;
+        return count.call(store, prefix);
+      };
+      try {
+        const first = busy.app.post('/tokens/search', { body: { query: 'metadata.tag:a' } });
+        await sleep(200);
+        const second = await busy.app.post('/v2/tokens/search', { body: { query: 'metadata.tag:a' } });
+        expect(second.status).toBe(429);
+        expect(second.headers.get('content-type')).toContain('application/problem+json');
+        expect(second.headers.get('retry-after')).toBe('1');
+        expect(second.body.code).toBe('TV_SEARCH_BUSY');
+        expect(second.body.detail).toContain('TOKENVAULT_SEARCH_TENANT_CONCURRENCY');
+        expect((await other.app.post('/tokens/search', { body: { query: 'metadata.tag:a' } })).status).toBe(200);
+        release();
+        const answered = await first;
+        expect(answered.status).toBe(200);
+        expect(answered.body.data).toHaveLength(1);
+      } finally {
+        store.count = count;
+        release();
+      }
+      // The slot is free again.
+      expect((await busy.app.post('/v2/tokens/search', { body: { query: 'metadata.tag:a' } })).status).toBe(200);
+    } finally {
+      await small.close();
+    }
+  });
+});

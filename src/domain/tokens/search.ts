@@ -41,9 +41,15 @@ import { facts, shownTokens } from './service.js';
 export interface SearchLimits extends SearchQueryLimits {
   /** Most tokens one term may match as the index counts them (before access checks): what a search reads per term. */
   maxMatches: number;
+  /** Searches of one tenant running at once in one API process; more are refused (429). */
+  tenantConcurrency: number;
 }
 
-export const DEFAULT_SEARCH_LIMITS: SearchLimits = { ...DEFAULT_SEARCH_QUERY_LIMITS, maxMatches: 10_000 };
+export const DEFAULT_SEARCH_LIMITS: SearchLimits = {
+  ...DEFAULT_SEARCH_QUERY_LIMITS,
+  maxMatches: 10_000,
+  tenantConcurrency: 4,
+};
 
 export interface SearchCursorPage {
   pagination: { page_size: number; next?: string };
@@ -65,6 +71,9 @@ interface Plan {
 }
 
 export class TokenSearch {
+  /** Searches running per tenant. */
+  private readonly running = new Map<string, number>();
+
   constructor(
     private readonly store: Store,
     private readonly cipher: DataCipher,
@@ -74,6 +83,15 @@ export class TokenSearch {
 
   /** v2: cursor paging; `start` is the `pagination.next` of the previous page. */
   async cursorPage(principal: TenantPrincipal, query: string, size: number, start?: string): Promise<SearchCursorPage> {
+    return this.inTenantSlot(principal.tenantId, () => this.readCursorPage(principal, query, size, start));
+  }
+
+  private async readCursorPage(
+    principal: TenantPrincipal,
+    query: string,
+    size: number,
+    start?: string,
+  ): Promise<SearchCursorPage> {
     const plan = await this.plan(principal, query);
     let ids = await this.candidates(principal.tenantId, plan);
     if (start !== undefined) {
@@ -101,6 +119,15 @@ export class TokenSearch {
 
   /** v1: page-number paging with `total_items`, so every candidate is checked (maxMatches per term read). */
   async numberedPage(principal: TenantPrincipal, query: string, page: number, size: number): Promise<Page<Token>> {
+    return this.inTenantSlot(principal.tenantId, () => this.readNumberedPage(principal, query, page, size));
+  }
+
+  private async readNumberedPage(
+    principal: TenantPrincipal,
+    query: string,
+    page: number,
+    size: number,
+  ): Promise<Page<Token>> {
     const plan = await this.plan(principal, query);
     const ids = await this.candidates(principal.tenantId, plan);
     const matched: Array<{ record: TokenRecord; transform: Transform }> = [];
@@ -122,6 +149,26 @@ export class TokenSearch {
       },
       data,
     };
+  }
+
+  /**
+   * Runs one search of the tenant if fewer than `tenantConcurrency` of its searches are running in this process, else
+   * refuses it (429 TV_SEARCH_BUSY): a search may read `maxMatches` records per term, seconds of this process's time,
+   * so one tenant's searches must not take all of it from the other tenants' requests.
+   */
+  private async inTenantSlot<T>(tenantId: string, search: () => Promise<T>): Promise<T> {
+    const running = this.running.get(tenantId) ?? 0;
+    if (running >= this.limits.tenantConcurrency) {
+      throw new Errors.SearchBusy({ headers: { 'Retry-After': '1' } });
+    }
+    this.running.set(tenantId, running + 1);
+    try {
+      return await search();
+    } finally {
+      const left = this.running.get(tenantId)! - 1;
+      if (left === 0) this.running.delete(tenantId);
+      else this.running.set(tenantId, left);
+    }
   }
 
   private async plan(principal: TenantPrincipal, query: string): Promise<Plan> {
