@@ -44,6 +44,7 @@ import { AuditRetention } from '../audit/retention.js';
 import { listenMetrics } from '../http/metrics-server.js';
 import { drainable } from '../http/drain.js';
 import { createExpressServer } from '../http/server.js';
+import { observeRefusals } from '../http/middleware/observe.js';
 import type { Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { instrumentStore } from '../store/instrumented.js';
@@ -243,7 +244,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const auditRetention = new AuditRetention(store, logger, config.audit.retentionDays, config.audit.sweepSeconds);
   auditRetention.start();
 
-  const server: Server = createExpressServer(createApp(context));
+  const server: Server = createExpressServer(createApp(context), { onRefusal: observeRefusals(metrics, logger) });
   const drainer = drainable(server);
   context.draining = () => drainer.draining;
   server.keepAliveTimeout = 65_000;

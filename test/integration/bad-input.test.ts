@@ -191,8 +191,25 @@ describe("requests node's HTTP parser refuses get a problem document, and the se
       'TV_MALFORMED_REQUEST',
     ],
   ])('%s', async (_name, bytes, status, code) => {
-    expectProblem(await raw(bytes), status, code);
+    const answer = await raw(bytes);
+    expectProblem(answer, status, code);
+    // Before, no BT-TRACE-ID: the answer could not be matched to a log line.
+    expect(answer.headers['bt-trace-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect((await user.get('/tokens?size=1')).status).toBe(200);
+  });
+
+  test('they echo a sane BT-TRACE-ID and are counted, under one route label and by limit', async () => {
+    const traced = await raw(request('GET', '/tokens', ['BT-TRACE-ID: trace-417', 'Expect: tea']));
+    expect(traced.headers['bt-trace-id']).toBe('trace-417');
+    await raw(request('GET', '/tokens', [`X-Long: ${'a'.repeat(20_000)}`]));
+    await raw(request('FROB', '/tokens'));
+    const metrics = await (await fetch(`${api.metricsUrl}/metrics`)).text();
+    // Before, none of these series existed: the refusals were not counted at all.
+    expect(metrics).toMatch(/tokenvault_http_requests_total\{route="refused",method="GET",status="417"\} [1-9]/);
+    expect(metrics).toMatch(/tokenvault_http_requests_total\{route="refused",method="unknown",status="431"\} [1-9]/);
+    expect(metrics).toMatch(/tokenvault_http_requests_total\{route="refused",method="unknown",status="400"\} [1-9]/);
+    expect(metrics).toMatch(/tokenvault_limit_refusals_total\{limit="TV_HEADERS_TOO_LARGE"\} [1-9]/);
+    expect(metrics).not.toContain('FROB');
   });
 });
 
