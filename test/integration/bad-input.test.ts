@@ -249,6 +249,23 @@ describe('the proxy', () => {
   });
 });
 
+describe('BT-IDEMPOTENCY-KEY', () => {
+  test('given twice is 400 naming it, as BT-PROXY-URL is, and nothing is created', async () => {
+    const body = JSON.stringify({ type: 'token', data: 'twice', metadata: { idempotency: 'twice' } });
+    const headers = ['Content-Type: application/json', `Content-Length: ${body.length}`];
+    const keys = ['BT-IDEMPOTENCY-KEY: key-a', 'BT-IDEMPOTENCY-KEY: key-b'];
+    // Before, 201: node joined the two into the one key "key-a, key-b".
+    const answer = await raw(request('POST', '/tokens', [...headers, ...keys], body));
+    expectProblem(answer, 400, 'TV_INVALID_HEADER');
+    expect(JSON.parse(answer.body).errors).toEqual({ 'BT-IDEMPOTENCY-KEY': ['must be given once'] });
+    expect((await user.get('/v2/tokens?metadata.idempotency=twice')).body.data).toEqual([]);
+    // The same on a route that runs through sendOnce.
+    const session = await raw(request('POST', '/sessions', keys));
+    expectProblem(session, 400, 'TV_INVALID_HEADER');
+    expect((await raw(request('POST', '/tokens', [...headers, keys[0]], body))).status).toBe(201);
+  });
+});
+
 describe('token metadata and search', () => {
   test('a lone surrogate in a metadata name or value is 400 naming the field; in a search query, its position', async () => {
     for (const metadata of ['{"k":"\\ud800"}', '{"\\udc00":"v"}']) {
