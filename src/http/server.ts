@@ -10,7 +10,14 @@
 // Content-Lengths, a broken chunk), CONNECT, an HTTP/1.1 request without Host and an Expect other than 100-continue
 // never reach express: node would answer them with a bare status line or a closed socket. They get the problem
 // document every other refusal gets, with a BT-TRACE-ID, and are counted and logged as requests (route `refused`).
-import { createServer, IncomingMessage, ServerResponse, STATUS_CODES, type Server } from 'node:http';
+import {
+  createServer,
+  IncomingMessage,
+  ServerResponse,
+  STATUS_CODES,
+  type Server,
+  type ServerOptions,
+} from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 import type { Express } from 'express';
@@ -25,12 +32,17 @@ export interface Refusal {
   traceId: string;
 }
 
-export interface ServerOptions {
+export interface ExpressServerOptions {
   /** Told of every refusal answered here (http/middleware/observe.ts counts and logs them). */
   onRefusal?: (refusal: Refusal) => void;
+  /** How long a request may take to arrive whole (TOKENVAULT_HTTP_REQUEST_TIMEOUT_SECONDS); node's default 300 s. */
+  requestTimeoutMs?: number;
 }
 
-export function createExpressServer(app: Express, { onRefusal = () => {} }: ServerOptions = {}): Server {
+export function createExpressServer(
+  app: Express,
+  { onRefusal = () => {}, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS }: ExpressServerOptions = {},
+): Server {
   /** Answers on the socket itself: node has no request (or none it could finish) to answer through. */
   const endWithProblem = (socket: Duplex, error: VaultError, req: IncomingMessage | undefined): void => {
     // The trace id express gave the request when it got that far (a broken chunk in its body), else the caller's.
@@ -59,7 +71,7 @@ export function createExpressServer(app: Express, { onRefusal = () => {} }: Serv
     res.end(body);
   };
 
-  const server = createServerWithPrototypes(app, respondWithProblem);
+  const server = createServerWithPrototypes(app, respondWithProblem, receiving(requestTimeoutMs));
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     // A response already begun, or a client gone (ECONNRESET), leaves nothing to answer; node's default does the same.
     const answering = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
@@ -84,6 +96,25 @@ export function createExpressServer(app: Express, { onRefusal = () => {} }: Serv
 
 type ProblemResponder = (req: IncomingMessage, res: ServerResponse, error: VaultError) => void;
 
+const DEFAULT_REQUEST_TIMEOUT_MS = 300_000;
+
+/**
+ * node's timeouts for receiving a request. requestTimeout runs from a request's first byte until its body has
+ * arrived whole, so a body that stalls midway (slowloris) ends in 408 TV_REQUEST_TIMEOUT here instead of holding
+ * its connection for node's 300 s; it stops once the request is in, so an answer streaming from a slow proxy
+ * destination is not cut. headersTimeout is node's default (the smaller of 60 s and requestTimeout). node looks for
+ * expired requests every connectionsCheckingInterval (30 s by default, which would double a 30 s timeout): a quarter
+ * of the timeout answers within 1.25 times it.
+ */
+function receiving(requestTimeoutMs: number): ServerTimeouts {
+  return {
+    requestTimeout: requestTimeoutMs,
+    connectionsCheckingInterval: Math.ceil(Math.min(30_000, requestTimeoutMs / 4)),
+  };
+}
+
+type ServerTimeouts = Pick<ServerOptions, 'requestTimeout' | 'connectionsCheckingInterval'>;
+
 /**
  * express, after the check node makes itself unless told not to (requireHostHeader: false, so that the answer is a
  * problem document): an HTTP/1.1 request must name its Host (RFC 9112, 3.2).
@@ -107,9 +138,14 @@ function refusal(code: string | undefined): VaultError {
   return new Errors.MalformedRequest();
 }
 
-function createServerWithPrototypes(app: Express, respondWithProblem: ProblemResponder): Server {
+function createServerWithPrototypes(
+  app: Express,
+  respondWithProblem: ProblemResponder,
+  timeouts: ServerTimeouts,
+): Server {
   const handler = withHost(app, respondWithProblem);
-  if (isClass(IncomingMessage) || isClass(ServerResponse)) return createServer({ requireHostHeader: false }, handler);
+  if (isClass(IncomingMessage) || isClass(ServerResponse))
+    return createServer({ requireHostHeader: false, ...timeouts }, handler);
   function ExpressRequest(this: IncomingMessage, socket: Socket) {
     (IncomingMessage as unknown as (this: IncomingMessage, socket: Socket) => void).call(this, socket);
   }
@@ -123,6 +159,7 @@ function createServerWithPrototypes(app: Express, respondWithProblem: ProblemRes
       IncomingMessage: ExpressRequest as unknown as typeof IncomingMessage,
       ServerResponse: ExpressResponse as unknown as typeof ServerResponse,
       requireHostHeader: false,
+      ...timeouts,
     },
     handler,
   );

@@ -244,7 +244,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const auditRetention = new AuditRetention(store, logger, config.audit.retentionDays, config.audit.sweepSeconds);
   auditRetention.start();
 
-  const server: Server = createExpressServer(createApp(context), { onRefusal: observeRefusals(metrics, logger) });
+  const server: Server = createExpressServer(createApp(context), {
+    onRefusal: observeRefusals(metrics, logger),
+    requestTimeoutMs: config.limits.requestTimeoutSeconds * 1000,
+  });
   const drainer = drainable(server);
   context.draining = () => drainer.draining;
   server.keepAliveTimeout = 65_000;

@@ -19,6 +19,9 @@ let destinationUrl: string;
 /** Request lines the raw destination received. */
 const received: string[] = [];
 
+/** TOKENVAULT_HTTP_REQUEST_TIMEOUT_SECONDS here: short, so that the stalled requests below end soon. */
+const REQUEST_TIMEOUT_MS = 1000;
+
 /** What the raw destination answers, by path: bytes no HTTP server library would write. */
 const ANSWERS: Record<string, string> = {
   '/ok': 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok',
@@ -40,7 +43,9 @@ beforeAll(async () => {
       const requestLine = head.slice(0, head.indexOf('\r\n'));
       received.push(requestLine);
       const path = requestLine.split(' ')[1];
-      socket.end(ANSWERS[path] ?? ANSWERS['/ok'], 'latin1');
+      // Slower than the API's request timeout, which must not cut an answer.
+      if (path === '/slow') setTimeout(() => socket.end(ANSWERS['/ok'], 'latin1'), 2 * REQUEST_TIMEOUT_MS);
+      else socket.end(ANSWERS[path] ?? ANSWERS['/ok'], 'latin1');
     });
     socket.on('error', () => {});
   });
@@ -51,6 +56,7 @@ beforeAll(async () => {
     TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
     TOKENVAULT_PROXY_CA_FILE: caFile,
     TOKENVAULT_PROXY_TIMEOUT_MS: '3000',
+    TOKENVAULT_HTTP_REQUEST_TIMEOUT_SECONDS: String(REQUEST_TIMEOUT_MS / 1000),
   });
   const tenant = await createTenant(api.url, api.operatorKey);
   managementKey = tenant.managementKey;
@@ -210,6 +216,42 @@ describe("requests node's HTTP parser refuses get a problem document, and the se
     expect(metrics).toMatch(/tokenvault_http_requests_total\{route="refused",method="unknown",status="400"\} [1-9]/);
     expect(metrics).toMatch(/tokenvault_limit_refusals_total\{limit="TV_HEADERS_TOO_LARGE"\} [1-9]/);
     expect(metrics).not.toContain('FROB');
+  });
+});
+
+describe('a request that stops arriving', () => {
+  /** Sends these bytes and nothing more, keeping the connection open; the answer and when it came. */
+  async function stalled(bytes: Buffer | string): Promise<{ answer: RawAnswer; ms: number }> {
+    const start = Date.now();
+    const answer = await raw(bytes);
+    return { answer, ms: Date.now() - start };
+  }
+
+  // Built when the test runs: the key exists from beforeAll on.
+  test.each<[string, () => Buffer | string]>([
+    [
+      'a body stopped midway',
+      () => request('POST', '/tokens', ['Content-Type: application/json', 'Content-Length: 100'], '{"type":"token",'),
+    ],
+    ['headers stopped midway', () => 'POST /tokens HTTP/1.1\r\nHost: localhost\r\nBT-API-KEY: x'],
+    [
+      'a chunked body stopped midway',
+      () => request('POST', '/tokens', ['Content-Type: application/json', 'Transfer-Encoding: chunked'], '5\r\n{"typ'),
+    ],
+  ])('%s is 408 TV_REQUEST_TIMEOUT at the configured timeout', async (_name, bytes) => {
+    // Before, the connection was held until node's 300 s request timeout (the test timed out).
+    const { answer, ms } = await stalled(bytes());
+    expectProblem(answer, 408, 'TV_REQUEST_TIMEOUT');
+    expect(answer.headers['bt-trace-id']).toBeDefined();
+    expect(ms).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 50);
+    expect(ms).toBeLessThan(REQUEST_TIMEOUT_MS * 3);
+    expect((await user.get('/tokens?size=1')).status).toBe(200);
+  });
+
+  test('the timeout is about receiving: an answer slower than it (a proxied destination) still comes', async () => {
+    const answer = await raw(request('GET', '/proxy', [`BT-PROXY-URL: ${destinationUrl}/slow`]));
+    expect(answer.status).toBe(200);
+    expect(answer.body).toBe('ok');
   });
 });
 
