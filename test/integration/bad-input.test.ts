@@ -27,6 +27,8 @@ const ANSWERS: Record<string, string> = {
   '/ok': 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok',
   '/no-status-line': 'hello world\r\n\r\n',
   '/status-000': 'HTTP/1.1 000 Zero\r\nContent-Length: 0\r\n\r\n',
+  '/status-600': 'HTTP/1.1 600 Beyond\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok',
+  '/status-999': 'HTTP/1.1 999 Beyond\r\nContent-Length: 0\r\n\r\n',
   '/control-character-header': 'HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok',
   '/no-content-with-body': 'HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello',
   '/broken-chunk':
@@ -264,7 +266,8 @@ describe('the proxy', () => {
     expect(JSON.parse(answer.body).proxy_error).toMatchObject({ status, code });
   }
 
-  test.each(['/no-status-line', '/status-000', '/control-character-header'])(
+  // Before, a 600 and a 999 were passed on as the answer's status.
+  test.each(['/no-status-line', '/status-000', '/status-600', '/status-999', '/control-character-header'])(
     'an answer that is not HTTP/1.1 is 502 TV_UPSTREAM_UNREACHABLE: %s',
     async (path) => {
       const answer = await proxy(path);
