@@ -367,11 +367,11 @@ describe('token metadata and search', () => {
 });
 
 describe('numbers JSON.parse would alter', () => {
-  test('an integer beyond 2^53 - 1 or an overflowing exponent is 400, not stored rounded; the largest exact one is kept', async () => {
+  test('an integer beyond 2^53 - 1, an overflowing or underflowing exponent is 400, not stored rounded; the largest exact one is kept', async () => {
     const json = (data: string) => `{"type":"token","data":${data}}`;
-    for (const data of ['{"account":12345678901234567891}', '[1e400]', '{"n":-9007199254740993}']) {
+    for (const data of ['{"account":12345678901234567891}', '[1e400]', '{"n":-9007199254740993}', '{"rate":1e-400}']) {
       const body = Buffer.from(json(data));
-      // Before, 201 with 12345678901234567000 (and null for 1e400) stored.
+      // Before, 201 with 12345678901234567000 (null for 1e400, 0 for 1e-400) stored.
       const plain = await raw(
         request('POST', '/tokens', ['Content-Type: application/json', `Content-Length: ${body.length}`], body),
       );
