@@ -233,6 +233,12 @@ export interface Config {
     searchTenantConcurrency: number;
     /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
     shutdownDrainSeconds: number;
+    /**
+     * How long a request may take to arrive whole, request line to the last byte of its body; past it 408
+     * TV_REQUEST_TIMEOUT and the connection is closed. Only receiving counts: the answer (a proxied one streaming
+     * from a slow destination) takes as long as it takes.
+     */
+    requestTimeoutSeconds: number;
   };
   /** Asynchronous reactor invocations (domain/reactors/async.ts). */
   asyncReactors: {
@@ -744,6 +750,12 @@ export const SETTINGS = {
     description: 'api: memory for stored token records (sealed: the data stays encrypted; each counted at twice its stored size) each process keeps for detokenization (the proxy, /detokenize, reactors), evicted at once by watch; 0 reads every record from etcd',
     default: '33554432',
   },
+  requestTimeout: {
+    flag: 'http-request-timeout-seconds',
+    env: 'TOKENVAULT_HTTP_REQUEST_TIMEOUT_SECONDS',
+    description: 'api: longest a request may take to arrive whole (headers and body; not its answer); past it 408 TV_REQUEST_TIMEOUT',
+    default: '30',
+  },
   shutdownDrain: {
     flag: 'shutdown-drain-seconds',
     env: 'TOKENVAULT_SHUTDOWN_DRAIN_SECONDS',
@@ -1024,6 +1036,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     searchMaxMatches: integer('searchMaxMatches', 100, 1_000_000),
     searchTenantConcurrency: integer('searchTenantConcurrency', 1, 10_000),
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
+    requestTimeoutSeconds: integer('requestTimeout', 1, 3600),
   };
   const asyncReactors = {
     resultTtlSeconds: integer('asyncResultTtl', 60, 7 * 24 * 3600),

@@ -93,6 +93,7 @@ export const Errors = {
     431,
     'Request Header Fields Too Large',
     'The request line and headers are larger than the 16 KiB allowed.',
+    LIMIT,
   ),
   DestinationRefused: define(
     'TV_DESTINATION_REFUSED',

@@ -4,6 +4,7 @@
 import type { Request, Response } from 'express';
 import type { IdempotencyService } from '../domain/idempotency/service.js';
 import { tenantPrincipal } from './middleware/auth.js';
+import { singleHeader } from './params.js';
 
 /** Runs `handle` under the request's BT-IDEMPOTENCY-KEY (if any) and sends its answer (no body: just the status). */
 export async function sendOnce(
@@ -17,7 +18,7 @@ export async function sendOnce(
   const route = `${req.method} ${req.path}`;
   const answer = await idempotency.run(
     tenantPrincipal(req),
-    req.get('bt-idempotency-key'),
+    singleHeader(req, 'BT-IDEMPOTENCY-KEY'),
     { route, body: req.body },
     async () => ({
       status,

@@ -1,4 +1,4 @@
-// Path and query parameters, checked before a service sees them.
+// Path and query parameters and headers, checked before a service sees them.
 import type { Request } from 'express';
 import { Errors } from '../errors/registry.js';
 
@@ -14,6 +14,17 @@ export function uuidParam(req: Request, name: string): string {
   if (typeof value !== 'string' || !UUID.test(value))
     throw new Errors.NotFound(`No resource has the id ${JSON.stringify(String(value).slice(0, 64))}.`);
   return value.toLowerCase();
+}
+
+/**
+ * A header that means one value: given twice, it is a 400 naming it. node joins a repeated header with ", ", so two
+ * BT-PROXY-URLs would become one URL with the second inside its path, two BT-IDEMPOTENCY-KEYs one key neither meant.
+ */
+export function singleHeader(req: Request, name: string): string | undefined {
+  if ((req.headersDistinct[name.toLowerCase()]?.length ?? 0) > 1) {
+    throw new Errors.InvalidHeader({ errors: { [name]: ['must be given once'] } });
+  }
+  return req.get(name);
 }
 
 /** A query parameter that may repeat (`?id=a&id=b`) or hold a comma-separated list. */

@@ -364,6 +364,14 @@ export async function outboundRequest(
   } catch (error) {
     throw toUpstreamError(error);
   }
+  // undici's parser takes any three digits; RFC 9110 (15) defines 100-599, and a status beyond them cannot be
+  // answered on as the destination's (node's server would even send a 600 on).
+  if (response.statusCode < 100 || response.statusCode > 599) {
+    discard(response.body);
+    throw new Errors.UpstreamUnreachable(
+      `The destination's answer is not valid HTTP/1.1: its status ${response.statusCode} is outside 100-599.`,
+    );
+  }
 
   const responseHeaders: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(response.headers)) if (value !== undefined) responseHeaders[name] = value;

@@ -45,6 +45,7 @@ import { AuditRetention } from '../audit/retention.js';
 import { listenMetrics } from '../http/metrics-server.js';
 import { drainable } from '../http/drain.js';
 import { createExpressServer } from '../http/server.js';
+import { observeRefusals } from '../http/middleware/observe.js';
 import type { Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { instrumentStore } from '../store/instrumented.js';
@@ -247,7 +248,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const auditRetention = new AuditRetention(store, logger, config.audit.retentionDays, config.audit.sweepSeconds);
   auditRetention.start();
 
-  const server: Server = createExpressServer(createApp(context));
+  const server: Server = createExpressServer(createApp(context), {
+    onRefusal: observeRefusals(metrics, logger),
+    requestTimeoutMs: config.limits.requestTimeoutSeconds * 1000,
+  });
   const drainer = drainable(server);
   context.draining = () => drainer.draining;
   server.keepAliveTimeout = 65_000;

@@ -19,11 +19,16 @@ let destinationUrl: string;
 /** Request lines the raw destination received. */
 const received: string[] = [];
 
+/** TOKENVAULT_HTTP_REQUEST_TIMEOUT_SECONDS here: short, so that the stalled requests below end soon. */
+const REQUEST_TIMEOUT_MS = 1000;
+
 /** What the raw destination answers, by path: bytes no HTTP server library would write. */
 const ANSWERS: Record<string, string> = {
   '/ok': 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok',
   '/no-status-line': 'hello world\r\n\r\n',
   '/status-000': 'HTTP/1.1 000 Zero\r\nContent-Length: 0\r\n\r\n',
+  '/status-600': 'HTTP/1.1 600 Beyond\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok',
+  '/status-999': 'HTTP/1.1 999 Beyond\r\nContent-Length: 0\r\n\r\n',
   '/control-character-header': 'HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok',
   '/no-content-with-body': 'HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello',
   '/broken-chunk':
@@ -40,7 +45,9 @@ beforeAll(async () => {
       const requestLine = head.slice(0, head.indexOf('\r\n'));
       received.push(requestLine);
       const path = requestLine.split(' ')[1];
-      socket.end(ANSWERS[path] ?? ANSWERS['/ok'], 'latin1');
+      // Slower than the API's request timeout, which must not cut an answer.
+      if (path === '/slow') setTimeout(() => socket.end(ANSWERS['/ok'], 'latin1'), 2 * REQUEST_TIMEOUT_MS);
+      else socket.end(ANSWERS[path] ?? ANSWERS['/ok'], 'latin1');
     });
     socket.on('error', () => {});
   });
@@ -51,6 +58,7 @@ beforeAll(async () => {
     TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
     TOKENVAULT_PROXY_CA_FILE: caFile,
     TOKENVAULT_PROXY_TIMEOUT_MS: '3000',
+    TOKENVAULT_HTTP_REQUEST_TIMEOUT_SECONDS: String(REQUEST_TIMEOUT_MS / 1000),
   });
   const tenant = await createTenant(api.url, api.operatorKey);
   managementKey = tenant.managementKey;
@@ -191,8 +199,61 @@ describe("requests node's HTTP parser refuses get a problem document, and the se
       'TV_MALFORMED_REQUEST',
     ],
   ])('%s', async (_name, bytes, status, code) => {
-    expectProblem(await raw(bytes), status, code);
+    const answer = await raw(bytes);
+    expectProblem(answer, status, code);
+    // Before, no BT-TRACE-ID: the answer could not be matched to a log line.
+    expect(answer.headers['bt-trace-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect((await user.get('/tokens?size=1')).status).toBe(200);
+  });
+
+  test('they echo a sane BT-TRACE-ID and are counted, under one route label and by limit', async () => {
+    const traced = await raw(request('GET', '/tokens', ['BT-TRACE-ID: trace-417', 'Expect: tea']));
+    expect(traced.headers['bt-trace-id']).toBe('trace-417');
+    await raw(request('GET', '/tokens', [`X-Long: ${'a'.repeat(20_000)}`]));
+    await raw(request('FROB', '/tokens'));
+    const metrics = await (await fetch(`${api.metricsUrl}/metrics`)).text();
+    // Before, none of these series existed: the refusals were not counted at all.
+    expect(metrics).toMatch(/tokenvault_http_requests_total\{route="refused",method="GET",status="417"\} [1-9]/);
+    expect(metrics).toMatch(/tokenvault_http_requests_total\{route="refused",method="unknown",status="431"\} [1-9]/);
+    expect(metrics).toMatch(/tokenvault_http_requests_total\{route="refused",method="unknown",status="400"\} [1-9]/);
+    expect(metrics).toMatch(/tokenvault_limit_refusals_total\{limit="TV_HEADERS_TOO_LARGE"\} [1-9]/);
+    expect(metrics).not.toContain('FROB');
+  });
+});
+
+describe('a request that stops arriving', () => {
+  /** Sends these bytes and nothing more, keeping the connection open; the answer and when it came. */
+  async function stalled(bytes: Buffer | string): Promise<{ answer: RawAnswer; ms: number }> {
+    const start = Date.now();
+    const answer = await raw(bytes);
+    return { answer, ms: Date.now() - start };
+  }
+
+  // Built when the test runs: the key exists from beforeAll on.
+  test.each<[string, () => Buffer | string]>([
+    [
+      'a body stopped midway',
+      () => request('POST', '/tokens', ['Content-Type: application/json', 'Content-Length: 100'], '{"type":"token",'),
+    ],
+    ['headers stopped midway', () => 'POST /tokens HTTP/1.1\r\nHost: localhost\r\nBT-API-KEY: x'],
+    [
+      'a chunked body stopped midway',
+      () => request('POST', '/tokens', ['Content-Type: application/json', 'Transfer-Encoding: chunked'], '5\r\n{"typ'),
+    ],
+  ])('%s is 408 TV_REQUEST_TIMEOUT at the configured timeout', async (_name, bytes) => {
+    // Before, the connection was held until node's 300 s request timeout (the test timed out).
+    const { answer, ms } = await stalled(bytes());
+    expectProblem(answer, 408, 'TV_REQUEST_TIMEOUT');
+    expect(answer.headers['bt-trace-id']).toBeDefined();
+    expect(ms).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 50);
+    expect(ms).toBeLessThan(REQUEST_TIMEOUT_MS * 3);
+    expect((await user.get('/tokens?size=1')).status).toBe(200);
+  });
+
+  test('the timeout is about receiving: an answer slower than it (a proxied destination) still comes', async () => {
+    const answer = await raw(request('GET', '/proxy', [`BT-PROXY-URL: ${destinationUrl}/slow`]));
+    expect(answer.status).toBe(200);
+    expect(answer.body).toBe('ok');
   });
 });
 
@@ -205,7 +266,8 @@ describe('the proxy', () => {
     expect(JSON.parse(answer.body).proxy_error).toMatchObject({ status, code });
   }
 
-  test.each(['/no-status-line', '/status-000', '/control-character-header'])(
+  // Before, a 600 and a 999 were passed on as the answer's status.
+  test.each(['/no-status-line', '/status-000', '/status-600', '/status-999', '/control-character-header'])(
     'an answer that is not HTTP/1.1 is 502 TV_UPSTREAM_UNREACHABLE: %s',
     async (path) => {
       const answer = await proxy(path);
@@ -229,6 +291,23 @@ describe('the proxy', () => {
     expect(JSON.parse(answer.body).proxy_error.errors).toEqual({ 'BT-PROXY-URL': ['must be given once'] });
     expect(received.length).toBe(before);
     expect((await proxy('/ok')).body).toBe('ok');
+  });
+});
+
+describe('BT-IDEMPOTENCY-KEY', () => {
+  test('given twice is 400 naming it, as BT-PROXY-URL is, and nothing is created', async () => {
+    const body = JSON.stringify({ type: 'token', data: 'twice', metadata: { idempotency: 'twice' } });
+    const headers = ['Content-Type: application/json', `Content-Length: ${body.length}`];
+    const keys = ['BT-IDEMPOTENCY-KEY: key-a', 'BT-IDEMPOTENCY-KEY: key-b'];
+    // Before, 201: node joined the two into the one key "key-a, key-b".
+    const answer = await raw(request('POST', '/tokens', [...headers, ...keys], body));
+    expectProblem(answer, 400, 'TV_INVALID_HEADER');
+    expect(JSON.parse(answer.body).errors).toEqual({ 'BT-IDEMPOTENCY-KEY': ['must be given once'] });
+    expect((await user.get('/v2/tokens?metadata.idempotency=twice')).body.data).toEqual([]);
+    // The same on a route that runs through sendOnce.
+    const session = await raw(request('POST', '/sessions', keys));
+    expectProblem(session, 400, 'TV_INVALID_HEADER');
+    expect((await raw(request('POST', '/tokens', [...headers, keys[0]], body))).status).toBe(201);
   });
 });
 
@@ -288,11 +367,11 @@ describe('token metadata and search', () => {
 });
 
 describe('numbers JSON.parse would alter', () => {
-  test('an integer beyond 2^53 - 1 or an overflowing exponent is 400, not stored rounded; the largest exact one is kept', async () => {
+  test('an integer beyond 2^53 - 1, an overflowing or underflowing exponent is 400, not stored rounded; the largest exact one is kept', async () => {
     const json = (data: string) => `{"type":"token","data":${data}}`;
-    for (const data of ['{"account":12345678901234567891}', '[1e400]', '{"n":-9007199254740993}']) {
+    for (const data of ['{"account":12345678901234567891}', '[1e400]', '{"n":-9007199254740993}', '{"rate":1e-400}']) {
       const body = Buffer.from(json(data));
-      // Before, 201 with 12345678901234567000 (and null for 1e400) stored.
+      // Before, 201 with 12345678901234567000 (null for 1e400, 0 for 1e-400) stored.
       const plain = await raw(
         request('POST', '/tokens', ['Content-Type: application/json', `Content-Length: ${body.length}`], body),
       );

@@ -80,6 +80,7 @@ test('the limit errors are those whose answer names a limit, and no invalid requ
     'TV_DECODED_RESPONSE_TOO_LARGE',
     'TV_EXPRESSION_LIMIT',
     'TV_FORMULA_LIMIT',
+    'TV_HEADERS_TOO_LARGE',
     'TV_JSON_TOO_DEEP',
     'TV_PAYLOAD_TOO_LARGE',
     'TV_PROXY_LIMIT',

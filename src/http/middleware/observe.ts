@@ -7,6 +7,10 @@ import { fixedFieldsLogger, type Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { isLimitCode } from '../../errors/registry.js';
 import type { ProblemLocals } from './errors.js';
+import type { Refusal } from '../server.js';
+
+/** The route label of requests the HTTP server refuses before express routes them (src/http/server.ts). */
+const REFUSED_ROUTE = 'refused';
 
 export function observe(metrics: Metrics, logger: Logger) {
   const access = fixedFieldsLogger(logger);
@@ -24,5 +28,20 @@ export function observe(metrics: Metrics, logger: Logger) {
       access.info({ trace_id: req.traceId, ...labels, ms: Math.round(seconds * 1e4) / 10 }, 'request');
     });
     next();
+  };
+}
+
+/**
+ * The same for a request the HTTP server answers itself (a parser refusal, a timeout, a missing Host, an Expect it
+ * does not meet): one route label for all of them, and a method node parsed or `unknown` (node's parser knows a fixed
+ * set), so the series stay bounded. No duration: node does not say when a refused request began.
+ */
+export function observeRefusals(metrics: Metrics, logger: Logger) {
+  const access = fixedFieldsLogger(logger);
+  return ({ method, error, traceId }: Refusal): void => {
+    const labels = { route: REFUSED_ROUTE, method, status: String(error.status) };
+    metrics.httpRequests.inc(labels);
+    if (isLimitCode(error.code)) metrics.limitRefusals.inc({ limit: error.code });
+    access.info({ trace_id: traceId, ...labels, code: error.code }, 'request');
   };
 }

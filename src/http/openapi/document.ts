@@ -118,7 +118,8 @@ function parameters(op: Operation, route: string): Json[] {
       name: 'BT-IDEMPOTENCY-KEY',
       in: 'header',
       required: false,
-      description: 'A retry with the same key and body gets the first answer again, for 24 hours.',
+      description:
+        'A retry with the same key and body gets the first answer again, for 24 hours. Given once: twice is a 400.',
       schema: { type: 'string', minLength: 1, maxLength: 255 },
     });
   }

@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
-import { listQuery, onlyQuery, stringQuery, uuidParam } from '../params.js';
+import { listQuery, onlyQuery, singleHeader, stringQuery, uuidParam } from '../params.js';
 import { parsePaging } from '../../domain/paging.js';
 import { APPLICATION_TYPES, PERMISSIONS, type ApplicationType } from '../../auth/permissions.js';
 import { validateCreateApplication, validateUpdateApplication } from '../../domain/applications/schema.js';
@@ -17,7 +17,7 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
     const principal = tenantPrincipal(req);
     const answer = await idempotency.run(
       principal,
-      req.get('bt-idempotency-key'),
+      singleHeader(req, 'BT-IDEMPOTENCY-KEY'),
       { route: 'POST /applications', body: req.body },
       async () => ({
         status: 201,

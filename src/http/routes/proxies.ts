@@ -2,7 +2,7 @@
 import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
-import { listQuery, onlyQuery, stringQuery, uuidParam } from '../params.js';
+import { listQuery, onlyQuery, singleHeader, stringQuery, uuidParam } from '../params.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
 import { parsePaging } from '../../domain/paging.js';
 import { validateCreateProxy, validatePatchProxy, validateUpdateProxy } from '../../domain/proxies/schema.js';
@@ -17,7 +17,7 @@ export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencySer
     const principal = tenantPrincipal(req);
     const answer = await idempotency.run(
       principal,
-      req.get('bt-idempotency-key'),
+      singleHeader(req, 'BT-IDEMPOTENCY-KEY'),
       { route: 'POST /proxies', body: req.body },
       async () => ({
         status: 201,

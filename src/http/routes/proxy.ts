@@ -9,6 +9,7 @@ import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError } from '../../errors/registry.js';
 import { sendCustomResponse, sendProblem } from '../middleware/errors.js';
 import { tenantPrincipal } from '../middleware/auth.js';
+import { singleHeader } from '../params.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { checkHeaderNames } from '../../proxy/headers.js';
@@ -176,11 +177,7 @@ function destinationOf(options: ProxyRouteOptions, { req }: ProxyCall, accepted:
 
 /** BT-PROXY-URL, checked against the destination policy before anything is detokenized. */
 function directDestination({ handler }: ProxyRouteOptions, req: Request): URL {
-  // node joins a repeated header with ", ": two URLs would become one with the second inside its path.
-  if ((req.headersDistinct['bt-proxy-url']?.length ?? 0) > 1) {
-    throw new Errors.InvalidHeader({ errors: { 'BT-PROXY-URL': ['must be given once'] } });
-  }
-  const value = req.get('bt-proxy-url');
+  const value = singleHeader(req, 'BT-PROXY-URL');
   if (value === undefined || value.trim() === '') {
     throw new Errors.InvalidHeader({
       detail:

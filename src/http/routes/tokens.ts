@@ -2,7 +2,7 @@ import { Router, type Request } from 'express';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import { tenantPrincipal } from '../middleware/auth.js';
-import { listQuery as listParam, stringQuery } from '../params.js';
+import { listQuery as listParam, singleHeader, stringQuery } from '../params.js';
 import { mayEver, type TokenPermission } from '../../auth/access/evaluate.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
 import type { Detokenizer } from '../../domain/tokens/detokenizer.js';
@@ -35,7 +35,7 @@ export function tokenRoutes(
     // Keyed on the body as sent: a retry replays the answer without decrypting again.
     const answer = await idempotency.run(
       principal,
-      req.get('bt-idempotency-key'),
+      singleHeader(req, 'BT-IDEMPOTENCY-KEY'),
       { route: 'POST /tokens', body: req.body },
       async () => {
         const body: unknown = clientKeys ? await clientKeys.withData(principal.tenantId, req.body) : req.body;
@@ -104,7 +104,7 @@ export function tokenRoutes(
     if (req.body === undefined) throw new Errors.InvalidBody('The body must be JSON.');
     const answer = await idempotency.run(
       principal,
-      req.get('bt-idempotency-key'),
+      singleHeader(req, 'BT-IDEMPOTENCY-KEY'),
       { route: 'POST /tokenize', body: req.body },
       async () => ({
         status: 201,

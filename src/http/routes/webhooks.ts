@@ -2,7 +2,7 @@
 // concern: src/webhooks/dispatcher.ts sends what changes write to the outbox.
 import { Router } from 'express';
 import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
-import { onlyQuery, uuidParam } from '../params.js';
+import { onlyQuery, singleHeader, uuidParam } from '../params.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
 import { EVENT_TYPES } from '../../webhooks/events.js';
 import { validateCreateWebhook, validateUpdateWebhook } from '../../webhooks/schema.js';
@@ -23,7 +23,7 @@ export function webhookRoutes(webhooks: WebhookService, idempotency: Idempotency
     // The answer holds the signing secret: a replay (BT-IDEMPOTENCY-KEY) answers it again, sealed while kept.
     const answer = await idempotency.run(
       principal,
-      req.get('bt-idempotency-key'),
+      singleHeader(req, 'BT-IDEMPOTENCY-KEY'),
       { route: 'POST /webhooks', body: req.body },
       async () => ({ status: 201, body: await webhooks.create(principal, validateCreateWebhook(req.body)) }),
     );
