@@ -74,10 +74,10 @@ test('listRecords reads a prefix of any size in pages, every record once, in key
   for (const id of ids) await store.put(`/list/${id}`, encode('tenant', { id }));
   await store.put('/listed-not/x', encode('tenant', { id: 'outside' }));
   const ranges: Array<number | undefined> = [];
-  const range = store.range.bind(store);
-  store.range = (prefix, options) => {
+  const countedRange = store.countedRange.bind(store);
+  store.countedRange = (prefix, options) => {
     ranges.push(options?.limit);
-    return range(prefix, options);
+    return countedRange(prefix, options);
   };
   const records = await listRecords<{ id: string }>(store, 'tenant', '/list/');
   expect(records.map((r) => r.id)).toEqual(ids);
