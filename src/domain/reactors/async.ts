@@ -157,8 +157,16 @@ export class AsyncReactorService {
     return { queued: [...this.queued.values()].reduce((n, jobs) => n + jobs.length, 0), running: this.running.size };
   }
 
-  /** Stores the request as pending and queues it; the id to ask for its result. */
-  async submit(principal: TenantPrincipal, reactorId: string, args: unknown): Promise<string> {
+  /**
+   * Stores the request as pending and queues it; the id to ask for its result. `current` gives the requesting key's
+   * principal when the request runs (it may have been revoked or narrowed while the request waited).
+   */
+  async submit(
+    principal: TenantPrincipal,
+    reactorId: string,
+    args: unknown,
+    current: () => Promise<TenantPrincipal>,
+  ): Promise<string> {
     const tenantId = principal.tenantId;
     if (this.stopped) throw new Errors.RuntimeUnavailable('This API process is shutting down; retry.');
     if ((await this.reactors.nameOf(tenantId, reactorId)) === undefined)
@@ -201,7 +209,7 @@ export class AsyncReactorService {
       throw error;
     }
     const jobs = this.queued.get(tenantId) ?? [];
-    jobs.push({ tenantId, id, bytes, run: async () => this.invoke(principal, reactorId, args) });
+    jobs.push({ tenantId, id, bytes, run: async () => this.invoke(current, reactorId, args) });
     this.queued.set(tenantId, jobs);
     this.onOutcome('accepted');
     this.pump();
@@ -251,9 +259,9 @@ export class AsyncReactorService {
     return answer;
   }
 
-  private async invoke(principal: TenantPrincipal, reactorId: string, args: unknown): Promise<Outcome> {
+  private async invoke(current: () => Promise<TenantPrincipal>, reactorId: string, args: unknown): Promise<Outcome> {
     try {
-      return { result: await this.reactors.react(principal, reactorId, args) };
+      return { result: await this.reactors.react(await current(), reactorId, args) };
     } catch (error) {
       if (error instanceof CustomResponse)
         return { error: { status: error.status, headers: error.headers, body: error.body } };
