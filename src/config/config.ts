@@ -746,7 +746,7 @@ export const SETTINGS = {
   asyncConcurrency: {
     flag: 'async-concurrency',
     env: 'TOKENVAULT_ASYNC_CONCURRENCY',
-    description: 'api: react-async requests one API process runs at once (all tenants together)',
+    description: 'api: react-async requests one API process runs at once (all tenants together; one tenant at most half)',
     default: '16',
   },
   asyncQueueBytes: {

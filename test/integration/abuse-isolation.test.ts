@@ -40,6 +40,7 @@ beforeAll(async () => {
     TOKENVAULT_RUNTIME_REACTOR_CONCURRENCY: '4',
     TOKENVAULT_RUNTIME_QUEUE_LENGTH: '8',
     TOKENVAULT_RUNTIME_QUEUE_TIMEOUT_MS: '1000',
+    TOKENVAULT_ASYNC_CONCURRENCY: '4',
   });
 });
 
@@ -141,6 +142,29 @@ test('8. tenant A’s hung reactor calls leave tenant B’s trivial reactor fast
   expect(metrics).toMatch(/tokenvault_runtime_busy_total\{limit="queue_length"\} [1-9]/);
   expect(metrics).toMatch(/tokenvault_runtime_busy_total\{limit="(tenant|reactor)_concurrency"\} [1-9]/);
 }, 60_000);
+
+test('tenant A’s hung asynchronous requests leave run slots for tenant B’s', async () => {
+  const a = await tenantWith({ hung: HUNG });
+  const b = await tenantWith({ trivial: TRIVIAL });
+  // As many hung requests as the process runs at once (TOKENVAULT_ASYNC_CONCURRENCY), each held to its time limit.
+  for (let i = 0; i < 4; i++) {
+    const submitted = await a.caller.post(`/reactors/${a.ids.hung}/react-async`, { body: { args: {} } });
+    expect(submitted.status).toBe(202);
+  }
+  await sleep(200);
+  const started = performance.now();
+  const submitted = await b.caller.post(`/reactors/${b.ids.trivial}/react-async`, { body: { args: {} } });
+  expect(submitted.status).toBe(202);
+  const path = `/reactors/${b.ids.trivial}/results/${submitted.body.asyncReactorRequestId}`;
+  let result = await b.caller.get(path);
+  while (result.body.status === 'pending' && performance.now() - started < 2 * REACTOR_TIMEOUT_MS) {
+    await sleep(20);
+    result = await b.caller.get(path);
+  }
+  const ms = performance.now() - started;
+  expect([result.status, result.body.status, result.body.result]).toEqual([200, 'completed', { raw: { ok: true } }]);
+  expect(ms).toBeLessThan(STARVED_MS);
+}, 30_000);
 
 test('8. the API enforces the invocation time limit itself: a worker that never answers is a 408 at the limit + 1 s', async () => {
   // A "worker" that accepts invocations and never answers (hung, or its event loop stuck).

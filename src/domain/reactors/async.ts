@@ -94,6 +94,8 @@ export class AsyncReactorService {
   private readonly lastServed = new Map<string, number>();
   private serves = 0;
   private readonly running = new Set<Promise<void>>();
+  /** Requests running per tenant: at most `tenantConcurrency` each. */
+  private readonly runningPerTenant = new Map<string, number>();
   /** Requests queued or running per tenant. */
   private readonly perTenant = new Map<string, number>();
   /** Bytes of args held by requests queued or running. */
@@ -274,25 +276,39 @@ export class AsyncReactorService {
   }
 
   /**
-   * Starts queued requests while there is room, the least recently served tenant first, so that one tenant's backlog
-   * is not a wall in front of another tenant's request.
+   * A tenant runs at most half of the slots (at least one), so a tenant whose requests hang to their time limit leaves
+   * the other half to the others: with every slot taken by one tenant, another tenant's request waited that long.
+   */
+  private get tenantConcurrency(): number {
+    return Math.max(1, Math.floor(this.limits.concurrency / 2));
+  }
+
+  /**
+   * Starts queued requests while there is room, the least recently served tenant below its share first, so that one
+   * tenant's backlog is not a wall in front of another tenant's request.
    */
   private pump(): void {
-    while (!this.stopped && this.running.size < this.limits.concurrency && this.queued.size > 0) {
-      let tenantId = '';
+    while (!this.stopped && this.running.size < this.limits.concurrency) {
+      let tenantId: string | undefined;
       let oldest = Infinity;
       for (const candidate of this.queued.keys()) {
+        if ((this.runningPerTenant.get(candidate) ?? 0) >= this.tenantConcurrency) continue;
         const served = this.lastServed.get(candidate) ?? 0;
         if (served < oldest) [tenantId, oldest] = [candidate, served];
       }
+      if (tenantId === undefined) return;
       const jobs = this.queued.get(tenantId)!;
       const job = jobs.shift()!;
       if (jobs.length === 0) this.queued.delete(tenantId);
       this.lastServed.set(tenantId, ++this.serves);
+      this.runningPerTenant.set(tenantId, (this.runningPerTenant.get(tenantId) ?? 0) + 1);
       const done = this.execute(job);
       this.running.add(done);
       void done.finally(() => {
         this.running.delete(done);
+        const left = this.runningPerTenant.get(job.tenantId)! - 1;
+        if (left === 0) this.runningPerTenant.delete(job.tenantId);
+        else this.runningPerTenant.set(job.tenantId, left);
         this.release(job.tenantId, job.bytes);
         this.pump();
       });
