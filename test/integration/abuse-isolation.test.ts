@@ -166,6 +166,39 @@ test('tenant A’s hung asynchronous requests leave run slots for tenant B’s',
   expect(ms).toBeLessThan(STARVED_MS);
 }, 30_000);
 
+test('a tenant’s v1 page-paged token lists, which read all its tokens, run one at a time; a few wait, more get 429', async () => {
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  const lister = client(
+    api.url,
+    (
+      await createApplication(api.url, managementKey, {
+        name: 'lister',
+        type: 'private',
+        permissions: ['token:create', 'token:read'],
+      })
+    ).key,
+  );
+  await Promise.all(
+    Array.from({ length: 10 }, async (_, i) => {
+      for (let j = 0; j < 3; j++) {
+        const body = Array.from({ length: 100 }, (_unused, n) => `value-${i}-${j}-${n}`);
+        expect((await lister.post('/tokenize', { body })).status).toBe(201);
+      }
+    }),
+  );
+  // Each of these reads all 3,000 tokens to count them: one runs, 16 wait their turn, the rest are refused.
+  const answers = await Promise.all(Array.from({ length: 30 }, () => lister.get('/tokens?page=1&size=1')));
+  const ok = answers.filter((answer) => answer.status === 200);
+  const refused = answers.filter((answer) => answer.status === 429);
+  expect(ok.length + refused.length).toBe(30);
+  expect(ok.length).toBeGreaterThanOrEqual(17);
+  expect(ok.every((answer) => answer.body.pagination.total_items === 3000)).toBe(true);
+  expect(refused.length).toBeGreaterThan(0);
+  expect(refused[0].body.code).toBe('TV_RATE_LIMITED');
+  expect(refused[0].body.detail).toContain('GET /v2/tokens');
+  expect(refused[0].headers.get('retry-after')).toBe('1');
+}, 60_000);
+
 test('8. the API enforces the invocation time limit itself: a worker that never answers is a 408 at the limit + 1 s', async () => {
   // A "worker" that accepts invocations and never answers (hung, or its event loop stuck).
   const silent = http.createServer((req) => req.resume());
