@@ -199,6 +199,40 @@ test('a tenant’s v1 page-paged token lists, which read all its tokens, run one
   expect(refused[0].headers.get('retry-after')).toBe('1');
 }, 60_000);
 
+test('a tenant’s audit log pages, which may read thousands of entries, run one at a time; a few wait, more get 429', async () => {
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  const reader = client(
+    api.url,
+    (
+      await createApplication(api.url, managementKey, {
+        name: 'reader',
+        type: 'private',
+        permissions: ['token:create', 'token:read'],
+      })
+    ).key,
+  );
+  const token = (await reader.post('/tokens', { body: { type: 'token', data: 'x' } })).body.id;
+  // 3,000 reads, 3,000 audit entries.
+  await Promise.all(
+    Array.from({ length: 20 }, async () => {
+      for (let i = 0; i < 150; i++) expect((await reader.get(`/tokens/${token}`)).status).toBe(200);
+    }),
+  );
+  // A filter nothing matches reads every entry: one runs, 16 wait their turn, the rest are refused.
+  const admin = client(api.url, managementKey);
+  const nothing = '/logs?size=100&entity_id=00000000-0000-4000-8000-000000000001';
+  const answers = await Promise.all(Array.from({ length: 30 }, () => admin.get(nothing)));
+  const ok = answers.filter((answer) => answer.status === 200);
+  const refused = answers.filter((answer) => answer.status === 429);
+  expect(ok.length + refused.length).toBe(30);
+  expect(ok.length).toBeGreaterThanOrEqual(17);
+  expect(ok.every((answer) => answer.body.data.length === 0)).toBe(true);
+  expect(refused.length).toBeGreaterThan(0);
+  expect(refused[0].body.code).toBe('TV_RATE_LIMITED');
+  expect(refused[0].body.detail).toContain('start_date');
+  expect(refused[0].headers.get('retry-after')).toBe('1');
+}, 60_000);
+
 test('8. the API enforces the invocation time limit itself: a worker that never answers is a 408 at the limit + 1 s', async () => {
   // A "worker" that accepts invocations and never answers (hung, or its event loop stuck).
   const silent = http.createServer((req) => req.resume());

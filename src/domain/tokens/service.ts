@@ -30,7 +30,7 @@ import {
 } from './schema.js';
 import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
-import { PageScanGate } from './page-scans.js';
+import { ScanGate } from '../scan-gate.js';
 import { changedVisibility, mayChangeVisibility } from './visibility.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
 import type { Page } from '../paging.js';
@@ -84,7 +84,7 @@ export class TokenService {
   /** Where changes are published as webhook events (outbox writes in the change's own transaction). */
   private events: EventSink = NO_EVENTS;
   /** v1 page paging's full scans: one per tenant at a time in this process. */
-  private readonly pageScans = new PageScanGate();
+  private readonly pageScans = new ScanGate('page-paged token lists', 'page by cursor (GET /v2/tokens)');
 
   constructor(
     private readonly store: Store,
