@@ -752,7 +752,7 @@ export const SETTINGS = {
   asyncQueueBytes: {
     flag: 'async-queue-bytes',
     env: 'TOKENVAULT_ASYNC_QUEUE_BYTES',
-    description: 'api: bytes of args (as JSON) all react-async requests queued or running in one API process may hold together; more are answered 429 TV_ASYNC_QUEUE_FULL',
+    description: 'api: bytes of args (as JSON) all react-async requests queued or running in one API process may hold together (one tenant at most half); more are answered 429 TV_ASYNC_QUEUE_FULL',
     default: '67108864',
   },
   asyncRunnerLease: {

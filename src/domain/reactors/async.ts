@@ -100,6 +100,8 @@ export class AsyncReactorService {
   private readonly perTenant = new Map<string, number>();
   /** Bytes of args held by requests queued or running. */
   private heldBytes = 0;
+  /** Bytes of args held per tenant: at most half of queueBytes each. */
+  private readonly bytesPerTenant = new Map<string, number>();
   private heartbeat?: NodeJS.Timeout;
   private stopped = false;
 
@@ -178,18 +180,21 @@ export class AsyncReactorService {
       this.onOutcome('refused');
       throw new Errors.AsyncQueueFull({ headers: { 'Retry-After': '1' } });
     }
-    // The args wait in memory until the request runs: their bytes are bounded for the process as a whole.
+    // The args wait in memory until the request runs: their bytes are bounded for the process as a whole, and a
+    // tenant holds at most half of that, so one tenant's queue (of requests that hang, say) never shuts others out.
     const bytes = Buffer.byteLength(JSON.stringify(args ?? null));
-    if (this.heldBytes + bytes > this.limits.queueBytes) {
+    const tenantBytes = this.bytesPerTenant.get(tenantId) ?? 0;
+    if (this.heldBytes + bytes > this.limits.queueBytes || tenantBytes + bytes > this.limits.queueBytes / 2) {
       this.onOutcome('refused');
       throw new Errors.AsyncQueueFull({
         detail:
-          'The asynchronous reactor requests queued on this API process hold as many bytes of args as allowed (TOKENVAULT_ASYNC_QUEUE_BYTES); retry later.',
+          'The asynchronous reactor requests queued on this API process hold as many bytes of args as allowed (TOKENVAULT_ASYNC_QUEUE_BYTES, of which one tenant may hold half); retry later.',
         headers: { 'Retry-After': '1' },
       });
     }
     this.perTenant.set(tenantId, (this.perTenant.get(tenantId) ?? 0) + 1);
     this.heldBytes += bytes;
+    this.bytesPerTenant.set(tenantId, tenantBytes + bytes);
     const id = randomUUID();
     const now = new Date();
     const record: AsyncResultRecord = {
@@ -350,8 +355,12 @@ export class AsyncReactorService {
     const left = (this.perTenant.get(tenantId) ?? 1) - 1;
     if (left <= 0) {
       this.perTenant.delete(tenantId);
+      this.bytesPerTenant.delete(tenantId);
       this.lastServed.delete(tenantId);
-    } else this.perTenant.set(tenantId, left);
+    } else {
+      this.perTenant.set(tenantId, left);
+      this.bytesPerTenant.set(tenantId, (this.bytesPerTenant.get(tenantId) ?? bytes) - bytes);
+    }
   }
 
   private async beat(): Promise<void> {
