@@ -5,6 +5,7 @@ import { Errors } from '../errors/registry.js';
 import { decode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/store.js';
+import { ScanGate } from '../domain/scan-gate.js';
 import { atOrBefore, ChainAppender, type ChangeWrites, SORT_KEY_PATTERN, TenantGone, timeOfSortKey } from './chain.js';
 import { publicEntry, type AuditEntry, type AuditRecord } from './entry.js';
 
@@ -48,6 +49,7 @@ export class AuditLog {
   private readonly appender: ChainAppender;
   /** For the entries' lines: their fields are the entry's own (ids, names, hashes), nothing a caller sent. */
   private readonly lines: Logger;
+  private readonly scans = new ScanGate('audit log pages', 'narrow start_date and end_date');
 
   constructor(
     private readonly store: Store,
@@ -115,8 +117,12 @@ export class AuditLog {
     await this.appender.settled();
   }
 
-  /** A page of the tenant's entries, newest first. */
+  /** A page of the tenant's entries, newest first; one page of a tenant at a time (it may scan thousands). */
   async list(tenantId: string, filter: AuditFilter): Promise<AuditPage> {
+    return this.scans.run(tenantId, () => this.scan(tenantId, filter));
+  }
+
+  private async scan(tenantId: string, filter: AuditFilter): Promise<AuditPage> {
     const prefix = keys.auditLog(tenantId);
     if (filter.start !== undefined && !SORT_KEY_PATTERN.test(filter.start)) {
       throw new Errors.InvalidQuery({ errors: { start: ['is not a cursor this API gave (pagination.next)'] } });

@@ -4,7 +4,13 @@
 // Keys derived from an application (sessions it authorized, keys minted for its reactors) name it and the grant they
 // were derived from; the ApplicationDirectory (also watched) tells whether that grant still holds.
 import { hashKey, isApiKey, sameHash } from './api-keys.js';
-import { OPERATOR_ACTOR_ID, principalFromEntry, type KeyIndexEntry, type Principal } from './principal.js';
+import {
+  OPERATOR_ACTOR_ID,
+  principalFromEntry,
+  type KeyIndexEntry,
+  type Principal,
+  type TenantPrincipal,
+} from './principal.js';
 import type { ApplicationDirectory, LiveApplication } from '../domain/applications/directory.js';
 import { MANAGEMENT_DEFAULT } from './permissions.js';
 import { Errors } from '../errors/registry.js';
@@ -59,6 +65,21 @@ export class Authenticator {
       };
     }
     if (asTenant !== undefined) throw new Errors.Forbidden('BT-TENANT-ID is for the operator key only.');
+    return this.tenantKey(hash);
+  }
+
+  /**
+   * For work done later on a tenant key's behalf (a queued asynchronous reactor request): the key's principal as it
+   * is when called, with every check of `authenticate` (401 once the key, its session or its authorizer is gone or
+   * expired; the rights as they are now). Holds the key's hash, not the key.
+   */
+  later(presented: string | undefined): () => Promise<TenantPrincipal> {
+    if (presented === undefined || !isApiKey(presented)) return () => Promise.reject(new Errors.Unauthenticated());
+    const hash = hashKey(presented);
+    return () => this.tenantKey(hash);
+  }
+
+  private async tenantKey(hash: string): Promise<TenantPrincipal> {
     const principal = await this.lookup(hash);
     if (principal === undefined || principal.kind === 'operator') throw new Errors.Unauthenticated();
     if (principal.expiresAt !== undefined && principal.expiresAt <= Date.now()) {

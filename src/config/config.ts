@@ -777,13 +777,13 @@ export const SETTINGS = {
   asyncConcurrency: {
     flag: 'async-concurrency',
     env: 'TOKENVAULT_ASYNC_CONCURRENCY',
-    description: 'api: react-async requests one API process runs at once (all tenants together)',
+    description: 'api: react-async requests one API process runs at once (all tenants together; one tenant at most half)',
     default: '16',
   },
   asyncQueueBytes: {
     flag: 'async-queue-bytes',
     env: 'TOKENVAULT_ASYNC_QUEUE_BYTES',
-    description: 'api: bytes of args (as JSON) all react-async requests queued or running in one API process may hold together; more are answered 429 TV_ASYNC_QUEUE_FULL',
+    description: 'api: bytes of args (as JSON) all react-async requests queued or running in one API process may hold together (one tenant at most half); more are answered 429 TV_ASYNC_QUEUE_FULL',
     default: '67108864',
   },
   asyncRunnerLease: {

@@ -165,7 +165,7 @@ export function createApp(context: ApiContext): Express {
   app.use(under(sessionRoutes(services.sessions, services.idempotency)));
   app.use(under(formulaRoutes(services.formulas, services.reactors)));
   app.use(under(reactorRoutes(services.reactors, services.idempotency)));
-  app.use(under(asyncReactorRoutes(services.asyncReactors)));
+  app.use(under(asyncReactorRoutes(services.asyncReactors, authenticator)));
   app.use(under(proxiesRoutes(services.proxies, services.idempotency)));
   app.use(under(webhookRoutes(services.webhooks, services.idempotency)));
   app.use(under(adminTenantRoutes(services.tenants)));

@@ -356,3 +356,64 @@ describe('5. revocation reaches every replica within 5 s', () => {
     }
   });
 });
+
+describe('6. a queued asynchronous reactor request runs with its key’s rights when it runs', () => {
+  let queued: TestApi;
+  let mgmt: string;
+
+  beforeAll(async () => {
+    // One run at a time, so a second request waits in the queue behind a slow one.
+    queued = await startTestApi({ TOKENVAULT_ASYNC_CONCURRENCY: '1' });
+    ({ managementKey: mgmt } = await createTenant(queued.url, queued.operatorKey));
+  }, 30_000);
+
+  afterAll(async () => {
+    await queued?.close();
+  });
+
+  /** A slow request, then an echo of `args` queued behind it; `change` runs while the echo waits. */
+  async function echoAfterChange(key: string, args: unknown, change: () => Promise<unknown>) {
+    const admin = client(queued.url, mgmt);
+    const reactor = async (code: string) =>
+      (await admin.post('/reactors', { body: { name: 'r', configuration: {}, code } })).body.id as string;
+    const slow = await reactor(
+      'module.exports = async () => { await new Promise((r) => setTimeout(r, 1500)); return {}; };',
+    );
+    const echo = await reactor('module.exports = async (req) => ({ raw: req.args });');
+    const caller = client(queued.url, key);
+    expect((await caller.post(`/reactors/${slow}/react-async`, { body: { args: {} } })).status).toBe(202);
+    const submitted = await caller.post(`/reactors/${echo}/react-async`, { body: { args } });
+    expect(submitted.status).toBe(202);
+    await change();
+    const path = `/reactors/${echo}/results/${submitted.body.asyncReactorRequestId}`;
+    for (let i = 0; i < 100; i++) {
+      const answer = await caller.get(path);
+      if (answer.status !== 200 || answer.body.status !== 'pending') return answer;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    throw new Error('the queued request never ran');
+  }
+
+  test('rights narrowed while it waits apply to it', async () => {
+    const server = await createApplication(queued.url, mgmt, {
+      name: 'server',
+      type: 'private',
+      rules: everything('reveal', ['token:create', 'token:use']),
+    });
+    const token = await client(queued.url, server.key).post('/tokens', {
+      body: { type: 'social_security_number', data: SSN },
+    });
+    expect(token.status).toBe(201);
+    const answer = await echoAfterChange(server.key, { ssn: `{{ ${token.body.id} }}` }, async () => {
+      const narrowed = await client(queued.url, mgmt).put(`/applications/${server.id}`, {
+        body: { name: 'server', rules: everything('mask', ['token:create', 'token:use']) },
+      });
+      expect(narrowed.status).toBe(200);
+    });
+    expect([answer.status, answer.body.status, answer.body.result]).toEqual([
+      200,
+      'completed',
+      { raw: { ssn: 'XXX-XX-6789' } },
+    ]);
+  }, 30_000);
+});

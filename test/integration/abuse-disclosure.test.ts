@@ -68,6 +68,38 @@ test('converting a token intent cannot choose a mask or expression that shows mo
   expect([anywhere.status, anywhere.body.data]).toEqual([201, SSN]);
 });
 
+test('converting a token intent cannot choose an id that a rule reveals where the intent would be masked', async () => {
+  const browser = await key({ type: 'public', permissions: ['token-intent:create'] });
+  const byId = await key({
+    type: 'private',
+    rules: [
+      {
+        priority: 1,
+        conditions: [{ attribute: 'id', operator: 'starts_with', value: 'mine-' }],
+        transform: 'reveal',
+        permissions: ['token:create', 'token:read'],
+      },
+      { priority: 2, container: '/', transform: 'mask', permissions: ['token:create', 'token:read'] },
+    ],
+  });
+  const intent = async () =>
+    (await browser.post('/token-intents', { body: { type: 'social_security_number', data: SSN } })).body.id as string;
+
+  const chosen = await byId.post('/tokens', { body: { token_intent_id: await intent(), id: 'mine-intent' } });
+  expect([chosen.status, chosen.body.data]).toEqual([403, undefined]);
+  expect((await byId.get('/tokens/mine-intent')).status).toBe(404);
+  // Without an id it converts, and reads what it reads there: masked.
+  const plain = await byId.post('/tokens', { body: { token_intent_id: await intent() } });
+  expect([plain.status, plain.body.data]).toEqual([201, 'XXX-XX-6789']);
+  // A key that reads the plaintext anyway may choose the id.
+  const revealing = await key({ type: 'private', rules: everything('reveal', ['token:create', 'token:read']) });
+  const named = await revealing.post('/tokens', { body: { token_intent_id: await intent(), id: 'mine-named' } });
+  expect([named.status, named.body.data]).toEqual([201, SSN]);
+  // Its own data under such an id it reveals, as before.
+  const own = await byId.post('/tokens', { body: { type: 'social_security_number', data: SSN, id: 'mine-own' } });
+  expect([own.status, own.body.data]).toEqual([201, SSN]);
+});
+
 test('the answer to an update shows a key that may not read the token its id and type only', async () => {
   const writer = await key({ type: 'private', permissions: ['token:create'] });
   const updater = await key({ type: 'private', rules: everything('reveal', ['token:update']) });

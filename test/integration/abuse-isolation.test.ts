@@ -40,6 +40,8 @@ beforeAll(async () => {
     TOKENVAULT_RUNTIME_REACTOR_CONCURRENCY: '4',
     TOKENVAULT_RUNTIME_QUEUE_LENGTH: '8',
     TOKENVAULT_RUNTIME_QUEUE_TIMEOUT_MS: '1000',
+    TOKENVAULT_ASYNC_CONCURRENCY: '4',
+    TOKENVAULT_ASYNC_QUEUE_BYTES: String(1024 * 1024),
   });
 });
 
@@ -140,6 +142,126 @@ test('8. tenant A’s hung reactor calls leave tenant B’s trivial reactor fast
   const metrics = await api.context.metrics.registry.metrics();
   expect(metrics).toMatch(/tokenvault_runtime_busy_total\{limit="queue_length"\} [1-9]/);
   expect(metrics).toMatch(/tokenvault_runtime_busy_total\{limit="(tenant|reactor)_concurrency"\} [1-9]/);
+}, 60_000);
+
+test('tenant A’s hung asynchronous requests leave run slots for tenant B’s', async () => {
+  const a = await tenantWith({ hung: HUNG });
+  const b = await tenantWith({ trivial: TRIVIAL });
+  // As many hung requests as the process runs at once (TOKENVAULT_ASYNC_CONCURRENCY), each held to its time limit.
+  for (let i = 0; i < 4; i++) {
+    const submitted = await a.caller.post(`/reactors/${a.ids.hung}/react-async`, { body: { args: {} } });
+    expect(submitted.status).toBe(202);
+  }
+  await sleep(200);
+  const started = performance.now();
+  const submitted = await b.caller.post(`/reactors/${b.ids.trivial}/react-async`, { body: { args: {} } });
+  expect(submitted.status).toBe(202);
+  const path = `/reactors/${b.ids.trivial}/results/${submitted.body.asyncReactorRequestId}`;
+  let result = await b.caller.get(path);
+  while (result.body.status === 'pending' && performance.now() - started < 2 * REACTOR_TIMEOUT_MS) {
+    await sleep(20);
+    result = await b.caller.get(path);
+  }
+  const ms = performance.now() - started;
+  expect([result.status, result.body.status, result.body.result]).toEqual([200, 'completed', { raw: { ok: true } }]);
+  expect(ms).toBeLessThan(STARVED_MS);
+}, 30_000);
+
+test('tenant A’s queued asynchronous requests cannot hold every byte the queue may hold', async () => {
+  const a = await tenantWith({ hung: HUNG });
+  const b = await tenantWith({ trivial: TRIVIAL });
+  // A's requests hang, so what it queues stays queued; it fills TOKENVAULT_ASYNC_QUEUE_BYTES as far as it can.
+  let held = 0;
+  for (const size of [100_000, 10_000, 1_000, 100]) {
+    for (;;) {
+      const answer = await a.caller.post(`/reactors/${a.ids.hung}/react-async`, {
+        body: { args: { padding: 'x'.repeat(size) } },
+      });
+      if (answer.status !== 202) {
+        expect([answer.status, answer.body.code]).toEqual([429, 'TV_ASYNC_QUEUE_FULL']);
+        break;
+      }
+      held += size;
+    }
+  }
+  expect(held).toBeGreaterThan(100_000);
+  const submitted = await b.caller.post(`/reactors/${b.ids.trivial}/react-async`, {
+    body: { args: { order: 'o-1234', note: 'n'.repeat(200) } },
+  });
+  expect([submitted.status, submitted.body.code]).toEqual([202, undefined]);
+}, 30_000);
+
+test('a tenant’s v1 page-paged token lists, which read all its tokens, run one at a time; a few wait, more get 429', async () => {
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  const lister = client(
+    api.url,
+    (
+      await createApplication(api.url, managementKey, {
+        name: 'lister',
+        type: 'private',
+        permissions: ['token:create', 'token:read'],
+      })
+    ).key,
+  );
+  await Promise.all(
+    Array.from({ length: 10 }, async (_, i) => {
+      for (let j = 0; j < 3; j++) {
+        const body = Array.from({ length: 100 }, (_unused, n) => `value-${i}-${j}-${n}`);
+        expect((await lister.post('/tokenize', { body })).status).toBe(201);
+      }
+    }),
+  );
+  // Each of these reads all 3,000 tokens to count them: one runs, 16 wait their turn, the rest are refused.
+  const answers = await Promise.all(Array.from({ length: 30 }, () => lister.get('/tokens?page=1&size=1')));
+  const ok = answers.filter((answer) => answer.status === 200);
+  const refused = answers.filter((answer) => answer.status === 429);
+  expect(ok.length + refused.length).toBe(30);
+  expect(ok.length).toBeGreaterThanOrEqual(17);
+  expect(ok.every((answer) => answer.body.pagination.total_items === 3000)).toBe(true);
+  expect(refused.length).toBeGreaterThan(0);
+  expect(refused[0].body.code).toBe('TV_RATE_LIMITED');
+  expect(refused[0].body.detail).toContain('GET /v2/tokens');
+  expect(refused[0].headers.get('retry-after')).toBe('1');
+}, 60_000);
+
+test('a tenant’s audit log pages, which may read thousands of entries, run one at a time; a few wait, more get 429', async () => {
+  const { managementKey } = await createTenant(api.url, api.operatorKey);
+  const reader = client(
+    api.url,
+    (
+      await createApplication(api.url, managementKey, {
+        name: 'reader',
+        type: 'private',
+        permissions: ['token:create', 'token:read'],
+      })
+    ).key,
+  );
+  const token = (await reader.post('/tokens', { body: { type: 'token', data: 'x' } })).body.id;
+  // 3,000 reads, 3,000 audit entries.
+  await Promise.all(
+    Array.from({ length: 20 }, async () => {
+      for (let i = 0; i < 150;) {
+        const status = (await reader.get(`/tokens/${token}`)).status;
+        if (status === 200) i++;
+        else if (status === 429)
+          await sleep(200); // over the per-key rate limit: its entries count all the same
+        else expect(status).toBe(200);
+      }
+    }),
+  );
+  // A filter nothing matches reads every entry: one runs, 16 wait their turn, the rest are refused.
+  const admin = client(api.url, managementKey);
+  const nothing = '/logs?size=100&entity_id=00000000-0000-4000-8000-000000000001';
+  const answers = await Promise.all(Array.from({ length: 30 }, () => admin.get(nothing)));
+  const ok = answers.filter((answer) => answer.status === 200);
+  const refused = answers.filter((answer) => answer.status === 429);
+  expect(ok.length + refused.length).toBe(30);
+  expect(ok.length).toBeGreaterThanOrEqual(17);
+  expect(ok.every((answer) => answer.body.data.length === 0)).toBe(true);
+  expect(refused.length).toBeGreaterThan(0);
+  expect(refused[0].body.code).toBe('TV_RATE_LIMITED');
+  expect(refused[0].body.detail).toContain('start_date');
+  expect(refused[0].headers.get('retry-after')).toBe('1');
 }, 60_000);
 
 test('8. the API enforces the invocation time limit itself: a worker that never answers is a 408 at the limit + 1 s', async () => {

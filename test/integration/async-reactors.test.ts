@@ -275,9 +275,9 @@ describe('limits', () => {
     expect(await refusals()).toBe(before + 1);
   }, 20_000);
 
-  test('args beyond TOKENVAULT_ASYNC_QUEUE_BYTES held by the process → 429 naming it; room again once they ran', async () => {
+  test('args beyond the tenant’s half of TOKENVAULT_ASYNC_QUEUE_BYTES → 429 naming it; room again once they ran', async () => {
     const id = await reactor(SLOW);
-    const big = 'x'.repeat(40_000);
+    const big = 'x'.repeat(20_000);
     const first = await submit(id, { ms: 800, big });
     const refused = await user.post(`/reactors/${id}/react-async`, { body: { args: { ms: 1, big } } });
     expect(refused.status).toBe(429);

@@ -55,8 +55,8 @@ test('tenants take turns: a tenant with one request runs before the rest of a ba
   });
   await service.start();
   const reactorId = '00000000-0000-4000-8000-000000000001';
-  for (let n = 1; n <= 4; n++) await service.submit(principal('a'), reactorId, { n });
-  await service.submit(principal('b'), reactorId, { n: 1 });
+  for (let n = 1; n <= 4; n++) await service.submit(principal('a'), reactorId, { n }, async () => principal('a'));
+  await service.submit(principal('b'), reactorId, { n: 1 }, async () => principal('b'));
   expect(service.usage()).toEqual({ queued: 4, running: 1 });
   open();
   for (let i = 0; i < 100 && started.length < 5; i++) await new Promise((resolve) => setTimeout(resolve, 5));
@@ -78,8 +78,8 @@ test('stop fails what had not started; the results say so', async () => {
   });
   await service.start();
   const reactorId = '00000000-0000-4000-8000-000000000001';
-  const running = await service.submit(principal('a'), reactorId, { n: 1 });
-  const waiting = await service.submit(principal('a'), reactorId, { n: 2 });
+  const running = await service.submit(principal('a'), reactorId, { n: 1 }, async () => principal('a'));
+  const waiting = await service.submit(principal('a'), reactorId, { n: 2 }, async () => principal('a'));
   const stopping = service.stop();
   open();
   await stopping;
@@ -129,7 +129,8 @@ test('a run that fails at a limit is reported with its code, once; other failure
   await service.start();
   const reactorId = '00000000-0000-4000-8000-000000000001';
   const ids: string[] = [];
-  for (let n = 1; n <= 4; n++) ids.push(await service.submit(principal('a'), reactorId, { n }));
+  for (let n = 1; n <= 4; n++)
+    ids.push(await service.submit(principal('a'), reactorId, { n }, async () => principal('a')));
   for (let i = 0; i < 100 && outcomes.filter((o) => o === 'failed').length < 4; i++)
     await new Promise((resolve) => setTimeout(resolve, 5));
   expect(refusals).toEqual(['TV_REACTOR_RESULT_TOO_LARGE', 'TV_RUNTIME_BUSY']);

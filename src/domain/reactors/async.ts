@@ -94,10 +94,14 @@ export class AsyncReactorService {
   private readonly lastServed = new Map<string, number>();
   private serves = 0;
   private readonly running = new Set<Promise<void>>();
+  /** Requests running per tenant: at most `tenantConcurrency` each. */
+  private readonly runningPerTenant = new Map<string, number>();
   /** Requests queued or running per tenant. */
   private readonly perTenant = new Map<string, number>();
   /** Bytes of args held by requests queued or running. */
   private heldBytes = 0;
+  /** Bytes of args held per tenant: at most half of queueBytes each. */
+  private readonly bytesPerTenant = new Map<string, number>();
   private heartbeat?: NodeJS.Timeout;
   private stopped = false;
 
@@ -157,8 +161,16 @@ export class AsyncReactorService {
     return { queued: [...this.queued.values()].reduce((n, jobs) => n + jobs.length, 0), running: this.running.size };
   }
 
-  /** Stores the request as pending and queues it; the id to ask for its result. */
-  async submit(principal: TenantPrincipal, reactorId: string, args: unknown): Promise<string> {
+  /**
+   * Stores the request as pending and queues it; the id to ask for its result. `current` gives the requesting key's
+   * principal when the request runs (it may have been revoked or narrowed while the request waited).
+   */
+  async submit(
+    principal: TenantPrincipal,
+    reactorId: string,
+    args: unknown,
+    current: () => Promise<TenantPrincipal>,
+  ): Promise<string> {
     const tenantId = principal.tenantId;
     if (this.stopped) throw new Errors.RuntimeUnavailable('This API process is shutting down; retry.');
     if ((await this.reactors.nameOf(tenantId, reactorId)) === undefined)
@@ -168,18 +180,21 @@ export class AsyncReactorService {
       this.onOutcome('refused');
       throw new Errors.AsyncQueueFull({ headers: { 'Retry-After': '1' } });
     }
-    // The args wait in memory until the request runs: their bytes are bounded for the process as a whole.
+    // The args wait in memory until the request runs: their bytes are bounded for the process as a whole, and a
+    // tenant holds at most half of that, so one tenant's queue (of requests that hang, say) never shuts others out.
     const bytes = Buffer.byteLength(JSON.stringify(args ?? null));
-    if (this.heldBytes + bytes > this.limits.queueBytes) {
+    const tenantBytes = this.bytesPerTenant.get(tenantId) ?? 0;
+    if (this.heldBytes + bytes > this.limits.queueBytes || tenantBytes + bytes > this.limits.queueBytes / 2) {
       this.onOutcome('refused');
       throw new Errors.AsyncQueueFull({
         detail:
-          'The asynchronous reactor requests queued on this API process hold as many bytes of args as allowed (TOKENVAULT_ASYNC_QUEUE_BYTES); retry later.',
+          'The asynchronous reactor requests queued on this API process hold as many bytes of args as allowed (TOKENVAULT_ASYNC_QUEUE_BYTES, of which one tenant may hold half); retry later.',
         headers: { 'Retry-After': '1' },
       });
     }
     this.perTenant.set(tenantId, (this.perTenant.get(tenantId) ?? 0) + 1);
     this.heldBytes += bytes;
+    this.bytesPerTenant.set(tenantId, tenantBytes + bytes);
     const id = randomUUID();
     const now = new Date();
     const record: AsyncResultRecord = {
@@ -201,7 +216,7 @@ export class AsyncReactorService {
       throw error;
     }
     const jobs = this.queued.get(tenantId) ?? [];
-    jobs.push({ tenantId, id, bytes, run: async () => this.invoke(principal, reactorId, args) });
+    jobs.push({ tenantId, id, bytes, run: async () => this.invoke(current, reactorId, args) });
     this.queued.set(tenantId, jobs);
     this.onOutcome('accepted');
     this.pump();
@@ -251,9 +266,9 @@ export class AsyncReactorService {
     return answer;
   }
 
-  private async invoke(principal: TenantPrincipal, reactorId: string, args: unknown): Promise<Outcome> {
+  private async invoke(current: () => Promise<TenantPrincipal>, reactorId: string, args: unknown): Promise<Outcome> {
     try {
-      return { result: await this.reactors.react(principal, reactorId, args) };
+      return { result: await this.reactors.react(await current(), reactorId, args) };
     } catch (error) {
       if (error instanceof CustomResponse)
         return { error: { status: error.status, headers: error.headers, body: error.body } };
@@ -266,25 +281,39 @@ export class AsyncReactorService {
   }
 
   /**
-   * Starts queued requests while there is room, the least recently served tenant first, so that one tenant's backlog
-   * is not a wall in front of another tenant's request.
+   * A tenant runs at most half of the slots (at least one), so a tenant whose requests hang to their time limit leaves
+   * the other half to the others: with every slot taken by one tenant, another tenant's request waited that long.
+   */
+  private get tenantConcurrency(): number {
+    return Math.max(1, Math.floor(this.limits.concurrency / 2));
+  }
+
+  /**
+   * Starts queued requests while there is room, the least recently served tenant below its share first, so that one
+   * tenant's backlog is not a wall in front of another tenant's request.
    */
   private pump(): void {
-    while (!this.stopped && this.running.size < this.limits.concurrency && this.queued.size > 0) {
-      let tenantId = '';
+    while (!this.stopped && this.running.size < this.limits.concurrency) {
+      let tenantId: string | undefined;
       let oldest = Infinity;
       for (const candidate of this.queued.keys()) {
+        if ((this.runningPerTenant.get(candidate) ?? 0) >= this.tenantConcurrency) continue;
         const served = this.lastServed.get(candidate) ?? 0;
         if (served < oldest) [tenantId, oldest] = [candidate, served];
       }
+      if (tenantId === undefined) return;
       const jobs = this.queued.get(tenantId)!;
       const job = jobs.shift()!;
       if (jobs.length === 0) this.queued.delete(tenantId);
       this.lastServed.set(tenantId, ++this.serves);
+      this.runningPerTenant.set(tenantId, (this.runningPerTenant.get(tenantId) ?? 0) + 1);
       const done = this.execute(job);
       this.running.add(done);
       void done.finally(() => {
         this.running.delete(done);
+        const left = this.runningPerTenant.get(job.tenantId)! - 1;
+        if (left === 0) this.runningPerTenant.delete(job.tenantId);
+        else this.runningPerTenant.set(job.tenantId, left);
         this.release(job.tenantId, job.bytes);
         this.pump();
       });
@@ -326,8 +355,12 @@ export class AsyncReactorService {
     const left = (this.perTenant.get(tenantId) ?? 1) - 1;
     if (left <= 0) {
       this.perTenant.delete(tenantId);
+      this.bytesPerTenant.delete(tenantId);
       this.lastServed.delete(tenantId);
-    } else this.perTenant.set(tenantId, left);
+    } else {
+      this.perTenant.set(tenantId, left);
+      this.bytesPerTenant.set(tenantId, (this.bytesPerTenant.get(tenantId) ?? bytes) - bytes);
+    }
   }
 
   private async beat(): Promise<void> {

@@ -95,18 +95,19 @@ export class TokenIntentService {
     if (given !== undefined) errors.data = ['comes from the token intent; omit it'];
     if (type !== undefined && type !== value.type) errors.type = [`must be the token intent's type (${value.type})`];
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
-    // The data is the intent's, not the caller's, and it is held where its type puts tokens (the default container).
-    // A mask or expression the caller chooses, or another container, would show the caller (and other keys) more than
-    // a conversion without them: as for a PATCH of those fields (tokens/visibility.ts), it must read the plaintext where
-    // the data is and where it goes.
+    // The data is the intent's, not the caller's, and it is held where its type puts tokens (the default container),
+    // under an id nobody chose (the intent's). A mask or expression the caller chooses, another container, or an id
+    // (which access rules may match) would show the caller (and other keys) more than a conversion without them: as
+    // for a PATCH of those fields (tokens/visibility.ts), it must read the plaintext where the data is and where it goes.
     const id = fields.id ?? randomUUID();
     const held = [TOKEN_TYPES.get(value.type)!.defaultContainer];
     const containers = fields.containers ?? held;
     const chosen = changedVisibility({ containers: held }, { ...fields, containers });
-    const from = { id, type: value.type, containers: held };
-    if (chosen.length > 0 && !mayChangeVisibility(principal, from, { ...from, containers })) {
+    if (fields.id !== undefined) chosen.push('id');
+    const from = { id: intentId, type: value.type, containers: held };
+    if (chosen.length > 0 && !mayChangeVisibility(principal, from, { id, type: value.type, containers })) {
       throw new Errors.Forbidden(
-        `Converting a token intent with ${chosen.join(', ')} needs a read that reveals the token's plaintext (token:read with reveal) in ${held[0]}, where its type puts it, and in its containers.`,
+        `Converting a token intent with ${chosen.join(', ')} needs a read that reveals the token's plaintext (token:read with reveal) in ${held[0]}, where its type puts it, and as the token it becomes (its id and containers).`,
       );
     }
     const data = await this.open(value);

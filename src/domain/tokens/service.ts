@@ -30,6 +30,7 @@ import {
 } from './schema.js';
 import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
+import { ScanGate } from '../scan-gate.js';
 import { changedVisibility, mayChangeVisibility } from './visibility.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
 import type { Page } from '../paging.js';
@@ -82,6 +83,8 @@ export interface CreateOptions {
 export class TokenService {
   /** Where changes are published as webhook events (outbox writes in the change's own transaction). */
   private events: EventSink = NO_EVENTS;
+  /** v1 page paging's full scans: one per tenant at a time in this process. */
+  private readonly pageScans = new ScanGate('page-paged token lists', 'page by cursor (GET /v2/tokens)');
 
   constructor(
     private readonly store: Store,
@@ -341,27 +344,7 @@ export class TokenService {
         .map((entry) => decode<TokenRecord>('token', entry.value))
         .flatMap((record) => readable(principal, record, query));
     } else {
-      const prefix = keys.tokens(tenantId);
-      matched = [];
-      let after: string | undefined;
-      for (let scanned = 0; ;) {
-        // Each read's count is of the rest of the tenant's tokens (etcd counts it anyway): the first tells at once
-        // whether page paging may read them all, and the last that nothing follows, without an empty read.
-        const { entries, count } = await this.store.countedRange(prefix, { startAfter: after, limit: 500 });
-        if (scanned + count > this.pageScanLimit) {
-          throw new Errors.InvalidQuery({
-            detail: `Page paging counts every token and reads at most ${this.pageScanLimit} (TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT); this tenant has more. Page by cursor: GET /v2/tokens with start=pagination.next.`,
-            errors: {
-              page: [`page paging reads at most ${this.pageScanLimit} tokens; use cursor paging (/v2/tokens)`],
-            },
-          });
-        }
-        for (const entry of entries)
-          matched.push(...readable(principal, decode<TokenRecord>('token', entry.value), query));
-        if (count <= entries.length) break;
-        scanned += entries.length;
-        after = entries[entries.length - 1].key;
-      }
+      matched = await this.pageScans.run(tenantId, () => this.scanReadable(principal, query));
     }
     const slice = matched.slice((page - 1) * query.size, page * query.size);
     const data = await Promise.all(
@@ -382,6 +365,34 @@ export class TokenService {
       },
       data,
     };
+  }
+
+  /** Every stored token of the tenant the key may read and the filters pass, for v1 page paging (bounded). */
+  private async scanReadable(
+    principal: TenantPrincipal,
+    query: TokenListQuery,
+  ): Promise<Array<{ record: TokenRecord; transform: Transform }>> {
+    const prefix = keys.tokens(principal.tenantId);
+    const matched: Array<{ record: TokenRecord; transform: Transform }> = [];
+    let after: string | undefined;
+    for (let scanned = 0; ;) {
+      // Each read's count is of the rest of the tenant's tokens (etcd counts it anyway): the first tells at once
+      // whether page paging may read them all, and the last that nothing follows, without an empty read.
+      const { entries, count } = await this.store.countedRange(prefix, { startAfter: after, limit: 500 });
+      if (scanned + count > this.pageScanLimit) {
+        throw new Errors.InvalidQuery({
+          detail: `Page paging counts every token and reads at most ${this.pageScanLimit} (TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT); this tenant has more. Page by cursor: GET /v2/tokens with start=pagination.next.`,
+          errors: {
+            page: [`page paging reads at most ${this.pageScanLimit} tokens; use cursor paging (/v2/tokens)`],
+          },
+        });
+      }
+      for (const entry of entries)
+        matched.push(...readable(principal, decode<TokenRecord>('token', entry.value), query));
+      if (count <= entries.length) return matched;
+      scanned += entries.length;
+      after = entries[entries.length - 1].key;
+    }
   }
 
   /** The listed ids that exist and pass the other filters, read in one round trip (no cursor: the ids are the page). */

@@ -1,6 +1,6 @@
 // Asynchronous reactor invocations: the request is answered 202 with an id at once, the result is read later. The
-// same permission as the synchronous call (token:use; each detokenized token's container is checked again when it
-// runs) and the same rate limit class ('calls', middleware/rate-limit.ts).
+// same permission as the synchronous call (token:use; each detokenized token is checked again when it runs, against
+// the key's rights then) and the same rate limit class ('calls', middleware/rate-limit.ts).
 import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { tenantPrincipal } from '../middleware/auth.js';
@@ -8,8 +8,9 @@ import { uuidParam } from '../params.js';
 import { mayEver } from '../../auth/access/evaluate.js';
 import { validateReactBody } from '../../domain/reactors/schema.js';
 import type { AsyncReactorService } from '../../domain/reactors/async.js';
+import type { Authenticator } from '../../auth/authenticator.js';
 
-export function asyncReactorRoutes(requests: AsyncReactorService): Router {
+export function asyncReactorRoutes(requests: AsyncReactorService, authenticator: Authenticator): Router {
   const router = Router();
 
   router.post('/reactors/:id/react-async', async (req, res) => {
@@ -18,7 +19,8 @@ export function asyncReactorRoutes(requests: AsyncReactorService): Router {
     const id = uuidParam(req, 'id');
     // As the synchronous call: no body is no arguments; a JSON `null` is a body, and not the object the schema says.
     const body = validateReactBody(req.body === undefined ? {} : req.body);
-    const requestId = await requests.submit(principal, id, body.args);
+    // It runs later, with the key's rights as they are then: revoked or narrowed meanwhile, it gets no more.
+    const requestId = await requests.submit(principal, id, body.args, authenticator.later(req.get('bt-api-key')));
     // The SDKs read `asyncReactorRequestId` (camelCase on the wire, as Basis Theory answers).
     res.status(202).json({ asyncReactorRequestId: requestId });
   });
