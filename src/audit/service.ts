@@ -5,7 +5,7 @@ import { Errors } from '../errors/registry.js';
 import { decode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/store.js';
-import { ScanGate } from '../domain/scan-gate.js';
+import { DEFAULT_SCAN_GATE, TenantGate, type TenantGateLimits } from '../domain/tenant-gate.js';
 import { atOrBefore, ChainAppender, type ChangeWrites, SORT_KEY_PATTERN, TenantGone, timeOfSortKey } from './chain.js';
 import { publicEntry, type AuditEntry, type AuditRecord } from './entry.js';
 
@@ -40,6 +40,8 @@ export interface AuditCounters {
 export interface AuditOptions {
   /** Most stored entries one GET /logs request reads (TOKENVAULT_AUDIT_SCAN_LIMIT). */
   scanLimit: number;
+  /** Pages of one tenant read at once and waiting (TOKENVAULT_SCAN_TENANT_CONCURRENCY, _QUEUE_LENGTH). */
+  scanGate?: TenantGateLimits;
 }
 
 /** Entries read per store call while listing. */
@@ -49,7 +51,7 @@ export class AuditLog {
   private readonly appender: ChainAppender;
   /** For the entries' lines: their fields are the entry's own (ids, names, hashes), nothing a caller sent. */
   private readonly lines: Logger;
-  private readonly scans = new ScanGate('audit log pages', 'narrow start_date and end_date');
+  private readonly scans: TenantGate;
 
   constructor(
     private readonly store: Store,
@@ -57,6 +59,14 @@ export class AuditLog {
     private readonly options: AuditOptions,
     private readonly counters?: AuditCounters,
   ) {
+    this.scans = new TenantGate(
+      {
+        what: 'audit log pages',
+        runningSetting: 'TOKENVAULT_SCAN_TENANT_CONCURRENCY',
+        instead: 'narrow start_date and end_date',
+      },
+      options.scanGate ?? DEFAULT_SCAN_GATE,
+    );
     this.lines = fixedFieldsLogger(logger);
     this.appender = new ChainAppender(store, {
       onCommit: (entries, conflicts) => {

@@ -231,6 +231,8 @@ export interface Config {
     searchMaxClauses: number;
     searchMaxMatches: number;
     searchTenantConcurrency: number;
+    scanTenantConcurrency: number;
+    scanQueueLength: number;
     /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
     shutdownDrainSeconds: number;
     /**
@@ -699,8 +701,20 @@ export const SETTINGS = {
   searchTenantConcurrency: {
     flag: 'search-tenant-concurrency',
     env: 'TOKENVAULT_SEARCH_TENANT_CONCURRENCY',
-    description: 'Token searches of one tenant running at once in one API process; more get a 429 with Retry-After',
+    description: 'Token searches of one tenant running at once in one API process; more wait (TOKENVAULT_SCAN_QUEUE_LENGTH), then get 429 TV_TENANT_BUSY',
     default: '4',
+  },
+  scanTenantConcurrency: {
+    flag: 'scan-tenant-concurrency',
+    env: 'TOKENVAULT_SCAN_TENANT_CONCURRENCY',
+    description: 'v1 page-paged token lists, and audit log pages, of one tenant running at once in one API process (each kind on its own); more wait (TOKENVAULT_SCAN_QUEUE_LENGTH), then get 429 TV_TENANT_BUSY',
+    default: '1',
+  },
+  scanQueueLength: {
+    flag: 'scan-queue-length',
+    env: 'TOKENVAULT_SCAN_QUEUE_LENGTH',
+    description: 'Token searches, v1 page-paged token lists or audit log pages of one tenant (each kind on its own) waiting for a turn in one API process; more get 429 TV_TENANT_BUSY',
+    default: '16',
   },
   rateLimitApiPerKey: {
     flag: 'rate-limit-api-per-key',
@@ -1035,6 +1049,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     searchMaxClauses: integer('searchMaxClauses', 1, 1000),
     searchMaxMatches: integer('searchMaxMatches', 100, 1_000_000),
     searchTenantConcurrency: integer('searchTenantConcurrency', 1, 10_000),
+    scanTenantConcurrency: integer('scanTenantConcurrency', 1, 10_000),
+    scanQueueLength: integer('scanQueueLength', 0, 10_000),
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
     requestTimeoutSeconds: integer('requestTimeout', 1, 3600),
   };

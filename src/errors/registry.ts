@@ -221,11 +221,12 @@ export const Errors = {
     "The tenant's share of the reactor runtime is in use; retry later.",
     LIMIT,
   ),
-  SearchBusy: define(
-    'TV_SEARCH_BUSY',
+  // Requests that read thousands of records (searches, v1 token pages, audit log pages): src/domain/tenant-gate.ts.
+  TenantBusy: define(
+    'TV_TENANT_BUSY',
     429,
     'Too Many Requests',
-    "The tenant's token searches running on this API process are at their limit (TOKENVAULT_SEARCH_TENANT_CONCURRENCY); retry later.",
+    "The tenant's requests of this kind running and waiting on this API process are at their limit; retry later.",
     LIMIT,
   ),
   AsyncQueueFull: define(

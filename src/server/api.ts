@@ -100,7 +100,8 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     perTenant: config.perTenant.applications,
   });
   const btKeys = new BtKeys(store, applicationDirectory);
-  const tokens = new TokenService(store, cipher, tenantDirectory, usage, config.limits.tokenPageScanLimit);
+  const scanGate = { running: config.limits.scanTenantConcurrency, waiting: config.limits.scanQueueLength };
+  const tokens = new TokenService(store, cipher, tenantDirectory, usage, config.limits.tokenPageScanLimit, scanGate);
   // Sealed token records, watched: a proxied request naming ten tokens needs no etcd read for them once they are here.
   const tokenRecords = new TokenRecordCache(store, {
     maxBytes: config.limits.tokenCacheBytes,
@@ -173,7 +174,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const audit = new AuditLog(
     store,
     logger,
-    { scanLimit: config.audit.scanLimit },
+    { scanLimit: config.audit.scanLimit, scanGate },
     {
       entry: (outcome) => metrics.auditEntries.inc({ outcome }),
       conflicts: (count) => (count > 0 ? metrics.auditConflicts.inc(count) : undefined),
@@ -204,6 +205,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         maxClauses: config.limits.searchMaxClauses,
         maxMatches: config.limits.searchMaxMatches,
         tenantConcurrency: config.limits.searchTenantConcurrency,
+        tenantQueueLength: config.limits.scanQueueLength,
       }),
       idempotency: new IdempotencyService(store, cipher),
       formulas,

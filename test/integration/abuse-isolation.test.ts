@@ -219,7 +219,7 @@ test('a tenant’s v1 page-paged token lists, which read all its tokens, run one
   expect(ok.length).toBeGreaterThanOrEqual(17);
   expect(ok.every((answer) => answer.body.pagination.total_items === 3000)).toBe(true);
   expect(refused.length).toBeGreaterThan(0);
-  expect(refused[0].body.code).toBe('TV_RATE_LIMITED');
+  expect(refused[0].body.code).toBe('TV_TENANT_BUSY');
   expect(refused[0].body.detail).toContain('GET /v2/tokens');
   expect(refused[0].headers.get('retry-after')).toBe('1');
 }, 60_000);
@@ -259,7 +259,7 @@ test('a tenant’s audit log pages, which may read thousands of entries, run one
   expect(ok.length).toBeGreaterThanOrEqual(17);
   expect(ok.every((answer) => answer.body.data.length === 0)).toBe(true);
   expect(refused.length).toBeGreaterThan(0);
-  expect(refused[0].body.code).toBe('TV_RATE_LIMITED');
+  expect(refused[0].body.code).toBe('TV_TENANT_BUSY');
   expect(refused[0].body.detail).toContain('start_date');
   expect(refused[0].headers.get('retry-after')).toBe('1');
 }, 60_000);

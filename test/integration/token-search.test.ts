@@ -416,8 +416,8 @@ describe('bad queries: 400 naming the position or the limit', () => {
 });
 
 describe('searches of one tenant running at once', () => {
-  test('past TOKENVAULT_SEARCH_TENANT_CONCURRENCY a search of that tenant is 429 TV_SEARCH_BUSY; other tenants search on', async () => {
-    const small = await startTestApi({ TOKENVAULT_SEARCH_TENANT_CONCURRENCY: '1' });
+  test('past TOKENVAULT_SEARCH_TENANT_CONCURRENCY and a full queue a search of that tenant is 429 TV_TENANT_BUSY; other tenants search on', async () => {
+    const small = await startTestApi({ TOKENVAULT_SEARCH_TENANT_CONCURRENCY: '1', TOKENVAULT_SCAN_QUEUE_LENGTH: '0' });
     try {
       const searcher = async () => {
         const tenant = await createTenant(small.url, small.operatorKey);
@@ -447,7 +447,7 @@ describe('searches of one tenant running at once', () => {
         expect(second.status).toBe(429);
         expect(second.headers.get('content-type')).toContain('application/problem+json');
         expect(second.headers.get('retry-after')).toBe('1');
-        expect(second.body.code).toBe('TV_SEARCH_BUSY');
+        expect(second.body.code).toBe('TV_TENANT_BUSY');
         expect(second.body.detail).toContain('TOKENVAULT_SEARCH_TENANT_CONCURRENCY');
         expect((await other.app.post('/tokens/search', { body: { query: 'metadata.tag:a' } })).status).toBe(200);
         release();

@@ -89,7 +89,7 @@ test('the limit errors are those whose answer names a limit, and no invalid requ
     'TV_REACTOR_RESULT_TOO_LARGE',
     'TV_RUNTIME_BUSY',
     'TV_SANDBOX_HOST_LIMIT',
-    'TV_SEARCH_BUSY',
+    'TV_TENANT_BUSY',
     'TV_UPSTREAM_RESPONSE_TOO_LARGE',
     'TV_WEBHOOK_LIMIT',
   ]);

@@ -22,6 +22,7 @@
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { decide, mayEverReveal, type Transform } from '../../auth/access/evaluate.js';
 import { Errors } from '../../errors/registry.js';
+import { DEFAULT_SCAN_GATE, TenantGate } from '../tenant-gate.js';
 import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
 import { decode } from '../../store/codec.js';
@@ -41,14 +42,16 @@ import { facts, shownTokens } from './service.js';
 export interface SearchLimits extends SearchQueryLimits {
   /** Most tokens one term may match as the index counts them (before access checks): what a search reads per term. */
   maxMatches: number;
-  /** Searches of one tenant running at once in one API process; more are refused (429). */
+  /** Searches of one tenant running at once in one API process, and waiting for a turn; more are refused (429). */
   tenantConcurrency: number;
+  tenantQueueLength: number;
 }
 
 export const DEFAULT_SEARCH_LIMITS: SearchLimits = {
   ...DEFAULT_SEARCH_QUERY_LIMITS,
   maxMatches: 10_000,
   tenantConcurrency: 4,
+  tenantQueueLength: DEFAULT_SCAN_GATE.waiting,
 };
 
 export interface SearchCursorPage {
@@ -71,19 +74,28 @@ interface Plan {
 }
 
 export class TokenSearch {
-  /** Searches running per tenant. */
-  private readonly running = new Map<string, number>();
+  /** A search may read `maxMatches` records per term, seconds of this process: a few per tenant run at once. */
+  private readonly searches: TenantGate;
 
   constructor(
     private readonly store: Store,
     private readonly cipher: DataCipher,
     private readonly usage: UsageService,
     private readonly limits: SearchLimits = DEFAULT_SEARCH_LIMITS,
-  ) {}
+  ) {
+    this.searches = new TenantGate(
+      {
+        what: 'token searches',
+        runningSetting: 'TOKENVAULT_SEARCH_TENANT_CONCURRENCY',
+        instead: 'narrow the query with AND and a selective term',
+      },
+      { running: limits.tenantConcurrency, waiting: limits.tenantQueueLength },
+    );
+  }
 
   /** v2: cursor paging; `start` is the `pagination.next` of the previous page. */
   async cursorPage(principal: TenantPrincipal, query: string, size: number, start?: string): Promise<SearchCursorPage> {
-    return this.inTenantSlot(principal.tenantId, () => this.readCursorPage(principal, query, size, start));
+    return this.searches.run(principal.tenantId, () => this.readCursorPage(principal, query, size, start));
   }
 
   private async readCursorPage(
@@ -119,7 +131,7 @@ export class TokenSearch {
 
   /** v1: page-number paging with `total_items`, so every candidate is checked (maxMatches per term read). */
   async numberedPage(principal: TenantPrincipal, query: string, page: number, size: number): Promise<Page<Token>> {
-    return this.inTenantSlot(principal.tenantId, () => this.readNumberedPage(principal, query, page, size));
+    return this.searches.run(principal.tenantId, () => this.readNumberedPage(principal, query, page, size));
   }
 
   private async readNumberedPage(
@@ -149,26 +161,6 @@ export class TokenSearch {
       },
       data,
     };
-  }
-
-  /**
-   * Runs one search of the tenant if fewer than `tenantConcurrency` of its searches are running in this process, else
-   * refuses it (429 TV_SEARCH_BUSY): a search may read `maxMatches` records per term, seconds of this process's time,
-   * so one tenant's searches must not take all of it from the other tenants' requests.
-   */
-  private async inTenantSlot<T>(tenantId: string, search: () => Promise<T>): Promise<T> {
-    const running = this.running.get(tenantId) ?? 0;
-    if (running >= this.limits.tenantConcurrency) {
-      throw new Errors.SearchBusy({ headers: { 'Retry-After': '1' } });
-    }
-    this.running.set(tenantId, running + 1);
-    try {
-      return await search();
-    } finally {
-      const left = this.running.get(tenantId)! - 1;
-      if (left === 0) this.running.delete(tenantId);
-      else this.running.set(tenantId, left);
-    }
   }
 
   private async plan(principal: TenantPrincipal, query: string): Promise<Plan> {

@@ -30,7 +30,7 @@ import {
 } from './schema.js';
 import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
-import { ScanGate } from '../scan-gate.js';
+import { DEFAULT_SCAN_GATE, TenantGate, type TenantGateLimits } from '../tenant-gate.js';
 import { changedVisibility, mayChangeVisibility } from './visibility.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
 import type { Page } from '../paging.js';
@@ -83,8 +83,8 @@ export interface CreateOptions {
 export class TokenService {
   /** Where changes are published as webhook events (outbox writes in the change's own transaction). */
   private events: EventSink = NO_EVENTS;
-  /** v1 page paging's full scans: one per tenant at a time in this process. */
-  private readonly pageScans = new ScanGate('page-paged token lists', 'page by cursor (GET /v2/tokens)');
+  /** v1 page paging's full scans, a few per tenant at a time in this process. */
+  private readonly pageScans: TenantGate;
 
   constructor(
     private readonly store: Store,
@@ -93,7 +93,17 @@ export class TokenService {
     private readonly usage: UsageService,
     /** v1 page paging must count every match for `total_items`; beyond this many stored tokens it refuses (400). */
     private readonly pageScanLimit = DEFAULT_PAGE_SCAN_LIMIT,
-  ) {}
+    pageScanGate: TenantGateLimits = DEFAULT_SCAN_GATE,
+  ) {
+    this.pageScans = new TenantGate(
+      {
+        what: 'page-paged token lists',
+        runningSetting: 'TOKENVAULT_SCAN_TENANT_CONCURRENCY',
+        instead: 'page by cursor (GET /v2/tokens)',
+      },
+      pageScanGate,
+    );
+  }
 
   publishEventsTo(events: EventSink): void {
     this.events = events;

@@ -1,0 +1,69 @@
+// Requests whose cost is a read of up to thousands of the tenant's stored records, whatever their page size: token
+// searches (up to TOKENVAULT_SEARCH_MAX_MATCHES per term), v1 page-paged token lists (every token, to count
+// total_items) and audit log pages (entries read while filtering and skipping). The request rate limits count
+// requests, not that cost: eight page-paged lists of one tenant at once took 8 s each and slowed another tenant's
+// token reads 5-10 times (docs/security.md, "Limits"). So one API process runs at most `running` requests of a kind
+// per tenant at a time; the tenant's others wait their turn (first come, first served), and beyond `waiting` of them
+// they are refused: 429 TV_TENANT_BUSY naming the setting.
+import { Errors } from '../errors/registry.js';
+
+export interface TenantGateLimits {
+  /** Requests of the kind one tenant runs at once in this process. */
+  running: number;
+  /** Requests of the kind one tenant may have waiting for a turn; more are refused. */
+  waiting: number;
+}
+
+/** The kind of request a gate is for, as its refusal names it. */
+export interface GatedKind {
+  /** What the requests are, plural ("token searches"). */
+  what: string;
+  /** The setting `running` comes from. */
+  runningSetting: string;
+  /** What a client can do instead ("page by cursor (GET /v2/tokens)"). */
+  instead: string;
+}
+
+/** What v1 token pages and audit log pages get by default (config.ts: TOKENVAULT_SCAN_TENANT_CONCURRENCY, _QUEUE_LENGTH). */
+export const DEFAULT_SCAN_GATE: TenantGateLimits = { running: 1, waiting: 16 };
+
+/** The setting every gate's `waiting` comes from. */
+export const WAITING_SETTING = 'TOKENVAULT_SCAN_QUEUE_LENGTH';
+
+export class TenantGate {
+  /** Per tenant: its requests running, and the turns of those waiting. */
+  private readonly tenants = new Map<string, { running: number; waiting: Array<() => void> }>();
+
+  constructor(
+    private readonly kind: GatedKind,
+    private readonly limits: TenantGateLimits,
+  ) {}
+
+  /** Runs `work` when it is the tenant's turn. */
+  async run<T>(tenantId: string, work: () => Promise<T>): Promise<T> {
+    let tenant = this.tenants.get(tenantId);
+    if (tenant === undefined) {
+      tenant = { running: 0, waiting: [] };
+      this.tenants.set(tenantId, tenant);
+    }
+    if (tenant.running < this.limits.running) {
+      tenant.running++;
+    } else if (tenant.waiting.length < this.limits.waiting) {
+      // The request that ends hands its slot over: `running` stays as it is.
+      await new Promise<void>((resolve) => tenant.waiting.push(resolve));
+    } else {
+      const { what, runningSetting, instead } = this.kind;
+      throw new Errors.TenantBusy({
+        detail: `This tenant already has ${this.limits.running} ${what} running on this API process (${runningSetting}) and ${this.limits.waiting} waiting (${WAITING_SETTING}); retry later, or ${instead}.`,
+        headers: { 'Retry-After': '1' },
+      });
+    }
+    try {
+      return await work();
+    } finally {
+      const next = tenant.waiting.shift();
+      if (next) next();
+      else if (--tenant.running === 0) this.tenants.delete(tenantId);
+    }
+  }
+}
