@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { hashKey, isApiKey } from '../auth/api-keys.js';
 import { parseKeyEncryptionKeys } from '../crypto/keyring.js';
 import { parseQuantity } from './quantity.js';
-import { workerUrlPatternProblem } from '../runtime/client/worker-urls.js';
+import { workerUrlPatternProblem } from './worker-url-patterns.js';
 import type { StoreSpec } from '../store/open.js';
 
 export type { StoreSpec };

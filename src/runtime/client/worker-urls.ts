@@ -10,37 +10,13 @@
 // query and fragment are refused. The controller's workers are http://tokenvault-worker-<tenant>.<namespace>.svc:8080,
 // so http://tokenvault-worker-*.<namespace>.svc:8080 allows those of one namespace.
 
+import { parseWorkerUrl, trimPath } from '../../config/worker-url-patterns.js';
+
 interface Pattern {
   protocol: string;
   host: RegExp;
   port: string;
   path: string;
-}
-
-/** The path without trailing slashes: `http://w:8080` and `http://w:8080/` are one worker. */
-const trimPath = (pathname: string) => pathname.replace(/\/+$/, '');
-
-/** A URL without user info, query or fragment, http or https; undefined otherwise. */
-function parse(text: string): URL | undefined {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    return undefined;
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
-  if (url.username || url.password || /[?#]/.test(text)) return undefined;
-  return url;
-}
-
-/** Why `text` is not a valid pattern, or undefined when it is one (config.ts reports it with the setting's name). */
-export function workerUrlPatternProblem(text: string): string | undefined {
-  const url = parse(text);
-  if (!url || url.hostname === '')
-    return `${JSON.stringify(text)} is not an http(s) URL without user, query or fragment`;
-  if (url.pathname.includes('*') || url.pathname.includes('%2A'))
-    return `${JSON.stringify(text)}: "*" is allowed in the host only`;
-  return undefined;
 }
 
 export class WorkerUrlAllowList {
@@ -49,7 +25,7 @@ export class WorkerUrlAllowList {
   /** `patterns` are valid (workerUrlPatternProblem); an empty list allows nothing. */
   constructor(patterns: readonly string[]) {
     this.patterns = patterns.map((text) => {
-      const url = parse(text)!;
+      const url = parseWorkerUrl(text)!;
       const host = url.hostname
         .split('*')
         .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
@@ -59,7 +35,7 @@ export class WorkerUrlAllowList {
   }
 
   allows(workerUrl: string): boolean {
-    const url = parse(workerUrl);
+    const url = parseWorkerUrl(workerUrl);
     if (!url) return false;
     const path = trimPath(url.pathname);
     return this.patterns.some(
