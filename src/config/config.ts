@@ -182,6 +182,8 @@ export interface Config {
     timeoutMs: number;
     /** Deliveries one API process sends at once. */
     concurrency: number;
+    /** Deliveries of one tenant one API process sends at once (at most concurrency). */
+    tenantConcurrency: number;
   };
   /** Work all Liquid expressions of one request may cause together (src/expressions/budget.ts). */
   expressions: {
@@ -577,6 +579,13 @@ export const SETTINGS = {
     env: 'TOKENVAULT_WEBHOOK_CONCURRENCY',
     description: 'Webhook deliveries one API process sends at once',
     default: '8',
+  },
+  webhookTenantConcurrency: {
+    flag: 'webhook-tenant-concurrency',
+    env: 'TOKENVAULT_WEBHOOK_TENANT_CONCURRENCY',
+    description:
+      "Webhook deliveries of one tenant one API process sends at once (at most TOKENVAULT_WEBHOOK_CONCURRENCY): the rest of the process's are left to other tenants",
+    default: '4',
   },
   expressionRender: {
     flag: 'expression-render-ms',
@@ -1011,6 +1020,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     backoffMaxMs: integer('webhookBackoffMax', 10, 24 * 3_600_000),
     timeoutMs: integer('webhookTimeout', 100, 600_000),
     concurrency: integer('webhookConcurrency', 1, 1000),
+    tenantConcurrency: integer('webhookTenantConcurrency', 1, 1000),
   };
 
   const expressions = {

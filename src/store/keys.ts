@@ -99,13 +99,26 @@ export const keys = {
   webhook: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/webhooks/${id}`,
   webhookSubscriptions: (tenantId: string) => `${ROOT}t/${tenantId}/webhook-subscriptions`,
   /**
-   * Webhook deliveries waiting to be sent: `webhook-outbox/<due time, ms, 15 digits>/<delivery id>`, so the dispatcher
-   * reads them in due order and stops at the first that is not due. Global, because the dispatcher serves every
-   * tenant; entries of deleted tenants or webhooks are dropped when their turn comes (src/webhooks/dispatcher.ts).
+   * Webhook deliveries waiting to be sent, one outbox per tenant: `webhook-queue/<tenant>/<due time, ms, 15 digits>/
+   * <delivery id>`, so the dispatcher reads a tenant's in due order and stops at the first that is not due. Global,
+   * because the dispatcher serves every tenant; entries of deleted tenants or webhooks are dropped when their turn
+   * comes (src/webhooks/dispatcher.ts).
    */
-  webhookOutbox: `${ROOT}webhook-outbox/`,
-  webhookDelivery: (dueMs: number, deliveryId: string) =>
-    `${ROOT}webhook-outbox/${String(Math.max(0, Math.floor(dueMs))).padStart(15, '0')}/${deliveryId}`,
+  webhookQueues: `${ROOT}webhook-queue/`,
+  webhookQueue: (tenantId: string) => `${ROOT}webhook-queue/${tenantId}/`,
+  webhookDelivery: (tenantId: string, dueMs: number, deliveryId: string) =>
+    `${ROOT}webhook-queue/${tenantId}/${String(Math.max(0, Math.floor(dueMs))).padStart(15, '0')}/${deliveryId}`,
+  /**
+   * Tenants that may have deliveries waiting: `webhook-queued/<tenant>`, empty, put with every entry of its outbox
+   * (so its revision moves with each) and removed by the dispatcher once it finds that outbox empty.
+   */
+  webhookQueued: `${ROOT}webhook-queued/`,
+  webhookQueuedTenant: (tenantId: string) => `${ROOT}webhook-queued/${tenantId}`,
+  /**
+   * The one outbox of every tenant that versions before per-tenant outboxes wrote: `webhook-outbox/<due>/<delivery
+   * id>`. Still read (and written by such a process during a rolling upgrade), never written.
+   */
+  legacyWebhookOutbox: `${ROOT}webhook-outbox/`,
   /** A process's claim on a delivery while it sends it, with an expiry: one that dies lets go of it when it expires. */
   webhookClaim: (deliveryId: string) => `${ROOT}webhook-claims/${deliveryId}`,
 

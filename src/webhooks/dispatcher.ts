@@ -1,4 +1,4 @@
-// Sends what the outbox holds (docs/api.md, "Webhooks", delivery). Runs in every API process; each delivery is sent by
+// Sends what the outboxes hold (docs/api.md, "Webhooks", delivery). Runs in every API process; each delivery is sent by
 // one of them at a time: a process claims it by writing a claim key (its id and an expiry) in a transaction that also
 // checks the entry is still as the process read it, sends it, then in one transaction removes the entry (sent, or out
 // of attempts) and the claim, or moves the entry to its next due time. A claim past its expiry (its process died
@@ -6,16 +6,34 @@
 // Delivery is therefore at least once: receivers deduplicate by the event id (BT-EVENT-ID, event.id). The expiry is in
 // the claim rather than an etcd lease: a lease per claim would cost a round trip per delivery.
 //
-// Work is found by reading the outbox in due order (its keys start with the due time) up to the first entry not yet
-// due; a watch on the outbox wakes the dispatcher when a change adds an entry, and a timer when the next one falls due.
+// Fairness between tenants (docs/security.md, "Webhook delivery"). Each tenant has its own outbox, in due order (its
+// keys start with the due time), and a mark while it may hold entries (src/store/keys.ts). A look reads the marks (at
+// most TENANTS_PER_LOOK, going on where the last look stopped when there are more), then the head of each marked
+// tenant's outbox up to its first entry not yet due (at most HEAD entries), and claims round robin across tenants: one
+// due entry of each in turn, while the tenant has fewer than tenantConcurrency deliveries under way in this process
+// and the process fewer than concurrency. A tenant whose receiver hangs thus holds at most tenantConcurrency of a
+// process's deliveries, and another tenant's due entry is read and claimed by the next look however long the first
+// tenant's backlog: with one outbox for everyone in due order, another tenant's event waited behind all of it (40
+// deliveries to a receiver that never answers held one up 9.7 s; past 500 due entries it was not even read).
+// The mark is what keeps a look bounded by tenants rather than by entries: every write of an outbox entry puts it in the
+// same transaction, which moves its revision, and the dispatcher removes it only after reading that outbox empty and
+// only if its revision has not moved since it listed it, so a concurrent write keeps it (and its entry is seen).
+//
+// Processes of the previous version wrote one outbox for all tenants (keys.legacyWebhookOutbox), and keep writing it
+// during a rolling upgrade; every look also reads its head, as one more source in the round robin, so those entries
+// are delivered too (a retry moves one to its tenant's outbox). Once that outbox stays empty the read costs one
+// empty range per look. Moving its entries at start would miss those written after.
+//
+// A watch on the marks (every entry put puts one) and on the previous outbox wakes the dispatcher when a change adds
+// an entry, a finished delivery wakes it for the next, and a timer when the next entry falls due.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { decode, encode } from '../store/codec.js';
+import { decode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import type { Entry, Store, Watcher } from '../store/store.js';
 import type { Sender } from './delivery.js';
-import type { Delivery, WebhookService } from './service.js';
+import { outboxPut, queuedMarkerPut, type Delivery, type WebhookService } from './service.js';
 
 export interface DispatcherOptions {
   /** Attempts per delivery, the first included; then it is dropped (TOKENVAULT_WEBHOOK_MAX_ATTEMPTS). */
@@ -28,29 +46,51 @@ export interface DispatcherOptions {
   timeoutMs: number;
   /** Deliveries this process sends at once (TOKENVAULT_WEBHOOK_CONCURRENCY). */
   concurrency: number;
+  /** Deliveries of one tenant it sends at once (TOKENVAULT_WEBHOOK_TENANT_CONCURRENCY); at most concurrency. */
+  tenantConcurrency: number;
   /** Longest sleep between two looks at the outbox (picks up claims that expired with a dead process). */
   pollMs?: number;
 }
 
-/** Outbox entries read per look; the rest wait for the next one. */
-const SCAN_LIMIT = 500;
+/** Tenants whose outboxes one look reads; with more marked, the next look goes on after the last one read. */
+const TENANTS_PER_LOOK = 1000;
+/** Entries read from the head of one tenant's outbox per look: more than its share of a process's deliveries, so that
+ * entries other processes hold leave some to claim. */
+const HEAD = 32;
+/** Tenants' outboxes read at once during a look. */
+const READS_AT_ONCE = 16;
+/** The in-flight count of entries read from the previous version's outbox, which holds every tenant's. */
+const LEGACY = '(previous outbox)';
 /** How long a claim outlives the attempt's timeout: room for the store writes around it, and for clock skew. */
 const CLAIM_SLACK_MS = 30_000;
-const PAGE = 100;
 
 /** The wait after the `attempt`-th failed attempt: backoffMs · 2^(attempt-1), at most backoffMaxMs. */
 export function backoff(attempt: number, options: Pick<DispatcherOptions, 'backoffMs' | 'backoffMaxMs'>): number {
   return Math.min(options.backoffMaxMs, options.backoffMs * 2 ** Math.min(30, attempt - 1));
 }
 
+interface Source {
+  /** The tenant, or LEGACY. */
+  tenant: string;
+  prefix: string;
+  /** The tenant's mark, as listed. */
+  mark?: Entry;
+}
+
 export class WebhookDispatcher {
   private readonly replica = randomUUID();
   private readonly inFlight = new Map<string, Promise<void>>();
-  private watcher?: Watcher;
+  /** Deliveries under way per tenant (LEGACY for those of the previous outbox). */
+  private readonly tenantsInFlight = new Map<string, number>();
+  private watchers: Watcher[] = [];
   private timer?: NodeJS.Timeout;
   private running = false;
   private again = false;
   private stopped = false;
+  /** The last mark a look read when it stopped at TENANTS_PER_LOOK: where the next look goes on. */
+  private cursor?: string;
+  /** Which source a look offers a claim first: turns, so no tenant is always first when deliveries are scarce. */
+  private turn = 0;
 
   constructor(
     private readonly store: Store,
@@ -62,25 +102,29 @@ export class WebhookDispatcher {
   ) {}
 
   async start(): Promise<void> {
-    this.watcher = await this.store.watch(
-      keys.webhookOutbox,
-      (event) => {
-        if (event.type === 'put') this.kick();
-      },
-      () => this.kick(),
-    );
+    for (const prefix of [keys.webhookQueued, keys.legacyWebhookOutbox]) {
+      this.watchers.push(
+        await this.store.watch(
+          prefix,
+          (event) => {
+            if (event.type === 'put') this.kick();
+          },
+          () => this.kick(),
+        ),
+      );
+    }
     this.kick();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    await this.watcher?.close().catch(() => undefined);
+    await Promise.all(this.watchers.map((watcher) => watcher.close().catch(() => undefined)));
     // Deliveries under way finish (each is bounded by timeoutMs) and settle their entries.
     await Promise.allSettled([...this.inFlight.values()]);
   }
 
-  /** Looks at the outbox now (or right after the look under way). */
+  /** Looks at the outboxes now (or right after the look under way). */
   private kick(): void {
     if (this.stopped) return;
     if (this.running) {
@@ -102,35 +146,94 @@ export class WebhookDispatcher {
   private async look(): Promise<void> {
     const pollMs = this.options.pollMs ?? 1000;
     let nextDue = Date.now() + pollMs;
-    let after: string | undefined;
-    let scanned = 0;
-    scan: while (scanned < SCAN_LIMIT && !this.stopped) {
-      const page = await this.store.range(keys.webhookOutbox, { limit: PAGE, startAfter: after });
-      for (const entry of page) {
-        scanned++;
-        after = entry.key;
-        const { dueMs, deliveryId } = parseKey(entry.key);
-        if (dueMs > Date.now()) {
-          nextDue = Math.min(nextDue, dueMs);
-          break scan;
-        }
-        if (this.inFlight.has(deliveryId)) continue;
-        if (this.inFlight.size >= this.options.concurrency) break scan; // a finished delivery looks again
-        if (!(await this.claim(entry, deliveryId))) continue;
-        const work = this.deliver(entry, deliveryId)
-          .catch((error: unknown) => this.logger.warn({ err: error, delivery: deliveryId }, 'webhook delivery failed'))
-          .finally(() => {
-            this.inFlight.delete(deliveryId);
-            this.kick();
-          });
-        this.inFlight.set(deliveryId, work);
+    const sources: Source[] = [
+      ...(await this.marks()).map((mark) => {
+        const tenant = mark.key.slice(keys.webhookQueued.length);
+        return { tenant, prefix: keys.webhookQueue(tenant), mark };
+      }),
+      { tenant: LEGACY, prefix: keys.legacyWebhookOutbox },
+    ];
+    // Each source's due entries not under way here, read a few outboxes at a time. A tenant at its share is not read:
+    // its next look comes when one of its deliveries finishes.
+    const due: Entry[][] = sources.map(() => []);
+    for (let i = 0; i < sources.length && !this.stopped; i += READS_AT_ONCE) {
+      await Promise.all(
+        sources.slice(i, i + READS_AT_ONCE).map(async (source, j) => {
+          if (this.atShare(source.tenant)) return;
+          const head = await this.store.range(source.prefix, { limit: HEAD });
+          if (head.length === 0 && source.mark) await this.unmark(source.mark);
+          for (const entry of head) {
+            const { dueMs, deliveryId } = parseKey(source.prefix, entry.key);
+            if (dueMs > Date.now()) {
+              nextDue = Math.min(nextDue, dueMs);
+              break;
+            }
+            if (!this.inFlight.has(deliveryId)) due[i + j].push(entry);
+          }
+        }),
+      );
+    }
+    // Round robin: one due entry of each source in turn. Every pass takes an entry or ends the loop, so it ends after
+    // at most sources × HEAD claims.
+    const first = this.turn++ % sources.length;
+    const order = [...sources.keys()].map((k) => (first + k) % sources.length);
+    let took = true;
+    while (took && !this.stopped && this.inFlight.size < this.options.concurrency) {
+      took = false;
+      for (const k of order) {
+        if (this.stopped || this.inFlight.size >= this.options.concurrency) break;
+        const tenant = sources[k].tenant;
+        const entry = this.atShare(tenant) ? undefined : due[k].shift();
+        if (!entry) continue;
+        took = true;
+        const { deliveryId } = parseKey(sources[k].prefix, entry.key);
+        if (await this.claim(entry, deliveryId)) this.begin(entry, deliveryId, tenant);
       }
-      if (page.length < PAGE) break;
     }
     if (this.stopped) return;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.kick(), Math.max(10, nextDue - Date.now()));
     this.timer.unref();
+  }
+
+  private atShare(tenant: string): boolean {
+    const share = Math.min(this.options.tenantConcurrency, this.options.concurrency);
+    return (this.tenantsInFlight.get(tenant) ?? 0) >= share;
+  }
+
+  private begin(entry: Entry, deliveryId: string, tenant: string): void {
+    this.tenantsInFlight.set(tenant, (this.tenantsInFlight.get(tenant) ?? 0) + 1);
+    const work = this.deliver(entry, deliveryId)
+      .catch((error: unknown) => this.logger.warn({ err: error, delivery: deliveryId }, 'webhook delivery failed'))
+      .finally(() => {
+        this.inFlight.delete(deliveryId);
+        const left = (this.tenantsInFlight.get(tenant) ?? 1) - 1;
+        if (left > 0) this.tenantsInFlight.set(tenant, left);
+        else this.tenantsInFlight.delete(tenant);
+        this.kick(); // the tenant's next entry, or another's
+      });
+    this.inFlight.set(deliveryId, work);
+  }
+
+  /** Marks of tenants with deliveries waiting: all of them, or TENANTS_PER_LOOK going on after the last look's. */
+  private async marks(): Promise<Entry[]> {
+    const after = this.cursor;
+    const marks = await this.store.range(keys.webhookQueued, { limit: TENANTS_PER_LOOK, startAfter: after });
+    if (after !== undefined && marks.length < TENANTS_PER_LOOK) {
+      // Wrap around to the marks before the cursor (those after it were all read).
+      const wrapped = await this.store.range(keys.webhookQueued, { limit: TENANTS_PER_LOOK - marks.length });
+      marks.push(...wrapped.filter((mark) => mark.key <= after));
+    }
+    this.cursor = marks.length >= TENANTS_PER_LOOK ? marks[marks.length - 1].key : undefined;
+    return marks;
+  }
+
+  /** Removes a tenant's mark after its outbox read empty, unless an entry was put since the mark was listed. */
+  private async unmark(mark: Entry): Promise<void> {
+    await this.store.txn({
+      compare: [{ key: mark.key, modRevision: mark.modRevision }],
+      success: [{ type: 'delete', key: mark.key }],
+    });
   }
 
   /**
@@ -169,15 +272,7 @@ export class WebhookDispatcher {
         compare: [{ key: entry.key, modRevision: entry.modRevision }],
         success: [
           { type: 'delete', key: entry.key },
-          ...(next
-            ? [
-                {
-                  type: 'put' as const,
-                  key: keys.webhookDelivery(next.dueMs, deliveryId),
-                  value: encode('webhook-delivery', next.delivery),
-                },
-              ]
-            : []),
+          ...(next ? [outboxPut(next.dueMs, next.delivery), queuedMarkerPut(next.delivery.tenant_id)] : []),
           { type: 'delete', key: claim },
         ],
       });
@@ -224,7 +319,8 @@ export class WebhookDispatcher {
   }
 }
 
-function parseKey(key: string): { dueMs: number; deliveryId: string } {
-  const [due, deliveryId] = key.slice(keys.webhookOutbox.length).split('/');
+/** The due time and delivery id of an outbox entry's key (`<prefix><due>/<delivery id>`). */
+function parseKey(prefix: string, key: string): { dueMs: number; deliveryId: string } {
+  const [due, deliveryId] = key.slice(prefix.length).split('/');
   return { dueMs: Number(due), deliveryId };
 }

@@ -4,7 +4,8 @@
 // rewrites it in the same transaction, guarded by its revision, which also makes the per-tenant limit exact under
 // concurrent creates. A change that may cause events reads only the summary, from a per-process cache kept honest by a
 // watch, so a tenant without webhooks pays no store round trip; when some webhook listens, the change's own
-// transaction also writes one outbox entry per listening webhook (./dispatcher.ts sends them).
+// transaction also writes one entry per listening webhook to the tenant's outbox, and the tenant's mark that it has
+// deliveries waiting (./dispatcher.ts sends them).
 import { randomUUID } from 'node:crypto';
 import { actorId, type TenantPrincipal } from '../auth/principal.js';
 import { Errors } from '../errors/registry.js';
@@ -211,14 +212,19 @@ export class WebhookService implements EventSink {
       data,
     };
     const now = Date.now();
-    return listening.map((webhook) => {
-      const delivery: Delivery = { id: randomUUID(), tenant_id: tenantId, webhook_id: webhook.id, event, attempts: 0 };
-      return {
-        type: 'put' as const,
-        key: keys.webhookDelivery(now, delivery.id),
-        value: encode('webhook-delivery', delivery),
-      };
-    });
+    return [
+      ...listening.map((webhook) => {
+        const delivery: Delivery = {
+          id: randomUUID(),
+          tenant_id: tenantId,
+          webhook_id: webhook.id,
+          event,
+          attempts: 0,
+        };
+        return outboxPut(now, delivery);
+      }),
+      queuedMarkerPut(tenantId),
+    ];
   }
 
   private async load(tenantId: string, id: string) {
@@ -254,6 +260,21 @@ export class WebhookService implements EventSink {
     }
     throw new Errors.Conflict('The webhooks were changed by concurrent requests; retry.');
   }
+}
+
+/** An entry of the tenant's outbox (./dispatcher.ts); goes with queuedMarkerPut in the same transaction. */
+export function outboxPut(dueMs: number, delivery: Delivery): TxnOp {
+  return {
+    type: 'put',
+    key: keys.webhookDelivery(delivery.tenant_id, dueMs, delivery.id),
+    value: encode('webhook-delivery', delivery),
+  };
+}
+
+/** Marks the tenant as having deliveries waiting, and moves the mark's revision: a dispatcher that found the outbox
+ * empty before this write then fails to remove the mark (./dispatcher.ts). */
+export function queuedMarkerPut(tenantId: string): TxnOp {
+  return { type: 'put', key: keys.webhookQueuedTenant(tenantId), value: '' };
 }
 
 /** Event names as given (`token:created` or `token.created`), checked against EVENT_TYPES, without repeats. */

@@ -65,7 +65,7 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
 }
 
 const at = (path: string) => received.filter((r) => r.path === path);
-/** The delivery id of an outbox key (`webhook-outbox/<due>/<delivery id>`). */
+/** The delivery id of an outbox key (`webhook-queue/<tenant>/<due>/<delivery id>`). */
 const entry = (key: string) => key.split('/').pop()!;
 
 async function webhook(path: string, events: string[], key = mgmt) {
@@ -412,7 +412,7 @@ describe('delivery', () => {
     const store = new EtcdStore({ endpoints: [etcd.endpoint] });
     try {
       // Claim every pending delivery as a process that then died would have: its claims still live.
-      const pending = await store.range(keys.webhookOutbox);
+      const pending = await store.range(keys.webhookQueues);
       const ours = pending.filter((entry) => JSON.parse(entry.value).webhook_id === hook.id);
       expect(ours).toHaveLength(1);
       const claim = keys.webhookClaim(entry(ours[0].key));

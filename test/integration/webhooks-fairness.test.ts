@@ -1,0 +1,166 @@
+// Webhook delivery is fair between tenants (docs/security.md, "Webhook delivery"): tenant A's events to a receiver that
+// never answers take at most TOKENVAULT_WEBHOOK_TENANT_CONCURRENCY of a process's deliveries, so tenant B's event goes
+// out at once; and an outbox entry in the layout written before per-tenant outboxes (a process of the previous version
+// during a rolling upgrade) is still delivered. A deleted tenant's pending deliveries are dropped.
+//
+// Before per-tenant outboxes, one outbox held every tenant's deliveries in due order: B's event waited behind A's 40
+// (8 at a time, each until its 1 s timeout): 4.9 s in this test, 25 ms after.
+import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { encode } from '../../src/store/codec.js';
+import { EtcdStore } from '../../src/store/etcd.js';
+import { keys } from '../../src/store/keys.js';
+import { outboxPut, queuedMarkerPut } from '../../src/webhooks/service.js';
+import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { startEtcd, type EtcdProcess } from '../support/etcd.js';
+import { client } from '../support/http.js';
+import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
+import { eventually } from '../support/wait.js';
+
+const TIMEOUT_MS = 1000;
+/** A's events: 5 times the process's concurrency (8), so B's event would wait 5 timeouts behind them in due order. */
+const FLOOD = 40;
+/** B's delivery with a free slot takes a few ms; behind A's flood it took 5 s. Under a loaded machine a look and an
+ * HTTPS connection can take a few hundred ms. */
+const PROMPT_MS = 2000;
+
+/** Its own etcd: every API process on an etcd serves its outboxes, with its own settings. */
+let etcd: EtcdProcess;
+let api: TestApi;
+/** Answers nothing, ever (its requests are held until it closes). */
+let silent: HttpsTestServer;
+let receiver: HttpsTestServer;
+const received: Array<{ path: string; body: any; at: number }> = [];
+
+function handler(req: IncomingMessage, res: ServerResponse): void {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', () => {
+    received.push({ path: req.url ?? '/', body: JSON.parse(Buffer.concat(chunks).toString('utf8')), at: Date.now() });
+    res.writeHead(204).end();
+  });
+}
+
+async function tenantWithHook(url: string) {
+  const tenant = await createTenant(api.url, api.operatorKey);
+  const hook = await client(api.url, tenant.managementKey).post('/webhooks', {
+    body: { name: 'hook', url, events: ['token.created'] },
+  });
+  expect(hook.status).toBe(201);
+  const writer = await createApplication(api.url, tenant.managementKey, {
+    name: 'w',
+    type: 'private',
+    permissions: ['token:create'],
+  });
+  return {
+    tenantId: tenant.tenantId,
+    hookId: hook.body.id as string,
+    mgmt: client(api.url, tenant.managementKey),
+    tokens: client(api.url, writer.key),
+  };
+}
+
+beforeAll(async () => {
+  const { caFile } = await testCertificates();
+  silent = await startHttpsServer(() => undefined);
+  receiver = await startHttpsServer(handler);
+  etcd = await startEtcd();
+  api = await startTestApi({
+    TOKENVAULT_STORE: `etcd://${new URL(etcd.endpoint).host}`,
+    TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
+    TOKENVAULT_PROXY_CA_FILE: caFile,
+    TOKENVAULT_WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
+    TOKENVAULT_WEBHOOK_CONCURRENCY: '8',
+    TOKENVAULT_WEBHOOK_BACKOFF_MS: '60000',
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await api?.close();
+  await silent?.close();
+  await receiver?.close();
+  await etcd?.stop();
+});
+
+test("a tenant's events to a receiver that never answers do not hold up another tenant's", async () => {
+  const a = await tenantWithHook(`${silent.url}/a`);
+  const b = await tenantWithHook(`${receiver.url}/b`);
+  // Written together, as a burst would be: all of A's are due before B's.
+  const writes = await Promise.all(
+    Array.from({ length: FLOOD }, () => a.tokens.post('/tokens', { body: { type: 'token', data: 'x' } })),
+  );
+  expect(writes.every((w) => w.status === 201)).toBe(true);
+  const created = Date.now();
+  const token = await b.tokens.post('/tokens', { body: { type: 'token', data: 'y' } });
+  expect(token.status).toBe(201);
+  await eventually(async () => expect(received.filter((r) => r.path === '/b')).toHaveLength(1), FLOOD * TIMEOUT_MS);
+  const waited = received.find((r) => r.path === '/b')!.at - created;
+  console.log(`tenant B's delivery arrived ${waited} ms after its event, behind ${FLOOD} of A's`);
+  expect(received.find((r) => r.path === '/b')!.body.event.data.token.id).toBe(token.body.id);
+  expect(waited).toBeLessThan(PROMPT_MS);
+  // B's outbox is empty now: the dispatcher drops its mark, so later looks do not read it; A's stays.
+  const store = new EtcdStore({ endpoints: [etcd.endpoint] });
+  try {
+    await eventually(async () => expect(await store.get(keys.webhookQueuedTenant(b.tenantId))).toBeUndefined(), 5000);
+    expect(await store.get(keys.webhookQueuedTenant(a.tenantId))).toBeDefined();
+  } finally {
+    await store.close();
+  }
+}, 120_000);
+
+test('an entry in the outbox layout of the previous version is delivered', async () => {
+  const c = await tenantWithHook(`${receiver.url}/legacy`);
+  const id = randomUUID();
+  const event = {
+    id: randomUUID(),
+    type: 'token.created',
+    timestamp: new Date().toISOString(),
+    tenant_id: c.tenantId,
+    data: { token: { id: 'legacy-token' }, actor: { id: 'system', type: 'system' } },
+  };
+  const store = new EtcdStore({ endpoints: [etcd.endpoint] });
+  try {
+    // `webhook-outbox/<due, ms, 15 digits>/<delivery id>`, one outbox for every tenant.
+    const key = `/tokenvault/webhook-outbox/${String(Date.now()).padStart(15, '0')}/${id}`;
+    await store.put(
+      key,
+      encode('webhook-delivery', { id, tenant_id: c.tenantId, webhook_id: c.hookId, event, attempts: 0 }),
+    );
+    await eventually(async () => expect(received.filter((r) => r.path === '/legacy')).toHaveLength(1), 10_000);
+    expect(received.find((r) => r.path === '/legacy')!.body.event.id).toBe(event.id);
+    await eventually(async () => expect(await store.get(key)).toBeUndefined(), 5000);
+  } finally {
+    await store.close();
+  }
+}, 30_000);
+
+test("a deleted tenant's pending deliveries are dropped, and its outbox's mark with them", async () => {
+  const d = await tenantWithHook(`${receiver.url}/deleted`);
+  const id = randomUUID();
+  const event = {
+    id: randomUUID(),
+    type: 'token.created' as const,
+    timestamp: new Date().toISOString(),
+    tenant_id: d.tenantId,
+    data: { token: { id: 'a-token' }, actor: { id: 'system', type: 'system' } },
+  };
+  const store = new EtcdStore({ endpoints: [etcd.endpoint] });
+  try {
+    // A retry due in a moment, as the dispatcher writes it.
+    await store.txn({
+      success: [
+        outboxPut(Date.now() + 1000, { id, tenant_id: d.tenantId, webhook_id: d.hookId, event, attempts: 1 }),
+        queuedMarkerPut(d.tenantId),
+      ],
+    });
+    expect((await d.mgmt.delete('/tenants/self')).status).toBe(204);
+    await eventually(async () => {
+      expect(await store.range(keys.webhookQueue(d.tenantId))).toHaveLength(0);
+      expect(await store.get(keys.webhookQueuedTenant(d.tenantId))).toBeUndefined();
+    }, 5000);
+    expect(received.filter((r) => r.path === '/deleted')).toHaveLength(0);
+  } finally {
+    await store.close();
+  }
+}, 30_000);
