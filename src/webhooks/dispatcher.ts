@@ -33,7 +33,7 @@ import { decode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import type { Entry, Store, Watcher } from '../store/store.js';
 import type { Sender } from './delivery.js';
-import { outboxPut, queuedMarkerPut, type Delivery, type WebhookService } from './service.js';
+import { outboxPuts, type Delivery, type WebhookService } from './service.js';
 
 export interface DispatcherOptions {
   /** Attempts per delivery, the first included; then it is dropped (TOKENVAULT_WEBHOOK_MAX_ATTEMPTS). */
@@ -155,7 +155,7 @@ export class WebhookDispatcher {
     ];
     // Each source's due entries not under way here, read a few outboxes at a time. A tenant at its share is not read:
     // its next look comes when one of its deliveries finishes.
-    const due: Entry[][] = sources.map(() => []);
+    const due: Array<Array<{ entry: Entry; deliveryId: string }>> = sources.map(() => []);
     for (let i = 0; i < sources.length && !this.stopped; i += READS_AT_ONCE) {
       await Promise.all(
         sources.slice(i, i + READS_AT_ONCE).map(async (source, j) => {
@@ -168,7 +168,7 @@ export class WebhookDispatcher {
               nextDue = Math.min(nextDue, dueMs);
               break;
             }
-            if (!this.inFlight.has(deliveryId)) due[i + j].push(entry);
+            if (!this.inFlight.has(deliveryId)) due[i + j].push({ entry, deliveryId });
           }
         }),
       );
@@ -183,11 +183,10 @@ export class WebhookDispatcher {
       for (const k of order) {
         if (this.stopped || this.inFlight.size >= this.options.concurrency) break;
         const tenant = sources[k].tenant;
-        const entry = this.atShare(tenant) ? undefined : due[k].shift();
-        if (!entry) continue;
+        const next = this.atShare(tenant) ? undefined : due[k].shift();
+        if (!next) continue;
         took = true;
-        const { deliveryId } = parseKey(sources[k].prefix, entry.key);
-        if (await this.claim(entry, deliveryId)) this.begin(entry, deliveryId, tenant);
+        if (await this.claim(next.entry, next.deliveryId)) this.begin(next.entry, next.deliveryId, tenant);
       }
     }
     if (this.stopped) return;
@@ -272,7 +271,7 @@ export class WebhookDispatcher {
         compare: [{ key: entry.key, modRevision: entry.modRevision }],
         success: [
           { type: 'delete', key: entry.key },
-          ...(next ? [outboxPut(next.dueMs, next.delivery), queuedMarkerPut(next.delivery.tenant_id)] : []),
+          ...(next ? outboxPuts(next.delivery.tenant_id, next.dueMs, [next.delivery]) : []),
           { type: 'delete', key: claim },
         ],
       });

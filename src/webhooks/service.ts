@@ -212,19 +212,17 @@ export class WebhookService implements EventSink {
       data,
     };
     const now = Date.now();
-    return [
-      ...listening.map((webhook) => {
-        const delivery: Delivery = {
-          id: randomUUID(),
-          tenant_id: tenantId,
-          webhook_id: webhook.id,
-          event,
-          attempts: 0,
-        };
-        return outboxPut(now, delivery);
-      }),
-      queuedMarkerPut(tenantId),
-    ];
+    return outboxPuts(
+      tenantId,
+      now,
+      listening.map((webhook) => ({
+        id: randomUUID(),
+        tenant_id: tenantId,
+        webhook_id: webhook.id,
+        event,
+        attempts: 0,
+      })),
+    );
   }
 
   private async load(tenantId: string, id: string) {
@@ -262,19 +260,20 @@ export class WebhookService implements EventSink {
   }
 }
 
-/** An entry of the tenant's outbox (./dispatcher.ts); goes with queuedMarkerPut in the same transaction. */
-export function outboxPut(dueMs: number, delivery: Delivery): TxnOp {
-  return {
-    type: 'put',
-    key: keys.webhookDelivery(delivery.tenant_id, dueMs, delivery.id),
-    value: encode('webhook-delivery', delivery),
-  };
-}
-
-/** Marks the tenant as having deliveries waiting, and moves the mark's revision: a dispatcher that found the outbox
- * empty before this write then fails to remove the mark (./dispatcher.ts). */
-export function queuedMarkerPut(tenantId: string): TxnOp {
-  return { type: 'put', key: keys.webhookQueuedTenant(tenantId), value: '' };
+/**
+ * Writes of deliveries to the tenant's outbox (./dispatcher.ts), and of the tenant's mark that deliveries wait, once
+ * (a transaction names a key once): the put moves the mark's revision, so a dispatcher that found the outbox empty
+ * before this write fails to remove the mark.
+ */
+export function outboxPuts(tenantId: string, dueMs: number, deliveries: Delivery[]): TxnOp[] {
+  return [
+    ...deliveries.map((delivery): TxnOp => ({
+      type: 'put',
+      key: keys.webhookDelivery(tenantId, dueMs, delivery.id),
+      value: encode('webhook-delivery', delivery),
+    })),
+    { type: 'put', key: keys.webhookQueuedTenant(tenantId), value: '' },
+  ];
 }
 
 /** Event names as given (`token:created` or `token.created`), checked against EVENT_TYPES, without repeats. */

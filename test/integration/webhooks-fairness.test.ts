@@ -11,7 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { encode } from '../../src/store/codec.js';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
-import { outboxPut, queuedMarkerPut } from '../../src/webhooks/service.js';
+import { outboxPuts } from '../../src/webhooks/service.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { startEtcd, type EtcdProcess } from '../support/etcd.js';
 import { client } from '../support/http.js';
@@ -149,10 +149,9 @@ test("a deleted tenant's pending deliveries are dropped, and its outbox's mark w
   try {
     // A retry due in a moment, as the dispatcher writes it.
     await store.txn({
-      success: [
-        outboxPut(Date.now() + 1000, { id, tenant_id: d.tenantId, webhook_id: d.hookId, event, attempts: 1 }),
-        queuedMarkerPut(d.tenantId),
-      ],
+      success: outboxPuts(d.tenantId, Date.now() + 1000, [
+        { id, tenant_id: d.tenantId, webhook_id: d.hookId, event, attempts: 1 },
+      ]),
     });
     expect((await d.mgmt.delete('/tenants/self')).status).toBe(204);
     await eventually(async () => {

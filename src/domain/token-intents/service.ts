@@ -103,7 +103,6 @@ export class TokenIntentService {
     const held = [TOKEN_TYPES.get(value.type)!.defaultContainer];
     const containers = fields.containers ?? held;
     const chosen = changedVisibility({ containers: held }, { ...fields, containers });
-    if (fields.id !== undefined) chosen.push('id');
     const from = { id: intentId, type: value.type, containers: held };
     if (chosen.length > 0 && !mayChangeVisibility(principal, from, { id, type: value.type, containers })) {
       throw new Errors.Forbidden(

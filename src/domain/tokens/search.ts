@@ -22,7 +22,7 @@
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { decide, mayEverReveal, type Transform } from '../../auth/access/evaluate.js';
 import { Errors } from '../../errors/registry.js';
-import { DEFAULT_SCAN_GATE, TenantGate } from '../tenant-gate.js';
+import { DEFAULT_SCAN_GATE, TenantGate, type TenantGateLimits } from '../tenant-gate.js';
 import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
 import { decode } from '../../store/codec.js';
@@ -43,15 +43,13 @@ export interface SearchLimits extends SearchQueryLimits {
   /** Most tokens one term may match as the index counts them (before access checks): what a search reads per term. */
   maxMatches: number;
   /** Searches of one tenant running at once in one API process, and waiting for a turn; more are refused (429). */
-  tenantConcurrency: number;
-  tenantQueueLength: number;
+  gate: TenantGateLimits;
 }
 
 export const DEFAULT_SEARCH_LIMITS: SearchLimits = {
   ...DEFAULT_SEARCH_QUERY_LIMITS,
   maxMatches: 10_000,
-  tenantConcurrency: 4,
-  tenantQueueLength: DEFAULT_SCAN_GATE.waiting,
+  gate: { running: 4, waiting: DEFAULT_SCAN_GATE.waiting },
 };
 
 export interface SearchCursorPage {
@@ -89,7 +87,7 @@ export class TokenSearch {
         runningSetting: 'TOKENVAULT_SEARCH_TENANT_CONCURRENCY',
         instead: 'narrow the query with AND and a selective term',
       },
-      { running: limits.tenantConcurrency, waiting: limits.tenantQueueLength },
+      limits.gate,
     );
   }
 

@@ -229,6 +229,7 @@ export class TokenService {
         throw new Errors.Forbidden('The key may not move this token into that container.');
       }
       const next = {
+        id,
         mask: merged.mask,
         containers,
         fingerprint_expression: merged.fingerprint_expression,

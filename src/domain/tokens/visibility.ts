@@ -1,12 +1,13 @@
 // A write must not let anyone see more of a token's plaintext than its writer may: choosing or changing a mask, the
 // containers, a fingerprint expression or search indexes decides who sees the plaintext and what derived values reveal
-// of it, so it takes a read that reveals the plaintext (token:read with reveal) where the token is and where it goes.
+// of it, and so does the id (access rules may match ids), so it takes a read that reveals the plaintext (token:read
+// with reveal) where the token is and where it goes.
 // PATCH /tokens/{id} and the conversion of a token intent (whose data the caller did not supply) both hold to it.
 import { revealsPlaintext, type TokenFacts } from '../../auth/access/evaluate.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
 
 /** Fields whose value decides who sees a token's plaintext, or what its derived values reveal of it. */
-const VISIBILITY_FIELDS = ['mask', 'containers', 'fingerprint_expression', 'search_indexes'] as const;
+const VISIBILITY_FIELDS = ['id', 'mask', 'containers', 'fingerprint_expression', 'search_indexes'] as const;
 
 export type Visibility = { [Field in (typeof VISIBILITY_FIELDS)[number]]?: unknown };
 
