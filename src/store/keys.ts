@@ -101,8 +101,8 @@ export const keys = {
   /**
    * Webhook deliveries waiting to be sent, one outbox per tenant: `webhook-queue/<tenant>/<due time, ms, 15 digits>/
    * <delivery id>`, so the dispatcher reads a tenant's in due order and stops at the first that is not due. Global,
-   * because the dispatcher serves every tenant; entries of deleted tenants or webhooks are dropped when their turn
-   * comes (src/webhooks/dispatcher.ts).
+   * because the dispatcher serves every tenant: a tenant's deletion removes its outbox and mark besides its prefix;
+   * entries of deleted webhooks are dropped when their turn comes (src/webhooks/dispatcher.ts).
    */
   webhookQueues: `${ROOT}webhook-queue/`,
   webhookQueue: (tenantId: string) => `${ROOT}webhook-queue/${tenantId}/`,
@@ -110,7 +110,8 @@ export const keys = {
     `${ROOT}webhook-queue/${tenantId}/${String(Math.max(0, Math.floor(dueMs))).padStart(15, '0')}/${deliveryId}`,
   /**
    * Tenants that may have deliveries waiting: `webhook-queued/<tenant>`, empty, put with every entry of its outbox
-   * (so its revision moves with each) and removed by the dispatcher once it finds that outbox empty.
+   * (so its revision moves with each: a dispatcher that saw nothing due there reads it again only once it moved, or
+   * the first entry it saw falls due) and removed by the dispatcher once it finds that outbox empty.
    */
   webhookQueued: `${ROOT}webhook-queued/`,
   webhookQueuedTenant: (tenantId: string) => `${ROOT}webhook-queued/${tenantId}`,

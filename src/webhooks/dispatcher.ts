@@ -18,6 +18,14 @@
 // The mark is what keeps a look bounded by tenants rather than by entries: every write of an outbox entry puts it in the
 // same transaction, which moves its revision, and the dispatcher removes it only after reading that outbox empty and
 // only if its revision has not moved since it listed it, so a concurrent write keeps it (and its entry is seen).
+// The same revision lets a look skip the outboxes with nothing due. When an outbox's first entry is not due yet (its
+// receiver failed and its entries wait out a backoff), the process remembers that due time with the mark's revision as
+// the look listed it, and does not read that outbox again until the time comes or the mark's revision moves: any entry
+// written since, by any process, moved it, and every entry written before is in the head that was read (the range is
+// read after the mark is listed). An outbox with a due entry held elsewhere is still read every look: that claim may
+// expire. Before, every look read the outbox of every tenant with entries, waiting or not: with 500 tenants waiting
+// out a backoff and one with events due, 503 range reads per look; 3 now (the marks, that tenant's outbox, the
+// previous outbox; test/unit/webhook-dispatcher.test.ts).
 //
 // Processes of the previous version wrote one outbox for all tenants (keys.legacyWebhookOutbox), and keep writing it
 // during a rolling upgrade; every look also reads its head, as one more source in the round robin, so those entries
@@ -91,10 +99,12 @@ export class WebhookDispatcher {
   private cursor?: string;
   /** Which source a look offers a claim first: turns, so no tenant is always first when deliveries are scarce. */
   private turn = 0;
+  /** Tenants whose outbox held nothing due when read: its first entry's due time, and the mark's revision then. */
+  private readonly waiting = new Map<string, { untilMs: number; markRevision: number }>();
 
   constructor(
     private readonly store: Store,
-    private readonly webhooks: WebhookService,
+    private readonly webhooks: Pick<WebhookService, 'target'>,
     private readonly send: Sender,
     private readonly logger: Logger,
     private readonly options: DispatcherOptions,
@@ -146,6 +156,8 @@ export class WebhookDispatcher {
   private async look(): Promise<void> {
     const pollMs = this.options.pollMs ?? 1000;
     let nextDue = Date.now() + pollMs;
+    // Forgets the waits that are over, including those of tenants no longer marked: the map holds only future times.
+    for (const [tenant, wait] of this.waiting) if (wait.untilMs <= Date.now()) this.waiting.delete(tenant);
     const sources: Source[] = [
       ...(await this.marks()).map((mark) => {
         const tenant = mark.key.slice(keys.webhookQueued.length);
@@ -160,12 +172,21 @@ export class WebhookDispatcher {
       await Promise.all(
         sources.slice(i, i + READS_AT_ONCE).map(async (source, j) => {
           if (this.atShare(source.tenant)) return;
+          const wait = this.waiting.get(source.tenant);
+          if (wait && wait.markRevision === source.mark?.modRevision && wait.untilMs > Date.now()) {
+            nextDue = Math.min(nextDue, wait.untilMs);
+            return;
+          }
+          this.waiting.delete(source.tenant);
           const head = await this.store.range(source.prefix, { limit: HEAD });
           if (head.length === 0 && source.mark) await this.unmark(source.mark);
-          for (const entry of head) {
+          for (const [index, entry] of head.entries()) {
             const { dueMs, deliveryId } = parseKey(source.prefix, entry.key);
             if (dueMs > Date.now()) {
               nextDue = Math.min(nextDue, dueMs);
+              if (index === 0 && source.mark) {
+                this.waiting.set(source.tenant, { untilMs: dueMs, markRevision: source.mark.modRevision });
+              }
               break;
             }
             if (!this.inFlight.has(deliveryId)) due[i + j].push({ entry, deliveryId });
@@ -260,14 +281,23 @@ export class WebhookDispatcher {
     return take(held.modRevision);
   }
 
+  /** Removes a claim if this process still holds it. */
+  private async release(claim: string): Promise<void> {
+    const held = await this.store.get(claim);
+    if (held && (JSON.parse(held.value) as { replica: string }).replica === this.replica) {
+      await this.store.compareAndDelete(claim, held.modRevision);
+    }
+  }
+
   private async deliver(entry: Entry, deliveryId: string): Promise<void> {
     const claim = keys.webhookClaim(deliveryId);
     const delivery = decode<Delivery>('webhook-delivery', entry.value);
     const target = await this.webhooks.target(delivery.tenant_id, delivery.webhook_id);
     const settle = async (next?: { dueMs: number; delivery: Delivery }) => {
       // When the entry moved on (another process took it over after this one's claim expired), nothing is written:
-      // the claim is that process's now.
-      await this.store.txn({
+      // the claim is that process's now. When the entry is gone because its tenant was deleted, the claim is still
+      // this process's, and nobody else would ever remove it.
+      const settled = await this.store.txn({
         compare: [{ key: entry.key, modRevision: entry.modRevision }],
         success: [
           { type: 'delete', key: entry.key },
@@ -275,6 +305,7 @@ export class WebhookDispatcher {
           { type: 'delete', key: claim },
         ],
       });
+      if (!settled) await this.release(claim);
     };
     // Its webhook (or tenant) is gone, or the webhook is disabled: nobody is waiting for it.
     if (!target || target.record.status !== 'enabled') {

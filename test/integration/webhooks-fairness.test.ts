@@ -1,7 +1,7 @@
 // Webhook delivery is fair between tenants (docs/security.md, "Webhook delivery"): tenant A's events to a receiver that
 // never answers take at most TOKENVAULT_WEBHOOK_TENANT_CONCURRENCY of a process's deliveries, so tenant B's event goes
 // out at once; and an outbox entry in the layout written before per-tenant outboxes (a process of the previous version
-// during a rolling upgrade) is still delivered. A deleted tenant's pending deliveries are dropped.
+// during a rolling upgrade) is still delivered. A deleted tenant's pending deliveries go with it.
 //
 // Before per-tenant outboxes, one outbox held every tenant's deliveries in due order: B's event waited behind A's 40
 // (8 at a time, each until its 1 s timeout): 4.9 s in this test, 25 ms after.
@@ -135,30 +135,37 @@ test('an entry in the outbox layout of the previous version is delivered', async
   }
 }, 30_000);
 
-test("a deleted tenant's pending deliveries are dropped, and its outbox's mark with them", async () => {
-  const d = await tenantWithHook(`${receiver.url}/deleted`);
-  const id = randomUUID();
-  const event = {
+test("a tenant's deletion removes its outbox and the outbox's mark; a delivery under way lets go of its claim", async () => {
+  const d = await tenantWithHook(`${silent.url}/deleted`);
+  const event = (tenantId: string) => ({
     id: randomUUID(),
     type: 'token.created' as const,
     timestamp: new Date().toISOString(),
-    tenant_id: d.tenantId,
+    tenant_id: tenantId,
     data: { token: { id: 'a-token' }, actor: { id: 'system', type: 'system' } },
-  };
+  });
+  const sending = randomUUID();
   const store = new EtcdStore({ endpoints: [etcd.endpoint] });
   try {
-    // A retry due in a moment, as the dispatcher writes it.
+    // One delivery due now, sent to a receiver that never answers (its claim is held until the 1 s timeout), and a
+    // retry due in an hour, as the dispatcher writes it.
     await store.txn({
-      success: outboxPuts(d.tenantId, Date.now() + 1000, [
-        { id, tenant_id: d.tenantId, webhook_id: d.hookId, event, attempts: 1 },
+      success: outboxPuts(d.tenantId, Date.now(), [
+        { id: sending, tenant_id: d.tenantId, webhook_id: d.hookId, event: event(d.tenantId), attempts: 0 },
       ]),
     });
+    await store.txn({
+      success: outboxPuts(d.tenantId, Date.now() + 3_600_000, [
+        { id: randomUUID(), tenant_id: d.tenantId, webhook_id: d.hookId, event: event(d.tenantId), attempts: 1 },
+      ]),
+    });
+    await eventually(async () => expect(await store.get(keys.webhookClaim(sending))).toBeDefined(), 5000);
     expect((await d.mgmt.delete('/tenants/self')).status).toBe(204);
-    await eventually(async () => {
-      expect(await store.range(keys.webhookQueue(d.tenantId))).toHaveLength(0);
-      expect(await store.get(keys.webhookQueuedTenant(d.tenantId))).toBeUndefined();
-    }, 5000);
-    expect(received.filter((r) => r.path === '/deleted')).toHaveLength(0);
+    // Gone with the tenant, not when the dispatcher reaches each entry (the retry's turn would come in an hour).
+    expect(await store.range(keys.webhookQueue(d.tenantId))).toHaveLength(0);
+    expect(await store.get(keys.webhookQueuedTenant(d.tenantId))).toBeUndefined();
+    // The attempt under way times out and finds its entry gone: nothing else would ever remove its claim.
+    await eventually(async () => expect(await store.get(keys.webhookClaim(sending))).toBeUndefined(), 5000);
   } finally {
     await store.close();
   }

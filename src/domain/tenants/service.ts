@@ -183,6 +183,14 @@ export class TenantService {
       await this.store.txn({ success: batch.map((hash) => ({ type: 'delete' as const, key: keys.apiKey(hash) })) });
     }
     await this.store.deletePrefix(keys.tenantData(id));
+    // Its webhook deliveries (outside its prefix: the dispatcher serves every tenant) and its outbox's mark, together,
+    // so that no entry is left without the mark that leads the dispatcher to it.
+    await this.store.txn({
+      success: [
+        { type: 'deletePrefix', prefix: keys.webhookQueue(id) },
+        { type: 'delete', key: keys.webhookQueuedTenant(id) },
+      ],
+    });
     await this.store.delete(keys.tenant(id));
   }
 
