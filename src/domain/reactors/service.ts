@@ -325,16 +325,19 @@ export class ReactorService {
       }
     }
     const code = formula?.code ?? record.code!;
+    if (read.status === 'rejected') throw read.reason;
+
+    // Where the invocation goes is settled before anything is opened for it: a refused one (no workers, a dedicated
+    // worker URL outside TOKENVAULT_DEDICATED_WORKER_URLS) has decrypted no configuration, detokenized no argument
+    // and minted no `bt` key that would live out its lease for nothing.
+    const runtime = await this.runtime.clientFor(tenantId);
+    if (!runtime) throw new Errors.RuntimeUnavailable('No reactor workers are configured (TOKENVAULT_WORKER_URL).');
     const configuration = await this.configurationFor(reactorKey, record);
 
     // Rules 6–10: detokenize first (≤ 100 tokens, token:use per container), then validate what came out.
-    if (read.status === 'rejected') throw read.reason;
     const detokenized = await read.value.use();
     const validated = formula ? applyParameters(detokenized, formula.request_parameters) : detokenized;
     const bt = record.application_id ? { apiKey: await this.btKeys.keyFor(tenantId, record.application_id) } : null;
-
-    const runtime = await this.runtime.clientFor(tenantId);
-    if (!runtime) throw new Errors.RuntimeUnavailable('No reactor workers are configured (TOKENVAULT_WORKER_URL).');
     invoking?.();
     const result = await runtime.invoke({
       tenantId,
