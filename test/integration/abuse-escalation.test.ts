@@ -4,19 +4,22 @@
 // (docs/security.md, "Keys and what they can do").
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { hashKey } from '../../src/auth/api-keys.js';
+import type { KeyIndexEntry } from '../../src/auth/principal.js';
+import { decode } from '../../src/store/codec.js';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
 import { createApplication, createTenant, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
-import { client } from '../support/http.js';
+import { call, client } from '../support/http.js';
 
 const MERGE = { 'Content-Type': 'application/merge-patch+json' };
 
 let api: TestApi;
+let tenantId: string;
 let managementKey: string;
 
 beforeAll(async () => {
   api = await startTestApi();
-  ({ managementKey } = await createTenant(api.url, api.operatorKey));
+  ({ tenantId, managementKey } = await createTenant(api.url, api.operatorKey));
 });
 
 afterAll(async () => {
@@ -273,5 +276,48 @@ describe('a reactor or proxy runs with its application’s rights only when writ
     expect(
       (await builder.patch(`/proxies/${plain.body.id}`, { body: { name: 'renamed' }, headers: MERGE })).status,
     ).toBe(200);
+  });
+});
+
+describe('a key minted for reactor code (`bt`) makes nothing that outlives its 2-minute lease', () => {
+  test('an application id that comes back as a management application gets reactor code no management key', async () => {
+    // Only the operator chooses ids: it deletes the reactor's application and makes a management one under its id.
+    const asOperator = (method: string, path: string, body?: unknown) =>
+      call(api.url, method, path, { key: api.operatorKey, headers: { 'BT-TENANT-ID': tenantId }, body });
+    const id = crypto.randomUUID();
+    expect(
+      (
+        await asOperator('POST', '/applications', {
+          id,
+          name: 'reactor app',
+          type: 'private',
+          permissions: ['token:use'],
+        })
+      ).status,
+    ).toBe(201);
+    const reactor = await client(api.url, managementKey).post('/reactors', {
+      body: { name: 'r', configuration: {}, code: 'module.exports = async () => ({ raw: {} });', application: { id } },
+    });
+    expect(reactor.status).toBe(201);
+    expect((await asOperator('DELETE', `/applications/${id}`)).status).toBe(204);
+    expect(
+      (
+        await asOperator('POST', '/applications', {
+          id,
+          name: 'now management',
+          type: 'management',
+          permissions: ['webhook:create'],
+        })
+      ).status,
+    ).toBe(201);
+
+    const invoker = client(api.url, (await app({ type: 'private', permissions: ['token:use'] })).key);
+    const answer = await invoker.post(`/reactors/${reactor.body.id}/react`, { body: { args: {} } });
+    expect(answer.status).toBe(409);
+    expect(answer.body.detail).toContain('management application');
+    const mintedManagementKeys = (await api.context.store.range(keys.apiKeys))
+      .map((entry) => decode<KeyIndexEntry>('key-index', entry.value))
+      .filter((entry) => entry.parent?.application_id === id);
+    expect(mintedManagementKeys).toEqual([]);
   });
 });
