@@ -5,6 +5,8 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { hashKey } from '../../src/auth/api-keys.js';
 import type { KeyIndexEntry } from '../../src/auth/principal.js';
+import { ApplicationDirectory } from '../../src/domain/applications/directory.js';
+import { BtKeys } from '../../src/domain/reactors/bt-keys.js';
 import { decode } from '../../src/store/codec.js';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
@@ -280,6 +282,34 @@ describe('a reactor or proxy runs with its application’s rights only when writ
 });
 
 describe('a key minted for reactor code (`bt`) makes nothing that outlives its 2-minute lease', () => {
+  test('it neither creates nor authorizes sessions (403), which would keep its rights for hours', async () => {
+    const reader = await app({ type: 'private', permissions: ['token:read'] });
+    const browser = await app({ type: 'public', permissions: ['token:create'] });
+    // As the worker holds it: minted the way an invocation mints it, then taken out of the worker.
+    const directory = new ApplicationDirectory(api.context.store, 60);
+    try {
+      const minted = new BtKeys(api.context.store, directory);
+      const readerBt = client(api.url, await minted.keyFor(tenantId, reader.id));
+      const browserBt = client(api.url, await minted.keyFor(tenantId, browser.id));
+      expect((await readerBt.get('/tokens')).status).toBe(200);
+
+      const session = (await client(api.url, browser.key).post('/sessions')).body;
+      const authorize = { nonce: session.nonce, permissions: ['token:read'] };
+      const refused = await readerBt.post('/sessions/authorize', { body: authorize });
+      expect(refused.status).toBe(403);
+      expect(refused.body.code).toBe('TV_FORBIDDEN');
+      expect(refused.body.detail).toContain('minted for reactor code');
+      // The nonce is still unspent: the application's own key authorizes the session.
+      expect((await client(api.url, reader.key).post('/sessions/authorize', { body: authorize })).status).toBe(204);
+
+      const created = await browserBt.post('/sessions');
+      expect(created.status).toBe(403);
+      expect(created.body.detail).toContain('minted for reactor code');
+    } finally {
+      await directory.stop();
+    }
+  });
+
   test('an application id that comes back as a management application gets reactor code no management key', async () => {
     // Only the operator chooses ids: it deletes the reactor's application and makes a management one under its id.
     const asOperator = (method: string, path: string, body?: unknown) =>
