@@ -310,6 +310,37 @@ describe('a key minted for reactor code (`bt`) makes nothing that outlives its 2
     }
   });
 
+  test("its answers are replayed to no key that holds less: BT-IDEMPOTENCY-KEY after the application's rights narrowed", async () => {
+    const rules = (transform: string) => [
+      { description: 'all', priority: 1, container: '/', transform, permissions: ['token:create', 'token:read'] },
+    ];
+    const owner = await app({ type: 'private', rules: rules('reveal') });
+    const directory = new ApplicationDirectory(api.context.store, 60);
+    const request = { body: { type: 'token', data: 'replayed secret' }, headers: { 'BT-IDEMPOTENCY-KEY': 'bt-retry' } };
+    try {
+      const bt = client(api.url, await new BtKeys(api.context.store, directory).keyFor(tenantId, owner.id));
+      const first = await bt.post('/tokens', request);
+      expect(first.status).toBe(201);
+      expect(first.body.data).toBe('replayed secret');
+    } finally {
+      await directory.stop();
+    }
+    const narrowed = await client(api.url, managementKey).put(`/applications/${owner.id}`, {
+      body: { name: 'abuse', rules: rules('mask') },
+    });
+    expect(narrowed.status).toBe(200);
+    const own = client(api.url, owner.key);
+    // The application's own key (whose answers the minted key's share a scope with) now reads masked.
+    const token = (await own.post('/tokens', { body: { type: 'token', data: 'fresh secret' } })).body;
+    expect(token.data).not.toBe('fresh secret');
+
+    const replayed = await own.post('/tokens', request);
+    expect(replayed.body.data).toBeUndefined();
+    expect(replayed.status).toBe(409);
+    expect(replayed.body.code).toBe('TV_IDEMPOTENCY_CONFLICT');
+    expect(replayed.body.detail).toContain('rights');
+  });
+
   test('an application id that comes back as a management application gets reactor code no management key', async () => {
     // Only the operator chooses ids: it deletes the reactor's application and makes a management one under its id.
     const asOperator = (method: string, path: string, body?: unknown) =>
