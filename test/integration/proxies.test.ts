@@ -4,8 +4,11 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { gzipSync } from 'node:zlib';
+import type { TenantRecord } from '../../src/domain/tenants/service.js';
+import { encode } from '../../src/store/codec.js';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
+import { getRecord } from '../../src/store/records.js';
 import { createApplication, createTenant, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
@@ -497,6 +500,39 @@ describe('transforms (on the workers)', () => {
     });
     proxyError(answer, 400, 'TV_REACTOR_FAILED');
     expect(answer.headers['bt-proxy-destination-status']).toBe('200');
+  });
+
+  test('a tenant whose workers may not be called: 503 before anything is detokenized or sent, even for a response transform', async () => {
+    const tenant = await createTenant(api.url, api.operatorKey);
+    const backend = await createApplication(api.url, tenant.managementKey, {
+      name: 'backend',
+      type: 'private',
+      rules: REVEAL_ALL,
+    });
+    const card = (
+      await client(api.url, backend.key).post('/tokens', { body: { type: 'token', data: '4242424242424242' } })
+    ).body.id;
+    const proxy = await createProxy(
+      { response_transform: { code: 'module.exports = async (req) => req.args;' } },
+      client(api.url, tenant.managementKey),
+    );
+    // A worker_url outside TOKENVAULT_DEDICATED_WORKER_URLS (empty here), as a record written under another list.
+    const found = (await getRecord<TenantRecord>(api.context.store, 'tenant', keys.tenant(tenant.tenantId)))!;
+    expect(
+      await api.context.store.compareAndSwap(
+        keys.tenant(tenant.tenantId),
+        found.modRevision,
+        encode('tenant', { ...found.value, runtime: { worker_url: 'http://127.0.0.1:9' } }),
+      ),
+    ).toBe(true);
+
+    const before = received.length;
+    const answer = await send(api.url, 'POST', '/proxy', {
+      headers: { 'BT-API-KEY': backend.key, 'BT-PROXY-KEY': proxy.key },
+      json: { card: `{{ ${card} }}` },
+    });
+    proxyError(answer, 503, 'TV_RUNTIME_UNAVAILABLE');
+    expect(received.length).toBe(before);
   });
 
   test('CustomHttpResponseError from a transform answers with its own status, headers and body', async () => {

@@ -4,7 +4,7 @@
 // take over the key of a management application that holds more); a key that expires cannot make or take over an
 // application that outlives it; and code or requests that run with an application's rights (a reactor's or a proxy's
 // application) are written only by a key that could take that application's key anyway: application:update, which
-// regenerates keys.
+// regenerates keys, on a key that does not expire.
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import type { ApplicationType } from '../../auth/permissions.js';
@@ -24,13 +24,24 @@ export function assertMayGrant(
   }
 }
 
-/** 403 when a reactor or proxy that runs with an application's rights is written without application:update. */
+/**
+ * 403 when a reactor or proxy that runs with an application's rights is written without application:update, or by a
+ * key that expires: the reactor or proxy would go on using those rights after the key is gone (a proxy without
+ * require_auth is a lasting bearer key to them), which is what regenerating the application's key, refused to such a
+ * key by assertMayOutlive, would give.
+ */
 export function assertMayDelegate(
   principal: TenantPrincipal,
   applicationId: string | undefined,
   what: 'reactor' | 'proxy',
 ): void {
-  if (applicationId === undefined || principal.permissions.has('application:update')) return;
+  if (applicationId === undefined) return;
+  if (principal.expiresAt !== undefined) {
+    throw new Errors.Forbidden(
+      `The key expires at ${new Date(principal.expiresAt).toISOString()}: it writes no ${what} with an application, which would keep using the application's rights after the key is gone.`,
+    );
+  }
+  if (principal.permissions.has('application:update')) return;
   throw new Errors.Forbidden(
     `A ${what} with an application runs with that application's rights: writing it needs application:update too (the right that can already take the application's key).`,
   );

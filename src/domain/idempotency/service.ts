@@ -27,6 +27,8 @@ export interface Answer {
 
 interface StoredAnswer {
   request: string;
+  /** rightsOf the caller that made the request; absent in records of earlier versions, which are not replayed. */
+  rights?: string;
   state: 'pending' | 'done';
   sealed?: string;
 }
@@ -53,13 +55,14 @@ export class IdempotencyService {
     const hash = sha256(`${actorId(principal)}\n${request.route}\n${idempotencyKey}`);
     const key = keys.idempotency(tenantId, hash);
     const requestHash = sha256(JSON.stringify(request.body ?? null));
+    const rights = rightsOf(principal);
 
     const claimed = await this.store.create(
       key,
-      encode('idempotency', { request: requestHash, state: 'pending' } satisfies StoredAnswer),
+      encode('idempotency', { request: requestHash, rights, state: 'pending' } satisfies StoredAnswer),
       { ttlSeconds: this.pendingSeconds },
     );
-    if (!claimed) return this.replay(tenantId, key, requestHash);
+    if (!claimed) return this.replay(tenantId, key, requestHash, rights);
 
     let answer: Answer;
     try {
@@ -75,17 +78,22 @@ export class IdempotencyService {
     const sealed = await this.cipher.encrypt(tenantId, `idempotency:${tenantId}:${hash}`, JSON.stringify(answer));
     await this.store.put(
       key,
-      encode('idempotency', { request: requestHash, state: 'done', sealed } satisfies StoredAnswer),
+      encode('idempotency', { request: requestHash, rights, state: 'done', sealed } satisfies StoredAnswer),
       { ttlSeconds: TTL_SECONDS },
     );
     return answer;
   }
 
-  private async replay(tenantId: string, key: string, requestHash: string): Promise<Answer> {
+  private async replay(tenantId: string, key: string, requestHash: string, rights: string): Promise<Answer> {
     const entry = await this.store.get(key);
     if (!entry) throw new Errors.Conflict('A request with this BT-IDEMPOTENCY-KEY just failed or expired; retry.');
     const stored = decode<StoredAnswer>('idempotency', entry.value);
     if (stored.request !== requestHash) throw new Errors.IdempotencyConflict();
+    if (stored.rights !== rights) {
+      throw new Errors.IdempotencyConflict(
+        "The key's rights changed since this BT-IDEMPOTENCY-KEY was first used, so its answer is not replayed; send the request with a new BT-IDEMPOTENCY-KEY.",
+      );
+    }
     if (stored.state === 'pending' || !stored.sealed) {
       throw new Errors.Conflict('A request with this BT-IDEMPOTENCY-KEY is still in progress; retry shortly.');
     }
@@ -93,6 +101,19 @@ export class IdempotencyService {
     const plaintext = await this.cipher.decrypt(tenantId, `idempotency:${tenantId}:${hash}`, stored.sealed);
     return JSON.parse(plaintext.toString('utf8')) as Answer;
   }
+}
+
+/**
+ * A digest of what decides what the caller's answers may show: its permissions and rules (and a session's ceiling).
+ * Every key of an application, and the keys minted for its reactors, share the scope of a stored answer; replaying
+ * it only to the same rights keeps a key whose rights were narrowed since (or a minted key's application, after the
+ * minted key is gone) from reading what the answer showed then, token data included.
+ */
+function rightsOf(principal: TenantPrincipal): string {
+  const ceiling = principal.ceiling ? [[...principal.ceiling.permissions].sort(), principal.ceiling.rules] : null;
+  return sha256(
+    JSON.stringify([principal.applicationType, [...principal.permissions].sort(), principal.rules, ceiling]),
+  );
 }
 
 function sha256(text: string): string {

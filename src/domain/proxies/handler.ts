@@ -99,6 +99,7 @@ export class ProxyHandler {
   async handle(input: ProxyInput): Promise<ProxyAnswer> {
     const { proxy } = input;
     const url = this.forwarder.checkUrl(joinDestination(input.base, input.suffix)).href;
+    if (proxy) await this.transforms.assertRunnable(proxy);
     let headers = forwardedRequestHeaders(input.rawHeaders);
     let body = input.principal
       ? await detokenizeBody(

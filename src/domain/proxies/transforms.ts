@@ -30,13 +30,19 @@ export class TransformRunner {
     private readonly btKeys: BtKeys,
   ) {}
 
+  /**
+   * 503 when the proxy has a transform and its tenant's workers cannot be called (none, or a dedicated worker URL
+   * outside TOKENVAULT_DEDICATED_WORKER_URLS). Asked before the request is detokenized or forwarded: a proxy with only
+   * a response transform would otherwise send the request, and its detokenized data, and then answer 503.
+   */
+  async assertRunnable(proxy: ResolvedProxy): Promise<void> {
+    if (proxy.requestTransform || proxy.responseTransform) await this.clientFor(proxy.tenantId);
+  }
+
   async run(proxy: ResolvedProxy, which: 'request' | 'response', args: TransformArgs): Promise<TransformOutput> {
     const transform = which === 'request' ? proxy.requestTransform : proxy.responseTransform;
     if (!transform) throw new Error(`the proxy has no ${which} transform`);
-    const runtime = await this.runtime.clientFor(proxy.tenantId);
-    if (!runtime) {
-      throw new Errors.RuntimeUnavailable('Proxy transforms run on the reactor workers, and none are configured.');
-    }
+    const runtime = await this.clientFor(proxy.tenantId);
     const bt = proxy.applicationId ? { apiKey: await this.btKeys.keyFor(proxy.tenantId, proxy.applicationId) } : null;
     const result = await runtime.invoke({
       tenantId: proxy.tenantId,
@@ -50,6 +56,14 @@ export class TransformRunner {
     });
     if (!result.ok) throw failureToError(result.error);
     return output(result.result, which);
+  }
+
+  private async clientFor(tenantId: string) {
+    const runtime = await this.runtime.clientFor(tenantId);
+    if (!runtime) {
+      throw new Errors.RuntimeUnavailable('Proxy transforms run on the reactor workers, and none are configured.');
+    }
+    return runtime;
   }
 }
 

@@ -25,6 +25,13 @@ export class BtKeys {
   async keyFor(tenantId: string, applicationId: string): Promise<string> {
     const application = await this.applications.get(tenantId, applicationId);
     if (!application) throw new Errors.Conflict("The reactor's application no longer exists; update the reactor.");
+    // Reactors and proxies are written with a public or private application only, but an application id can come back
+    // with another type (the operator chooses ids): reactor code never gets a management key.
+    if (application.record.type === 'management') {
+      throw new Errors.Conflict(
+        "The reactor's application is now a management application, whose key reactor code never gets; update the reactor.",
+      );
+    }
     const cacheKey = `${tenantId}/${applicationId}`;
     const cached = this.minted.get(cacheKey);
     if (cached && cached.grant === application.grant && cached.expiresAt - Date.now() > (LIFETIME_SECONDS * 1000) / 2)

@@ -272,10 +272,11 @@ export class ReactorService {
 
   /**
    * 403 when changing the formula's code would change code that runs with an application's rights (a reactor of the
-   * caller's tenant with an application uses it) and the caller lacks application:update.
+   * caller's tenant with an application uses it) and the caller lacks application:update or expires
+   * (assertMayDelegate).
    */
   async assertMayRewriteFormula(principal: TenantPrincipal, formulaId: string): Promise<void> {
-    if (principal.permissions.has('application:update')) return;
+    if (principal.permissions.has('application:update') && principal.expiresAt === undefined) return;
     for (const usage of await this.formulas.usages(formulaId)) {
       if (usage.tenantId !== principal.tenantId) continue;
       const reactor = await getRecord<ReactorRecord>(
@@ -325,16 +326,19 @@ export class ReactorService {
       }
     }
     const code = formula?.code ?? record.code!;
+    if (read.status === 'rejected') throw read.reason;
+
+    // Where the invocation goes is settled before anything is opened for it: a refused one (no workers, a dedicated
+    // worker URL outside TOKENVAULT_DEDICATED_WORKER_URLS) has decrypted no configuration, detokenized no argument
+    // and minted no `bt` key that would live out its lease for nothing.
+    const runtime = await this.runtime.clientFor(tenantId);
+    if (!runtime) throw new Errors.RuntimeUnavailable('No reactor workers are configured (TOKENVAULT_WORKER_URL).');
     const configuration = await this.configurationFor(reactorKey, record);
 
     // Rules 6–10: detokenize first (≤ 100 tokens, token:use per container), then validate what came out.
-    if (read.status === 'rejected') throw read.reason;
     const detokenized = await read.value.use();
     const validated = formula ? applyParameters(detokenized, formula.request_parameters) : detokenized;
     const bt = record.application_id ? { apiKey: await this.btKeys.keyFor(tenantId, record.application_id) } : null;
-
-    const runtime = await this.runtime.clientFor(tenantId);
-    if (!runtime) throw new Errors.RuntimeUnavailable('No reactor workers are configured (TOKENVAULT_WORKER_URL).');
     invoking?.();
     const result = await runtime.invoke({
       tenantId,

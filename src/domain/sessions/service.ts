@@ -5,10 +5,11 @@
 // A session grants a subset of its authorizer's rights: every granted permission must be one the authorizer holds
 // (403 otherwise), the authorizer's rights are stored with the session as its ceiling (on every token the session
 // gets the stricter of the two decisions), and the session names its authorizer and the grant it was authorized
-// under, so deleting the authorizer, regenerating its key or changing its rights ends the session too.
+// under, so deleting the authorizer, regenerating its key or changing its rights ends the session too. Keys minted
+// for reactor code neither create nor authorize sessions (assertNotMinted).
 import { randomUUID } from 'node:crypto';
 import { generateApiKey, generateNonce, hashKey } from '../../auth/api-keys.js';
-import type { KeyIndexEntry, TenantPrincipal } from '../../auth/principal.js';
+import { isMintedKey, type KeyIndexEntry, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, secondsUntil } from '../../store/records.js';
@@ -52,6 +53,7 @@ export class SessionService {
     if (principal.kind !== 'application' || principal.applicationType !== 'public') {
       throw new Errors.Forbidden('Sessions are created with a public application key.');
     }
+    assertNotMinted(principal);
     const key = generateApiKey();
     const nonce = generateNonce();
     const now = Date.now();
@@ -95,6 +97,7 @@ export class SessionService {
     }
     if (principal.operator)
       throw new Errors.Forbidden('The operator key administers tenants; it does not authorize sessions.');
+    assertNotMinted(principal);
     const body = validateAuthorizeSession(requestBody);
     const permissions = body.permissions ?? [];
     const rules = body.rules ?? [];
@@ -108,7 +111,7 @@ export class SessionService {
         `A session gets a subset of its authorizer's rights; the key lacks ${lacking.join(', ')}.`,
       );
     }
-    // The authorizer as stored now: the session is tied to this grant (a minted reactor key stands for its application).
+    // The authorizer as stored now: the session is tied to this grant.
     const authorizer = await this.applications.get(principal.tenantId, principal.applicationId);
     if (!authorizer) throw new Errors.Unauthenticated('The authorizing application no longer exists.');
 
@@ -159,6 +162,20 @@ export class SessionService {
     });
     if (!committed) throw spent();
     return session.id;
+  }
+}
+
+/**
+ * 403 for a key minted for reactor code: it lives 2 minutes, and a session it made would keep its application's
+ * rights for up to TOKENVAULT_SESSION_MAX_SECONDS (the session is tied to the application's grant, not to the minted
+ * key). Deny rather than cap the session's expiry: the `bt` client has no session calls, so only a key taken from a
+ * worker would ever try.
+ */
+function assertNotMinted(principal: TenantPrincipal): void {
+  if (isMintedKey(principal)) {
+    throw new Errors.Forbidden(
+      "A key minted for reactor code (`bt`) lives at most 2 minutes and neither creates nor authorizes sessions, which would outlive it; use one of the application's own keys.",
+    );
   }
 }
 
