@@ -3,6 +3,7 @@
 // key that attaches a powerful application to a reactor or proxy whose code or destination it controls
 // (docs/security.md, "Keys and what they can do").
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { createHash } from 'node:crypto';
 import { hashKey } from '../../src/auth/api-keys.js';
 import type { KeyIndexEntry } from '../../src/auth/principal.js';
 import { ApplicationDirectory } from '../../src/domain/applications/directory.js';
@@ -221,6 +222,29 @@ test("idempotency replays a key's own answer only: another key with the same BT-
   });
   expect(replayed.body.id).not.toBe(created.body.id);
   expect(replayed.body.key).not.toBe(created.body.key);
+});
+
+test('an answer stored by an earlier version (no record of the rights) is still replayed to a retry after the upgrade', async () => {
+  const writerApp = await app({ type: 'private', permissions: ['token:create'] });
+  const writer = client(api.url, writerApp.key);
+  const request = { body: { type: 'token', data: 'before the upgrade' }, headers: { 'BT-IDEMPOTENCY-KEY': 'upgrade' } };
+  const first = await writer.post('/tokens', request);
+  expect(first.status).toBe(201);
+  // Rewrite the stored answer as the previous version stored it: without `rights`.
+  const store = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+  try {
+    // Where src/domain/idempotency/service.ts keeps it: by the actor, the route and the BT-IDEMPOTENCY-KEY.
+    const hash = createHash('sha256').update(`${writerApp.id}\nPOST /tokens\nupgrade`).digest('hex');
+    const entry = (await store.get(keys.idempotency(tenantId, hash)))!;
+    const { rights, ...legacy } = JSON.parse(entry.value) as Record<string, unknown>;
+    expect(rights).toEqual(expect.any(String));
+    await store.put(keys.idempotency(tenantId, hash), JSON.stringify(legacy));
+  } finally {
+    await store.close();
+  }
+  const retry = await writer.post('/tokens', request);
+  expect(retry.status).toBe(201);
+  expect(retry.body.id).toBe(first.body.id);
 });
 
 describe('a reactor or proxy runs with its application’s rights only when written with application:update', () => {

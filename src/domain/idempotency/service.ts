@@ -27,7 +27,10 @@ export interface Answer {
 
 interface StoredAnswer {
   request: string;
-  /** rightsOf the caller that made the request; absent in records of earlier versions, which are not replayed. */
+  /**
+   * rightsOf the caller that made the request. Absent in answers stored by earlier versions: those replay as they did
+   * (for the 24 hours they live), so that a retry across an upgrade gets its answer rather than a 409 it cannot act on.
+   */
   rights?: string;
   state: 'pending' | 'done';
   sealed?: string;
@@ -89,7 +92,7 @@ export class IdempotencyService {
     if (!entry) throw new Errors.Conflict('A request with this BT-IDEMPOTENCY-KEY just failed or expired; retry.');
     const stored = decode<StoredAnswer>('idempotency', entry.value);
     if (stored.request !== requestHash) throw new Errors.IdempotencyConflict();
-    if (stored.rights !== rights) {
+    if (stored.rights !== undefined && stored.rights !== rights) {
       throw new Errors.IdempotencyConflict(
         "The key's rights changed since this BT-IDEMPOTENCY-KEY was first used, so its answer is not replayed; send the request with a new BT-IDEMPOTENCY-KEY.",
       );
