@@ -2,10 +2,10 @@
 // searches (up to TOKENVAULT_SEARCH_MAX_MATCHES per term), v1 page-paged token lists (every token, to count
 // total_items) and audit log pages (entries read while filtering and skipping); and bulk token creates (up to 100
 // writes). The request rate limits count requests, not that cost: eight page-paged lists of one tenant at once took
-// 8 s each and slowed another tenant's token reads 5-10 times, sixteen bulk creates tripled another tenant's create
-// p99 (docs/security.md, "Limits"). So one API process runs at most `running` requests of a kind
-// per tenant at a time; the tenant's others wait their turn (first come, first served), and beyond `waiting` of them
-// they are refused: 429 TV_TENANT_BUSY naming the setting.
+// 8 s each and slowed another tenant's token reads 5-10 times, and 32 bulk creates at once made another tenant's
+// single creates 4 times slower (docs/security.md, "Limits"). So one API process runs at most `running` requests of
+// a kind per tenant at a time; the tenant's others wait their turn (first come, first served), and beyond `waiting`
+// of them they are refused: 429 TV_TENANT_BUSY naming the setting.
 import { Errors } from '../errors/registry.js';
 
 export interface TenantGateLimits {
