@@ -22,7 +22,7 @@ tool TOKENVAULT_HELM_BIN helm
 export NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot ${NODE_OPTIONS:-}"
 # Tests that assert latency under load (a p99 while hostile requests run) run after the rest, one file at a time: on
 # a 2-core machine a neighbouring test file's CPU would be measured as the vault's own latency.
-SOLO=(test/integration/abuse-expressions.test.ts)
+SOLO=(test/integration/abuse-expressions.test.ts test/integration/abuse-isolation.test.ts)
 
 summaries=$(mktemp -d)
 trap 'rm -rf "$summaries"' EXIT

@@ -115,6 +115,9 @@ export async function spawnApi(options: ApiOptions): Promise<BenchApi> {
       TOKENVAULT_RATE_LIMIT_API_PER_TENANT: '10000000',
       TOKENVAULT_RATE_LIMIT_CALLS_PER_KEY: '10000000',
       TOKENVAULT_RATE_LIMIT_CALLS_PER_TENANT: '10000000',
+      // Likewise its bulk creates (POST /tokenize): the gate that keeps them from slowing other tenants is passed
+      // through, none waits for a turn.
+      TOKENVAULT_BULK_TENANT_CONCURRENCY: '10000',
       ...options.env,
     },
   });

@@ -234,6 +234,8 @@ export interface Config {
     searchMaxMatches: number;
     searchTenantConcurrency: number;
     scanTenantConcurrency: number;
+    /** Bulk token creates (POST /tokenize of more than one token) of one tenant running at once in one API process. */
+    bulkTenantConcurrency: number;
     scanQueueLength: number;
     /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
     shutdownDrainSeconds: number;
@@ -719,10 +721,16 @@ export const SETTINGS = {
     description: 'v1 page-paged token lists, and audit log pages, of one tenant running at once in one API process (each kind on its own); more wait (TOKENVAULT_SCAN_QUEUE_LENGTH), then get 429 TV_TENANT_BUSY',
     default: '1',
   },
+  bulkTenantConcurrency: {
+    flag: 'bulk-tenant-concurrency',
+    env: 'TOKENVAULT_BULK_TENANT_CONCURRENCY',
+    description: 'Bulk token creates (POST /tokenize of more than one token) of one tenant running at once in one API process; more wait (TOKENVAULT_SCAN_QUEUE_LENGTH), then get 429 TV_TENANT_BUSY',
+    default: '2',
+  },
   scanQueueLength: {
     flag: 'scan-queue-length',
     env: 'TOKENVAULT_SCAN_QUEUE_LENGTH',
-    description: 'Token searches, v1 page-paged token lists or audit log pages of one tenant (each kind on its own) waiting for a turn in one API process; more get 429 TV_TENANT_BUSY',
+    description: 'Token searches, v1 page-paged token lists, audit log pages or bulk token creates of one tenant (each kind on its own) waiting for a turn in one API process; more get 429 TV_TENANT_BUSY',
     default: '16',
   },
   rateLimitApiPerKey: {
@@ -1060,6 +1068,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     searchMaxMatches: integer('searchMaxMatches', 100, 1_000_000),
     searchTenantConcurrency: integer('searchTenantConcurrency', 1, 10_000),
     scanTenantConcurrency: integer('scanTenantConcurrency', 1, 10_000),
+    bulkTenantConcurrency: integer('bulkTenantConcurrency', 1, 10_000),
     scanQueueLength: integer('scanQueueLength', 0, 10_000),
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
     requestTimeoutSeconds: integer('requestTimeout', 1, 3600),

@@ -1,10 +1,11 @@
 // Requests whose cost is a read of up to thousands of the tenant's stored records, whatever their page size: token
 // searches (up to TOKENVAULT_SEARCH_MAX_MATCHES per term), v1 page-paged token lists (every token, to count
-// total_items) and audit log pages (entries read while filtering and skipping). The request rate limits count
-// requests, not that cost: eight page-paged lists of one tenant at once took 8 s each and slowed another tenant's
-// token reads 5-10 times (docs/security.md, "Limits"). So one API process runs at most `running` requests of a kind
-// per tenant at a time; the tenant's others wait their turn (first come, first served), and beyond `waiting` of them
-// they are refused: 429 TV_TENANT_BUSY naming the setting.
+// total_items) and audit log pages (entries read while filtering and skipping); and bulk token creates (up to 100
+// writes). The request rate limits count requests, not that cost: eight page-paged lists of one tenant at once took
+// 8 s each and slowed another tenant's token reads 5-10 times, and 32 bulk creates at once made another tenant's
+// single creates 4 times slower (docs/security.md, "Limits"). So one API process runs at most `running` requests of
+// a kind per tenant at a time; the tenant's others wait their turn (first come, first served), and beyond `waiting`
+// of them they are refused: 429 TV_TENANT_BUSY naming the setting.
 import { Errors } from '../errors/registry.js';
 
 export interface TenantGateLimits {
@@ -26,6 +27,9 @@ export interface GatedKind {
 
 /** What v1 token pages and audit log pages get by default (config.ts: TOKENVAULT_SCAN_TENANT_CONCURRENCY, _QUEUE_LENGTH). */
 export const DEFAULT_SCAN_GATE: TenantGateLimits = { running: 1, waiting: 16 };
+
+/** What bulk token creates get by default (config.ts: TOKENVAULT_BULK_TENANT_CONCURRENCY, _SCAN_QUEUE_LENGTH). */
+export const DEFAULT_BULK_GATE: TenantGateLimits = { running: 2, waiting: 16 };
 
 /** The setting every gate's `waiting` comes from. */
 export const WAITING_SETTING = 'TOKENVAULT_SCAN_QUEUE_LENGTH';

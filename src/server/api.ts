@@ -101,7 +101,16 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   });
   const btKeys = new BtKeys(store, applicationDirectory);
   const scanGate = { running: config.limits.scanTenantConcurrency, waiting: config.limits.scanQueueLength };
-  const tokens = new TokenService(store, cipher, tenantDirectory, usage, config.limits.tokenPageScanLimit, scanGate);
+  const bulkGate = { running: config.limits.bulkTenantConcurrency, waiting: config.limits.scanQueueLength };
+  const tokens = new TokenService(
+    store,
+    cipher,
+    tenantDirectory,
+    usage,
+    config.limits.tokenPageScanLimit,
+    scanGate,
+    bulkGate,
+  );
   // Sealed token records, watched: a proxied request naming ten tokens needs no etcd read for them once they are here.
   const tokenRecords = new TokenRecordCache(store, {
     maxBytes: config.limits.tokenCacheBytes,

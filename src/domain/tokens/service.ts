@@ -30,7 +30,7 @@ import {
 } from './schema.js';
 import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
-import { DEFAULT_SCAN_GATE, TenantGate, type TenantGateLimits } from '../tenant-gate.js';
+import { DEFAULT_BULK_GATE, DEFAULT_SCAN_GATE, TenantGate, type TenantGateLimits } from '../tenant-gate.js';
 import { changedVisibility, mayChangeVisibility } from './visibility.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
 import type { Page } from '../paging.js';
@@ -85,6 +85,8 @@ export class TokenService {
   private events: EventSink = NO_EVENTS;
   /** v1 page paging's full scans, a few per tenant at a time in this process. */
   private readonly pageScans: TenantGate;
+  /** Creates of more than one token in one request, a few per tenant at a time in this process. */
+  private readonly bulkCreates: TenantGate;
 
   constructor(
     private readonly store: Store,
@@ -94,6 +96,7 @@ export class TokenService {
     /** v1 page paging must count every match for `total_items`; beyond this many stored tokens it refuses (400). */
     private readonly pageScanLimit = DEFAULT_PAGE_SCAN_LIMIT,
     pageScanGate: TenantGateLimits = DEFAULT_SCAN_GATE,
+    bulkCreateGate: TenantGateLimits = DEFAULT_BULK_GATE,
   ) {
     this.pageScans = new TenantGate(
       {
@@ -103,10 +106,28 @@ export class TokenService {
       },
       pageScanGate,
     );
+    this.bulkCreates = new TenantGate(
+      {
+        what: 'bulk token creates',
+        runningSetting: 'TOKENVAULT_BULK_TENANT_CONCURRENCY',
+        instead: 'send fewer bulk requests at once',
+      },
+      bulkCreateGate,
+    );
   }
 
   publishEventsTo(events: EventSink): void {
     this.events = events;
+  }
+
+  /**
+   * Runs `work`, which creates `count` of the tenant's tokens one after another. More than one is a bulk create: it
+   * waits for the tenant's turn among its bulk creates in this process, so that one tenant's bulk writes cannot take
+   * the store's and the process's time from other tenants (docs/security.md, "Limits"). A single token is not gated:
+   * it costs what POST /tokens does, which the request rate limits count.
+   */
+  async createMany<T>(tenantId: string, count: number, work: () => Promise<T>): Promise<T> {
+    return count > 1 ? this.bulkCreates.run(tenantId, work) : work();
   }
 
   async create(

@@ -7,18 +7,30 @@ import { validateCreateToken } from './schema.js';
 import type { TokenService } from './service.js';
 import { MAX_TOKENS_PER_REQUEST } from './detokenizer.js';
 
-export async function tokenize(tokens: TokenService, principal: TenantPrincipal, value: unknown): Promise<unknown> {
+/**
+ * `gated`: more than one token waits for the tenant's turn among its bulk creates (TokenService.createMany), and may be
+ * refused 429 TV_TENANT_BUSY. POST /tokenize is; a reactor's result is not, as refusing it would lose what the
+ * reactor did (its invocations have a share of their own: TOKENVAULT_RUNTIME_TENANT_CONCURRENCY).
+ */
+export async function tokenize(
+  tokens: TokenService,
+  principal: TenantPrincipal,
+  value: unknown,
+  { gated }: { gated: boolean },
+): Promise<unknown> {
   const requests = countRequests(value);
   if (requests > MAX_TOKENS_PER_REQUEST) {
     throw new Errors.InvalidBody(
       `At most ${MAX_TOKENS_PER_REQUEST} tokens can be created in one request; this one holds ${requests}.`,
     );
   }
-  return walk(
-    value,
-    async (request) => tokens.create(principal, validateCreateToken(request)),
-    async (leaf) => (await tokens.create(principal, validateCreateToken({ type: 'token', data: leaf }))).id,
-  );
+  const create = () =>
+    walk(
+      value,
+      async (request) => tokens.create(principal, validateCreateToken(request)),
+      async (leaf) => (await tokens.create(principal, validateCreateToken({ type: 'token', data: leaf }))).id,
+    );
+  return gated ? tokens.createMany(principal.tenantId, requests, create) : create();
 }
 
 function isTokenRequest(value: unknown): value is Record<string, unknown> {
