@@ -99,6 +99,15 @@ describe('ids', () => {
     expect(answer.body.errors.id).toEqual(['"search" is reserved (/tokens/search is the search endpoint)']);
     expect((await app.get('/tokens/search')).status).not.toBe(200);
   });
+
+  // Paths are matched without regard to case, so /tokens/SEARCH is the search endpoint too (405 for GET, PATCH, DELETE).
+  test.each(['SEARCH', 'Search'])('%j → 400 as well: paths match in any case', async (id) => {
+    const answer = await app.post('/tokens', { body: { id, type: 'token', data: 'x' } });
+    expect([answer.status, answer.body.errors?.id]).toEqual([
+      400,
+      [`"${id}" is reserved (/tokens/${id} is the search endpoint)`],
+    ]);
+  });
 });
 
 describe('fingerprints and deduplication', () => {
@@ -165,6 +174,16 @@ describe('patch', () => {
     });
     expect(invalid.status).toBe(400);
     expect((await app.get(`/tokens/${id}`)).body.data.number).toBe('4242424242424242');
+  });
+
+  test('a "__proto__" member of data is a member like any other: a patch sets and removes it', async () => {
+    const merge = { 'Content-Type': 'application/merge-patch+json' };
+    const id = (await app.post('/tokens', { raw: '{"type":"token","data":{"a":"x"}}' })).body.id;
+    const set = await app.patch(`/tokens/${id}`, { raw: '{"data":{"__proto__":{"z":"y"}}}', headers: merge });
+    expect([set.status, set.body.data]).toEqual([200, JSON.parse('{"a":"x","__proto__":{"z":"y"}}')]);
+    expect((await app.get(`/tokens/${id}`)).body.data).toEqual(JSON.parse('{"a":"x","__proto__":{"z":"y"}}'));
+    const removed = await app.patch(`/tokens/${id}`, { raw: '{"data":{"__proto__":null}}', headers: merge });
+    expect(removed.body.data).toEqual({ a: 'x' });
   });
 });
 

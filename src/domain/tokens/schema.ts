@@ -8,7 +8,8 @@ export const TOKEN_ID_PATTERN = '^[A-Za-z0-9_.:@~+=-]{3,400}$';
 /**
  * Ids the pattern allows that name a route under /tokens/ instead of a token: a token so named could never be read,
  * updated or deleted by id. Refused at create (400) rather than excluded in the pattern, whose lookahead the OpenAPI
- * tools that generate ids from it do not all support.
+ * tools that generate ids from it do not all support. Keyed in lower case: paths match in any case (/tokens/SEARCH
+ * is the search endpoint too), so an id is looked up lower-cased.
  */
 export const RESERVED_TOKEN_IDS: ReadonlyMap<string, string> = new Map([['search', 'the search endpoint']]);
 

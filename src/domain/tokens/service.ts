@@ -119,7 +119,7 @@ export class TokenService {
     const tenantId = principal.tenantId;
     const type = TOKEN_TYPES.get(body.type)!;
     const containers = body.containers ?? [type.defaultContainer];
-    const route = body.id === undefined ? undefined : RESERVED_TOKEN_IDS.get(body.id);
+    const route = body.id === undefined ? undefined : RESERVED_TOKEN_IDS.get(body.id.toLowerCase());
     if (route)
       throw new Errors.InvalidBody({ errors: { id: [`"${body.id}" is reserved (/tokens/${body.id} is ${route})`] } });
     const id = body.id ?? randomUUID();
@@ -585,19 +585,22 @@ function matches(record: TokenRecord, query: TokenListQuery): boolean {
   return true;
 }
 
-/** RFC 7386 JSON merge patch. */
+/**
+ * RFC 7386 JSON merge patch. Members are gathered in a Map and defined (not assigned) on the result, so a `__proto__`
+ * member, which JSON.parse makes an own key and a create stores, is set and removed like any other rather than
+ * assigned as the result's prototype (which dropped it from the data without a word).
+ */
 export function mergePatch(target: unknown, patch: unknown): unknown {
   if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const result: Record<string, unknown> =
-    target !== null && typeof target === 'object' && !Array.isArray(target)
-      ? { ...(target as Record<string, unknown>) }
-      : {};
+  const result = new Map<string, unknown>(
+    target !== null && typeof target === 'object' && !Array.isArray(target) ? Object.entries(target) : [],
+  );
   for (const [name, value] of Object.entries(patch as Record<string, unknown>)) {
     if (value === undefined) continue;
-    if (value === null) delete result[name];
-    else result[name] = mergePatch(result[name], value);
+    if (value === null) result.delete(name);
+    else result.set(name, mergePatch(result.get(name), value));
   }
-  return result;
+  return Object.fromEntries(result);
 }
 
 /** Expiry times are kept in UTC so the schedule's keys sort in time order. */
