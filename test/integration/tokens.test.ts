@@ -129,6 +129,21 @@ describe('fingerprints and deduplication', () => {
     expect(again.body.id).toBe(first.body.id);
   });
 
+  // Expired tokens are deleted by a periodic sweep (TOKENVAULT_EXPIRY_SWEEP_SECONDS, 60 by default); until then the
+  // fingerprint index still names one.
+  test('deduplicate_token after the equal token expired, before the sweep, makes a new token', async () => {
+    const value = { type: 'token', data: 'expires soon', deduplicate_token: true };
+    const first = await app.post('/tokens', {
+      body: { ...value, expires_at: new Date(Date.now() + 1000).toISOString() },
+    });
+    expect(first.status).toBe(201);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const again = await app.post('/tokens', { body: value });
+    expect(again.status).toBe(201);
+    expect(again.body.id).not.toBe(first.body.id);
+    expect((await app.post('/tokens', { body: value })).body.id).toBe(again.body.id);
+  });
+
   test('the tenant setting deduplicates every create; concurrent creates make one token', async () => {
     const tenant = await newTenantApp({ deduplicate_tokens: 'true' });
     const answers = await Promise.all(

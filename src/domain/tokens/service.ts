@@ -134,10 +134,10 @@ export class TokenService {
     }
 
     for (let attempt = 0; attempt < 5; attempt++) {
-      const existing =
+      const { existing, indexRevision } =
         deduplicate && derived.fingerprint
           ? await this.byFingerprint(tenantId, body.type, derived.fingerprint)
-          : undefined;
+          : { existing: undefined, indexRevision: 0 };
       if (existing) {
         if (guard && !(await this.store.txn({ compare: guard.compare, success: guard.success }))) await guard.lost();
         return this.seenByOther(principal, existing.value);
@@ -161,8 +161,10 @@ export class TokenService {
         sealed: await seal(this.cipher, tenantId, id, { d: body.data, m: derived.masked }),
       };
       const compare: Compare[] = [{ key: keys.token(tenantId, id), modRevision: 0 }];
+      // The index entry as read: absent, or naming a token that has expired (the sweep has yet to delete it), which
+      // this token takes over; a concurrent create of an equal token changes it, and the next round finds that one.
       if (deduplicate && record.fingerprint)
-        compare.push({ key: keys.fingerprint(tenantId, record.type, record.fingerprint), modRevision: 0 });
+        compare.push({ key: keys.fingerprint(tenantId, record.type, record.fingerprint), modRevision: indexRevision });
       const txn = {
         compare: [...compare, ...(guard?.compare ?? [])],
         success: [
@@ -264,10 +266,11 @@ export class TokenService {
         modified_by: actorId(principal),
         sealed: await seal(this.cipher, tenantId, id, { d: merged.data, m: derived.masked }),
       };
+      const stale = await this.staleIndexOps(before, record);
       const written = await this.store.txn({
-        compare: [{ key: keys.token(tenantId, id), modRevision: current.modRevision }],
+        compare: [{ key: keys.token(tenantId, id), modRevision: current.modRevision }, ...stale.compare],
         success: [
-          ...(await this.staleIndexOps(before, record)),
+          ...stale.success,
           ...indexOps(record, 'put'),
           ...searchIndexOps(before, record),
           tokenPut(record),
@@ -296,10 +299,10 @@ export class TokenService {
       ...this.usage.deleteOps(record.tenant_id, record.type, record.id),
       ...(await this.events.ops(record.tenant_id, 'token.deleted', tokenEventData(record, actor))),
     ];
-    const fingerprintOps = await this.fingerprintOwnedOps(record);
+    const fingerprint = await this.fingerprintOwnedOps(record);
     return this.store.txn({
-      compare: [{ key: keys.token(record.tenant_id, record.id), modRevision }],
-      success: [...ops, ...fingerprintOps],
+      compare: [{ key: keys.token(record.tenant_id, record.id), modRevision }, ...fingerprint.compare],
+      success: [...ops, ...fingerprint.success],
     });
   }
 
@@ -500,29 +503,42 @@ export class TokenService {
     };
   }
 
+  /**
+   * The unexpired token the fingerprint index names, if any, and the index entry's revision (0: no entry). An entry
+   * naming an expired token stays until the expiry sweep deletes that token.
+   */
   private async byFingerprint(tenantId: string, type: string, fingerprint: string) {
     const index = await this.store.get(keys.fingerprint(tenantId, type, fingerprint));
-    if (!index) return undefined;
+    if (!index) return { existing: undefined, indexRevision: 0 };
     const found = await getRecord<TokenRecord>(this.store, 'token', keys.token(tenantId, index.value));
-    return found && !isExpired(found.value) ? found : undefined;
+    return { existing: found && !isExpired(found.value) ? found : undefined, indexRevision: index.modRevision };
   }
 
-  /** Deleting the fingerprint index entry, but only while it still names this token. */
-  private async fingerprintOwnedOps(record: TokenRecord): Promise<TxnOp[]> {
-    if (!record.fingerprint) return [];
+  /**
+   * Deleting the fingerprint index entry, but only while it still names this token: the write compares the entry as
+   * read, since a create may take over an entry naming an expired token (see `create`) between the read and the write.
+   */
+  private async fingerprintOwnedOps(record: TokenRecord): Promise<{ compare: Compare[]; success: TxnOp[] }> {
+    if (!record.fingerprint) return { compare: [], success: [] };
     const key = keys.fingerprint(record.tenant_id, record.type, record.fingerprint);
     const index = await this.store.get(key);
-    return index?.value === record.id ? [{ type: 'delete', key }] : [];
+    if (index?.value !== record.id) return { compare: [], success: [] };
+    return { compare: [{ key, modRevision: index.modRevision }], success: [{ type: 'delete', key }] };
   }
 
   /** Index entries of the previous version that the new version no longer has. */
-  private async staleIndexOps(before: TokenRecord, after: TokenRecord): Promise<TxnOp[]> {
-    const ops: TxnOp[] = [];
+  private async staleIndexOps(
+    before: TokenRecord,
+    after: TokenRecord,
+  ): Promise<{ compare: Compare[]; success: TxnOp[] }> {
+    const stale =
+      before.fingerprint !== after.fingerprint
+        ? await this.fingerprintOwnedOps(before)
+        : { compare: [], success: [] as TxnOp[] };
     if (before.expires_at && before.expires_at !== after.expires_at) {
-      ops.push({ type: 'delete', key: keys.expiry(before.tenant_id, before.expires_at, before.id) });
+      stale.success.push({ type: 'delete', key: keys.expiry(before.tenant_id, before.expires_at, before.id) });
     }
-    if (before.fingerprint !== after.fingerprint) ops.push(...(await this.fingerprintOwnedOps(before)));
-    return ops;
+    return stale;
   }
 }
 
