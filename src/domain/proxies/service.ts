@@ -13,6 +13,7 @@ import { getRecord } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { WatchedCache } from '../../store/watched-cache.js';
 import { assertMayAttach, assertMayDelegate } from '../applications/delegation.js';
+import { mergePatch } from '../merge-patch.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
@@ -202,14 +203,8 @@ export class ProxyService {
         configuration: configuration,
       };
       if (patch.configuration === null) merged.configuration = {};
-      else if (patch.configuration !== undefined) {
-        const next: Record<string, string> = { ...configuration };
-        for (const [name, value] of Object.entries(patch.configuration as Record<string, string | null>)) {
-          if (value === null) delete next[name];
-          else next[name] = value;
-        }
-        merged.configuration = next;
-      }
+      else if (patch.configuration !== undefined)
+        merged.configuration = mergePatch(configuration, patch.configuration) as Record<string, string>;
       return merged;
     });
   }

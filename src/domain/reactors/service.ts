@@ -13,6 +13,7 @@ import { getRecord } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import { assertMayAttach, assertMayDelegate } from '../applications/delegation.js';
+import { mergePatch } from '../merge-patch.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import type { Formula, FormulaService } from '../formulas/service.js';
@@ -235,7 +236,7 @@ export class ReactorService {
           ? configuration
           : patch.configuration === null
             ? {}
-            : mergeConfiguration(configuration, patch.configuration);
+            : (mergePatch(configuration, patch.configuration) as ConfigurationValues);
       if (patch.formula) merged.formula = patch.formula;
       if (patch.code) merged.code = patch.code;
       return merged;
@@ -504,15 +505,6 @@ export class ReactorService {
       modified_by: record.modified_by,
     };
   }
-}
-
-function mergeConfiguration(current: ConfigurationValues, patch: Record<string, unknown>): ConfigurationValues {
-  const merged: Record<string, unknown> = { ...current };
-  for (const [name, value] of Object.entries(patch)) {
-    if (value === null) delete merged[name];
-    else merged[name] = value;
-  }
-  return merged as ConfigurationValues;
 }
 
 /** Tokens a reactor's code asks to tokenize are created by the reactor itself, in any container of its tenant. */

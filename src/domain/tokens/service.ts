@@ -33,6 +33,7 @@ import { applyPrivacy } from './privacy.js';
 import { DEFAULT_SCAN_GATE, TenantGate, type TenantGateLimits } from '../tenant-gate.js';
 import { changedVisibility, mayChangeVisibility } from './visibility.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
+import { mergePatch } from '../merge-patch.js';
 import type { Page } from '../paging.js';
 import { encode, decode } from '../../store/codec.js';
 import { actorOf, SYSTEM_ACTOR, tokenEventData, type Actor } from '../../webhooks/events.js';
@@ -599,24 +600,6 @@ function matches(record: TokenRecord, query: TokenListQuery): boolean {
   if (query.fingerprint !== undefined && record.fingerprint !== query.fingerprint) return false;
   for (const [name, value] of Object.entries(query.metadata ?? {})) if (record.metadata?.[name] !== value) return false;
   return true;
-}
-
-/**
- * RFC 7386 JSON merge patch. Members are gathered in a Map and defined (not assigned) on the result, so a `__proto__`
- * member, which JSON.parse makes an own key and a create stores, is set and removed like any other rather than
- * assigned as the result's prototype (which dropped it from the data without a word).
- */
-export function mergePatch(target: unknown, patch: unknown): unknown {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const result = new Map<string, unknown>(
-    target !== null && typeof target === 'object' && !Array.isArray(target) ? Object.entries(target) : [],
-  );
-  for (const [name, value] of Object.entries(patch as Record<string, unknown>)) {
-    if (value === undefined) continue;
-    if (value === null) result.delete(name);
-    else result.set(name, mergePatch(result.get(name), value));
-  }
-  return Object.fromEntries(result);
 }
 
 /** Expiry times are kept in UTC so the schedule's keys sort in time order. */
