@@ -63,6 +63,17 @@ export const tokenFields = {
   deduplicate_token: { type: 'boolean' },
 };
 
+/** The legacy privacy block (privacy.ts turns it into a container). */
+export const privacySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    classification: { type: 'string', enum: ['general', 'bank', 'pci', 'pii'] },
+    impact_level: { type: 'string', enum: ['low', 'moderate', 'high'] },
+    restriction_policy: { type: 'string', enum: ['mask', 'redact'] },
+  },
+};
+
 export const validateCreateToken = compile<CreateTokenBody>({
   type: 'object',
   additionalProperties: false,
@@ -71,15 +82,7 @@ export const validateCreateToken = compile<CreateTokenBody>({
     ...tokenFields,
     id: { type: 'string', pattern: TOKEN_ID_PATTERN },
     type: { type: 'string', enum: TOKEN_TYPE_NAMES, default: 'token' },
-    privacy: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        classification: { type: 'string', enum: ['general', 'bank', 'pci', 'pii'] },
-        impact_level: { type: 'string', enum: ['low', 'moderate', 'high'] },
-        restriction_policy: { type: 'string', enum: ['mask', 'redact'] },
-      },
-    },
+    privacy: privacySchema,
   },
 });
 
