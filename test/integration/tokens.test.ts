@@ -129,6 +129,23 @@ describe('fingerprints and deduplication', () => {
     expect(again.body.id).toBe(first.body.id);
   });
 
+  test('a fingerprint expression that renders nothing gives no fingerprint; one that renders an object, its JSON', async () => {
+    const create = (data: unknown, fingerprint_expression: string) =>
+      app.post('/tokens', { body: { type: 'token', data, fingerprint_expression, deduplicate_token: true } });
+    // No email: nothing to fingerprint, so nothing to deduplicate onto (it was the text "null", as another's "null").
+    const alice = await create({ name: 'alice' }, '{{ data.email }}');
+    const bob = await create({ name: 'bob' }, '{{ data.email }}');
+    const textNull = await create({ name: 'carol', email: 'null' }, '{{ data.email }}');
+    expect(alice.body.fingerprint).toBeUndefined();
+    expect(new Set([alice.body.id, bob.body.id, textNull.body.id]).size).toBe(3);
+    expect(bob.body.data).toEqual({ name: 'bob' });
+    // Objects are fingerprinted as their JSON (they were all "[object Object]").
+    const first = await create({ card: { last4: '1111' } }, '{{ data.card }}');
+    const other = await create({ card: { last4: '2222' } }, '{{ data.card }}');
+    const same = await create({ card: { last4: '1111' }, note: 'again' }, '{{ data.card }}');
+    expect([other.body.id === first.body.id, same.body.id === first.body.id]).toEqual([false, true]);
+  });
+
   // Expired tokens are deleted by a periodic sweep (TOKENVAULT_EXPIRY_SWEEP_SECONDS, 60 by default); until then the
   // fingerprint index still names one.
   test('deduplicate_token after the equal token expired, before the sweep, makes a new token', async () => {

@@ -489,7 +489,7 @@ export class TokenService {
     const context = { data: fields.data };
     let fingerprintInput: string | undefined;
     if (fields.fingerprint_expression)
-      fingerprintInput = String(await renderTemplate(fields.fingerprint_expression, context));
+      fingerprintInput = fingerprintText(await renderTemplate(fields.fingerprint_expression, context));
     else if (fingerprintByDefault) fingerprintInput = type.fingerprintInput(fields.data);
     const masked =
       fields.mask !== undefined && fields.mask !== null
@@ -600,6 +600,16 @@ function matches(record: TokenRecord, query: TokenListQuery): boolean {
   if (query.fingerprint !== undefined && record.fingerprint !== query.fingerprint) return false;
   for (const [name, value] of Object.entries(query.metadata ?? {})) if (record.metadata?.[name] !== value) return false;
   return true;
+}
+
+/**
+ * What a fingerprint expression's output fingerprints: nothing for no output (null, or '' below), objects and arrays
+ * as their JSON, as search indexes take them. String() made every missing field the text "null" and every object
+ * "[object Object]", so unrelated tokens deduplicated onto each other.
+ */
+function fingerprintText(output: unknown): string | undefined {
+  if (output === null || output === undefined) return undefined;
+  return typeof output === 'string' ? output : JSON.stringify(output);
 }
 
 /** Expiry times are kept in UTC so the schedule's keys sort in time order. */
