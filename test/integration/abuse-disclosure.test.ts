@@ -100,6 +100,29 @@ test('converting a token intent cannot choose an id that a rule reveals where th
   expect([own.status, own.body.data]).toEqual([201, SSN]);
 });
 
+test('a privacy block on a token intent conversion names a container, and is judged as containers are', async () => {
+  const browser = await key({ type: 'public', permissions: ['token-intent:create'] });
+  const lowReveal = await key({
+    type: 'private',
+    rules: [
+      { priority: 1, container: '/pii/low/', transform: 'reveal', permissions: ['token:create', 'token:read'] },
+      { priority: 2, container: '/', transform: 'mask', permissions: ['token:create', 'token:read'] },
+    ],
+  });
+  const intent = async () =>
+    (await browser.post('/token-intents', { body: { type: 'social_security_number', data: SSN } })).body.id as string;
+
+  const moved = await lowReveal.post('/tokens', {
+    body: { token_intent_id: await intent(), privacy: { impact_level: 'low' } },
+  });
+  expect([moved.status, moved.body.data]).toEqual([403, undefined]);
+  const revealing = await key({ type: 'private', rules: everything('reveal', ['token:create', 'token:read']) });
+  const placed = await revealing.post('/tokens', {
+    body: { token_intent_id: await intent(), privacy: { impact_level: 'low' } },
+  });
+  expect([placed.status, placed.body.containers]).toEqual([201, ['/pii/low/']]);
+});
+
 test('the answer to an update shows a key that may not read the token its id and type only', async () => {
   const writer = await key({ type: 'private', permissions: ['token:create'] });
   const updater = await key({ type: 'private', rules: everything('reveal', ['token:update']) });

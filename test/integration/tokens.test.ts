@@ -99,6 +99,15 @@ describe('ids', () => {
     expect(answer.body.errors.id).toEqual(['"search" is reserved (/tokens/search is the search endpoint)']);
     expect((await app.get('/tokens/search')).status).not.toBe(200);
   });
+
+  // Paths are matched without regard to case, so /tokens/SEARCH is the search endpoint too (405 for GET, PATCH, DELETE).
+  test.each(['SEARCH', 'Search'])('%j → 400 as well: paths match in any case', async (id) => {
+    const answer = await app.post('/tokens', { body: { id, type: 'token', data: 'x' } });
+    expect([answer.status, answer.body.errors?.id]).toEqual([
+      400,
+      [`"${id}" is reserved (/tokens/${id} is the search endpoint)`],
+    ]);
+  });
 });
 
 describe('fingerprints and deduplication', () => {
@@ -118,6 +127,38 @@ describe('fingerprints and deduplication', () => {
     const first = await app.post('/tokens', { body: { type: 'card_number', data: number, deduplicate_token: true } });
     const again = await app.post('/tokens', { body: { type: 'card_number', data: number, deduplicate_token: true } });
     expect(again.body.id).toBe(first.body.id);
+  });
+
+  test('a fingerprint expression that renders nothing gives no fingerprint; one that renders an object, its JSON', async () => {
+    const create = (data: unknown, fingerprint_expression: string) =>
+      app.post('/tokens', { body: { type: 'token', data, fingerprint_expression, deduplicate_token: true } });
+    // No email: nothing to fingerprint, so nothing to deduplicate onto (it was the text "null", as another's "null").
+    const alice = await create({ name: 'alice' }, '{{ data.email }}');
+    const bob = await create({ name: 'bob' }, '{{ data.email }}');
+    const textNull = await create({ name: 'carol', email: 'null' }, '{{ data.email }}');
+    expect(alice.body.fingerprint).toBeUndefined();
+    expect(new Set([alice.body.id, bob.body.id, textNull.body.id]).size).toBe(3);
+    expect(bob.body.data).toEqual({ name: 'bob' });
+    // Objects are fingerprinted as their JSON (they were all "[object Object]").
+    const first = await create({ card: { last4: '1111' } }, '{{ data.card }}');
+    const other = await create({ card: { last4: '2222' } }, '{{ data.card }}');
+    const same = await create({ card: { last4: '1111' }, note: 'again' }, '{{ data.card }}');
+    expect([other.body.id === first.body.id, same.body.id === first.body.id]).toEqual([false, true]);
+  });
+
+  // Expired tokens are deleted by a periodic sweep (TOKENVAULT_EXPIRY_SWEEP_SECONDS, 60 by default); until then the
+  // fingerprint index still names one.
+  test('deduplicate_token after the equal token expired, before the sweep, makes a new token', async () => {
+    const value = { type: 'token', data: 'expires soon', deduplicate_token: true };
+    const first = await app.post('/tokens', {
+      body: { ...value, expires_at: new Date(Date.now() + 1000).toISOString() },
+    });
+    expect(first.status).toBe(201);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const again = await app.post('/tokens', { body: value });
+    expect(again.status).toBe(201);
+    expect(again.body.id).not.toBe(first.body.id);
+    expect((await app.post('/tokens', { body: value })).body.id).toBe(again.body.id);
   });
 
   test('the tenant setting deduplicates every create; concurrent creates make one token', async () => {
@@ -165,6 +206,16 @@ describe('patch', () => {
     });
     expect(invalid.status).toBe(400);
     expect((await app.get(`/tokens/${id}`)).body.data.number).toBe('4242424242424242');
+  });
+
+  test('a "__proto__" member of data is a member like any other: a patch sets and removes it', async () => {
+    const merge = { 'Content-Type': 'application/merge-patch+json' };
+    const id = (await app.post('/tokens', { raw: '{"type":"token","data":{"a":"x"}}' })).body.id;
+    const set = await app.patch(`/tokens/${id}`, { raw: '{"data":{"__proto__":{"z":"y"}}}', headers: merge });
+    expect([set.status, set.body.data]).toEqual([200, JSON.parse('{"a":"x","__proto__":{"z":"y"}}')]);
+    expect((await app.get(`/tokens/${id}`)).body.data).toEqual(JSON.parse('{"a":"x","__proto__":{"z":"y"}}'));
+    const removed = await app.patch(`/tokens/${id}`, { raw: '{"data":{"__proto__":null}}', headers: merge });
+    expect(removed.body.data).toEqual({ a: 'x' });
   });
 });
 

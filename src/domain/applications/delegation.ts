@@ -4,7 +4,7 @@
 // take over the key of a management application that holds more); a key that expires cannot make or take over an
 // application that outlives it; and code or requests that run with an application's rights (a reactor's or a proxy's
 // application) are written only by a key that could take that application's key anyway: application:update, which
-// regenerates keys, on a key that does not expire.
+// regenerates keys, and, for a key that expires, only with an application that expires no later.
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import type { ApplicationType } from '../../auth/permissions.js';
@@ -24,24 +24,13 @@ export function assertMayGrant(
   }
 }
 
-/**
- * 403 when a reactor or proxy that runs with an application's rights is written without application:update, or by a
- * key that expires: the reactor or proxy would go on using those rights after the key is gone (a proxy without
- * require_auth is a lasting bearer key to them), which is what regenerating the application's key, refused to such a
- * key by assertMayOutlive, would give.
- */
+/** 403 when a reactor or proxy that runs with an application's rights is written without application:update. */
 export function assertMayDelegate(
   principal: TenantPrincipal,
   applicationId: string | undefined,
   what: 'reactor' | 'proxy',
 ): void {
-  if (applicationId === undefined) return;
-  if (principal.expiresAt !== undefined) {
-    throw new Errors.Forbidden(
-      `The key expires at ${new Date(principal.expiresAt).toISOString()}: it writes no ${what} with an application, which would keep using the application's rights after the key is gone.`,
-    );
-  }
-  if (principal.permissions.has('application:update')) return;
+  if (applicationId === undefined || principal.permissions.has('application:update')) return;
   throw new Errors.Forbidden(
     `A ${what} with an application runs with that application's rights: writing it needs application:update too (the right that can already take the application's key).`,
   );
@@ -49,9 +38,31 @@ export function assertMayDelegate(
 
 /** 403 when a key that expires would create, extend or take over an application that outlives it. */
 export function assertMayOutlive(principal: TenantPrincipal, expiresAt: string | undefined): void {
-  if (principal.expiresAt === undefined) return;
-  if (expiresAt !== undefined && Date.parse(expiresAt) <= principal.expiresAt) return;
+  if (!outlives(principal, expiresAt)) return;
   throw new Errors.Forbidden(
-    `The key expires at ${new Date(principal.expiresAt).toISOString()}: the applications it creates, updates or regenerates must expire no later (expires_at).`,
+    `The key expires at ${new Date(principal.expiresAt!).toISOString()}: the applications it creates, updates or regenerates must expire no later (expires_at).`,
   );
+}
+
+/**
+ * 403 when a key that expires writes a reactor or proxy that runs with an application outliving the key. Writing one
+ * is allowed because application:update could take the application's key anyway (assertMayDelegate), but a key that
+ * expires may not take a lasting application's key (assertMayOutlive), and the reactor or proxy stays after the key
+ * is gone: a keyless proxy would be a lasting key to the application's rights, held by whoever has the proxy key.
+ */
+export function assertMayAttach(
+  principal: TenantPrincipal,
+  application: { expires_at?: string },
+  what: 'reactor' | 'proxy',
+): void {
+  if (!outlives(principal, application.expires_at)) return;
+  throw new Errors.Forbidden(
+    `The key expires at ${new Date(principal.expiresAt!).toISOString()}: a ${what} it writes may run only with an application that expires no later (its expires_at).`,
+  );
+}
+
+/** Whether something that ends at `expiresAt` (undefined: never) would outlive the principal's key. */
+function outlives(principal: TenantPrincipal, expiresAt: string | undefined): boolean {
+  if (principal.expiresAt === undefined) return false;
+  return expiresAt === undefined || Date.parse(expiresAt) > principal.expiresAt;
 }

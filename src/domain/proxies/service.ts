@@ -12,7 +12,8 @@ import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { WatchedCache } from '../../store/watched-cache.js';
-import { assertMayDelegate } from '../applications/delegation.js';
+import { assertMayAttach, assertMayDelegate } from '../applications/delegation.js';
+import { mergePatch } from '../merge-patch.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
@@ -129,7 +130,7 @@ export class ProxyService {
     const tenantId = principal.tenantId;
     const { id: givenId, ...rest } = body;
     assertMayDelegate(principal, rest.application?.id, 'proxy');
-    const { configuration, ...fields } = await this.check(tenantId, rest);
+    const { configuration, ...fields } = await this.check(principal, rest);
     const id = chosenId(principal, givenId) ?? randomUUID();
     const managedBy = managedByOf(principal);
     const key = generateApiKey();
@@ -202,14 +203,8 @@ export class ProxyService {
         configuration: configuration,
       };
       if (patch.configuration === null) merged.configuration = {};
-      else if (patch.configuration !== undefined) {
-        const next: Record<string, string> = { ...configuration };
-        for (const [name, value] of Object.entries(patch.configuration as Record<string, string | null>)) {
-          if (value === null) delete next[name];
-          else next[name] = value;
-        }
-        merged.configuration = next;
-      }
+      else if (patch.configuration !== undefined)
+        merged.configuration = mergePatch(configuration, patch.configuration) as Record<string, string>;
       return merged;
     });
   }
@@ -277,7 +272,7 @@ export class ProxyService {
     assertMayChange(current.value, principal, 'proxy');
     const body = next(current.value, await this.openConfiguration(current.value));
     assertMayDelegate(principal, body.application?.id, 'proxy');
-    const { configuration, ...fields } = await this.check(tenantId, body);
+    const { configuration, ...fields } = await this.check(principal, body);
     const record: ProxyRecord = {
       ...current.value,
       ...fields,
@@ -297,7 +292,7 @@ export class ProxyService {
   }
 
   /** Validates what the schema cannot: the URL, the application, and transform code that compiles. */
-  private async check(tenantId: string, body: ProxyBody) {
+  private async check(principal: TenantPrincipal, body: ProxyBody) {
     const errors: Record<string, string[]> = {};
     let destination = body.destination_url;
     try {
@@ -310,11 +305,12 @@ export class ProxyService {
       const application = await getRecord<ApplicationRecord>(
         this.store,
         'application',
-        keys.application(tenantId, body.application.id.toLowerCase()),
+        keys.application(principal.tenantId, body.application.id.toLowerCase()),
       );
       if (!application) errors['application.id'] = ['no such application'];
       else if (application.value.type === 'management')
         errors['application.id'] = ['must be a public or private application'];
+      else assertMayAttach(principal, application.value, 'proxy');
     }
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
     if (body.request_transform) assertCompiles(body.request_transform.code, 'request_transform.code');

@@ -44,7 +44,12 @@ export const validatePatchReactor = compile<Partial<ReactorBody>>({
   additionalProperties: false,
   properties: {
     name: nameSchema(),
-    configuration: { type: ['object', 'null'] },
+    // As on create; a null value removes the name.
+    configuration: {
+      ...configuration,
+      type: ['object', 'null'],
+      additionalProperties: { type: ['string', 'number', 'boolean', 'null'] },
+    },
     formula: reference,
     code: { type: 'string', minLength: 1, maxLength: MAX_CODE_LENGTH },
     application: { anyOf: [reference, { type: 'null' }] },

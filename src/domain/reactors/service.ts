@@ -12,7 +12,8 @@ import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
-import { assertMayDelegate } from '../applications/delegation.js';
+import { assertMayAttach, assertMayDelegate } from '../applications/delegation.js';
+import { mergePatch } from '../merge-patch.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import type { Formula, FormulaService } from '../formulas/service.js';
@@ -170,7 +171,7 @@ export class ReactorService {
       this.limit.assertRoomFor(tenantId),
     ]);
     const configuration = body.configuration ?? {};
-    await this.check(tenantId, body, formula, configuration);
+    await this.check(principal, body, formula, configuration);
     const id = chosenId(principal, body.id) ?? randomUUID();
     const managedBy = managedByOf(principal);
     const record: ReactorRecord = {
@@ -235,7 +236,7 @@ export class ReactorService {
           ? configuration
           : patch.configuration === null
             ? {}
-            : mergeConfiguration(configuration, patch.configuration);
+            : (mergePatch(configuration, patch.configuration) as ConfigurationValues);
       if (patch.formula) merged.formula = patch.formula;
       if (patch.code) merged.code = patch.code;
       return merged;
@@ -272,11 +273,10 @@ export class ReactorService {
 
   /**
    * 403 when changing the formula's code would change code that runs with an application's rights (a reactor of the
-   * caller's tenant with an application uses it) and the caller lacks application:update or expires
-   * (assertMayDelegate).
+   * caller's tenant with an application uses it) and the caller could not write such a reactor: it lacks
+   * application:update, or it expires before that application does.
    */
   async assertMayRewriteFormula(principal: TenantPrincipal, formulaId: string): Promise<void> {
-    if (principal.permissions.has('application:update') && principal.expiresAt === undefined) return;
     for (const usage of await this.formulas.usages(formulaId)) {
       if (usage.tenantId !== principal.tenantId) continue;
       const reactor = await getRecord<ReactorRecord>(
@@ -284,7 +284,15 @@ export class ReactorService {
         'reactor',
         keys.reactor(usage.tenantId, usage.reactorId),
       );
-      assertMayDelegate(principal, reactor?.value.application_id, 'reactor');
+      const applicationId = reactor?.value.application_id;
+      if (applicationId === undefined) continue;
+      assertMayDelegate(principal, applicationId, 'reactor');
+      const application = await getRecord<ApplicationRecord>(
+        this.store,
+        'application',
+        keys.application(usage.tenantId, applicationId),
+      );
+      if (application) assertMayAttach(principal, application.value, 'reactor');
     }
   }
 
@@ -379,7 +387,7 @@ export class ReactorService {
       throw new Errors.InvalidBody({ errors: { code: ['this reactor runs a formula'] } });
     const formula = current.value.formula_id ? await this.formulaOf(tenantId, current.value.formula_id) : undefined;
     const configuration = body.configuration ?? {};
-    await this.check(tenantId, body, formula, configuration);
+    await this.check(principal, body, formula, configuration);
     const record: ReactorRecord = {
       ...current.value,
       name: body.name,
@@ -404,7 +412,7 @@ export class ReactorService {
 
   /** Configuration against the formula's contract, the application, and inline code that compiles. */
   private async check(
-    tenantId: string,
+    principal: TenantPrincipal,
     body: ReactorBody,
     formula: Formula | undefined,
     configuration: ConfigurationValues,
@@ -425,11 +433,12 @@ export class ReactorService {
       const application = await getRecord<ApplicationRecord>(
         this.store,
         'application',
-        keys.application(tenantId, body.application.id),
+        keys.application(principal.tenantId, body.application.id),
       );
       if (!application) errors['application.id'] = ['no such application'];
       else if (application.value.type === 'management')
         errors['application.id'] = ['must be a public or private application'];
+      else assertMayAttach(principal, application.value, 'reactor');
     }
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
     if (body.code !== undefined) assertCompiles(body.code);
@@ -501,15 +510,6 @@ export class ReactorService {
       modified_by: record.modified_by,
     };
   }
-}
-
-function mergeConfiguration(current: ConfigurationValues, patch: Record<string, unknown>): ConfigurationValues {
-  const merged: Record<string, unknown> = { ...current };
-  for (const [name, value] of Object.entries(patch)) {
-    if (value === null) delete merged[name];
-    else merged[name] = value;
-  }
-  return merged as ConfigurationValues;
 }
 
 /** Tokens a reactor's code asks to tokenize are created by the reactor itself, in any container of its tenant. */

@@ -1,5 +1,5 @@
 import { compile } from '../../validation/compile.js';
-import { TOKEN_ID_PATTERN, tokenFields, type CreateTokenBody } from '../tokens/schema.js';
+import { privacySchema, TOKEN_ID_PATTERN, tokenFields, type CreateTokenBody } from '../tokens/schema.js';
 import { TOKEN_TYPE_NAMES } from '../tokens/types.js';
 
 export interface CreateTokenIntentBody {
@@ -18,7 +18,7 @@ export const validateCreateTokenIntent = compile<CreateTokenIntentBody>({
 });
 
 /** POST /tokens with a token intent: the intent gives type and data; the token's other fields may be set here. */
-export type ConvertTokenIntentBody = Omit<CreateTokenBody, 'type' | 'data' | 'privacy'> & {
+export type ConvertTokenIntentBody = Omit<CreateTokenBody, 'type' | 'data'> & {
   token_intent_id: string;
   /** May be sent (the SDKs send it), but must be the intent's. */
   type?: string;
@@ -35,5 +35,7 @@ export const validateConvertTokenIntent = compile<ConvertTokenIntentBody>({
     type: { type: 'string' },
     id: { type: 'string', pattern: TOKEN_ID_PATTERN },
     ...tokenFields,
+    // Another name for a container, as on a create: judged as `containers` would be (it was dropped without a word).
+    privacy: privacySchema,
   },
 });

@@ -15,6 +15,7 @@ import type { Store } from '../../store/store.js';
 import type { DataCipher, Token } from '../tokens/records.js';
 import type { TokenService } from '../tokens/service.js';
 import { TOKEN_TYPES } from '../tokens/types.js';
+import { applyPrivacy } from '../tokens/privacy.js';
 import { changedVisibility, mayChangeVisibility } from '../tokens/visibility.js';
 import type { ConvertTokenIntentBody, CreateTokenIntentBody } from './schema.js';
 
@@ -89,12 +90,14 @@ export class TokenIntentService {
   /** POST /tokens with token_intent_id: the token, created from the intent's type and data; the intent is spent. */
   async convert(principal: TenantPrincipal, body: ConvertTokenIntentBody): Promise<Token> {
     const tenantId = principal.tenantId;
-    const { token_intent_id: intentId, type, data: given, ...fields } = body;
+    const { token_intent_id: intentId, type, data: given, ...rest } = body;
     const { value, modRevision } = await this.load(tenantId, intentId);
     const errors: FieldErrors = {};
     if (given !== undefined) errors.data = ['comes from the token intent; omit it'];
     if (type !== undefined && type !== value.type) errors.type = [`must be the token intent's type (${value.type})`];
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
+    // The legacy privacy block names a container: turned into `containers` first, so it is judged as they are below.
+    const { type: _type, data: _data, ...fields } = applyPrivacy({ ...rest, type: value.type, data: undefined });
     // The data is the intent's, not the caller's, and it is held where its type puts tokens (the default container),
     // under an id nobody chose (the intent's). A mask or expression the caller chooses, another container, or an id
     // (which access rules may match) would show the caller (and other keys) more than a conversion without them: as

@@ -8,7 +8,8 @@ export const TOKEN_ID_PATTERN = '^[A-Za-z0-9_.:@~+=-]{3,400}$';
 /**
  * Ids the pattern allows that name a route under /tokens/ instead of a token: a token so named could never be read,
  * updated or deleted by id. Refused at create (400) rather than excluded in the pattern, whose lookahead the OpenAPI
- * tools that generate ids from it do not all support.
+ * tools that generate ids from it do not all support. Keyed in lower case: paths match in any case (/tokens/SEARCH
+ * is the search endpoint too), so an id is looked up lower-cased.
  */
 export const RESERVED_TOKEN_IDS: ReadonlyMap<string, string> = new Map([['search', 'the search endpoint']]);
 
@@ -62,6 +63,17 @@ export const tokenFields = {
   deduplicate_token: { type: 'boolean' },
 };
 
+/** The legacy privacy block (privacy.ts turns it into a container). */
+export const privacySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    classification: { type: 'string', enum: ['general', 'bank', 'pci', 'pii'] },
+    impact_level: { type: 'string', enum: ['low', 'moderate', 'high'] },
+    restriction_policy: { type: 'string', enum: ['mask', 'redact'] },
+  },
+};
+
 export const validateCreateToken = compile<CreateTokenBody>({
   type: 'object',
   additionalProperties: false,
@@ -70,15 +82,7 @@ export const validateCreateToken = compile<CreateTokenBody>({
     ...tokenFields,
     id: { type: 'string', pattern: TOKEN_ID_PATTERN },
     type: { type: 'string', enum: TOKEN_TYPE_NAMES, default: 'token' },
-    privacy: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        classification: { type: 'string', enum: ['general', 'bank', 'pci', 'pii'] },
-        impact_level: { type: 'string', enum: ['low', 'moderate', 'high'] },
-        restriction_policy: { type: 'string', enum: ['mask', 'redact'] },
-      },
-    },
+    privacy: privacySchema,
   },
 });
 

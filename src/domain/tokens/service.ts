@@ -33,6 +33,7 @@ import { applyPrivacy } from './privacy.js';
 import { DEFAULT_BULK_GATE, DEFAULT_SCAN_GATE, TenantGate, type TenantGateLimits } from '../tenant-gate.js';
 import { changedVisibility, mayChangeVisibility } from './visibility.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
+import { mergePatch } from '../merge-patch.js';
 import type { Page } from '../paging.js';
 import { encode, decode } from '../../store/codec.js';
 import { actorOf, SYSTEM_ACTOR, tokenEventData, type Actor } from '../../webhooks/events.js';
@@ -140,7 +141,7 @@ export class TokenService {
     const tenantId = principal.tenantId;
     const type = TOKEN_TYPES.get(body.type)!;
     const containers = body.containers ?? [type.defaultContainer];
-    const route = body.id === undefined ? undefined : RESERVED_TOKEN_IDS.get(body.id);
+    const route = body.id === undefined ? undefined : RESERVED_TOKEN_IDS.get(body.id.toLowerCase());
     if (route)
       throw new Errors.InvalidBody({ errors: { id: [`"${body.id}" is reserved (/tokens/${body.id} is ${route})`] } });
     const id = body.id ?? randomUUID();
@@ -155,10 +156,10 @@ export class TokenService {
     }
 
     for (let attempt = 0; attempt < 5; attempt++) {
-      const existing =
+      const { existing, indexRevision } =
         deduplicate && derived.fingerprint
           ? await this.byFingerprint(tenantId, body.type, derived.fingerprint)
-          : undefined;
+          : { existing: undefined, indexRevision: 0 };
       if (existing) {
         if (guard && !(await this.store.txn({ compare: guard.compare, success: guard.success }))) await guard.lost();
         return this.seenByOther(principal, existing.value);
@@ -182,8 +183,10 @@ export class TokenService {
         sealed: await seal(this.cipher, tenantId, id, { d: body.data, m: derived.masked }),
       };
       const compare: Compare[] = [{ key: keys.token(tenantId, id), modRevision: 0 }];
+      // The index entry as read: absent, or naming a token that has expired (the sweep has yet to delete it), which
+      // this token takes over; a concurrent create of an equal token changes it, and the next round finds that one.
       if (deduplicate && record.fingerprint)
-        compare.push({ key: keys.fingerprint(tenantId, record.type, record.fingerprint), modRevision: 0 });
+        compare.push({ key: keys.fingerprint(tenantId, record.type, record.fingerprint), modRevision: indexRevision });
       const txn = {
         compare: [...compare, ...(guard?.compare ?? [])],
         success: [
@@ -285,10 +288,11 @@ export class TokenService {
         modified_by: actorId(principal),
         sealed: await seal(this.cipher, tenantId, id, { d: merged.data, m: derived.masked }),
       };
+      const stale = await this.staleIndexOps(before, record);
       const written = await this.store.txn({
-        compare: [{ key: keys.token(tenantId, id), modRevision: current.modRevision }],
+        compare: [{ key: keys.token(tenantId, id), modRevision: current.modRevision }, ...stale.compare],
         success: [
-          ...(await this.staleIndexOps(before, record)),
+          ...stale.success,
           ...indexOps(record, 'put'),
           ...searchIndexOps(before, record),
           tokenPut(record),
@@ -317,10 +321,10 @@ export class TokenService {
       ...this.usage.deleteOps(record.tenant_id, record.type, record.id),
       ...(await this.events.ops(record.tenant_id, 'token.deleted', tokenEventData(record, actor))),
     ];
-    const fingerprintOps = await this.fingerprintOwnedOps(record);
+    const fingerprint = await this.fingerprintOwnedOps(record);
     return this.store.txn({
-      compare: [{ key: keys.token(record.tenant_id, record.id), modRevision }],
-      success: [...ops, ...fingerprintOps],
+      compare: [{ key: keys.token(record.tenant_id, record.id), modRevision }, ...fingerprint.compare],
+      success: [...ops, ...fingerprint.success],
     });
   }
 
@@ -506,7 +510,7 @@ export class TokenService {
     const context = { data: fields.data };
     let fingerprintInput: string | undefined;
     if (fields.fingerprint_expression)
-      fingerprintInput = String(await renderTemplate(fields.fingerprint_expression, context));
+      fingerprintInput = fingerprintText(await renderTemplate(fields.fingerprint_expression, context));
     else if (fingerprintByDefault) fingerprintInput = type.fingerprintInput(fields.data);
     const masked =
       fields.mask !== undefined && fields.mask !== null
@@ -521,29 +525,42 @@ export class TokenService {
     };
   }
 
+  /**
+   * The unexpired token the fingerprint index names, if any, and the index entry's revision (0: no entry). An entry
+   * naming an expired token stays until the expiry sweep deletes that token.
+   */
   private async byFingerprint(tenantId: string, type: string, fingerprint: string) {
     const index = await this.store.get(keys.fingerprint(tenantId, type, fingerprint));
-    if (!index) return undefined;
+    if (!index) return { existing: undefined, indexRevision: 0 };
     const found = await getRecord<TokenRecord>(this.store, 'token', keys.token(tenantId, index.value));
-    return found && !isExpired(found.value) ? found : undefined;
+    return { existing: found && !isExpired(found.value) ? found : undefined, indexRevision: index.modRevision };
   }
 
-  /** Deleting the fingerprint index entry, but only while it still names this token. */
-  private async fingerprintOwnedOps(record: TokenRecord): Promise<TxnOp[]> {
-    if (!record.fingerprint) return [];
+  /**
+   * Deleting the fingerprint index entry, but only while it still names this token: the write compares the entry as
+   * read, since a create may take over an entry naming an expired token (see `create`) between the read and the write.
+   */
+  private async fingerprintOwnedOps(record: TokenRecord): Promise<{ compare: Compare[]; success: TxnOp[] }> {
+    if (!record.fingerprint) return { compare: [], success: [] };
     const key = keys.fingerprint(record.tenant_id, record.type, record.fingerprint);
     const index = await this.store.get(key);
-    return index?.value === record.id ? [{ type: 'delete', key }] : [];
+    if (index?.value !== record.id) return { compare: [], success: [] };
+    return { compare: [{ key, modRevision: index.modRevision }], success: [{ type: 'delete', key }] };
   }
 
   /** Index entries of the previous version that the new version no longer has. */
-  private async staleIndexOps(before: TokenRecord, after: TokenRecord): Promise<TxnOp[]> {
-    const ops: TxnOp[] = [];
+  private async staleIndexOps(
+    before: TokenRecord,
+    after: TokenRecord,
+  ): Promise<{ compare: Compare[]; success: TxnOp[] }> {
+    const stale =
+      before.fingerprint !== after.fingerprint
+        ? await this.fingerprintOwnedOps(before)
+        : { compare: [], success: [] as TxnOp[] };
     if (before.expires_at && before.expires_at !== after.expires_at) {
-      ops.push({ type: 'delete', key: keys.expiry(before.tenant_id, before.expires_at, before.id) });
+      stale.success.push({ type: 'delete', key: keys.expiry(before.tenant_id, before.expires_at, before.id) });
     }
-    if (before.fingerprint !== after.fingerprint) ops.push(...(await this.fingerprintOwnedOps(before)));
-    return ops;
+    return stale;
   }
 }
 
@@ -606,19 +623,14 @@ function matches(record: TokenRecord, query: TokenListQuery): boolean {
   return true;
 }
 
-/** RFC 7386 JSON merge patch. */
-export function mergePatch(target: unknown, patch: unknown): unknown {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const result: Record<string, unknown> =
-    target !== null && typeof target === 'object' && !Array.isArray(target)
-      ? { ...(target as Record<string, unknown>) }
-      : {};
-  for (const [name, value] of Object.entries(patch as Record<string, unknown>)) {
-    if (value === undefined) continue;
-    if (value === null) delete result[name];
-    else result[name] = mergePatch(result[name], value);
-  }
-  return result;
+/**
+ * What a fingerprint expression's output fingerprints: nothing for no output (null, or '' below), objects and arrays
+ * as their JSON, as search indexes take them. String() made every missing field the text "null" and every object
+ * "[object Object]", so unrelated tokens deduplicated onto each other.
+ */
+function fingerprintText(output: unknown): string | undefined {
+  if (output === null || output === undefined) return undefined;
+  return typeof output === 'string' ? output : JSON.stringify(output);
 }
 
 /** Expiry times are kept in UTC so the schedule's keys sort in time order. */
