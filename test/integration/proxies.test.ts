@@ -198,6 +198,18 @@ describe('/proxies CRUD', () => {
     const wrongType = await mgmt.patch(`/proxies/${id}`, { body: { name: 'x' } });
     expect(wrongType.status).toBe(415);
 
+    // Patches of 60 names each cannot merge past the 100 names a body may hold.
+    const names = (prefix: string) => Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`${prefix}${i}`, 'v']));
+    const patch = (configuration: Record<string, string>) =>
+      mgmt.patch(`/proxies/${id}`, {
+        headers: { 'Content-Type': 'application/merge-patch+json' },
+        body: { configuration },
+      });
+    expect((await patch(names('A'))).status).toBe(200);
+    const widened = await patch(names('B'));
+    expect(widened.status).toBe(400);
+    expect(widened.body.errors.configuration.join(' ')).toMatch(/100/);
+
     expect((await mgmt.delete(`/proxies/${id}`)).status).toBe(204);
     expect((await mgmt.get(`/proxies/${id}`)).status).toBe(404);
     proxyError(

@@ -278,6 +278,17 @@ describe('reactors', () => {
     expect(patched.status).toBe(200);
     expect(patched.body).toMatchObject({ name: 'renamed', configuration: { A: 'two' }, formula: { id: f.id } });
     expect((await mgmt.patch(`/reactors/${r.id}`, { body: { name: 'x' } })).status).toBe(415);
+
+    // Patches of 60 names each cannot merge past the 100 names a body may hold.
+    const names = (prefix: string) => Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`${prefix}${i}`, 'v']));
+    const wide = await reactor({ code: ECHO, configuration: names('A') });
+    const widened = await mgmt.patch(`/reactors/${wide.id}`, {
+      body: { configuration: names('B') },
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+    });
+    expect(widened.status).toBe(400);
+    expect(widened.body.errors.configuration.join(' ')).toMatch(/100/);
+    expect(Object.keys((await mgmt.get(`/reactors/${wide.id}`)).body.configuration)).toHaveLength(60);
   });
 
   test('list pages and filters by id and name; the reactor carries its formula', async () => {

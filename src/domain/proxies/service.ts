@@ -21,7 +21,7 @@ import { TenantLimit } from '../tenant-limits.js';
 import type { Page, PageRequest } from '../paging.js';
 import type { TenantDirectory } from '../tenants/directory.js';
 import type { DataCipher } from '../tokens/records.js';
-import type { ProxyBody, ProxyPatch, ProxyTransformBody } from './schema.js';
+import { validateUpdateProxy, type ProxyBody, type ProxyPatch, type ProxyTransformBody } from './schema.js';
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import { encode, decode } from '../../store/codec.js';
 
@@ -205,7 +205,8 @@ export class ProxyService {
       if (patch.configuration === null) merged.configuration = {};
       else if (patch.configuration !== undefined)
         merged.configuration = mergePatch(configuration, patch.configuration) as Record<string, string>;
-      return merged;
+      // What a patch makes is held to what a PUT accepts: patches of 100 names each merged past the 100 a body may hold.
+      return validateUpdateProxy(merged);
     });
   }
 

@@ -27,7 +27,7 @@ import { tokenize } from '../tokens/tokenize.js';
 import { applyParameters } from './arguments.js';
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import type { BtKeys } from './bt-keys.js';
-import type { ConfigurationValues, ReactorBody } from './schema.js';
+import { validateUpdateReactor, type ConfigurationValues, type ReactorBody } from './schema.js';
 import { encode } from '../../store/codec.js';
 import { actorOf, reactorEventData } from '../../webhooks/events.js';
 import type { EventSink } from '../../webhooks/service.js';
@@ -239,7 +239,8 @@ export class ReactorService {
             : (mergePatch(configuration, patch.configuration) as ConfigurationValues);
       if (patch.formula) merged.formula = patch.formula;
       if (patch.code) merged.code = patch.code;
-      return merged;
+      // What a patch makes is held to what a PUT accepts: patches of 100 names each merged past the 100 a body may hold.
+      return validateUpdateReactor(merged);
     });
   }
 
