@@ -9,6 +9,7 @@ import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError } from '../../errors/registry.js';
 import { sendCustomResponse, sendProblem } from '../middleware/errors.js';
 import { tenantPrincipal } from '../middleware/auth.js';
+import { tenantOf } from '../middleware/admission.js';
 import { singleHeader } from '../params.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
@@ -37,6 +38,8 @@ export interface ProxyRouteOptions {
     res: Response,
     caller: { principal?: TenantPrincipal; tenantId?: string; keyId?: string },
   ) => Promise<void>;
+  /** Waits for one of the tenant's request slots (middleware/admission.ts); throws 429 TV_TENANT_BUSY past its queue. */
+  admit?: (res: Response, tenantId: string) => Promise<void>;
 }
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
@@ -108,6 +111,8 @@ async function admit(options: ProxyRouteOptions, call: ProxyCall): Promise<Accep
       tenantId: proxy?.tenantId,
       keyId: proxy ? `proxy:${proxy.id}` : undefined,
     });
+    const tenantId = principal ? tenantOf(principal) : proxy?.tenantId;
+    if (tenantId !== undefined) await options.admit?.(call.res, tenantId);
     if (proxy) call.label = proxy.id;
     return accepted;
   } catch (error) {
