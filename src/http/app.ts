@@ -45,7 +45,7 @@ import type { RateLimiter } from '../ratelimit/limiter.js';
 import { authenticate } from './middleware/auth.js';
 import { errorHandler, sendProblem } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
-import { admission, admitRequest, requestGate } from './middleware/admission.js';
+import { admission, admit, requestGates } from './middleware/admission.js';
 import { rateLimit, takeRateLimit } from './middleware/rate-limit.js';
 import { observe } from './middleware/observe.js';
 import { traceId } from './middleware/trace.js';
@@ -122,7 +122,7 @@ export function createApp(context: ApiContext): Express {
   app.use((_req, _res, next) => withExpressionBudget(config.expressions, next));
 
   // One per process, for every route of a tenant, /proxy's too (middleware/admission.ts).
-  const requests = requestGate({
+  const requests = requestGates({
     running: config.limits.requestTenantConcurrency,
     waiting: config.limits.requestQueueLength,
   });
@@ -138,7 +138,7 @@ export function createApp(context: ApiContext): Express {
     logger,
     maxRequestBytes: config.proxy.requestBytes,
     rateLimit: (res, caller) => takeRateLimit(rateLimits.limiter, rateLimits.tenants, res, 'calls', caller),
-    admit: (res, tenantId) => admitRequest(requests, tenantId, res),
+    admit: (res, caller) => admit(requests, res, caller),
   });
   app.use(
     '/proxy',

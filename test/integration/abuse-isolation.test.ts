@@ -481,6 +481,34 @@ test('past TOKENVAULT_TENANT_CONCURRENCY requests in flight and a full queue, a 
   }
 }, 60_000);
 
+test('the requests reactor code makes with its bt key do not wait for the slot its own call holds', async () => {
+  // One slot: the reactor call takes it, so its code's token read would wait for it until the call's time limit.
+  const single = await startTestApi({ TOKENVAULT_TENANT_CONCURRENCY: '1', TOKENVAULT_REACTOR_TIMEOUT_MS: '3000' });
+  try {
+    const { managementKey } = await createTenant(single.url, single.operatorKey);
+    const management = client(single.url, managementKey);
+    const application = await createApplication(single.url, managementKey, {
+      name: 'reader',
+      type: 'private',
+      permissions: ['token:create', 'token:read', 'token:use'],
+    });
+    const code = 'module.exports = async (req) => ({ raw: { id: (await req.bt.tokens.retrieve(req.args.id)).id } });';
+    const reactor = await management.post('/reactors', {
+      body: { name: 'reads', code, configuration: {}, application: { id: application.id } },
+    });
+    expect(reactor.status).toBe(201);
+    const caller = client(single.url, application.key);
+    const token = (await caller.post('/tokens', { body: { type: 'token', data: 'x' } })).body.id;
+    const { answer, ms } = await timed(() =>
+      caller.post(`/reactors/${reactor.body.id}/react`, { body: { args: { id: token } } }),
+    );
+    expect([answer.status, answer.body.raw]).toEqual([200, { id: token }]);
+    expect(ms).toBeLessThan(3000);
+  } finally {
+    await single.close();
+  }
+}, 60_000);
+
 test('8. the API enforces the invocation time limit itself: a worker that never answers is a 408 at the limit + 1 s', async () => {
   // A "worker" that accepts invocations and never answers (hung, or its event loop stuck).
   const silent = http.createServer((req) => req.resume());
