@@ -118,6 +118,8 @@ export async function spawnApi(options: ApiOptions): Promise<BenchApi> {
       // Likewise its bulk creates (POST /tokenize): the gate that keeps them from slowing other tenants is passed
       // through, none waits for a turn.
       TOKENVAULT_BULK_TENANT_CONCURRENCY: '10000',
+      // And every request of the tenant: BENCH_CONCURRENCY above the default 32 would otherwise wait its turn.
+      TOKENVAULT_TENANT_CONCURRENCY: '10000',
       ...options.env,
     },
   });

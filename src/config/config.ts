@@ -237,6 +237,9 @@ export interface Config {
     /** Bulk token creates (POST /tokenize of more than one token) of one tenant running at once in one API process. */
     bulkTenantConcurrency: number;
     scanQueueLength: number;
+    /** Requests of one tenant in flight at once in one API process (every authenticated tenant request), and waiting. */
+    requestTenantConcurrency: number;
+    requestQueueLength: number;
     /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
     shutdownDrainSeconds: number;
     /**
@@ -733,6 +736,18 @@ export const SETTINGS = {
     description: 'Token searches, v1 page-paged token lists, audit log pages or bulk token creates of one tenant (each kind on its own) waiting for a turn in one API process; more get 429 TV_TENANT_BUSY',
     default: '16',
   },
+  requestTenantConcurrency: {
+    flag: 'tenant-concurrency',
+    env: 'TOKENVAULT_TENANT_CONCURRENCY',
+    description: 'api: requests of one tenant (any route but /admin, the operator key\'s and the probes; /proxy too) in flight at once in one API process; more wait their turn (TOKENVAULT_TENANT_QUEUE_LENGTH), then get 429 TV_TENANT_BUSY',
+    default: '32',
+  },
+  requestQueueLength: {
+    flag: 'tenant-queue-length',
+    env: 'TOKENVAULT_TENANT_QUEUE_LENGTH',
+    description: 'api: requests of one tenant waiting for a turn in one API process once TOKENVAULT_TENANT_CONCURRENCY are in flight; more get 429 TV_TENANT_BUSY',
+    default: '256',
+  },
   rateLimitApiPerKey: {
     flag: 'rate-limit-api-per-key',
     env: 'TOKENVAULT_RATE_LIMIT_API_PER_KEY',
@@ -1070,6 +1085,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     scanTenantConcurrency: integer('scanTenantConcurrency', 1, 10_000),
     bulkTenantConcurrency: integer('bulkTenantConcurrency', 1, 10_000),
     scanQueueLength: integer('scanQueueLength', 0, 10_000),
+    requestTenantConcurrency: integer('requestTenantConcurrency', 1, 100_000),
+    requestQueueLength: integer('requestQueueLength', 0, 100_000),
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
     requestTimeoutSeconds: integer('requestTimeout', 1, 3600),
   };

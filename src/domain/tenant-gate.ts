@@ -6,6 +6,9 @@
 // single creates 4 times slower (docs/security.md, "Limits"). So one API process runs at most `running` requests of
 // a kind per tenant at a time; the tenant's others wait their turn (first come, first served), and beyond `waiting`
 // of them they are refused: 429 TV_TENANT_BUSY naming the setting.
+// The HTTP layer uses one more gate for every request of a tenant (src/http/middleware/admission.ts): there a request
+// holds its slot until its answer ends, and may wait in one of the gates above meanwhile. That nesting cannot deadlock:
+// the gates above never wait for an admission slot.
 import { Errors } from '../errors/registry.js';
 
 export interface TenantGateLimits {
@@ -23,6 +26,8 @@ export interface GatedKind {
   runningSetting: string;
   /** What a client can do instead ("page by cursor (GET /v2/tokens)"). */
   instead: string;
+  /** The setting `waiting` comes from, if not WAITING_SETTING. */
+  waitingSetting?: string;
 }
 
 /** What v1 token pages and audit log pages get by default (config.ts: TOKENVAULT_SCAN_TENANT_CONCURRENCY, _QUEUE_LENGTH). */
@@ -56,9 +61,9 @@ export class TenantGate {
       // The request that ends hands its slot over: `running` stays as it is.
       await new Promise<void>((resolve) => tenant.waiting.push(resolve));
     } else {
-      const { what, runningSetting, instead } = this.kind;
+      const { what, runningSetting, instead, waitingSetting = WAITING_SETTING } = this.kind;
       throw new Errors.TenantBusy({
-        detail: `This tenant already has ${this.limits.running} ${what} running on this API process (${runningSetting}) and ${this.limits.waiting} waiting (${WAITING_SETTING}); retry later, or ${instead}.`,
+        detail: `This tenant already has ${this.limits.running} ${what} running on this API process (${runningSetting}) and ${this.limits.waiting} waiting (${waitingSetting}); retry later, or ${instead}.`,
         headers: { 'Retry-After': '1' },
       });
     }

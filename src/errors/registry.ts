@@ -221,7 +221,8 @@ export const Errors = {
     "The tenant's share of the reactor runtime is in use; retry later.",
     LIMIT,
   ),
-  // Requests that read thousands of records (searches, v1 token pages, audit log pages): src/domain/tenant-gate.ts.
+  // A tenant's requests in flight (http/middleware/admission.ts), and those that read thousands of records or create
+  // up to 100 tokens (searches, v1 token pages, audit log pages, bulk creates): src/domain/tenant-gate.ts.
   TenantBusy: define(
     'TV_TENANT_BUSY',
     429,

@@ -45,6 +45,7 @@ import type { RateLimiter } from '../ratelimit/limiter.js';
 import { authenticate } from './middleware/auth.js';
 import { errorHandler, sendProblem } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
+import { admission, admit, requestGates } from './middleware/admission.js';
 import { rateLimit, takeRateLimit } from './middleware/rate-limit.js';
 import { observe } from './middleware/observe.js';
 import { traceId } from './middleware/trace.js';
@@ -120,6 +121,12 @@ export function createApp(context: ApiContext): Express {
   // Every Liquid expression a request causes (masks, fingerprints, detokenization, proxy bodies) shares one budget.
   app.use((_req, _res, next) => withExpressionBudget(config.expressions, next));
 
+  // One per process, for every route of a tenant, /proxy's too (middleware/admission.ts).
+  const requests = requestGates({
+    running: config.limits.requestTenantConcurrency,
+    waiting: config.limits.requestQueueLength,
+  });
+
   // The detokenizing proxy reads its body raw (so it comes before the JSON parser) and authenticates by itself (so it
   // comes before the global authentication): a pre-configured proxy with require_auth false needs no BT-API-KEY.
   // Mounted at /proxy: every other request passes it with one prefix check.
@@ -131,6 +138,7 @@ export function createApp(context: ApiContext): Express {
     logger,
     maxRequestBytes: config.proxy.requestBytes,
     rateLimit: (res, caller) => takeRateLimit(rateLimits.limiter, rateLimits.tenants, res, 'calls', caller),
+    admit: (res, caller) => admit(requests, res, caller),
   });
   app.use(
     '/proxy',
@@ -141,6 +149,7 @@ export function createApp(context: ApiContext): Express {
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
   app.use(rateLimit(rateLimits.limiter, rateLimits.tenants));
+  app.use(admission(requests));
   app.use(concretePaths(() => (rows ??= routeTable(app))));
   app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES, maxDepth: config.limits.jsonMaxDepth }));
   // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each

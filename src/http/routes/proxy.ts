@@ -37,6 +37,8 @@ export interface ProxyRouteOptions {
     res: Response,
     caller: { principal?: TenantPrincipal; tenantId?: string; keyId?: string },
   ) => Promise<void>;
+  /** Waits for one of the tenant's request slots (middleware/admission.ts); throws 429 TV_TENANT_BUSY past its queue. */
+  admit?: (res: Response, caller: { principal?: TenantPrincipal; tenantId?: string }) => Promise<void>;
 }
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
@@ -94,9 +96,9 @@ async function serve(options: ProxyRouteOptions, req: Request, res: Response): P
 }
 
 /**
- * Step 1, who calls and through which pre-configured proxy. Authentication and rate-limit answers are plain problem
- * documents, as on every route (then the answer is written here and nothing is returned); from the next step on,
- * everything the proxy refuses is a proxy_error.
+ * Step 1, who calls and through which pre-configured proxy, and its turn among the tenant's requests. Authentication,
+ * rate-limit and TV_TENANT_BUSY answers are plain problem documents, as on every route (then the answer is written here
+ * and nothing is returned); from the next step on, everything the proxy refuses is a proxy_error.
  */
 async function admit(options: ProxyRouteOptions, call: ProxyCall): Promise<Accepted | undefined> {
   try {
@@ -108,6 +110,7 @@ async function admit(options: ProxyRouteOptions, call: ProxyCall): Promise<Accep
       tenantId: proxy?.tenantId,
       keyId: proxy ? `proxy:${proxy.id}` : undefined,
     });
+    await options.admit?.(call.res, { principal, tenantId: proxy?.tenantId });
     if (proxy) call.label = proxy.id;
     return accepted;
   } catch (error) {
