@@ -84,6 +84,7 @@ function runCliBytes(
     child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code: code ?? 1, stdout: Buffer.concat(out), stderr: err }));
+    child.stdin.on('error', () => undefined); // EPIPE if it exits first: its exit code tells
     child.stdin.end(input);
   });
 }

@@ -63,6 +63,9 @@ export function run(
         else resolve({ stdout, stderr });
       },
     );
+    // A command that needs no input may exit before the pipe is written: its exit status says how it went, and the
+    // pipe's EPIPE must not fail the call instead (a quick `kubectl get` did, once in a full run).
+    child.stdin?.on('error', () => undefined);
     child.stdin?.end(options.input ?? '');
   });
 }
