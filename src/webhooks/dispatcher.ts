@@ -92,6 +92,8 @@ export class WebhookDispatcher {
   private readonly tenantsInFlight = new Map<string, number>();
   private watchers: Watcher[] = [];
   private timer?: NodeJS.Timeout;
+  /** The last look started: stop() waits for it. */
+  private looking?: Promise<void>;
   private running = false;
   private again = false;
   private stopped = false;
@@ -130,6 +132,9 @@ export class WebhookDispatcher {
     this.stopped = true;
     clearTimeout(this.timer);
     await Promise.all(this.watchers.map((watcher) => watcher.close().catch(() => undefined)));
+    // The look under way stops before its next claim; a claim it is waiting for may still begin a delivery. Before it
+    // was awaited, such a delivery went out after stop() had returned, on a store being closed.
+    await this.looking;
     // Deliveries under way finish (each is bounded by timeoutMs) and settle their entries.
     await Promise.allSettled([...this.inFlight.values()]);
   }
@@ -142,7 +147,7 @@ export class WebhookDispatcher {
       return;
     }
     this.running = true;
-    void this.look()
+    this.looking = this.look()
       .catch((error: unknown) => this.logger.warn({ err: error }, 'webhook outbox could not be read'))
       .finally(() => {
         this.running = false;

@@ -2,8 +2,12 @@
 // assertions hold for MemoryStore and for EtcdStore on a real etcd (TOKENVAULT_TEST_ETCD_ENDPOINTS, from the jest
 // global setup). Each test works under its own random prefix, so tests never see each other's keys.
 
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { existsSync } from 'node:fs';
 import net from 'node:net';
+import { pathToFileURL } from 'node:url';
 import { Etcd3 } from 'etcd3';
 import { Errors, VaultError } from '../../src/errors/registry.js';
 import { EtcdStore } from '../../src/store/etcd.js';
@@ -515,6 +519,32 @@ describe('EtcdStore failures', () => {
     await store.close();
     await expect(store.get('/k')).rejects.toBeInstanceOf(Errors.StoreUnavailable);
   });
+
+  test('closing a store with watches leaves no timer running: its process can exit at once', async () => {
+    // etcd3 follows the end of a watch stream with a reconnect timer (the watch backoff), even when the stream ended
+    // because its last watch was closed. Before that reconnect waited 0 ms with no watch open, a closed store kept
+    // its process up for 200 to 400 ms more: an API stopped in a jest worker held the worker past jest's grace ("A
+    // worker process has failed to exit gracefully"). The process is the built store's alone: timers of the test
+    // runner would hide the store's.
+    if (!existsSync('dist/store/etcd.js')) throw new Error('dist/ is not built: run npx tsc -p tsconfig.build.json');
+    const script = `
+      import { EtcdStore } from ${JSON.stringify(pathToFileURL('dist/store/etcd.js').href)};
+      const store = new EtcdStore({ endpoints: ${JSON.stringify(endpoints)} });
+      // As the API stops: the watches' owners close them, then the store is closed.
+      const watches = [await store.watch('/close/a/', () => {}), await store.watch('/close/b/', () => {})];
+      for (const watch of watches) await watch.close();
+      await store.close();
+      // Time for etcd's answers to the cancels to arrive (they end the stream), short of the first reconnect (200 ms).
+      // What still keeps the process up then, but for its output pipes to the test.
+      const running = () => process.getActiveResourcesInfo().filter((resource) => resource !== 'PipeWrap');
+      setTimeout(() => setImmediate(() => console.log(JSON.stringify(running()))), 100);`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const [code] = (await once(child, 'exit')) as [number | null];
+    expect({ code, output }).toEqual({ code: 0, output: '[]\n' });
+  }, 15_000);
 
   describe('watch after a broken connection', () => {
     // A dedicated etcd, reached through a TCP proxy the test can cut, so compaction and outages touch nothing else.

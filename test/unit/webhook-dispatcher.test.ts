@@ -14,7 +14,7 @@ import type { SignedRequest } from '../../src/webhooks/delivery.js';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';
 import { tokenEventData } from '../../src/webhooks/events.js';
 import { outboxPuts, type Delivery, type WebhookRecord } from '../../src/webhooks/service.js';
-import { eventually } from '../support/wait.js';
+import { eventually, sleep } from '../support/wait.js';
 
 /** A memory store that counts its range reads by prefix. */
 class CountingStore extends MemoryStore {
@@ -146,4 +146,32 @@ test('an entry written for a tenant in backoff, by this process or another, is s
   // The remembered due time still wakes the dispatcher for the entry that waited.
   await eventually(async () => expect(sent.get(tenant)).toEqual([now, later]), 3000);
   await eventually(async () => expect(await store.count(keys.webhookQueue(tenant))).toBe(0));
+});
+
+test('stop() waits for the look under way: nothing is sent after it returns', async () => {
+  // The store answers the look's claim only when the test lets it: stop() comes while the look is claiming.
+  let letGo!: () => void;
+  const held = new Promise<void>((resolve) => (letGo = resolve));
+  let claiming!: () => void;
+  const claimed = new Promise<void>((resolve) => (claiming = resolve));
+  const txn = store.txn.bind(store);
+  store.txn = async (t) => {
+    if (t.success?.some((op) => op.type === 'put' && op.key.startsWith(keys.webhookClaim('')))) {
+      claiming();
+      await held;
+    }
+    return txn(t);
+  };
+  const tenant = randomUUID();
+  await enqueue(tenant, Date.now());
+  await dispatcher.start();
+  await claimed;
+  let sentWhenStopped: string[] | undefined;
+  const stopped = dispatcher.stop().then(() => (sentWhenStopped = [...(sent.get(tenant) ?? [])]));
+  // Before, stop() returned here, with the claim still to come; the delivery then went out after it.
+  await Promise.race([stopped, sleep(100)]);
+  letGo();
+  await stopped;
+  await sleep(100);
+  expect(sent.get(tenant) ?? []).toEqual(sentWhenStopped);
 });
