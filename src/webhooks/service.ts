@@ -107,6 +107,7 @@ export class WebhookService implements EventSink {
   async create(principal: TenantPrincipal, body: WebhookBody): Promise<Webhook & { signing_secret: string }> {
     const tenantId = principal.tenantId;
     const events = eventTypes(body.events);
+    assertMayFeed(principal, 'create a webhook');
     await this.options.checkDestination(body.url);
     const id = randomUUID();
     const secret = generateSigningSecret();
@@ -152,6 +153,9 @@ export class WebhookService implements EventSink {
     const tenantId = principal.tenantId;
     const events = eventTypes(body.events);
     const current = await this.load(tenantId, id);
+    if (body.url !== current.value.url || events.some((event) => !current.value.events.includes(event))) {
+      assertMayFeed(principal, "change a webhook's URL or add events to it");
+    }
     if (body.url !== current.value.url) await this.options.checkDestination(body.url);
     const record: WebhookRecord = {
       ...current.value,
@@ -308,4 +312,17 @@ function toWebhook(record: WebhookRecord): Webhook {
     ...(record.modified_by ? { modified_by: record.modified_by } : {}),
     ...(record.modified_at ? { modified_at: record.modified_at } : {}),
   };
+}
+
+/**
+ * 403 for a key that expires: a webhook goes on sending the tenant's events (every token's metadata and containers
+ * among them) to its URL after the key is gone, a lasting feed that the key could not read itself afterwards. As an
+ * expiring key makes no application, reactor or proxy that outlives it (src/domain/applications/delegation.ts), it
+ * makes no webhook and points none elsewhere.
+ */
+function assertMayFeed(principal: TenantPrincipal, what: string): void {
+  if (principal.expiresAt === undefined) return;
+  throw new Errors.Forbidden(
+    `The key expires at ${new Date(principal.expiresAt).toISOString()}: it may not ${what}, which would go on receiving the tenant's events after the key is gone; use a key that does not expire.`,
+  );
 }

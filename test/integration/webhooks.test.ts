@@ -150,6 +150,41 @@ describe('the webhooks resource', () => {
     expect((await mgmt.get(`/webhooks/${id}`)).status).toBe(404);
   });
 
+  test('a key that expires makes no webhook and points none elsewhere: the feed would outlive it', async () => {
+    const tenant = await createTenant(api.url, api.operatorKey);
+    const lasting = client(api.url, tenant.managementKey);
+    const expiring = client(
+      api.url,
+      (
+        await createApplication(api.url, tenant.managementKey, {
+          name: 'temporary',
+          type: 'management',
+          permissions: ['webhook:create', 'webhook:update', 'webhook:read'],
+          expires_at: new Date(Date.now() + 3600_000).toISOString(),
+        })
+      ).key,
+    );
+    const body = { name: 'feed', url: `${receiver.url}/feed`, events: ['token:created'] };
+    const refused = await expiring.post('/webhooks', { body });
+    expect(refused.status).toBe(403);
+    expect(refused.body.detail).toMatch(/expires at .* does not expire/);
+    expect(refused.body.signing_secret).toBeUndefined();
+
+    const id = (await lasting.post('/webhooks', { body })).body.id as string;
+    expect((await expiring.put(`/webhooks/${id}`, { body: { ...body, name: 'renamed' } })).status).toBe(200);
+    const moved = await expiring.put(`/webhooks/${id}`, { body: { ...body, url: `${receiver.url}/elsewhere` } });
+    expect(moved.status).toBe(403);
+    const widened = await expiring.put(`/webhooks/${id}`, {
+      body: { ...body, events: ['token:created', 'token:updated'] },
+    });
+    expect(widened.status).toBe(403);
+    expect((await lasting.get(`/webhooks/${id}`)).body).toMatchObject({
+      name: 'renamed',
+      url: body.url,
+      events: ['token.created'],
+    });
+  });
+
   test('event types are listed; an unknown one is a 400 naming it', async () => {
     const types = await mgmt.get('/webhooks/event-types');
     expect(types.status).toBe(200);
