@@ -1,5 +1,6 @@
 // Who is calling. An API-key index entry holds everything needed to authorize a request, so authenticating is one
 // cached read: applications and sessions rewrite their index entry whenever their permissions change.
+import { createHash } from 'node:crypto';
 import type { AccessRule } from './access/rules.js';
 import type { ApplicationType } from './permissions.js';
 
@@ -97,4 +98,18 @@ export function principalFromEntry(entry: KeyIndexEntry): Principal {
       ? { ceiling: { permissions: new Set(entry.ceiling.permissions), rules: entry.ceiling.rules } }
       : {}),
   };
+}
+
+/**
+ * A digest of what decides what the caller's answers may show: its permissions and rules (and a session's ceiling).
+ * Every key of an application, and the keys minted for its reactors, share the scope of a stored answer (an idempotent
+ * replay, an async reactor result); showing it only to the same rights keeps a key whose rights were narrowed since
+ * (or a minted key's application, after the minted key is gone) from reading what the answer showed then, token data
+ * included.
+ */
+export function rightsOf(principal: TenantPrincipal): string {
+  const ceiling = principal.ceiling ? [[...principal.ceiling.permissions].sort(), principal.ceiling.rules] : null;
+  return createHash('sha256')
+    .update(JSON.stringify([principal.applicationType, [...principal.permissions].sort(), principal.rules, ceiling]))
+    .digest('hex');
 }

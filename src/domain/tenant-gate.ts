@@ -5,7 +5,8 @@
 // 8 s each and slowed another tenant's token reads 5-10 times, and 32 bulk creates at once made another tenant's
 // single creates 4 times slower (docs/security.md, "Limits"). So one API process runs at most `running` requests of
 // a kind per tenant at a time; the tenant's others wait their turn (first come, first served), and beyond `waiting`
-// of them they are refused: 429 TV_TENANT_BUSY naming the setting.
+// of them they are refused: 429 TV_TENANT_BUSY naming the setting. Work whose refusal would lose what was already
+// done (the tokens a reactor's code asked for, after it ran) waits for its turn however long the queue is.
 // The HTTP layer uses one more gate for every request of a tenant (src/http/middleware/admission.ts): there a request
 // holds its slot until its answer ends, and may wait in one of the gates above meanwhile. That nesting cannot deadlock:
 // the gates above never wait for an admission slot.
@@ -39,6 +40,9 @@ export const DEFAULT_BULK_GATE: TenantGateLimits = { running: 2, waiting: 16 };
 /** The setting every gate's `waiting` comes from. */
 export const WAITING_SETTING = 'TOKENVAULT_SCAN_QUEUE_LENGTH';
 
+/** What a request finds when the tenant's queue is full: a 429, or its turn all the same. */
+export type WhenBusy = 'refuse' | 'wait';
+
 export class TenantGate {
   /** Per tenant: its requests running, and the turns of those waiting. */
   private readonly tenants = new Map<string, { running: number; waiting: Array<() => void> }>();
@@ -48,8 +52,15 @@ export class TenantGate {
     private readonly limits: TenantGateLimits,
   ) {}
 
-  /** Runs `work` when it is the tenant's turn. */
-  async run<T>(tenantId: string, work: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `work` when it is the tenant's turn. `whenBusy: 'wait'`: never refused; it joins the tenant's queue past
+   * `waiting` (and, while there, counts among the waiting that later requests are refused for).
+   */
+  async run<T>(
+    tenantId: string,
+    work: () => Promise<T>,
+    { whenBusy = 'refuse' }: { whenBusy?: WhenBusy } = {},
+  ): Promise<T> {
     let tenant = this.tenants.get(tenantId);
     if (tenant === undefined) {
       tenant = { running: 0, waiting: [] };
@@ -57,7 +68,7 @@ export class TenantGate {
     }
     if (tenant.running < this.limits.running) {
       tenant.running++;
-    } else if (tenant.waiting.length < this.limits.waiting) {
+    } else if (whenBusy === 'wait' || tenant.waiting.length < this.limits.waiting) {
       // The request that ends hands its slot over: `running` stays as it is.
       await new Promise<void>((resolve) => tenant.waiting.push(resolve));
     } else {

@@ -91,10 +91,40 @@ function binLength(digits: number): number {
 
 // ---- json -------------------------------------------------------------------------------------------------------
 
+/**
+ * Why `path` is not a well-formed JSONPath, or null. jsonpath-plus has no validation of its own: it reads a malformed
+ * path as a shorter one ('$[' as '$', '$.a[' as '$.a'), which would quietly select another value. This checks only
+ * the shape: brackets and parentheses balanced outside quotes, quotes closed, no empty brackets, no trailing '.'.
+ */
+function jsonPathProblem(path: string): string | null {
+  const open: string[] = [];
+  let quote: string | null = null;
+  for (let i = 0; i < path.length; i++) {
+    const c = path[i];
+    if (quote !== null) {
+      if (c === '\\') i++;
+      else if (c === quote) quote = null;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+    } else if (c === '[' || c === '(') {
+      if (c === '[' && path[i + 1] === ']') return 'has empty brackets';
+      open.push(c === '[' ? ']' : ')');
+    } else if (c === ']' || c === ')') {
+      if (open.pop() !== c) return `has an unmatched '${c}'`;
+    }
+  }
+  if (quote !== null) return 'has an unclosed quote';
+  if (open.length > 0) return `has an unclosed '${open[open.length - 1] === ']' ? '[' : '('}'`;
+  if (path.trimEnd().endsWith('.')) return "ends with '.'";
+  return null;
+}
+
 function json(this: FilterImplOptions, value: unknown, path: unknown): unknown {
   if (typeof path !== 'string' || path.trim() === '') fail('json', "needs a JSONPath argument, e.g. json: '$.number'.");
   if (path.length > MAX_JSONPATH_LENGTH)
     fail('json', `accepts a JSONPath of at most ${MAX_JSONPATH_LENGTH} characters.`);
+  const problem = jsonPathProblem(path);
+  if (problem !== null) fail('json', `needs a well-formed JSONPath: '${path}' ${problem}.`);
   if (value === null || value === undefined) return null;
   let found: unknown[];
   try {

@@ -215,6 +215,43 @@ describe('access', () => {
     });
   });
 
+  test("a result is not shown once the application's permissions or rules changed since it ran", async () => {
+    const id = await reactor(ECHO);
+    const rules = (transform: string) => [
+      { priority: 1, container: '/', transform, permissions: ['token:create', 'token:use'] },
+    ];
+    const owner = await createApplication(api.url, managementKey, {
+      name: 'o',
+      type: 'private',
+      rules: rules('reveal'),
+    });
+    const key = client(api.url, owner.key);
+    const token = (await key.post('/tokens', { body: { type: 'token', data: 'revealed then' } })).body.id;
+    const revealed = await submit(id, { value: `{{ ${token} }}` }, key);
+    expect((await settled(id, revealed, key)).result.raw.args.value).toBe('revealed then');
+    const failed = await submit(id, { value: `{{ ${randomUUID()} }}` }, key);
+    expect((await settled(id, failed, key)).status).toBe('failed');
+    // A result stored by an earlier version (no record of the rights) is shown as it was.
+    const legacy = await submit(id, { n: 1 }, key);
+    await settled(id, legacy, key);
+    const entry = (await api.context.store.get(keys.asyncResult(tenantId, legacy)))!;
+    const { rights, ...old } = JSON.parse(entry.value) as Record<string, unknown>;
+    expect(rights).toEqual(expect.any(String));
+    await api.context.store.put(keys.asyncResult(tenantId, legacy), JSON.stringify(old));
+
+    const put = await mgmt.put(`/applications/${owner.id}`, { body: { name: 'o', rules: rules('mask') } });
+    expect(put.status).toBe(200);
+    for (const requestId of [revealed, failed]) {
+      const refused = await key.get(`/reactors/${id}/results/${requestId}`);
+      expect(refused.status).toBe(403);
+      expect(refused.body.detail).toMatch(/permissions or rules changed since this request ran/);
+      expect(JSON.stringify(refused.body)).not.toContain('revealed then');
+    }
+    expect((await key.get(`/reactors/${id}/results/${legacy}`)).body.result).toEqual({ raw: { args: { n: 1 } } });
+    // What runs under the new rights is shown to them.
+    expect((await settled(id, await submit(id, { n: 2 }, key), key)).result).toEqual({ raw: { args: { n: 2 } } });
+  });
+
   test("another reactor's id in the path, or another tenant's key, finds nothing", async () => {
     const id = await reactor(ECHO);
     const otherReactor = await reactor(ECHO);

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
+import { sleep } from '../support/wait.js';
 
 const ECHO =
   'module.exports = async function (req) { return { raw: { args: req.args, configuration: req.configuration, hasBt: req.bt !== null } }; };';
@@ -489,6 +490,47 @@ describe('invocation rules', () => {
     expect(answer.body.tokens.card).toMatchObject({ type: 'card_number', id: expect.any(String) });
     expect((await user.get(`/tokens/${answer.body.tokens.secret}`)).body.data).toBe('tok-7');
   });
+
+  test("the tokens of a result wait for the tenant's bulk create turn, and are never refused for a full queue", async () => {
+    const gated = await startTestApi({ TOKENVAULT_BULK_TENANT_CONCURRENCY: '1', TOKENVAULT_SCAN_QUEUE_LENGTH: '1' });
+    try {
+      const tenant = await createTenant(gated.url, gated.operatorKey);
+      const app = await createApplication(gated.url, tenant.managementKey, {
+        name: 'u',
+        type: 'private',
+        rules: [
+          {
+            priority: 1,
+            container: '/',
+            transform: 'reveal',
+            permissions: ['token:create', 'token:read', 'token:use'],
+          },
+        ],
+      });
+      const key = client(gated.url, app.key);
+      const code = "module.exports = async (req) => ({ tokenize: Array.from({ length: 50 }, (_, i) => 'r-' + i) });";
+      const created = await client(gated.url, tenant.managementKey).post('/reactors', {
+        body: { name: 'r', configuration: {}, code },
+      });
+      const bulk = (n: number) =>
+        key.post('/tokenize', { body: Array.from({ length: 100 }, (_unused, i) => `bulk-${n}-${i}`) });
+      // One bulk create holds the tenant's only turn, one waits for it: the queue is full, a third is refused.
+      const bulks = [bulk(0), bulk(1)];
+      await sleep(200);
+      expect((await bulk(2)).status).toBe(429);
+      const reacted = await key.post(`/reactors/${created.body.id}/react`, { body: { args: {} } });
+      expect(reacted.status).toBe(200);
+      expect(reacted.body.tokens).toHaveLength(50);
+      const answers = await Promise.all(bulks);
+      expect(answers.map((answer) => answer.status)).toEqual([201, 201]);
+      // Created one at a time, in order: the result's first token came after both bulk creates' last ones.
+      const createdAt = async (id: string) => Date.parse((await key.get(`/tokens/${id}`)).body.created_at);
+      const reactorFirst = await createdAt(reacted.body.tokens[0]);
+      for (const answer of answers) expect(reactorFirst).toBeGreaterThanOrEqual(await createdAt(answer.body.at(-1)));
+    } finally {
+      await gated.close();
+    }
+  }, 60_000);
 });
 
 describe('errors from code (section 7)', () => {

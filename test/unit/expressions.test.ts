@@ -207,6 +207,25 @@ describe('filters', () => {
     expect(wildcard.detail).toMatch(/at most one/);
   });
 
+  test('json: a malformed JSONPath is refused, not read as a shorter path', async () => {
+    for (const path of ['$[', '$.', '$.a[', '$]', '$.books[0', '$.books]', "$['a", '$.books[?(@.price < 10]', '$[]']) {
+      const problem = await invalidBody(one(`{{ ${BOOKS} | json: "${path}" }}`));
+      expect(problem.detail).toMatch(/The json filter needs a well-formed JSONPath/);
+      expect(problem.detail).toContain(`'${path}'`);
+    }
+    // The path is checked before the value: a malformed one fails even where the value is null.
+    await invalidBody(one(`{{ ${BOOKS} | json: '$.nothing' | json: '$[' }}`));
+    const nested = { 'a b': 1, list: [{ x: 2 }], deep: { x: 3 } };
+    const values = new Map<string, unknown>([[SSN, nested]]);
+    const render = (path: string): Promise<unknown> =>
+      withExpressionBudget(ROOMY, () => detokenize(`{{ ${SSN} | json: "${path}" }}`, values));
+    expect(await render("$['a b']")).toBe(1);
+    expect(await render('$.list[0].x')).toBe(2);
+    expect(await render('$.deep..x')).toBe(3);
+    expect(await render('$.list[*].x')).toBe(2);
+    expect(await render('$.list[?(@.x == 2)].x')).toBe(2);
+  });
+
   test('last4, reveal_last and reveal', async () => {
     expect(await one(`{{ ${CARD} | json: '$.number' | last4 }}`)).toBe('4242');
     expect(await one(`{{ ${CARD} | json: '$.number' | slice: 12, 2 | last4 }}`)).toBe('42');

@@ -43,3 +43,29 @@ test('two run, two wait in order, the fifth is refused; another tenant runs at o
   await expect(gate.run('t1', async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
   expect(await gate.run('t1', async () => 'again')).toBe('again');
 });
+
+test("whenBusy 'wait' is never refused: it queues past `waiting`, in order, and fills the queue for later requests", async () => {
+  const gate = new TenantGate(KIND, { running: 1, waiting: 1 });
+  const log: string[] = [];
+  const [a, b, c] = ['a', 'b', 'c'].map((name) => held(log, name));
+  const first = gate.run('t1', a.work);
+  const second = gate.run('t1', b.work);
+  // The queue is full: a refusable request is refused, one that must not be waits its turn behind it.
+  await expect(gate.run('t1', async () => 'refused')).rejects.toBeInstanceOf(VaultError);
+  const waited = gate.run('t1', c.work, { whenBusy: 'wait' });
+  await Promise.resolve();
+  expect(log).toEqual(['a']);
+  a.end();
+  b.end();
+  c.end();
+  expect(await Promise.all([first, second, waited])).toEqual(['a', 'b', 'c']);
+  expect(log).toEqual(['a', 'b', 'c']);
+  // Waiting, it takes a place in the queue: the next refusable request finds it full.
+  const [d, e] = ['d', 'e'].map((name) => held(log, name));
+  const running = gate.run('t1', d.work);
+  const queued = gate.run('t1', e.work, { whenBusy: 'wait' });
+  await expect(gate.run('t1', async () => 'refused')).rejects.toBeInstanceOf(VaultError);
+  d.end();
+  e.end();
+  expect(await Promise.all([running, queued])).toEqual(['d', 'e']);
+});

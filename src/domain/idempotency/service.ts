@@ -3,7 +3,7 @@
 // duplicates cannot both run; the stored answer is encrypted (it may hold a new key or token data).
 import { createHash } from 'node:crypto';
 import type { TenantPrincipal } from '../../auth/principal.js';
-import { actorId } from '../../auth/principal.js';
+import { actorId, rightsOf } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
@@ -104,19 +104,6 @@ export class IdempotencyService {
     const plaintext = await this.cipher.decrypt(tenantId, `idempotency:${tenantId}:${hash}`, stored.sealed);
     return JSON.parse(plaintext.toString('utf8')) as Answer;
   }
-}
-
-/**
- * A digest of what decides what the caller's answers may show: its permissions and rules (and a session's ceiling).
- * Every key of an application, and the keys minted for its reactors, share the scope of a stored answer; replaying
- * it only to the same rights keeps a key whose rights were narrowed since (or a minted key's application, after the
- * minted key is gone) from reading what the answer showed then, token data included.
- */
-function rightsOf(principal: TenantPrincipal): string {
-  const ceiling = principal.ceiling ? [[...principal.ceiling.permissions].sort(), principal.ceiling.rules] : null;
-  return sha256(
-    JSON.stringify([principal.applicationType, [...principal.permissions].sort(), principal.rules, ceiling]),
-  );
 }
 
 function sha256(text: string): string {

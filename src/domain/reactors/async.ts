@@ -12,7 +12,7 @@
 // instead of pending until its lease ends. A process that is shut down (SIGTERM) fails what it had not started and
 // waits a little for what is running.
 import { randomUUID } from 'node:crypto';
-import { actorId, type TenantPrincipal } from '../../auth/principal.js';
+import { actorId, rightsOf, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors, isLimitCode, toProblem, VaultError } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
 import { encode } from '../../store/codec.js';
@@ -46,9 +46,21 @@ interface AsyncResultRecord {
   completed_at?: string;
   /** Ciphertext of `Outcome`, once there is one. */
   sealed?: string;
+  /**
+   * rightsOf the key the request ran under: the outcome is shown only to the same rights. Absent where the request
+   * never got a key (revoked before it ran, lost at shutdown: the outcome is the problem saying so), and in records
+   * stored by earlier versions, which are shown as they were so that polling clients survive an upgrade.
+   */
+  rights?: string;
 }
 
 type Outcome = { result: ReactResponse } | { error: AsyncFailure };
+
+/** An outcome, with rightsOf the key it ran under when it got one. */
+interface Ran {
+  outcome: Outcome;
+  rights?: string;
+}
 
 /** The wire form of GET /reactors/{id}/results/{requestId}. */
 export interface AsyncResult {
@@ -83,7 +95,7 @@ interface Job {
   id: string;
   /** Bytes of its args (JSON), counted against queueBytes until it ends. */
   bytes: number;
-  run: () => Promise<Outcome>;
+  run: () => Promise<Ran>;
 }
 
 export class AsyncReactorService {
@@ -141,9 +153,11 @@ export class AsyncReactorService {
         this.release(job.tenantId, job.bytes);
         this.onOutcome('dropped');
         await this.finish(job.tenantId, job.id, {
-          error: failure(
-            new Errors.AsyncRequestLost('The API process shut down before the request ran; send it again.'),
-          ),
+          outcome: {
+            error: failure(
+              new Errors.AsyncRequestLost('The API process shut down before the request ran; send it again.'),
+            ),
+          },
         });
       }),
     );
@@ -257,6 +271,13 @@ export class AsyncReactorService {
       }
       return answer;
     }
+    // The outcome shows what the rights it ran under let it detokenize (and do): once the application's permissions
+    // or rules changed (narrowed, most of all), its keys no longer read it, as an idempotent answer is not replayed.
+    if (record.rights !== undefined && record.rights !== rightsOf(principal)) {
+      throw new Errors.Forbidden(
+        "The key's permissions or rules changed since this request ran, so its result is not shown; send the request again.",
+      );
+    }
     if (record.sealed) {
       const outcome = JSON.parse(
         (await this.cipher.decrypt(tenantId, aad(tenantId, id), record.sealed)).toString('utf8'),
@@ -266,18 +287,25 @@ export class AsyncReactorService {
     return answer;
   }
 
-  private async invoke(current: () => Promise<TenantPrincipal>, reactorId: string, args: unknown): Promise<Outcome> {
+  private async invoke(current: () => Promise<TenantPrincipal>, reactorId: string, args: unknown): Promise<Ran> {
+    let rights: string | undefined;
     try {
-      return { result: await this.reactors.react(await current(), reactorId, args) };
+      const principal = await current();
+      rights = rightsOf(principal);
+      return { outcome: { result: await this.reactors.react(principal, reactorId, args) }, rights };
     } catch (error) {
-      if (error instanceof CustomResponse)
-        return { error: { status: error.status, headers: error.headers, body: error.body } };
-      if (error instanceof VaultError) {
-        if (isLimitCode(error.code)) this.onLimitRefusal(error.code);
-        return { error: failure(error) };
-      }
-      return { error: failure(new Errors.Internal()) };
+      return { outcome: this.failed(error), rights };
     }
+  }
+
+  private failed(error: unknown): Outcome {
+    if (error instanceof CustomResponse)
+      return { error: { status: error.status, headers: error.headers, body: error.body } };
+    if (error instanceof VaultError) {
+      if (isLimitCode(error.code)) this.onLimitRefusal(error.code);
+      return { error: failure(error) };
+    }
+    return { error: failure(new Errors.Internal()) };
   }
 
   /**
@@ -323,9 +351,9 @@ export class AsyncReactorService {
   /** Never rejects. */
   private async execute(job: Job): Promise<void> {
     try {
-      const outcome = await job.run();
-      this.onOutcome('error' in outcome ? 'failed' : 'completed');
-      await this.finish(job.tenantId, job.id, outcome);
+      const ran = await job.run();
+      this.onOutcome('error' in ran.outcome ? 'failed' : 'completed');
+      await this.finish(job.tenantId, job.id, ran);
     } catch {
       // The store failed while writing the outcome: the record stays pending until this runner is gone or the lease
       // ends; nothing else can be done with it here.
@@ -333,7 +361,7 @@ export class AsyncReactorService {
   }
 
   /** Seals and writes the outcome over the pending record, unless the record is gone (expired, tenant deleted). */
-  private async finish(tenantId: string, id: string, outcome: Outcome): Promise<void> {
+  private async finish(tenantId: string, id: string, { outcome, rights }: Ran): Promise<void> {
     const key = keys.asyncResult(tenantId, id);
     for (let attempt = 0; attempt < 3; attempt++) {
       const found = await getRecord<AsyncResultRecord>(this.store, 'async-result', key);
@@ -343,6 +371,7 @@ export class AsyncReactorService {
         status: 'error' in outcome ? 'failed' : 'completed',
         completed_at: new Date().toISOString(),
         sealed: await this.cipher.encrypt(tenantId, aad(tenantId, id), JSON.stringify(outcome)),
+        ...(rights !== undefined ? { rights } : {}),
       };
       const ttlSeconds = secondsUntil(record.expires_at);
       if (await this.store.compareAndSwap(key, found.modRevision, encode('async-result', record), { ttlSeconds }))

@@ -363,9 +363,7 @@ export class ReactorService {
     const output = (result.result ?? {}) as { raw?: unknown; tokenize?: unknown };
     const response: ReactResponse = {};
     if (output.tokenize !== undefined && output.tokenize !== null) {
-      response.tokens = await tokenize(this.tokens, reactorPrincipal(tenantId, record.id), output.tokenize, {
-        gated: false,
-      });
+      response.tokens = await tokenize(this.tokens, reactorPrincipal(tenantId, record.id), output.tokenize, 'wait');
     }
     if (output.raw !== undefined) response.raw = output.raw;
     return response;

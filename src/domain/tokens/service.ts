@@ -30,7 +30,13 @@ import {
 } from './schema.js';
 import { TOKEN_TYPES } from './types.js';
 import { applyPrivacy } from './privacy.js';
-import { DEFAULT_BULK_GATE, DEFAULT_SCAN_GATE, TenantGate, type TenantGateLimits } from '../tenant-gate.js';
+import {
+  DEFAULT_BULK_GATE,
+  DEFAULT_SCAN_GATE,
+  TenantGate,
+  type TenantGateLimits,
+  type WhenBusy,
+} from '../tenant-gate.js';
 import { changedVisibility, mayChangeVisibility } from './visibility.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
 import { mergePatch } from '../merge-patch.js';
@@ -125,10 +131,10 @@ export class TokenService {
    * Runs `work`, which creates `count` of the tenant's tokens one after another. More than one is a bulk create: it
    * waits for the tenant's turn among its bulk creates in this process, so that one tenant's bulk writes cannot take
    * the store's and the process's time from other tenants (docs/security.md, "Limits"). A single token is not gated:
-   * it costs what POST /tokens does, which the request rate limits count.
+   * it costs what POST /tokens does, which the request rate limits count. `whenBusy` as TenantGate.run.
    */
-  async createMany<T>(tenantId: string, count: number, work: () => Promise<T>): Promise<T> {
-    return count > 1 ? this.bulkCreates.run(tenantId, work) : work();
+  async createMany<T>(tenantId: string, count: number, work: () => Promise<T>, whenBusy: WhenBusy): Promise<T> {
+    return count > 1 ? this.bulkCreates.run(tenantId, work, { whenBusy }) : work();
   }
 
   async create(

@@ -6,17 +6,19 @@ import { Errors } from '../../errors/registry.js';
 import { validateCreateToken } from './schema.js';
 import type { TokenService } from './service.js';
 import { MAX_TOKENS_PER_REQUEST } from './detokenizer.js';
+import type { WhenBusy } from '../tenant-gate.js';
 
 /**
- * `gated`: more than one token waits for the tenant's turn among its bulk creates (TokenService.createMany), and may be
- * refused 429 TV_TENANT_BUSY. POST /tokenize is; a reactor's result is not, as refusing it would lose what the
- * reactor did (its invocations have a share of their own: TOKENVAULT_RUNTIME_TENANT_CONCURRENCY).
+ * More than one token waits for the tenant's turn among its bulk creates (TokenService.createMany), so that a tenant
+ * runs at most TOKENVAULT_BULK_TENANT_CONCURRENCY of them at once, its reactors' results included. `whenBusy`: POST
+ * /tokenize is refused 429 TV_TENANT_BUSY past the queue ('refuse'); a reactor's result waits however long it is
+ * ('wait'), as refusing it after the code ran would lose what the reactor did.
  */
 export async function tokenize(
   tokens: TokenService,
   principal: TenantPrincipal,
   value: unknown,
-  { gated }: { gated: boolean },
+  whenBusy: WhenBusy,
 ): Promise<unknown> {
   const requests = countRequests(value);
   if (requests > MAX_TOKENS_PER_REQUEST) {
@@ -30,7 +32,7 @@ export async function tokenize(
       async (request) => tokens.create(principal, validateCreateToken(request)),
       async (leaf) => (await tokens.create(principal, validateCreateToken({ type: 'token', data: leaf }))).id,
     );
-  return gated ? tokens.createMany(principal.tenantId, requests, create) : create();
+  return tokens.createMany(principal.tenantId, requests, create, whenBusy);
 }
 
 function isTokenRequest(value: unknown): value is Record<string, unknown> {

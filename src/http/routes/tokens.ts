@@ -108,7 +108,7 @@ export function tokenRoutes(
       { route: 'POST /tokenize', body: req.body },
       async () => ({
         status: 201,
-        body: await tokenize(tokens, principal, req.body, { gated: true }),
+        body: await tokenize(tokens, principal, req.body, 'refuse'),
       }),
     );
     res.status(answer.status).json(answer.body);
