@@ -509,6 +509,42 @@ test('the requests reactor code makes with its bt key do not wait for the slot i
   }
 }, 60_000);
 
+// A tenant may have 1,000 reactors, a worker keeps 500 compiled sandboxes (TOKENVAULT_RUNTIME_CACHE_SIZE): one tenant
+// calling its many reactors in turn evicted every other tenant's, whose next call paid the compile again (measured with
+// the defaults, a trivial reactor: 60 ms cold, 6 ms warm). A tenant holding half of the cache now evicts its own.
+test('tenant A calling more distinct reactors than the worker caches does not evict tenant B’s compiled reactor', async () => {
+  const small = await startTestApi({ TOKENVAULT_RUNTIME_CACHE_SIZE: '8' });
+  try {
+    const tenantOf = async () => {
+      const { managementKey } = await createTenant(small.url, small.operatorKey);
+      const caller = client(
+        small.url,
+        (await createApplication(small.url, managementKey, { name: 'c', type: 'private', permissions: ['token:use'] }))
+          .key,
+      );
+      return { management: client(small.url, managementKey), caller };
+    };
+    const a = await tenantOf();
+    const b = await tenantOf();
+    // A module-level counter: it goes on counting while the compiled sandbox (and its warm context) is kept, and starts
+    // again at 1 in a sandbox compiled anew.
+    const counting = 'let calls = 0; module.exports = async () => ({ raw: { calls: ++calls } });';
+    const counter = (await b.management.post('/reactors', { body: { name: 'b', code: counting, configuration: {} } }))
+      .body.id;
+    const callB = async () => (await b.caller.post(`/reactors/${counter}/react`, { body: { args: {} } })).body.raw;
+    expect(await callB()).toEqual({ calls: 1 });
+    for (let i = 0; i < 12; i++) {
+      const code = `module.exports = async () => ({ raw: { reactor: ${i} } });`;
+      const id = (await a.management.post('/reactors', { body: { name: `a${i}`, code, configuration: {} } })).body.id;
+      const called = await a.caller.post(`/reactors/${id}/react`, { body: { args: {} } });
+      expect([called.status, called.body.raw]).toEqual([200, { reactor: i }]);
+    }
+    expect(await callB()).toEqual({ calls: 2 });
+  } finally {
+    await small.close();
+  }
+}, 60_000);
+
 test('8. the API enforces the invocation time limit itself: a worker that never answers is a 408 at the limit + 1 s', async () => {
   // A "worker" that accepts invocations and never answers (hung, or its event loop stuck).
   const silent = http.createServer((req) => req.resume());
