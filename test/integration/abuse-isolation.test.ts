@@ -275,6 +275,23 @@ async function tokenCreator() {
   return client(api.url, app.key);
 }
 
+/** `creator`'s single creates, two at a time: `count` latencies, or fewer if 20 s run out. */
+async function sampleCreates(creator: ReturnType<typeof client>, count: number): Promise<number[]> {
+  const latencies: number[] = [];
+  const stopAt = Date.now() + 20_000;
+  let started = 0;
+  await Promise.all(
+    Array.from({ length: 2 }, async () => {
+      while (started++ < count && Date.now() < stopAt) {
+        const { answer, ms } = await timed(() => creator.post('/tokens', { body: { type: 'token', data: 'b' } }));
+        expect(answer.status).toBe(201);
+        latencies.push(ms);
+      }
+    }),
+  );
+  return latencies;
+}
+
 function percentile(samples: number[], p: number): number {
   const sorted = [...samples].sort((x, y) => x - y);
   return sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * p) - 1)];
@@ -287,24 +304,8 @@ function percentile(samples: number[], p: number): number {
 test('tenant A’s bulk token creates (POST /tokenize, 100 tokens each, 32 at once) leave tenant B’s single creates about as fast as alone', async () => {
   const a = await tokenCreator();
   const b = await tokenCreator();
-  /** B's single creates, two at a time: `count` latencies, or fewer if 20 s run out. */
-  const sampleB = async (count: number) => {
-    const latencies: number[] = [];
-    const stopAt = Date.now() + 20_000;
-    let started = 0;
-    await Promise.all(
-      Array.from({ length: 2 }, async () => {
-        while (started++ < count && Date.now() < stopAt) {
-          const { answer, ms } = await timed(() => b.post('/tokens', { body: { type: 'token', data: 'b' } }));
-          expect(answer.status).toBe(201);
-          latencies.push(ms);
-        }
-      }),
-    );
-    return latencies;
-  };
-  await sampleB(40); // warm: connections, compiled code, the tenant's key and data key cached
-  const alone = await sampleB(300);
+  await sampleCreates(b, 40); // warm: connections, compiled code, the tenant's key and data key cached
+  const alone = await sampleCreates(b, 300);
 
   // A: 32 loops of 100-token bulk creates until B is done; a refused one (429) waits as Retry-After says.
   let flooding = true;
@@ -321,7 +322,7 @@ test('tenant A’s bulk token creates (POST /tokenize, 100 tokens each, 32 at on
     }),
   );
   await sleep(500);
-  const loaded = await sampleB(300);
+  const loaded = await sampleCreates(b, 300);
   flooding = false;
   await flood;
 
@@ -382,24 +383,8 @@ test('tenant A’s flood of single creates and reads (300 at once) leaves tenant
     const a = await tokenUser(gated);
     const b = await tokenUser(gated);
     const aToken = (await a.post('/tokens', { body: { type: 'token', data: 'a' } })).body.id;
-    /** B's single creates, two at a time: `count` latencies, or fewer if 20 s run out. */
-    const sampleB = async (count: number) => {
-      const latencies: number[] = [];
-      const stopAt = Date.now() + 20_000;
-      let started = 0;
-      await Promise.all(
-        Array.from({ length: 2 }, async () => {
-          while (started++ < count && Date.now() < stopAt) {
-            const { answer, ms } = await timed(() => b.post('/tokens', { body: { type: 'token', data: 'b' } }));
-            expect(answer.status).toBe(201);
-            latencies.push(ms);
-          }
-        }),
-      );
-      return latencies;
-    };
-    await sampleB(40); // warm: connections, compiled code, the tenant's key and data key cached
-    const alone = await sampleB(200);
+    await sampleCreates(b, 40); // warm: connections, compiled code, the tenant's key and data key cached
+    const alone = await sampleCreates(b, 200);
 
     // A: 300 loops, half creating and half reading a token, until B is done; a refused one (429, past the queue)
     // waits as Retry-After says.
@@ -419,7 +404,7 @@ test('tenant A’s flood of single creates and reads (300 at once) leaves tenant
       }),
     );
     await sleep(500);
-    const loaded = await sampleB(200);
+    const loaded = await sampleCreates(b, 200);
     flooding = false;
     await flood;
 
