@@ -10,11 +10,17 @@
 // keys start with the due time), and a mark while it may hold entries (src/store/keys.ts). A look reads the marks (at
 // most TENANTS_PER_LOOK, going on where the last look stopped when there are more), then the head of each marked
 // tenant's outbox up to its first entry not yet due (at most HEAD entries), and claims round robin across tenants: one
-// due entry of each in turn, while the tenant has fewer than tenantConcurrency deliveries under way in this process
-// and the process fewer than concurrency. A tenant whose receiver hangs thus holds at most tenantConcurrency of a
-// process's deliveries, and another tenant's due entry is read and claimed by the next look however long the first
-// tenant's backlog: with one outbox for everyone in due order, another tenant's event waited behind all of it (40
-// deliveries to a receiver that never answers held one up 9.7 s; past 500 due entries it was not even read).
+// due entry of each in turn, while the tenant may start one (mayStart) and the process has fewer than concurrency
+// under way. Another tenant's due entry is thus read and claimed by the next look however long the first tenant's
+// backlog: with one outbox for everyone in due order, another tenant's event waited behind all of it (40 deliveries to
+// a receiver that never answers held one up 9.7 s; past 500 due entries it was not even read).
+// A per-tenant cap alone did not keep slots for the others: two tenants whose receivers hang (or answer just inside
+// the timeout) held all 8 of a process's deliveries at tenantConcurrency 4, every time, and every other tenant's waited
+// a whole timeout behind them (10.3 s in webhooks-hanging-receivers.test.ts, with a 10 s timeout; 0.1 s now). So only a tenant's lead delivery (its
+// first under way here, while its last attempt here did not fail) may take any free slot; everything else, a tenant's
+// further deliveries and those of a tenant whose receiver failed (one at a time until one succeeds), starts only while
+// fewer than half the slots are in use. The other half is left to the lead deliveries of tenants in good standing:
+// however many receivers fail, each other tenant gets one delivery at a time once its turn comes.
 // The mark is what keeps a look bounded by tenants rather than by entries: every write of an outbox entry puts it in the
 // same transaction, which moves its revision, and the dispatcher removes it only after reading that outbox empty and
 // only if its revision has not moved since it listed it, so a concurrent write keeps it (and its entry is seen).
@@ -54,7 +60,8 @@ export interface DispatcherOptions {
   timeoutMs: number;
   /** Deliveries this process sends at once (TOKENVAULT_WEBHOOK_CONCURRENCY). */
   concurrency: number;
-  /** Deliveries of one tenant it sends at once (TOKENVAULT_WEBHOOK_TENANT_CONCURRENCY); at most concurrency. */
+  /** Deliveries of one tenant it sends at once (TOKENVAULT_WEBHOOK_TENANT_CONCURRENCY); only up to half of
+   * concurrency, rounded up, is used (mayStart). */
   tenantConcurrency: number;
   /** Longest sleep between two looks at the outbox (picks up claims that expired with a dead process). */
   pollMs?: number;
@@ -101,6 +108,9 @@ export class WebhookDispatcher {
   private cursor?: string;
   /** Which source a look offers a claim first: turns, so no tenant is always first when deliveries are scarce. */
   private turn = 0;
+  /** Tenants whose last attempt here failed (an error, a timeout, an answer other than 2xx), until one succeeds or
+   * their outbox is empty: mayStart gives them one delivery at a time, in the half of the slots not kept for others. */
+  private readonly failing = new Set<string>();
   /** Tenants whose outbox held nothing due when read: its first entry's due time, and the mark's revision then. */
   private readonly waiting = new Map<string, { untilMs: number; markRevision: number }>();
 
@@ -163,20 +173,27 @@ export class WebhookDispatcher {
     let nextDue = Date.now() + pollMs;
     // Forgets the waits that are over, including those of tenants no longer marked: the map holds only future times.
     for (const [tenant, wait] of this.waiting) if (wait.untilMs <= Date.now()) this.waiting.delete(tenant);
+    const marks = await this.marks();
     const sources: Source[] = [
-      ...(await this.marks()).map((mark) => {
+      ...marks.map((mark) => {
         const tenant = mark.key.slice(keys.webhookQueued.length);
         return { tenant, prefix: keys.webhookQueue(tenant), mark };
       }),
       { tenant: LEGACY, prefix: keys.legacyWebhookOutbox },
     ];
-    // Each source's due entries not under way here, read a few outboxes at a time. A tenant at its share is not read:
-    // its next look comes when one of its deliveries finishes.
+    // Forgets that a tenant failed once it has nothing left to send (when this look listed every mark), so the set
+    // holds only tenants with entries.
+    if (marks.length < TENANTS_PER_LOOK) {
+      const marked = new Set(sources.map((source) => source.tenant));
+      for (const tenant of this.failing) if (!marked.has(tenant)) this.failing.delete(tenant);
+    }
+    // Each source's due entries not under way here, read a few outboxes at a time. A tenant that may not start one now
+    // is not read: its next look comes when a delivery finishes.
     const due: Array<Array<{ entry: Entry; deliveryId: string }>> = sources.map(() => []);
     for (let i = 0; i < sources.length && !this.stopped; i += READS_AT_ONCE) {
       await Promise.all(
         sources.slice(i, i + READS_AT_ONCE).map(async (source, j) => {
-          if (this.atShare(source.tenant)) return;
+          if (!this.mayStart(source.tenant)) return;
           const wait = this.waiting.get(source.tenant);
           if (wait && wait.markRevision === source.mark?.modRevision && wait.untilMs > Date.now()) {
             nextDue = Math.min(nextDue, wait.untilMs);
@@ -209,7 +226,7 @@ export class WebhookDispatcher {
       for (const k of order) {
         if (this.stopped || this.inFlight.size >= this.options.concurrency) break;
         const tenant = sources[k].tenant;
-        const next = this.atShare(tenant) ? undefined : due[k].shift();
+        const next = this.mayStart(tenant) ? due[k].shift() : undefined;
         if (!next) continue;
         took = true;
         if (await this.claim(next.entry, next.deliveryId)) this.begin(next.entry, next.deliveryId, tenant);
@@ -221,9 +238,22 @@ export class WebhookDispatcher {
     this.timer.unref();
   }
 
-  private atShare(tenant: string): boolean {
-    const share = Math.min(this.options.tenantConcurrency, this.options.concurrency);
-    return (this.tenantsInFlight.get(tenant) ?? 0) >= share;
+  /**
+   * Whether a delivery of `tenant` may start now. Its lead delivery (none of its under way here, and its last attempt
+   * here did not fail) takes any free slot. Any other (up to tenantConcurrency at once; one for a failing tenant) only
+   * while fewer than half the slots are in use, so the other half is left to other tenants' lead deliveries: tenants
+   * whose receivers hang hold at most half the slots once their attempts have failed, and before that, up to half as
+   * many of them as there are slots still leave one free.
+   */
+  private mayStart(tenant: string): boolean {
+    if (this.inFlight.size >= this.options.concurrency) return false;
+    const underWay = this.tenantsInFlight.get(tenant) ?? 0;
+    const failing = this.failing.has(tenant);
+    if (underWay === 0 && !failing) return true;
+    return (
+      underWay < (failing ? 1 : this.options.tenantConcurrency) &&
+      this.inFlight.size < Math.ceil(this.options.concurrency / 2)
+    );
   }
 
   private begin(entry: Entry, deliveryId: string, tenant: string): void {
@@ -334,6 +364,8 @@ export class WebhookDispatcher {
       type: delivery.event.type,
       attempt,
     };
+    if (result.ok) this.failing.delete(delivery.tenant_id);
+    else this.failing.add(delivery.tenant_id);
     const outcome = result.ok ? 'delivered' : attempt >= this.options.maxAttempts ? 'dropped' : 'retry';
     this.metrics?.webhookAttempts.inc({ type: delivery.event.type, outcome });
     if (result.ok) {

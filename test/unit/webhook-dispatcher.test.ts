@@ -4,13 +4,17 @@
 //
 // Before, every look read the outbox of every tenant with entries: with 500 tenants in backoff, one tenant's 5 events
 // took 10 looks of 503 range reads each (5,000 of them of waiting outboxes); now 3 each (none of a waiting outbox).
+//
+// Tenants whose receivers failed hold at most half of a process's deliveries, one each, however many they are: with
+// only the per-tenant cap, 12 such tenants whose receivers then hung held all 8, and another tenant's events waited for
+// them.
 import { afterEach, beforeEach, expect, test } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { createLogger } from '../../src/observability/logger.js';
 import { keys } from '../../src/store/keys.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import type { Entry, RangeOptions } from '../../src/store/store.js';
-import type { SignedRequest } from '../../src/webhooks/delivery.js';
+import type { SendResult, SignedRequest } from '../../src/webhooks/delivery.js';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';
 import { tokenEventData } from '../../src/webhooks/events.js';
 import { outboxPuts, type Delivery, type WebhookRecord } from '../../src/webhooks/service.js';
@@ -41,6 +45,8 @@ let store: CountingStore;
 let dispatcher: WebhookDispatcher;
 /** Event ids sent, by tenant. */
 let sent: Map<string, string[]>;
+/** The receivers' answer (the tenant is the URL's last segment): 2xx unless a test says otherwise. */
+let answer: (request: SignedRequest) => Promise<SendResult>;
 
 function webhook(tenantId: string): WebhookRecord {
   return {
@@ -84,8 +90,9 @@ beforeEach(async () => {
   const send = async (request: SignedRequest) => {
     const tenant = request.url.split('/').pop()!;
     sent.set(tenant, [...(sent.get(tenant) ?? []), request.eventId]);
-    return { ok: true };
+    return answer(request);
   };
+  answer = async () => ({ ok: true });
   dispatcher = new WebhookDispatcher(
     store,
     { target: async (tenantId: string) => ({ record: webhook(tenantId), secret: 'whsec_test' }) },
@@ -174,4 +181,49 @@ test('stop() waits for the look under way: nothing is sent after it returns', as
   await stopped;
   await sleep(100);
   expect(sent.get(tenant) ?? []).toEqual(sentWhenStopped);
+});
+
+test('tenants whose receivers fail hold at most half the deliveries, one each, however many they are', async () => {
+  const failing = Array.from({ length: 12 }, () => randomUUID());
+  const good = randomUUID();
+  // First their receivers refuse at once: every one of these tenants has failed, and its entry waits out a backoff.
+  answer = async (request) => (request.url.endsWith(good) ? { ok: true } : { ok: false, reason: 'ECONNREFUSED' });
+  for (const tenant of failing) await enqueue(tenant, Date.now());
+  await dispatcher.start();
+  await eventually(async () => expect(failing.every((tenant) => sent.has(tenant))).toBe(true));
+  await eventually(async () => expect(await store.count(keys.webhookClaim(''))).toBe(0));
+
+  // Then they hang until the test lets them go, while each writes twice its share and the good tenant writes 10.
+  let letGo!: () => void;
+  const held = new Promise<void>((resolve) => (letGo = resolve));
+  const underWay = new Map<string, number>();
+  let most = 0;
+  let mostOfOne = 0;
+  answer = async (request) => {
+    const tenant = request.url.split('/').pop()!;
+    if (tenant === good) return { ok: true };
+    underWay.set(tenant, (underWay.get(tenant) ?? 0) + 1);
+    most = Math.max(
+      most,
+      [...underWay.values()].reduce((sum, n) => sum + n, 0),
+    );
+    mostOfOne = Math.max(mostOfOne, underWay.get(tenant)!);
+    await held;
+    underWay.set(tenant, underWay.get(tenant)! - 1);
+    return { ok: false, reason: 'TV_UPSTREAM_TIMEOUT' };
+  };
+  try {
+    for (const tenant of failing) for (let i = 0; i < 8; i++) await enqueue(tenant, Date.now());
+    const events: string[] = [];
+    for (let i = 0; i < 10; i++) events.push(await enqueue(good, Date.now()));
+    await eventually(async () => expect(sent.get(good)).toEqual(expect.arrayContaining(events)), 3000);
+    console.log(
+      `with 12 tenants whose receivers hang after failing, a good tenant's 10 events went out; the failing tenants ` +
+        `held at most ${most} of 8 deliveries, ${mostOfOne} each`,
+    );
+    expect(most).toBeLessThanOrEqual(4);
+    expect(mostOfOne).toBe(1);
+  } finally {
+    letGo();
+  }
 });
