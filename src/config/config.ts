@@ -589,7 +589,7 @@ export const SETTINGS = {
     flag: 'webhook-tenant-concurrency',
     env: 'TOKENVAULT_WEBHOOK_TENANT_CONCURRENCY',
     description:
-      "Webhook deliveries of one tenant one API process sends at once (at most TOKENVAULT_WEBHOOK_CONCURRENCY): the rest of the process's are left to other tenants",
+      "Webhook deliveries of one tenant one API process sends at once (at most half of TOKENVAULT_WEBHOOK_CONCURRENCY, rounded up, is used; one while the tenant's receiver fails): the rest of the process's are left to other tenants",
     default: '4',
   },
   expressionRender: {
