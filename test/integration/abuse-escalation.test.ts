@@ -207,6 +207,72 @@ test('an answer stored by an earlier version (no record of the rights) is still 
   expect(retry.body.id).toBe(first.body.id);
 });
 
+describe('deduplication hands back the token of the first deduplicating create: no other write re-points it', () => {
+  // The victim deduplicates its value and keeps the id it gets; the attacker writes tokens of its own, in a container
+  // only it reads and updates, and tries to be the token the victim's next deduplicating create gets back.
+  const parties = async () => {
+    const victim = client(api.url, (await app({ type: 'private', permissions: ['token:create', 'token:read'] })).key);
+    const attacker = client(
+      api.url,
+      (
+        await app({
+          type: 'private',
+          rules: [
+            {
+              description: 'own',
+              priority: 1,
+              container: '/attacker/',
+              transform: 'reveal',
+              permissions: ['token:create', 'token:read', 'token:update', 'token:delete'],
+            },
+          ],
+        })
+      ).key,
+    );
+    return { victim, attacker };
+  };
+  const dedup = (value: string) => ({ type: 'token', data: value, deduplicate_token: true });
+  const own = (value: string) => ({ type: 'token', data: value, containers: ['/attacker/'] });
+
+  test('a create without deduplicate_token leaves the entry with the live token it names', async () => {
+    const { victim, attacker } = await parties();
+    const mine = (await victim.post('/tokens', { body: dedup('dedup-victim-1') })).body;
+    for (const deduplicate_token of [undefined, false]) {
+      const theirs = await attacker.post('/tokens', { body: { ...own('dedup-victim-1'), deduplicate_token } });
+      expect(theirs.status).toBe(201);
+      expect(theirs.body.id).not.toBe(mine.id);
+      expect((await victim.post('/tokens', { body: dedup('dedup-victim-1') })).body.id).toBe(mine.id);
+    }
+  });
+
+  test('an update that gives a token an indexed value, or keeps one, does not take the entry', async () => {
+    const { victim, attacker } = await parties();
+    const mine = (await victim.post('/tokens', { body: dedup('dedup-victim-2') })).body;
+    const theirs = (await attacker.post('/tokens', { body: own('something else') })).body;
+    for (const body of [{ data: 'dedup-victim-2' }, { metadata: { again: 'yes' } }]) {
+      expect((await attacker.patch(`/tokens/${theirs.id}`, { body, headers: MERGE })).status).toBe(200);
+      expect((await victim.post('/tokens', { body: dedup('dedup-victim-2') })).body.id).toBe(mine.id);
+    }
+  });
+
+  test('once the token it names is gone, the next deduplicating create makes a new token, not another equal one', async () => {
+    const { victim, attacker } = await parties();
+    const theirs = (await attacker.post('/tokens', { body: own('dedup-victim-3') })).body;
+    // The attacker's own deduplicated token, changed to other data: it gives up the entry and takes no other.
+    const held = (await attacker.post('/tokens', { body: { ...own('dedup-victim-3'), deduplicate_token: true } })).body;
+    expect(held.id).not.toBe(theirs.id);
+    expect(
+      (await attacker.patch(`/tokens/${held.id}`, { body: { data: 'dedup-victim-4' }, headers: MERGE })).status,
+    ).toBe(200);
+    const mine = (await victim.post('/tokens', { body: dedup('dedup-victim-3') })).body;
+    expect([theirs.id, held.id]).not.toContain(mine.id);
+    expect((await victim.post('/tokens', { body: dedup('dedup-victim-4') })).body.id).not.toBe(held.id);
+    // Deleting a token the entry does not name leaves the entry.
+    expect((await attacker.delete(`/tokens/${theirs.id}`)).status).toBe(204);
+    expect((await victim.post('/tokens', { body: dedup('dedup-victim-3') })).body.id).toBe(mine.id);
+  });
+});
+
 describe('a reactor or proxy runs with its application’s rights only when written with application:update', () => {
   const READ_TOKEN =
     'module.exports = async function (req) { return { raw: await req.bt.tokens.retrieve(req.args.id) }; };';
