@@ -436,6 +436,67 @@ describe('a reactor or proxy runs with its application’s rights only when writ
     expect((await temp.post('/reactors', { body: reactor({ id: brief.id }) })).status).toBe(201);
     expect((await temp.post('/reactors', { body: { name: 'plain', code: READ_TOKEN } })).status).toBe(201);
   });
+
+  // A managed application's keys are the operator's (a tenant key cannot regenerate or add one: 409), so its rights
+  // are the operator's to hand to code as well: declare the Reactor or Proxy in Kubernetes with its applicationRef.
+  test('an application declared as a Kubernetes object is attached by the operator only', async () => {
+    const asOperator = (method: string, path: string, body: unknown, owner?: string) =>
+      call(api.url, method, path, {
+        key: api.operatorKey,
+        body,
+        headers: { 'BT-TENANT-ID': tenantId, ...(owner ? { 'BT-MANAGED-BY': owner } : {}) },
+      });
+    const managed = (
+      await asOperator(
+        'POST',
+        '/applications',
+        { name: 'payments', type: 'private', permissions: ['token:use', 'token:read'] },
+        'Application/shop/payments',
+      )
+    ).body;
+    const admin = client(api.url, managementKey);
+    expect((await admin.post(`/applications/${managed.id}/regenerate`)).status).toBe(409);
+
+    const reactor = { name: 'managed rights', code: READ_TOKEN, application: { id: managed.id } };
+    const proxy = {
+      name: 'managed rights',
+      destination_url: 'https://example.com/collect',
+      require_auth: false,
+      application: { id: managed.id },
+    };
+    const refused = await admin.post('/reactors', { body: reactor });
+    expect(refused.status).toBe(403);
+    expect(refused.body.detail).toContain('Application shop/payments');
+    const keyless = await admin.post('/proxies', { body: proxy });
+    expect([keyless.status, keyless.body.key]).toEqual([403, undefined]);
+    const plain = (await admin.post('/reactors', { body: { name: 'plain', code: READ_TOKEN } })).body;
+    expect(
+      (await admin.patch(`/reactors/${plain.id}`, { body: { application: { id: managed.id } }, headers: MERGE }))
+        .status,
+    ).toBe(403);
+
+    // The operator attaches it; a tenant key then rewrites neither the code nor the formula that runs with it.
+    const theirs = await asOperator('POST', '/reactors', reactor);
+    expect(theirs.status).toBe(201);
+    expect(
+      (await admin.put(`/reactors/${theirs.body.id}`, { body: { ...reactor, code: READ_TOKEN + ' ' } })).status,
+    ).toBe(403);
+    const formulaBody = { name: 'f', type: 'private', code: READ_TOKEN, configuration: [], request_parameters: [] };
+    const shared = (await admin.post('/reactor-formulas', { body: formulaBody })).body;
+    const declared = await asOperator(
+      'POST',
+      '/reactors',
+      { name: 'declared', formula: { id: shared.id }, configuration: {}, application: { id: managed.id } },
+      'Reactor/shop/declared',
+    );
+    expect(declared.status).toBe(201);
+    const rewritten = await admin.put(`/reactor-formulas/${shared.id}`, {
+      body: { ...formulaBody, code: 'module.exports = async () => ({ raw: 1 });' },
+    });
+    expect(rewritten.status).toBe(403);
+    expect((await admin.get(`/reactor-formulas/${shared.id}`)).body.code).toBe(READ_TOKEN);
+    expect((await asOperator('POST', '/proxies', proxy)).status).toBe(201);
+  });
 });
 
 describe('a key minted for reactor code (`bt`) makes nothing that outlives its 2-minute lease', () => {
