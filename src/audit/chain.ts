@@ -275,8 +275,8 @@ export class ChainAppender {
  * The next batch off the queue: entries and changes' writes up to etcd's operation limit and MAX_BATCH_BYTES. A change
  * whose keys meet another's in the batch (a compare of one on a key the other writes or compares, or a key deleted)
  * waits for the next batch: one after the other, the later one's compare would see the earlier one's write. Two
- * changes that only put the same key (the type's last-created time, the fingerprint's newest token) go together; the
- * later put is the one written, as it would be one after the other.
+ * changes that only put the same key (the type's last-created time) go together; the later put is the one written, as
+ * it would be one after the other.
  */
 function takeBatch(queue: Pending[]): Pending[] {
   const batch: Pending[] = [];

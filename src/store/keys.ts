@@ -44,7 +44,7 @@ export const keys = {
 
   tokens: (tenantId: string) => `${ROOT}t/${tenantId}/tokens/`,
   token: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/tokens/${id}`,
-  /** Latest token with a fingerprint, per type: how deduplication finds an existing token. */
+  /** Per type, the token deduplicating creates of a fingerprint get: the first such create's, while it lives. */
   fingerprint: (tenantId: string, type: string, fingerprint: string) =>
     `${ROOT}t/${tenantId}/fingerprints/${type}/${fingerprint}`,
   /**

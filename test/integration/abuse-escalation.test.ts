@@ -207,6 +207,72 @@ test('an answer stored by an earlier version (no record of the rights) is still 
   expect(retry.body.id).toBe(first.body.id);
 });
 
+describe('deduplication hands back the token of the first deduplicating create: no other write re-points it', () => {
+  // The victim deduplicates its value and keeps the id it gets; the attacker writes tokens of its own, in a container
+  // only it reads and updates, and tries to be the token the victim's next deduplicating create gets back.
+  const parties = async () => {
+    const victim = client(api.url, (await app({ type: 'private', permissions: ['token:create', 'token:read'] })).key);
+    const attacker = client(
+      api.url,
+      (
+        await app({
+          type: 'private',
+          rules: [
+            {
+              description: 'own',
+              priority: 1,
+              container: '/attacker/',
+              transform: 'reveal',
+              permissions: ['token:create', 'token:read', 'token:update', 'token:delete'],
+            },
+          ],
+        })
+      ).key,
+    );
+    return { victim, attacker };
+  };
+  const dedup = (value: string) => ({ type: 'token', data: value, deduplicate_token: true });
+  const own = (value: string) => ({ type: 'token', data: value, containers: ['/attacker/'] });
+
+  test('a create without deduplicate_token leaves the entry with the live token it names', async () => {
+    const { victim, attacker } = await parties();
+    const mine = (await victim.post('/tokens', { body: dedup('dedup-victim-1') })).body;
+    for (const deduplicate_token of [undefined, false]) {
+      const theirs = await attacker.post('/tokens', { body: { ...own('dedup-victim-1'), deduplicate_token } });
+      expect(theirs.status).toBe(201);
+      expect(theirs.body.id).not.toBe(mine.id);
+      expect((await victim.post('/tokens', { body: dedup('dedup-victim-1') })).body.id).toBe(mine.id);
+    }
+  });
+
+  test('an update that gives a token an indexed value, or keeps one, does not take the entry', async () => {
+    const { victim, attacker } = await parties();
+    const mine = (await victim.post('/tokens', { body: dedup('dedup-victim-2') })).body;
+    const theirs = (await attacker.post('/tokens', { body: own('something else') })).body;
+    for (const body of [{ data: 'dedup-victim-2' }, { metadata: { again: 'yes' } }]) {
+      expect((await attacker.patch(`/tokens/${theirs.id}`, { body, headers: MERGE })).status).toBe(200);
+      expect((await victim.post('/tokens', { body: dedup('dedup-victim-2') })).body.id).toBe(mine.id);
+    }
+  });
+
+  test('once the token it names is gone, the next deduplicating create makes a new token, not another equal one', async () => {
+    const { victim, attacker } = await parties();
+    const theirs = (await attacker.post('/tokens', { body: own('dedup-victim-3') })).body;
+    // The attacker's own deduplicated token, changed to other data: it gives up the entry and takes no other.
+    const held = (await attacker.post('/tokens', { body: { ...own('dedup-victim-3'), deduplicate_token: true } })).body;
+    expect(held.id).not.toBe(theirs.id);
+    expect(
+      (await attacker.patch(`/tokens/${held.id}`, { body: { data: 'dedup-victim-4' }, headers: MERGE })).status,
+    ).toBe(200);
+    const mine = (await victim.post('/tokens', { body: dedup('dedup-victim-3') })).body;
+    expect([theirs.id, held.id]).not.toContain(mine.id);
+    expect((await victim.post('/tokens', { body: dedup('dedup-victim-4') })).body.id).not.toBe(held.id);
+    // Deleting a token the entry does not name leaves the entry.
+    expect((await attacker.delete(`/tokens/${theirs.id}`)).status).toBe(204);
+    expect((await victim.post('/tokens', { body: dedup('dedup-victim-3') })).body.id).toBe(mine.id);
+  });
+});
+
 describe('a reactor or proxy runs with its application’s rights only when written with application:update', () => {
   const READ_TOKEN =
     'module.exports = async function (req) { return { raw: await req.bt.tokens.retrieve(req.args.id) }; };';
@@ -369,6 +435,67 @@ describe('a reactor or proxy runs with its application’s rights only when writ
     // An application that ends before the key does is the key's to attach, and no application needs no check.
     expect((await temp.post('/reactors', { body: reactor({ id: brief.id }) })).status).toBe(201);
     expect((await temp.post('/reactors', { body: { name: 'plain', code: READ_TOKEN } })).status).toBe(201);
+  });
+
+  // A managed application's keys are the operator's (a tenant key cannot regenerate or add one: 409), so its rights
+  // are the operator's to hand to code as well: declare the Reactor or Proxy in Kubernetes with its applicationRef.
+  test('an application declared as a Kubernetes object is attached by the operator only', async () => {
+    const asOperator = (method: string, path: string, body: unknown, owner?: string) =>
+      call(api.url, method, path, {
+        key: api.operatorKey,
+        body,
+        headers: { 'BT-TENANT-ID': tenantId, ...(owner ? { 'BT-MANAGED-BY': owner } : {}) },
+      });
+    const managed = (
+      await asOperator(
+        'POST',
+        '/applications',
+        { name: 'payments', type: 'private', permissions: ['token:use', 'token:read'] },
+        'Application/shop/payments',
+      )
+    ).body;
+    const admin = client(api.url, managementKey);
+    expect((await admin.post(`/applications/${managed.id}/regenerate`)).status).toBe(409);
+
+    const reactor = { name: 'managed rights', code: READ_TOKEN, application: { id: managed.id } };
+    const proxy = {
+      name: 'managed rights',
+      destination_url: 'https://example.com/collect',
+      require_auth: false,
+      application: { id: managed.id },
+    };
+    const refused = await admin.post('/reactors', { body: reactor });
+    expect(refused.status).toBe(403);
+    expect(refused.body.detail).toContain('Application shop/payments');
+    const keyless = await admin.post('/proxies', { body: proxy });
+    expect([keyless.status, keyless.body.key]).toEqual([403, undefined]);
+    const plain = (await admin.post('/reactors', { body: { name: 'plain', code: READ_TOKEN } })).body;
+    expect(
+      (await admin.patch(`/reactors/${plain.id}`, { body: { application: { id: managed.id } }, headers: MERGE }))
+        .status,
+    ).toBe(403);
+
+    // The operator attaches it; a tenant key then rewrites neither the code nor the formula that runs with it.
+    const theirs = await asOperator('POST', '/reactors', reactor);
+    expect(theirs.status).toBe(201);
+    expect(
+      (await admin.put(`/reactors/${theirs.body.id}`, { body: { ...reactor, code: READ_TOKEN + ' ' } })).status,
+    ).toBe(403);
+    const formulaBody = { name: 'f', type: 'private', code: READ_TOKEN, configuration: [], request_parameters: [] };
+    const shared = (await admin.post('/reactor-formulas', { body: formulaBody })).body;
+    const declared = await asOperator(
+      'POST',
+      '/reactors',
+      { name: 'declared', formula: { id: shared.id }, configuration: {}, application: { id: managed.id } },
+      'Reactor/shop/declared',
+    );
+    expect(declared.status).toBe(201);
+    const rewritten = await admin.put(`/reactor-formulas/${shared.id}`, {
+      body: { ...formulaBody, code: 'module.exports = async () => ({ raw: 1 });' },
+    });
+    expect(rewritten.status).toBe(403);
+    expect((await admin.get(`/reactor-formulas/${shared.id}`)).body.code).toBe(READ_TOKEN);
+    expect((await asOperator('POST', '/proxies', proxy)).status).toBe(201);
   });
 });
 

@@ -154,7 +154,8 @@ async function one(api: Replica, n: number): Promise<void> {
   if (kind < 3) {
     what = 'write';
     const data = `value-${n}-${randomBytes(6).toString('hex')}`;
-    outcome = await send(api, 'POST', '/tokens', userKey, { type: 'token', data });
+    // Deduplicating, so that each write also takes its value's fingerprint entry (compared and put in one transaction).
+    outcome = await send(api, 'POST', '/tokens', userKey, { type: 'token', data, deduplicate_token: true });
     if (outcome.status === 201) {
       written.set(outcome.body.id, data);
       phase.written.set(outcome.body.id, data);
@@ -213,7 +214,11 @@ async function recovery(): Promise<number> {
   const deadline = started + 30_000;
   for (const api of apis) {
     for (;;) {
-      const write = await send(api, 'POST', '/tokens', userKey, { type: 'token', data: 'probe' });
+      const write = await send(api, 'POST', '/tokens', userKey, {
+        type: 'token',
+        data: 'probe',
+        deduplicate_token: true,
+      });
       const read = write.status === 201 ? await send(api, 'GET', `/tokens/${write.body.id}`, userKey) : write;
       const react = await send(api, 'POST', `/reactors/${reactorId}/react`, userKey, { args: {} });
       const proxy = await send(api, 'POST', '/proxy', userKey, {}, { 'BT-PROXY-URL': `${destination.url}/echo` });

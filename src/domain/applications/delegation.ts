@@ -4,7 +4,9 @@
 // take over the key of a management application that holds more); a key that expires cannot make or take over an
 // application that outlives it; and code or requests that run with an application's rights (a reactor's or a proxy's
 // application) are written only by a key that could take that application's key anyway: application:update, which
-// regenerates keys, and, for a key that expires, only with an application that expires no later.
+// regenerates keys, and, for a key that expires, only with an application that expires no later; an application
+// declared as a Kubernetes object, whose keys only the operator changes, only by the operator.
+import { describeObject, type ManagedBy } from '../../auth/ownership.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import type { ApplicationType } from '../../auth/permissions.js';
@@ -45,16 +47,22 @@ export function assertMayOutlive(principal: TenantPrincipal, expiresAt: string |
 }
 
 /**
- * 403 when a key that expires writes a reactor or proxy that runs with an application outliving the key. Writing one
- * is allowed because application:update could take the application's key anyway (assertMayDelegate), but a key that
- * expires may not take a lasting application's key (assertMayOutlive), and the reactor or proxy stays after the key
- * is gone: a keyless proxy would be a lasting key to the application's rights, held by whoever has the proxy key.
+ * 403 when a reactor or proxy written by this key would run with an application whose key the key may not take.
+ * Writing one is allowed because application:update could take the application's key anyway (assertMayDelegate),
+ * but not a managed application's (only the operator regenerates or adds its keys: assertMayChange), and a key that
+ * expires may not take a lasting application's key (assertMayOutlive): the reactor or proxy stays after the key is
+ * gone, and a keyless proxy would be a lasting key to the application's rights, held by whoever has the proxy key.
  */
 export function assertMayAttach(
   principal: TenantPrincipal,
-  application: { expires_at?: string },
+  application: { expires_at?: string; managed_by?: ManagedBy },
   what: 'reactor' | 'proxy',
 ): void {
+  if (application.managed_by && !principal.operator) {
+    throw new Errors.Forbidden(
+      `The application is managed by the Kubernetes object ${describeObject(application.managed_by)}: only the operator gives its rights to a ${what} (declare the ${what} in Kubernetes with an applicationRef).`,
+    );
+  }
   if (!outlives(principal, application.expires_at)) return;
   throw new Errors.Forbidden(
     `The key expires at ${new Date(principal.expiresAt!).toISOString()}: a ${what} it writes may run only with an application that expires no later (its expires_at).`,

@@ -189,14 +189,21 @@ export class TokenService {
         sealed: await seal(this.cipher, tenantId, id, { d: body.data, m: derived.masked }),
       };
       const compare: Compare[] = [{ key: keys.token(tenantId, id), modRevision: 0 }];
-      // The index entry as read: absent, or naming a token that has expired (the sweep has yet to delete it), which
-      // this token takes over; a concurrent create of an equal token changes it, and the next round finds that one.
-      if (deduplicate && record.fingerprint)
-        compare.push({ key: keys.fingerprint(tenantId, record.type, record.fingerprint), modRevision: indexRevision });
+      const success: TxnOp[] = [];
+      // Only a deduplicating create points the index at its token, and only at an entry as read: absent, or naming a
+      // token that is gone or has expired (the sweep has yet to delete it). A live entry stays with its token, so no
+      // other write can hand later deduplicating creates a token of its own (its metadata, containers, expiry, data
+      // it may change). A concurrent create of an equal token changes the entry, and the next round finds that one.
+      if (deduplicate && record.fingerprint) {
+        const key = keys.fingerprint(tenantId, record.type, record.fingerprint);
+        compare.push({ key, modRevision: indexRevision });
+        success.push({ type: 'put', key, value: id });
+      }
       const txn = {
         compare: [...compare, ...(guard?.compare ?? [])],
         success: [
-          ...indexOps(record, 'put'),
+          ...success,
+          ...expiryOps(record, 'put'),
           ...searchIndexOps(undefined, record),
           ...this.usage.createOps(tenantId, record.type, id, now),
           tokenPut(record),
@@ -299,7 +306,7 @@ export class TokenService {
         compare: [{ key: keys.token(tenantId, id), modRevision: current.modRevision }, ...stale.compare],
         success: [
           ...stale.success,
-          ...indexOps(record, 'put'),
+          ...expiryOps(record, 'put'),
           ...searchIndexOps(before, record),
           tokenPut(record),
           ...(await this.events.ops(tenantId, 'token.updated', tokenEventData(record, actorOf(principal)))),
@@ -322,7 +329,7 @@ export class TokenService {
   async remove(record: TokenRecord, modRevision: number, actor: Actor = SYSTEM_ACTOR): Promise<boolean> {
     const ops: TxnOp[] = [
       { type: 'delete', key: keys.token(record.tenant_id, record.id) },
-      ...indexOps(record, 'delete'),
+      ...expiryOps(record, 'delete'),
       ...searchIndexOps(record, undefined),
       ...this.usage.deleteOps(record.tenant_id, record.type, record.id),
       ...(await this.events.ops(record.tenant_id, 'token.deleted', tokenEventData(record, actor))),
@@ -554,7 +561,11 @@ export class TokenService {
     return { compare: [{ key, modRevision: index.modRevision }], success: [{ type: 'delete', key }] };
   }
 
-  /** Index entries of the previous version that the new version no longer has. */
+  /**
+   * Index entries of the previous version that the new version no longer has. An update never points the fingerprint
+   * index at its token: one whose fingerprint changes gives up the entry it held and takes none for its new value, as
+   * pointing it there would hand that token to later deduplicating creates of a value its writer chose.
+   */
   private async staleIndexOps(
     before: TokenRecord,
     after: TokenRecord,
@@ -579,13 +590,11 @@ function tokenPut(record: TokenRecord): TxnOp {
   return { type: 'put', key: keys.token(record.tenant_id, record.id), value: encode('token', record) };
 }
 
-/** The fingerprint and expiry index entries of a token, to write or to delete. */
-function indexOps(record: TokenRecord, type: 'put' | 'delete'): TxnOp[] {
-  const entries: Array<[string, string]> = [];
-  if (record.fingerprint && type === 'put')
-    entries.push([keys.fingerprint(record.tenant_id, record.type, record.fingerprint), record.id]);
-  if (record.expires_at) entries.push([keys.expiry(record.tenant_id, record.expires_at, record.id), '']);
-  return entries.map(([key, value]) => (type === 'put' ? { type, key, value } : { type, key }));
+/** The expiry schedule's entry of a token, to write or to delete (the fingerprint index is written by `create` only). */
+function expiryOps(record: TokenRecord, type: 'put' | 'delete'): TxnOp[] {
+  if (!record.expires_at) return [];
+  const key = keys.expiry(record.tenant_id, record.expires_at, record.id);
+  return [type === 'put' ? { type, key, value: '' } : { type, key }];
 }
 
 /** Tokens found by a list or a search, as the key sees them; their reads count in the usage report. */
