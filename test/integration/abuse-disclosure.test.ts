@@ -323,3 +323,42 @@ test("a search page's cursor says nothing about tokens the key cannot read", asy
   const second = await page('c-42', first.pagination.next);
   expect([second.data.map((t) => t.id), second.pagination.next]).toEqual([['zzz-probe-c'], undefined]);
 });
+
+// A list reads at most 1,000 stored tokens per request and then answers with a cursor to go on from. That cursor was
+// the last id read, in base64url: the id of a token the key may not read, and any id was accepted as `start`, so a key
+// that reads a single token enumerated the ids of all the others (ids the writer chose may hold customer numbers).
+test('a list cursor names no token the key cannot read, and a key cannot make up its own', async () => {
+  const { managementKey: admin } = await createTenant(api.url, api.operatorKey);
+  const inTenant = async (body: Record<string, unknown>) =>
+    client(api.url, (await createApplication(api.url, admin, { name: 'cursor', ...body })).key);
+  const writer = await inTenant({ type: 'private', permissions: ['token:create'] });
+  for (let from = 0; from < 1000; from += 100) {
+    const body = Array.from({ length: 100 }, (_, i) => ({
+      id: `customer-${String(from + i).padStart(4, '0')}`,
+      type: 'token',
+      data: 'theirs',
+      containers: ['/pci/'],
+    }));
+    expect((await writer.post('/tokenize', { body })).status).toBe(201);
+  }
+  const reader = await inTenant({
+    type: 'private',
+    rules: [{ priority: 1, container: '/mine/', transform: 'reveal', permissions: ['token:create', 'token:read'] }],
+  });
+  expect(
+    (await reader.post('/tokens', { body: { id: 'zzz-mine', type: 'token', data: 'x', containers: ['/mine/'] } }))
+      .status,
+  ).toBe(201);
+
+  const first = await reader.get('/tokens?size=1');
+  expect([first.status, first.body.data]).toEqual([200, []]);
+  const cursor = first.body.pagination.next as string;
+  expect(Buffer.from(cursor, 'base64url').toString('latin1')).not.toContain('customer-');
+  const second = await reader.get(`/tokens?size=1&start=${cursor}`);
+  expect([second.body.data.map((t: { id: string }) => t.id), second.body.pagination.next]).toEqual([
+    ['zzz-mine'],
+    undefined,
+  ]);
+  const madeUp = await reader.get(`/tokens?size=1&start=${Buffer.from('customer-0500').toString('base64url')}`);
+  expect([madeUp.status, madeUp.body.errors?.start]).toEqual([400, ['is not a cursor this service issued']]);
+}, 60_000);
