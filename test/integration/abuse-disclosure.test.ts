@@ -280,3 +280,85 @@ describe('a search refusal says nothing about tokens the key cannot read', () =>
     expect([narrowed.status, narrowed.body.pagination?.total_items]).toEqual([200, 0]);
   }, 30_000);
 });
+
+// v2 search pages by cursor. `pagination.next` came whenever candidates were left after a full page, tokens the key
+// cannot read included: with one token of its own that sorts first (ids are the writer's to choose), `size: 1` told
+// whether any other token of the tenant matched, one write and one search per guess.
+test("a search page's cursor says nothing about tokens the key cannot read", async () => {
+  const writer = await key({ type: 'private', permissions: ['token:create'] });
+  await writer.post('/tokens', {
+    body: { type: 'token', data: 'theirs', containers: ['/pci/high/'], metadata: { customer: 'c-42' } },
+  });
+  const attacker = await key({
+    type: 'private',
+    rules: [
+      {
+        priority: 1,
+        container: '/mine/',
+        transform: 'reveal',
+        permissions: ['token:create', 'token:read', 'token:search'],
+      },
+    ],
+  });
+  const own = (id: string, customer: string) =>
+    attacker.post('/tokens', { body: { id, type: 'token', data: id, containers: ['/mine/'], metadata: { customer } } });
+  const page = async (customer: string, start?: string) => {
+    const answer = await attacker.post('/v2/tokens/search', {
+      body: { query: `metadata.customer:${customer}`, size: 1, ...(start ? { start } : {}) },
+    });
+    expect(answer.status).toBe(200);
+    return answer.body as { data: Array<{ id: string }>; pagination: { next?: string } };
+  };
+  expect((await own('000-probe-a', 'c-42')).status).toBe(201);
+  expect((await own('000-probe-b', 'c-43')).status).toBe(201);
+  // Only its own token matches as far as it may know, whether or not another token has the value.
+  const [guessed, other] = [await page('c-42'), await page('c-43')];
+  expect([guessed.data.map((t) => t.id), guessed.pagination.next]).toEqual([['000-probe-a'], undefined]);
+  expect([other.data.map((t) => t.id), other.pagination.next]).toEqual([['000-probe-b'], undefined]);
+
+  // A next page of tokens it reads is still announced, and the last page has no cursor.
+  expect((await own('zzz-probe-c', 'c-42')).status).toBe(201);
+  const first = await page('c-42');
+  expect(first.pagination.next).toEqual(expect.any(String));
+  const second = await page('c-42', first.pagination.next);
+  expect([second.data.map((t) => t.id), second.pagination.next]).toEqual([['zzz-probe-c'], undefined]);
+});
+
+// A list reads at most 1,000 stored tokens per request and then answers with a cursor to go on from. That cursor was
+// the last id read, in base64url: the id of a token the key may not read, and any id was accepted as `start`, so a key
+// that reads a single token enumerated the ids of all the others (ids the writer chose may hold customer numbers).
+test('a list cursor names no token the key cannot read, and a key cannot make up its own', async () => {
+  const { managementKey: admin } = await createTenant(api.url, api.operatorKey);
+  const inTenant = async (body: Record<string, unknown>) =>
+    client(api.url, (await createApplication(api.url, admin, { name: 'cursor', ...body })).key);
+  const writer = await inTenant({ type: 'private', permissions: ['token:create'] });
+  for (let from = 0; from < 1000; from += 100) {
+    const body = Array.from({ length: 100 }, (_, i) => ({
+      id: `customer-${String(from + i).padStart(4, '0')}`,
+      type: 'token',
+      data: 'theirs',
+      containers: ['/pci/'],
+    }));
+    expect((await writer.post('/tokenize', { body })).status).toBe(201);
+  }
+  const reader = await inTenant({
+    type: 'private',
+    rules: [{ priority: 1, container: '/mine/', transform: 'reveal', permissions: ['token:create', 'token:read'] }],
+  });
+  expect(
+    (await reader.post('/tokens', { body: { id: 'zzz-mine', type: 'token', data: 'x', containers: ['/mine/'] } }))
+      .status,
+  ).toBe(201);
+
+  const first = await reader.get('/tokens?size=1');
+  expect([first.status, first.body.data]).toEqual([200, []]);
+  const cursor = first.body.pagination.next as string;
+  expect(Buffer.from(cursor, 'base64url').toString('latin1')).not.toContain('customer-');
+  const second = await reader.get(`/tokens?size=1&start=${cursor}`);
+  expect([second.body.data.map((t: { id: string }) => t.id), second.body.pagination.next]).toEqual([
+    ['zzz-mine'],
+    undefined,
+  ]);
+  const madeUp = await reader.get(`/tokens?size=1&start=${Buffer.from('customer-0500').toString('base64url')}`);
+  expect([madeUp.status, madeUp.body.errors?.start]).toEqual([400, ['is not a cursor this service issued']]);
+}, 60_000);

@@ -362,7 +362,7 @@ describe('a reactor or proxy runs with its application’s rights only when writ
     });
     expect(repointed.status).toBe(403);
     expect((await admin.get(`/proxies/${proxy.id}`)).body.destination_url).toBe('https://example.com/collect');
-    // Proxies without an application stay the builder's to edit.
+    // Proxies without an application stay the builder's to rename (re-pointing one: abuse-redirect.test.ts).
     const plain = await builder.post('/proxies', { body: { name: 'plain', destination_url: 'https://example.com/x' } });
     expect(plain.status).toBe(201);
     expect(

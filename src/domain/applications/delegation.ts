@@ -38,6 +38,37 @@ export function assertMayDelegate(
   );
 }
 
+/**
+ * 403 when a key without application:update changes where an existing reactor or proxy sends what its callers'
+ * keys detokenize (`changed` names the fields: a destination, code, transforms, configuration). Callers adopted it as
+ * it was; whoever re-points it receives their plaintext, which a management key (no token permission) must not get.
+ * That is issuing token access, the right application:update already stands for. Creating one is not re-pointing:
+ * no caller sends it anything until it is given its key or id.
+ */
+export function assertMayRedirect(principal: TenantPrincipal, changed: string[], what: 'reactor' | 'proxy'): void {
+  if (changed.length === 0 || principal.permissions.has('application:update')) return;
+  throw new Errors.Forbidden(
+    `Changing ${changed.join(', ')} of a ${what} changes where its callers' detokenized data goes: it needs application:update too (the right that issues token access).`,
+  );
+}
+
+/** The fields among `names` whose values differ between `before` and `after` (object keys in any order). */
+export function changedFields<K extends string>(
+  before: { [N in K]?: unknown },
+  after: { [N in K]?: unknown },
+  names: readonly K[],
+): string[] {
+  return names.filter((name) => sortedJson(before[name]) !== sortedJson(after[name]));
+}
+
+function sortedJson(value: unknown): string {
+  return JSON.stringify(value ?? null, (_key, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}
+
 /** 403 when a key that expires would create, extend or take over an application that outlives it. */
 export function assertMayOutlive(principal: TenantPrincipal, expiresAt: string | undefined): void {
   if (!outlives(principal, expiresAt)) return;

@@ -12,7 +12,7 @@ import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { WatchedCache } from '../../store/watched-cache.js';
-import { assertMayAttach, assertMayDelegate } from '../applications/delegation.js';
+import { assertMayAttach, assertMayDelegate, assertMayRedirect, changedFields } from '../applications/delegation.js';
 import { mergePatch } from '../merge-patch.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
@@ -271,9 +271,13 @@ export class ProxyService {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'proxy');
-    const body = next(current.value, await this.openConfiguration(current.value));
+    const before = { ...current.value, configuration: await this.openConfiguration(current.value) };
+    const body = next(current.value, before.configuration);
     assertMayDelegate(principal, body.application?.id, 'proxy');
-    const { configuration, ...fields } = await this.check(principal, body);
+    const checked = await this.check(principal, body);
+    const redirecting = ['destination_url', 'request_transform', 'response_transform', 'configuration'] as const;
+    assertMayRedirect(principal, changedFields(before, checked, redirecting), 'proxy');
+    const { configuration, ...fields } = checked;
     const record: ProxyRecord = {
       ...current.value,
       ...fields,

@@ -12,7 +12,7 @@ import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
-import { assertMayAttach, assertMayDelegate } from '../applications/delegation.js';
+import { assertMayAttach, assertMayDelegate, assertMayRedirect, changedFields } from '../applications/delegation.js';
 import { mergePatch } from '../merge-patch.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
@@ -275,7 +275,9 @@ export class ReactorService {
   /**
    * 403 when changing the formula's code would change code that runs with an application's rights (a reactor of the
    * caller's tenant with an application uses it) and the caller could not write such a reactor: it lacks
-   * application:update, it expires before that application does, or the application is managed (assertMayAttach).
+   * application:update, it expires before that application does, or the application is managed (assertMayAttach). Any
+   * reactor that runs it needs application:update (assertMayRedirect): its code receives what the reactor's callers
+   * detokenize.
    */
   async assertMayRewriteFormula(principal: TenantPrincipal, formulaId: string): Promise<void> {
     // The operator passes every check: no need to read the reactors.
@@ -287,8 +289,13 @@ export class ReactorService {
         'reactor',
         keys.reactor(usage.tenantId, usage.reactorId),
       );
-      const applicationId = reactor?.value.application_id;
-      if (applicationId === undefined) continue;
+      if (reactor === undefined) continue;
+      const applicationId = reactor.value.application_id;
+      // Without an application the code still receives what the reactor's callers detokenize.
+      if (applicationId === undefined) {
+        assertMayRedirect(principal, ['the code of a formula it runs'], 'reactor');
+        continue;
+      }
       assertMayDelegate(principal, applicationId, 'reactor');
       const application = await getRecord<ApplicationRecord>(
         this.store,
@@ -379,7 +386,8 @@ export class ReactorService {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'reactor');
-    const body = next(current.value, await this.openConfiguration(current.value));
+    const before = { code: current.value.code, configuration: await this.openConfiguration(current.value) };
+    const body = next(current.value, before.configuration);
     assertMayDelegate(principal, body.application?.id, 'reactor');
     if (body.formula && body.formula.id !== current.value.formula_id) {
       throw new Errors.InvalidBody({ errors: { 'formula.id': ['cannot be changed; create a new reactor'] } });
@@ -389,10 +397,12 @@ export class ReactorService {
     const formula = current.value.formula_id ? await this.formulaOf(tenantId, current.value.formula_id) : undefined;
     const configuration = body.configuration ?? {};
     await this.check(principal, body, formula, configuration);
+    const code = formula ? undefined : (body.code ?? current.value.code);
+    assertMayRedirect(principal, changedFields(before, { code, configuration }, ['code', 'configuration']), 'reactor');
     const record: ReactorRecord = {
       ...current.value,
       name: body.name,
-      code: formula ? undefined : (body.code ?? current.value.code),
+      code,
       application_id: body.application?.id,
       sealed_configuration: await this.sealConfiguration(tenantId, id, configuration),
       modified_at: new Date().toISOString(),

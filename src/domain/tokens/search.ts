@@ -108,22 +108,25 @@ export class TokenSearch {
       const after = decodeCursor(start);
       ids = ids.filter((id) => id > after);
     }
+    // One match beyond the page decides whether a next page is announced. Candidates left over are no sign of one:
+    // they may all be tokens the key cannot read, and a cursor given whenever some were left told the key that a
+    // token it may not read matched (one token of its own that sorts first, `size: 1`, one search per guess).
     const found: Array<{ record: TokenRecord; transform: Transform }> = [];
     let examined = 0;
-    while (examined < ids.length && found.length < size) {
+    while (examined < ids.length && found.length <= size) {
       // A page's worth at a time: with selective terms most candidates match, so more would be read for nothing.
-      const batch = ids.slice(examined, examined + Math.min(BATCH, size));
+      const batch = ids.slice(examined, examined + Math.min(BATCH, size + 1));
       const records = await this.load(principal.tenantId, batch);
       for (const id of batch) {
         examined++;
         const kept = this.check(principal, plan, records.get(id));
         if (kept) found.push(kept);
-        if (found.length === size) break;
+        if (found.length > size) break;
       }
     }
-    const data = await this.shown(principal.tenantId, found);
-    const next =
-      found.length === size && examined < ids.length ? encodeCursor(found[found.length - 1].record.id) : undefined;
+    const page = found.slice(0, size);
+    const data = await this.shown(principal.tenantId, page);
+    const next = found.length > size ? encodeCursor(page[page.length - 1].record.id) : undefined;
     return { pagination: { page_size: size, ...(next ? { next } : {}) }, data };
   }
 

@@ -347,7 +347,8 @@ export class TokenService {
     if (query.ids?.length) return this.listByIds(principal, query);
     const prefix = keys.tokens(tenantId);
     const found: Array<{ record: TokenRecord; transform: Transform }> = [];
-    let after = query.start === undefined ? undefined : prefix + decodeCursor(query.start);
+    let after =
+      query.start === undefined ? undefined : prefix + (await decodeCursor(this.cipher, tenantId, query.start));
     let scanned = 0;
     // Whether the tenant holds a token after `after`: each read's count of the rest of the range tells (etcd counts it
     // anyway), so deciding `next` takes no read of its own.
@@ -372,7 +373,10 @@ export class TokenService {
     const data = await shownTokens(this.cipher, this.usage, tenantId, found);
     const next = more && after !== undefined;
     return {
-      pagination: { page_size: query.size, ...(next ? { next: encodeCursor(after!.slice(prefix.length)) } : {}) },
+      pagination: {
+        page_size: query.size,
+        ...(next ? { next: await encodeCursor(this.cipher, tenantId, after!.slice(prefix.length)) } : {}),
+      },
       data,
     };
   }
@@ -653,11 +657,22 @@ function utc(time: string | null | undefined): string | undefined {
   return time ? new Date(time).toISOString() : undefined;
 }
 
-const encodeCursor = (id: string) => Buffer.from(id, 'utf8').toString('base64url');
-
-function decodeCursor(cursor: string): string {
-  const id = Buffer.from(cursor, 'base64url').toString('utf8');
-  if (!/^[A-Za-z0-9_.:@~+=-]{1,400}$/.test(id))
-    throw new Errors.InvalidQuery({ errors: { start: ['is not a cursor this service issued'] } });
-  return id;
+/**
+ * A list's cursor: the id to go on after, sealed with the tenant's data key. A page that stops after LIST_SCAN_LIMIT
+ * tokens it could not show goes on after a token the key may not read: in the clear (base64url) the cursor named that
+ * token, and any id was taken as `start`, so a key that read one token enumerated the ids of the others.
+ */
+function encodeCursor(cipher: DataCipher, tenantId: string, id: string): Promise<string> {
+  return cipher.encrypt(tenantId, cursorAad(tenantId), id);
 }
+
+async function decodeCursor(cipher: DataCipher, tenantId: string, cursor: string): Promise<string> {
+  try {
+    return (await cipher.decrypt(tenantId, cursorAad(tenantId), cursor)).toString('utf8');
+  } catch (error) {
+    if (!(error instanceof Errors.DecryptionFailed)) throw error;
+    throw new Errors.InvalidQuery({ errors: { start: ['is not a cursor this service issued'] } });
+  }
+}
+
+const cursorAad = (tenantId: string) => `token-list-cursor:${tenantId}`;
