@@ -499,6 +499,74 @@ describe('a reactor or proxy runs with its application’s rights only when writ
   });
 });
 
+describe("the tokens a reactor's result asks for are created with no more than its application's rights, or the caller's", () => {
+  // Passes its args on to be tokenized: whatever container, id and deduplication the caller asks for.
+  const PASS_THROUGH = 'module.exports = async (req) => ({ tokenize: req.args.token });';
+  const card = (id: string, container: string) => ({
+    type: 'card_number',
+    id,
+    data: '4242424242424242',
+    containers: [container],
+  });
+
+  test('a caller holding token:use alone creates nothing through a reactor without an application', async () => {
+    const owner = client(
+      api.url,
+      (await app({ type: 'private', permissions: ['token:create', 'token:read', 'token:use'] })).key,
+    );
+    const existing = (await owner.post('/tokens', { body: card('victim-card', '/pci/high/') })).body;
+    expect(existing.id).toBe('victim-card');
+    const reactor = (
+      await client(api.url, managementKey).post('/reactors', { body: { name: 'pass', code: PASS_THROUGH } })
+    ).body;
+    const caller = client(
+      api.url,
+      (
+        await app({
+          type: 'private',
+          rules: [{ priority: 1, container: '/general/', transform: 'reveal', permissions: ['token:use'] }],
+        })
+      ).key,
+    );
+    const planted = await caller.post(`/reactors/${reactor.id}/react`, {
+      body: { args: { token: card('planted', '/pci/high/') } },
+    });
+    expect(planted.status).toBe(403);
+    expect((await owner.get('/tokens/planted')).status).toBe(404);
+    // Deduplication would have told whether a card the caller cannot read exists: no answer either way now.
+    const probed = await caller.post(`/reactors/${reactor.id}/react`, {
+      body: { args: { token: { ...card('probe', '/pci/high/'), deduplicate_token: true } } },
+    });
+    expect(probed.status).toBe(403);
+    expect(JSON.stringify(probed.body)).not.toContain('victim-card');
+  });
+
+  test("with an application, its access rules decide, as for the code's own `bt` calls", async () => {
+    const general = await app({
+      type: 'private',
+      rules: [
+        { priority: 1, container: '/general/', transform: 'reveal', permissions: ['token:create', 'token:read'] },
+      ],
+    });
+    const reactor = (
+      await client(api.url, managementKey).post('/reactors', {
+        body: { name: 'pass with app', code: PASS_THROUGH, application: { id: general.id } },
+      })
+    ).body;
+    const caller = client(api.url, (await app({ type: 'private', permissions: ['token:use'] })).key);
+    const refused = await caller.post(`/reactors/${reactor.id}/react`, {
+      body: { args: { token: card('into-pci', '/pci/high/') } },
+    });
+    expect(refused.status).toBe(403);
+    const allowed = await caller.post(`/reactors/${reactor.id}/react`, {
+      body: { args: { token: { type: 'token', data: 'plain', containers: ['/general/'] } } },
+    });
+    expect(allowed.status).toBe(200);
+    const created = await client(api.url, general.key).get(`/tokens/${allowed.body.tokens.id}`);
+    expect(created.body).toMatchObject({ data: 'plain', created_by: general.id });
+  });
+});
+
 describe('a key minted for reactor code (`bt`) makes nothing that outlives its 2-minute lease', () => {
   test('it neither creates nor authorizes sessions (403), which would keep its rights for hours', async () => {
     const reader = await app({ type: 'private', permissions: ['token:read'] });

@@ -372,7 +372,14 @@ export class ReactorService {
     const output = (result.result ?? {}) as { raw?: unknown; tokenize?: unknown };
     const response: ReactResponse = {};
     if (output.tokenize !== undefined && output.tokenize !== null) {
-      response.tokens = await tokenize(this.tokens, reactorPrincipal(tenantId, record.id), output.tokenize, 'wait');
+      // Created with the rights of the reactor's application, as the code could through `bt`, or without one with the
+      // caller's own. Before, the reactor itself created them with token:create in every container: a caller holding
+      // token:use alone wrote tokens (chosen ids too) into /pci/high/ through a reactor that passes its args on, and
+      // learnt from deduplication whether a card it cannot read exists.
+      const creator = record.application_id
+        ? await this.btKeys.principalFor(tenantId, record.application_id)
+        : principal;
+      response.tokens = await tokenize(this.tokens, creator, output.tokenize, 'wait');
     }
     if (output.raw !== undefined) response.raw = output.raw;
     return response;
@@ -521,18 +528,6 @@ export class ReactorService {
       modified_by: record.modified_by,
     };
   }
-}
-
-/** Tokens a reactor's code asks to tokenize are created by the reactor itself, in any container of its tenant. */
-function reactorPrincipal(tenantId: string, reactorId: string): TenantPrincipal {
-  return {
-    kind: 'application',
-    tenantId,
-    applicationId: reactorId,
-    applicationType: 'private',
-    permissions: new Set(['token:create']),
-    rules: [],
-  };
 }
 
 /** How a failed invocation is answered (docs/api.md, "Reactor errors"). */
