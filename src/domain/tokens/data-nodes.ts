@@ -5,21 +5,32 @@
 import { Errors } from '../../errors/registry.js';
 
 /** TOKENVAULT_TOKEN_DATA_MAX_NODES's default (config.ts). */
-export const DEFAULT_TOKEN_DATA_MAX_NODES = 10_000;
+export const DEFAULT_TOKEN_DATA_MAX_NODES = 5_000;
 
 /** Whether `value` holds more than `max` object members and array elements, all levels; stops once past `max`. */
 export function hasMoreNodesThan(value: unknown, max: number): boolean {
+  if (value === null || typeof value !== 'object') return false;
   let left = max;
   // Depth first with an explicit stack: data that did not come through a request body (a reactor's result, a merge)
   // had no depth check, and recursion must not overflow before the count says no.
-  const stack: unknown[] = [value];
+  const stack: object[] = [value];
   while (stack.length > 0) {
-    const node = stack.pop();
-    if (node === null || typeof node !== 'object') continue;
-    const children = Array.isArray(node) ? node : Object.values(node as Record<string, unknown>);
-    left -= children.length;
-    if (left < 0) return true;
-    for (const child of children) if (child !== null && typeof child === 'object') stack.push(child);
+    const node = stack.pop()!;
+    if (Array.isArray(node)) {
+      left -= node.length;
+      if (left < 0) return true;
+      for (const child of node as unknown[]) if (child !== null && typeof child === 'object') stack.push(child);
+    } else {
+      // Object.keys, then a lookup per key, only once the count is known to be within the limit: on an object of
+      // 40,000 keys, Object.keys takes ~8 ms, Object.values or for...in ~35 ms.
+      const names = Object.keys(node);
+      left -= names.length;
+      if (left < 0) return true;
+      for (const name of names) {
+        const child = (node as Record<string, unknown>)[name];
+        if (child !== null && typeof child === 'object') stack.push(child);
+      }
+    }
   }
   return false;
 }
