@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { hashKey, isApiKey } from '../auth/api-keys.js';
 import { parseKeyEncryptionKeys } from '../crypto/keyring.js';
+import { DEFAULT_TOKEN_DATA_MAX_NODES } from '../domain/tokens/data-nodes.js';
 import { parseQuantity } from './quantity.js';
 import { workerUrlPatternProblem } from './worker-url-patterns.js';
 import type { StoreSpec } from '../store/open.js';
@@ -226,6 +227,8 @@ export interface Config {
     expirySweepSeconds: number;
     /** Deepest nesting of arrays and objects in a JSON body (every JSON body path, the proxy's included). */
     jsonMaxDepth: number;
+    /** Most object members and array elements (all levels) one token's data may hold, wherever token data enters. */
+    tokenDataMaxNodes: number;
     /** How many stored tokens a v1 page-paged token list (`GET /tokens?page=`) may read to count its matches. */
     tokenPageScanLimit: number;
     /** Token search (POST /tokens/search): longest query, most terms, most tokens one query may match. */
@@ -645,6 +648,13 @@ export const SETTINGS = {
     env: 'TOKENVAULT_JSON_MAX_DEPTH',
     description: 'Deepest nesting of arrays and objects in a JSON body; deeper is 400 TV_JSON_TOO_DEEP',
     default: '64',
+  },
+  tokenDataMaxNodes: {
+    flag: 'token-data-max-nodes',
+    env: 'TOKENVAULT_TOKEN_DATA_MAX_NODES',
+    description:
+      "Most object members and array elements, counted at every level, one token's data may hold; more is 400 TV_TOKEN_DATA_TOO_LARGE",
+    default: String(DEFAULT_TOKEN_DATA_MAX_NODES),
   },
   sessionTtl: {
     flag: 'session-ttl-seconds',
@@ -1077,6 +1087,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     tokenCacheBytes: integer('tokenCache', 0, 4 * 1024 * 1024 * 1024),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
     jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
+    tokenDataMaxNodes: integer('tokenDataMaxNodes', 1, 10_000_000),
     tokenPageScanLimit: integer('tokenPageScan', 100, 1_000_000),
     searchMaxQueryLength: integer('searchMaxQueryLength', 10, 100_000),
     searchMaxClauses: integer('searchMaxClauses', 1, 1000),

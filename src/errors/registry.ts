@@ -76,6 +76,13 @@ export const Errors = {
   InvalidBody: define('TV_INVALID_BODY', 400, 'Bad Request', 'The request body is invalid.'),
   MalformedJson: define('TV_MALFORMED_JSON', 400, 'Bad Request', 'The request body is not valid JSON.'),
   JsonTooDeep: define('TV_JSON_TOO_DEEP', 400, 'Bad Request', 'The JSON body nests deeper than allowed.', LIMIT),
+  TokenDataTooLarge: define(
+    'TV_TOKEN_DATA_TOO_LARGE',
+    400,
+    'Bad Request',
+    "The token's data holds more object members and array elements than allowed (TOKENVAULT_TOKEN_DATA_MAX_NODES).",
+    LIMIT,
+  ),
   InvalidQuery: define('TV_INVALID_QUERY', 400, 'Bad Request', 'The query string is invalid.'),
   InvalidPath: define('TV_INVALID_PATH', 400, 'Bad Request', 'The path parameter is invalid.'),
   InvalidHeader: define('TV_INVALID_HEADER', 400, 'Bad Request', 'A request header is invalid.'),

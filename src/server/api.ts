@@ -110,6 +110,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     config.limits.tokenPageScanLimit,
     scanGate,
     bulkGate,
+    config.limits.tokenDataMaxNodes,
   );
   // Sealed token records, watched: a proxied request naming ten tokens needs no etcd read for them once they are here.
   const tokenRecords = new TokenRecordCache(store, {

@@ -55,6 +55,7 @@ export class TokenIntentService {
 
   async create(principal: TenantPrincipal, body: CreateTokenIntentBody): Promise<TokenIntent> {
     const tenantId = principal.tenantId;
+    this.tokens.assertDataSize(body.data);
     const type = TOKEN_TYPES.get(body.type)!;
     const errors = type.validate(body.data);
     if (errors) throw new Errors.InvalidBody({ errors });

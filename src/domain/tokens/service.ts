@@ -29,6 +29,7 @@ import {
   type TokenFields,
 } from './schema.js';
 import { TOKEN_TYPES } from './types.js';
+import { DEFAULT_TOKEN_DATA_MAX_NODES, assertDataNodes } from './data-nodes.js';
 import { applyPrivacy } from './privacy.js';
 import {
   DEFAULT_BULK_GATE,
@@ -104,6 +105,8 @@ export class TokenService {
     private readonly pageScanLimit = DEFAULT_PAGE_SCAN_LIMIT,
     pageScanGate: TenantGateLimits = DEFAULT_SCAN_GATE,
     bulkCreateGate: TenantGateLimits = DEFAULT_BULK_GATE,
+    /** TOKENVAULT_TOKEN_DATA_MAX_NODES: most object members and array elements of one token's data. */
+    private readonly dataMaxNodes = DEFAULT_TOKEN_DATA_MAX_NODES,
   ) {
     this.pageScans = new TenantGate(
       {
@@ -133,6 +136,14 @@ export class TokenService {
    * the store's and the process's time from other tenants (docs/security.md, "Limits"). A single token is not gated:
    * it costs what POST /tokens does, which the request rate limits count. `whenBusy` as TenantGate.run.
    */
+  /**
+   * 400 TV_TOKEN_DATA_TOO_LARGE for data past TOKENVAULT_TOKEN_DATA_MAX_NODES. Every create and update checks its data
+   * (the merged data of an update) before anything else reads it; token intents check theirs here before sealing it.
+   */
+  assertDataSize(data: unknown): void {
+    assertDataNodes(data, this.dataMaxNodes);
+  }
+
   async createMany<T>(tenantId: string, count: number, work: () => Promise<T>, whenBusy: WhenBusy): Promise<T> {
     return count > 1 ? this.bulkCreates.run(tenantId, work, { whenBusy }) : work();
   }
@@ -509,6 +520,7 @@ export class TokenService {
     },
     fingerprintByDefault: boolean,
   ): Promise<{ fingerprint?: string; masked?: unknown; searchHashes?: string[] }> {
+    this.assertDataSize(fields.data);
     const type = TOKEN_TYPES.get(typeName)!;
     const errors: FieldErrors = { ...type.validate(fields.data) };
     for (const [name, template] of [
