@@ -91,6 +91,28 @@ export class TenantCrypto {
     });
   }
 
+  /**
+   * `decrypt` for a value a client sent back (a list cursor): undefined when it is not one the tenant's keys sealed for
+   * `aad`. No log line: a made-up value is the client's mistake, not a sign that the store was tampered with.
+   */
+  async decryptFromClient(tenantId: string, aad: string, ciphertext: string): Promise<Buffer | undefined> {
+    const parts = ciphertext.split('.');
+    const [version, dekId, body] = parts;
+    if (parts.length !== 3 || version !== CIPHERTEXT_VERSION || !isDataKeyId(dekId) || body === '') return undefined;
+    let key: OpenedKey;
+    try {
+      key = (await this.resolve(tenantId, false, (k) => k.dataKeys.get(dekId), dekId)).opened;
+    } catch (error) {
+      if (error instanceof CryptoFailure) return undefined;
+      throw error;
+    }
+    try {
+      return open(key.key, Buffer.from(body, 'base64url'), dataAad(tenantId, dekId, aad));
+    } catch {
+      return undefined; // its tag does not authenticate: made up or altered
+    }
+  }
+
   /** A keyed HMAC-SHA256 of the input in base58: equal inputs match within a tenant and nowhere else. */
   async fingerprint(tenantId: string, input: string): Promise<string> {
     return this.guard(tenantId, async () => {

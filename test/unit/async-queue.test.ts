@@ -13,6 +13,7 @@ import { MemoryStore } from '../../src/store/memory.js';
 const cipher: DataCipher = {
   encrypt: async (_tenant, _aad, plaintext) => Buffer.from(plaintext).toString('base64'),
   decrypt: async (_tenant, _aad, sealed) => Buffer.from(sealed, 'base64'),
+  decryptFromClient: async (_tenant, _aad, sealed) => Buffer.from(sealed, 'base64'),
   fingerprint: async (_tenant, input) => input,
   searchHash: async (_tenant, input) => input,
 };

@@ -121,6 +121,30 @@ test('AAD binding: a ciphertext decrypts under its token id only, and only in it
   expect(lines.map((l) => JSON.parse(l).reason)).toEqual(['ciphertext failed authentication', 'unknown data key']);
 });
 
+test('a value a client sent back (a list cursor) opens only as sealed, and a made-up one logs nothing', async () => {
+  const store = memoryStore();
+  const { logger, lines } = capturedLogger();
+  const crypto = new TenantCrypto(store, KeyRing.generate(), logger);
+  const [tenant, other] = [randomUUID(), randomUUID()];
+  const cursor = await crypto.encrypt(tenant, 'cursor/', 'customer-0999');
+  await crypto.encrypt(other, 'cursor/', 'x');
+  expect((await crypto.decryptFromClient(tenant, 'cursor/', cursor))?.toString()).toBe('customer-0999');
+  const [version, dekId, body] = cursor.split('.');
+  const altered = `${version}.${dekId}.${body.slice(0, -2)}${body.endsWith('AA') ? 'BB' : 'AA'}`;
+  for (const madeUp of [
+    Buffer.from('customer-0500').toString('base64url'),
+    altered,
+    `${version}.${dekId}.`,
+    `${version}.dek_unknown.${body}`,
+  ]) {
+    expect(await crypto.decryptFromClient(tenant, 'cursor/', madeUp)).toBeUndefined();
+  }
+  expect(await crypto.decryptFromClient(tenant, 'token-a', cursor)).toBeUndefined();
+  expect(await crypto.decryptFromClient(other, 'cursor/', cursor)).toBeUndefined();
+  // Clients make up values all day: none of that is a sign of tampering in the store, worth an error line.
+  expect(lines).toEqual([]);
+});
+
 test('a tampered ciphertext fails with DecryptionFailed and one log line of ids, without data', async () => {
   const store = memoryStore();
   const { logger, lines } = capturedLogger();

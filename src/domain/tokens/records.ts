@@ -8,6 +8,8 @@ import type { Template } from './schema.js';
 export interface DataCipher {
   encrypt(tenantId: string, aad: string, plaintext: string | Buffer): Promise<string>;
   decrypt(tenantId: string, aad: string, ciphertext: string): Promise<Buffer>;
+  /** `decrypt` of a value a client sent back: undefined, and no log line, when the tenant's keys did not seal it. */
+  decryptFromClient(tenantId: string, aad: string, ciphertext: string): Promise<Buffer | undefined>;
   fingerprint(tenantId: string, input: string): Promise<string>;
   /** Keyed hash of a search index value (HMAC-SHA256 under a per-tenant search key). */
   searchHash(tenantId: string, input: string): Promise<string>;

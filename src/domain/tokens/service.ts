@@ -675,16 +675,15 @@ function utc(time: string | null | undefined): string | undefined {
  * token, and any id was taken as `start`, so a key that read one token enumerated the ids of the others.
  */
 function encodeCursor(cipher: DataCipher, tenantId: string, id: string): Promise<string> {
-  return cipher.encrypt(tenantId, cursorAad(tenantId), id);
+  return cipher.encrypt(tenantId, CURSOR_AAD, id);
 }
 
 async function decodeCursor(cipher: DataCipher, tenantId: string, cursor: string): Promise<string> {
-  try {
-    return (await cipher.decrypt(tenantId, cursorAad(tenantId), cursor)).toString('utf8');
-  } catch (error) {
-    if (!(error instanceof Errors.DecryptionFailed)) throw error;
-    throw new Errors.InvalidQuery({ errors: { start: ['is not a cursor this service issued'] } });
-  }
+  const id = await cipher.decryptFromClient(tenantId, CURSOR_AAD, cursor);
+  if (id === undefined) throw new Errors.InvalidQuery({ errors: { start: ['is not a cursor this service issued'] } });
+  return id.toString('utf8');
 }
 
-const cursorAad = (tenantId: string) => `token-list-cursor:${tenantId}`;
+// The tenant is bound by the cipher itself. A '/' no token id may hold: no token's data (sealed under its id) is ever
+// also a cursor.
+const CURSOR_AAD = 'token-list-cursor/';
