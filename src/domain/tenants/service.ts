@@ -1,7 +1,8 @@
 // Tenants. A tenant owns everything under its prefix. The operator creates a tenant together with its first
 // management application (one transaction), and deletes it in steps that survive a crash: the record is first
 // marked `deleting` (every key of the tenant stops authenticating at once), then its key-index entries and data
-// are removed, and the record goes last, so a repeated delete finishes what an interrupted one started.
+// are removed (the data in pieces of TENANT_DELETE_PIECE_KEYS keys), and the record goes last, so a repeated delete
+// finishes what an interrupted one started.
 import { randomUUID } from 'node:crypto';
 import { OPERATOR_ACTOR_ID } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
@@ -56,6 +57,14 @@ export const DEFAULT_SETTINGS: TenantSettings = { deduplicate_tokens: 'false', f
 
 /** How many keys one transaction deletes while a tenant is removed (etcd allows 128 operations per txn). */
 const DELETE_BATCH = 100;
+
+/**
+ * At most this many of a tenant's keys go in one etcd delete while it is removed. etcd applies one write at a time,
+ * so every tenant's writes wait for each delete: 1,000 keys take it about 10 ms (measured: 140,000 keys in one
+ * delete, 1.4 s). Smaller pieces make the deletion longer without shortening the wait much, since finding the
+ * pieces (counting parts of the key space) costs about as much per step.
+ */
+export const TENANT_DELETE_PIECE_KEYS = 1_000;
 
 export class TenantService {
   constructor(
@@ -182,7 +191,8 @@ export class TenantService {
       const batch = keyHashes.slice(i, i + DELETE_BATCH);
       await this.store.txn({ success: batch.map((hash) => ({ type: 'delete' as const, key: keys.apiKey(hash) })) });
     }
-    await this.store.deletePrefix(keys.tenantData(id));
+    // In pieces: one delete of a large tenant's data would stall every other tenant's writes while etcd applies it.
+    await this.store.deletePrefixInPieces(keys.tenantData(id), TENANT_DELETE_PIECE_KEYS);
     // Its webhook deliveries (outside its prefix: the dispatcher serves every tenant) and its outbox's mark, together,
     // so that no entry is left without the mark that leads the dispatcher to it.
     await this.store.txn({
