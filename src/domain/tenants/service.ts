@@ -67,6 +67,13 @@ const DELETE_BATCH = 100;
 export const TENANT_DELETE_PIECE_KEYS = 1_000;
 
 export class TenantService {
+  /**
+   * The deletions this process is running, by tenant. A large tenant takes longer to delete than the controller waits
+   * for an answer (15 s), and the controller then asks again: the repeated delete waits for the running one here
+   * instead of walking the same keys beside it.
+   */
+  private readonly removing = new Map<string, Promise<void>>();
+
   constructor(
     private readonly store: Store,
     private readonly applications: ApplicationService,
@@ -181,6 +188,16 @@ export class TenantService {
       );
       if (!marked) throw new Errors.Conflict('The tenant was changed by another request; retry.');
     }
+    let removal = this.removing.get(id);
+    if (!removal) {
+      removal = this.remove(id).finally(() => this.removing.delete(id));
+      this.removing.set(id, removal);
+    }
+    await removal;
+  }
+
+  /** Removes a tenant marked deleting: its keys, its data, its webhook deliveries, and last its record. */
+  private async remove(id: string): Promise<void> {
     const keyHashes = [
       ...(await listRecords<ApplicationRecord>(this.store, 'application', keys.applications(id))).flatMap((a) =>
         a.keys.map((k) => k.key_hash),
