@@ -23,7 +23,17 @@ import {
 import { TurnBatches } from '../batching/turn-batches.js';
 import { Errors } from '../errors/registry.js';
 import { hostBreaker } from './breaker.js';
-import { assertDeletablePrefix, checkTxn, deliver, leaseSeconds, MAX_TXN_OPS, prefixEnd, swapTxn } from './common.js';
+import {
+  assertDeletablePrefix,
+  checkTxn,
+  deleteInPieces,
+  deliver,
+  isKeyspaceEnd,
+  leaseSeconds,
+  MAX_TXN_OPS,
+  prefixEnd,
+  swapTxn,
+} from './common.js';
 import type {
   CountedRange,
   Entry,
@@ -241,6 +251,37 @@ export class EtcdStore implements Store {
       this.client.kv.deleteRange({ key: Buffer.from(prefix), range_end: prefixEnd(prefix) }, options),
     );
     return Number(response.deleted);
+  }
+
+  async deletePrefixInPieces(prefix: string, maxKeys: number): Promise<number> {
+    // The counts only size the pieces (the pieces cover the whole prefix whatever they say), so they are serializable:
+    // answered by the member at hand without a round of consensus.
+    return deleteInPieces(prefix, maxKeys, {
+      countRanges: async (ranges) => {
+        const counts: number[] = [];
+        for (let i = 0; i < ranges.length; i += MAX_TXN_OPS) {
+          const response = await this.call(IDEMPOTENT, (options) =>
+            this.client.kv.txn(
+              {
+                compare: [],
+                success: ranges.slice(i, i + MAX_TXN_OPS).map(({ start, end }) => ({
+                  request_range: { key: start, range_end: end, count_only: true, serializable: true },
+                })),
+              },
+              options,
+            ),
+          );
+          counts.push(...response.responses.map((r) => Number(r.response_range.count)));
+        }
+        return counts;
+      },
+      deleteRange: async ({ start, end }) => {
+        const response = await this.call(ONCE, (options) =>
+          this.client.kv.deleteRange({ key: start, range_end: end }, options),
+        );
+        return Number(response.deleted);
+      },
+    });
   }
 
   async txn(txn: Txn): Promise<boolean> {
@@ -642,9 +683,7 @@ function greater(startAfter: string | undefined, prefix: string): Buffer {
 function lesser(startAfter: string | undefined, end: Buffer): Buffer {
   if (startAfter === undefined) return end;
   const before = Buffer.from(startAfter);
-  // A range_end of "\0" is the end of the keyspace (prefixEnd of a prefix of 0xff bytes).
-  const unbounded = end.length === 1 && end[0] === 0;
-  return unbounded || Buffer.compare(before, end) < 0 ? before : end;
+  return isKeyspaceEnd(end) || Buffer.compare(before, end) < 0 ? before : end;
 }
 
 export function tlsCredentials(tls: EtcdStoreOptions['tls']): IOptions['credentials'] {

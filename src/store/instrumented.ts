@@ -14,6 +14,7 @@ const TIMED = [
   'countedRange',
   'count',
   'deletePrefix',
+  'deletePrefixInPieces',
   'txn',
   'commit',
   'ping',

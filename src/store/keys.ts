@@ -1,5 +1,5 @@
 // The one place that knows the store's key layout. Everything a tenant owns lives under `t/<tenant id>/`, so
-// deleting a tenant is one prefix delete and no lookup can wander into another tenant's data. Only two things are
+// deleting a tenant is deleting one prefix and no lookup can wander into another tenant's data. Only two things are
 // global, because the caller cannot name a tenant for them: the tenant registry and the API-key index (a caller
 // presents nothing but its key). Index entries hold no secrets: the key hash and the principal it resolves to.
 

@@ -3,7 +3,17 @@
 // delete their keys (with delete events) when they expire, keys in byte order, and the same transaction limits.
 
 import { Errors } from '../errors/registry.js';
-import { assertDeletablePrefix, checkTxn, compareKeys, deliver, leaseSeconds, swapTxn } from './common.js';
+import {
+  assertDeletablePrefix,
+  checkTxn,
+  compareKeys,
+  deleteInPieces,
+  deliver,
+  isKeyspaceEnd,
+  leaseSeconds,
+  swapTxn,
+  type KeyRange,
+} from './common.js';
 import type { CountedRange, Entry, PutOptions, RangeOptions, Store, Txn, TxnOp, WatchEvent, Watcher } from './store.js';
 
 interface Stored {
@@ -103,6 +113,25 @@ export class MemoryStore implements Store {
     assertDeletablePrefix(prefix);
     this.begin();
     return this.apply(this.keysWithPrefix(prefix).map((key) => ({ type: 'delete', key })));
+  }
+
+  async deletePrefixInPieces(prefix: string, maxKeys: number): Promise<number> {
+    const inRange = (key: string, { start, end }: KeyRange) => {
+      const bytes = Buffer.from(key);
+      // An end of "\0" is the end of the keyspace, as in etcd.
+      return Buffer.compare(bytes, start) >= 0 && (isKeyspaceEnd(end) || Buffer.compare(bytes, end) < 0);
+    };
+    const keysIn = (range: KeyRange) => [...this.data.keys()].filter((key) => inRange(key, range));
+    return deleteInPieces(prefix, maxKeys, {
+      countRanges: async (ranges) => {
+        this.begin();
+        return ranges.map((range) => keysIn(range).length);
+      },
+      deleteRange: async (range) => {
+        this.begin();
+        return this.apply(keysIn(range).map((key) => ({ type: 'delete', key })));
+      },
+    });
   }
 
   async txn(txn: Txn): Promise<boolean> {

@@ -98,6 +98,12 @@ export interface Store {
   count(prefix: string): Promise<number>;
   /** Delete every key under a prefix; returns how many were deleted. */
   deletePrefix(prefix: string): Promise<number>;
+  /**
+   * As deletePrefix, with range deletes of at most `maxKeys` keys each, so that other writes wait for one piece at a
+   * time rather than for the whole prefix (common.ts, deleteInPieces). Not atomic: interrupted, it leaves some keys,
+   * and running it again deletes them. Keys written under the prefix meanwhile may be left.
+   */
+  deletePrefixInPieces(prefix: string, maxKeys: number): Promise<number>;
   /** Multi-key transaction: all of `success` is applied atomically iff every compare holds. */
   txn(txn: Txn): Promise<boolean>;
   /**

@@ -39,6 +39,8 @@ export function withWriteListeners(store: Store): Store {
     delete: (key) => settled(store.delete(key), () => tell(key)),
     compareAndDelete: (key, expected) => settled(store.compareAndDelete(key, expected), () => tell(key)),
     deletePrefix: (prefix) => settled(store.deletePrefix(prefix), () => tell(prefix, true)),
+    deletePrefixInPieces: (prefix, maxKeys) =>
+      settled(store.deletePrefixInPieces(prefix, maxKeys), () => tell(prefix, true)),
     txn: (txn) => settled(store.txn(txn), () => tellTxn(txn)),
     commit: (txn) => settled(store.commit(txn), () => tellTxn(txn)),
     onWrite: (listener) => {

@@ -15,6 +15,7 @@ import { MemoryStore } from '../../src/store/memory.js';
 import { forEachEntry } from '../../src/store/records.js';
 import type { Store, WatchEvent } from '../../src/store/store.js';
 import { startEtcd } from '../support/etcd.js';
+import { eventually } from '../support/wait.js';
 
 const endpoints = (process.env.TOKENVAULT_TEST_ETCD_ENDPOINTS ?? '').split(',').filter(Boolean);
 
@@ -257,6 +258,41 @@ describe.each(subjects)('Store contract: $name', ({ open }) => {
     expect(await store.deletePrefix(`${prefix}x/`)).toBe(3);
     expect((await store.range(prefix)).map((e) => e.key)).toEqual([`${prefix}x`, `${prefix}xy`]);
     await expect(store.deletePrefix('')).rejects.toThrow(/empty prefix/);
+  });
+
+  test('deletePrefixInPieces deletes exactly the keys under the prefix, no more than maxKeys in one revision', async () => {
+    const under = `${prefix}x/`;
+    // Token ids are the caller's: a shared long start, bytes near 0xff, NUL, the prefix itself, one key much deeper.
+    const names = [
+      '',
+      '\u0000',
+      'ÿ',
+      'ÿÿ',
+      '\u{10FFFF}',
+      '\u{10FFFF}\u{10FFFF}a',
+      ...Array.from({ length: 40 }, (_, i) => `shared/long/path/${i}`),
+      ...Array.from({ length: 12 }, (_, i) => `${'z'.repeat(30)}${String.fromCharCode(0x61 + i)}`),
+      'a/b/c/d/e/f/g',
+    ];
+    for (const name of names) await store.put(under + name, 'v');
+    const outside = [`${prefix}x`, `${prefix}x0`, `${prefix}w`];
+    for (const key of outside) await store.put(key, 'v');
+    const deletes = new Map<number, number>();
+    const watcher = await store.watch(prefix, (event) => {
+      if (event.type === 'delete') deletes.set(event.modRevision, (deletes.get(event.modRevision) ?? 0) + 1);
+    });
+    try {
+      expect(await store.deletePrefixInPieces(under, 5)).toBe(names.length);
+      await eventually(async () => expect([...deletes.values()].reduce((a, b) => a + b, 0)).toBe(names.length));
+    } finally {
+      await watcher.close();
+    }
+    expect(Math.max(...deletes.values())).toBeLessThanOrEqual(5);
+    // Packed: adjacent parts go together, so about as few deletes as pieces of 5 need.
+    expect(deletes.size).toBeLessThanOrEqual(2 * Math.ceil(names.length / 5));
+    expect((await store.range(prefix)).map((e) => e.key).sort()).toEqual([...outside].sort());
+    expect(await store.deletePrefixInPieces(under, 5)).toBe(0);
+    await expect(store.deletePrefixInPieces('', 5)).rejects.toThrow(/empty prefix/);
   });
 
   test('txn applies everything when the compares hold, in one revision', async () => {

@@ -1,5 +1,6 @@
 // Tenants: the self endpoints, settings, usage, deletion; and the operator's administration.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { TENANT_DELETE_PIECE_KEYS } from '../../src/domain/tenants/service.js';
 import { keys } from '../../src/store/keys.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
@@ -96,6 +97,36 @@ test('an interrupted delete is finished by deleting again', async () => {
   expect(await listedTenantIds()).not.toContain(tenantId);
 
   expect((await call(api.url, 'DELETE', `/admin/tenants/${tenantId}`, { key: api.operatorKey })).status).toBe(204);
+  expect(await store.count(keys.tenantData(tenantId))).toBe(0);
+  expect(await store.get(keys.tenant(tenantId))).toBeUndefined();
+});
+
+test('a large tenant is deleted in pieces: no etcd delete removes more than TENANT_DELETE_PIECE_KEYS of its keys', async () => {
+  const { tenantId } = await createTenant(api.url, api.operatorKey);
+  const store = api.context.store;
+  // 2.5 pieces of keys laid out as tokens with caller-chosen ids, written straight into the store (fast).
+  const total = 2.5 * TENANT_DELETE_PIECE_KEYS;
+  for (let i = 0; i < total; i += 125) {
+    const success = Array.from({ length: 125 }, (_, j) => ({
+      type: 'put' as const,
+      key: keys.token(tenantId, `order-${String(i + j).padStart(6, '0')}`),
+      value: '{}',
+    }));
+    await store.txn({ success });
+  }
+  const before = await store.count(keys.tenantData(tenantId));
+  expect(before).toBeGreaterThan(total);
+  const deletes = new Map<number, number>();
+  const watcher = await store.watch(keys.tenantData(tenantId), (event) => {
+    if (event.type === 'delete') deletes.set(event.modRevision, (deletes.get(event.modRevision) ?? 0) + 1);
+  });
+  try {
+    expect((await call(api.url, 'DELETE', `/admin/tenants/${tenantId}`, { key: api.operatorKey })).status).toBe(204);
+    await eventually(async () => expect([...deletes.values()].reduce((a, b) => a + b, 0)).toBe(before));
+  } finally {
+    await watcher.close();
+  }
+  expect(Math.max(...deletes.values())).toBeLessThanOrEqual(TENANT_DELETE_PIECE_KEYS);
   expect(await store.count(keys.tenantData(tenantId))).toBe(0);
   expect(await store.get(keys.tenant(tenantId))).toBeUndefined();
 });
