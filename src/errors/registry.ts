@@ -163,6 +163,13 @@ export const Errors = {
     'The tenant has as many unexpired client encryption keys as allowed (TOKENVAULT_CLIENT_KEYS_PER_TENANT).',
     LIMIT,
   ),
+  TokenLimit: define(
+    'TV_TOKEN_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many tokens as allowed (TOKENVAULT_TOKENS_PER_TENANT).',
+    LIMIT,
+  ),
   ReactorLimit: define(
     'TV_REACTOR_LIMIT',
     409,
@@ -203,6 +210,13 @@ export const Errors = {
     413,
     'Payload Too Large',
     'The request body is larger than allowed.',
+    LIMIT,
+  ),
+  TokenDataTooLarge: define(
+    'TV_TOKEN_DATA_TOO_LARGE',
+    413,
+    'Payload Too Large',
+    'The token data is larger than allowed (TOKENVAULT_TOKEN_DATA_MAX_BYTES).',
     LIMIT,
   ),
   UnsupportedMediaType: define(

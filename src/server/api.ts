@@ -110,6 +110,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     config.limits.tokenPageScanLimit,
     scanGate,
     bulkGate,
+    { perTenant: config.perTenant.tokens, dataMaxBytes: config.limits.tokenDataMaxBytes },
   );
   // Sealed token records, watched: a proxied request naming ten tokens needs no etcd read for them once they are here.
   const tokenRecords = new TokenRecordCache(store, {
@@ -180,10 +181,17 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     cacheSeconds: config.limits.keyCacheSeconds,
     perTenant: config.perTenant.reactors,
   });
+  const auditRetention = new AuditRetention(
+    store,
+    logger,
+    config.audit.retentionDays,
+    config.audit.sweepSeconds,
+    config.audit.entriesPerTenant,
+  );
   const audit = new AuditLog(
     store,
     logger,
-    { scanLimit: config.audit.scanLimit, scanGate },
+    { scanLimit: config.audit.scanLimit, scanGate, retention: auditRetention },
     {
       entry: (outcome) => metrics.auditEntries.inc({ outcome }),
       conflicts: (count) => (count > 0 ? metrics.auditConflicts.inc(count) : undefined),
@@ -255,7 +263,6 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   await dispatcher.start();
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
-  const auditRetention = new AuditRetention(store, logger, config.audit.retentionDays, config.audit.sweepSeconds);
   auditRetention.start();
 
   const server: Server = createExpressServer(createApp(context), {
