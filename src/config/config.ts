@@ -59,6 +59,8 @@ export interface RateLimits extends RateLimitValues {
 /** Records of each kind one tenant may have; 0 is no limit (TOKENVAULT_REACTORS_PER_TENANT and the others). */
 export interface PerTenantLimits {
   tokens: number;
+  /** Unexpired ones: each holds its data for TOKENVAULT_TOKEN_INTENT_TTL_SECONDS. */
+  tokenIntents: number;
   reactors: number;
   applications: number;
   proxies: number;
@@ -541,6 +543,12 @@ export const SETTINGS = {
     env: 'TOKENVAULT_TOKENS_PER_TENANT',
     description: 'api: tokens one tenant may have (more: 409 TV_TOKEN_LIMIT); 0: no limit',
     default: '100000',
+  },
+  tokenIntentsPerTenant: {
+    flag: 'token-intents-per-tenant',
+    env: 'TOKENVAULT_TOKEN_INTENTS_PER_TENANT',
+    description: 'api: unexpired token intents one tenant may have (more: 409 TV_TOKEN_INTENT_LIMIT); 0: no limit',
+    default: '20000',
   },
   tokenDataMaxBytes: {
     flag: 'token-data-max-bytes',
@@ -1054,6 +1062,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
 
   const perTenant: PerTenantLimits = {
     tokens: integer('tokensPerTenant', 0, 1_000_000_000),
+    tokenIntents: integer('tokenIntentsPerTenant', 0, 1_000_000_000),
     reactors: integer('reactorsPerTenant', 0, 1_000_000),
     applications: integer('applicationsPerTenant', 0, 1_000_000),
     proxies: integer('proxiesPerTenant', 0, 1_000_000),

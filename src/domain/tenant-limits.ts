@@ -1,5 +1,6 @@
-// How many tokens, reactors, applications, proxies and private formulas one tenant may have
-// (TOKENVAULT_TOKENS_PER_TENANT, TOKENVAULT_REACTORS_PER_TENANT and the others; 0: no limit). Besides storage, the bound is on what one tenant's requests cost everyone: a list
+// How many tokens, unexpired token intents, reactors, applications, proxies and private formulas one tenant may have
+// (TOKENVAULT_TOKENS_PER_TENANT, TOKENVAULT_REACTORS_PER_TENANT and the others; 0: no limit). Tokens and intents are
+// bounded for etcd's space: without a bound one tenant fills etcd's quota, and etcd then refuses every tenant's writes. Besides storage, the bound is on what one tenant's requests cost everyone: a list
 // filtered by name or type reads every record of the kind on the API's one event loop, so without it one tenant's
 // 10,000 reactors make its filtered lists slow down all tenants.
 //
@@ -22,6 +23,11 @@ export type LimitedKind = keyof PerTenantLimits;
 
 const LIMITS: Record<LimitedKind, { error: VaultErrorClass; setting: string; noun: string }> = {
   tokens: { error: Errors.TokenLimit, setting: SETTINGS.tokensPerTenant.env, noun: 'tokens' },
+  tokenIntents: {
+    error: Errors.TokenIntentLimit,
+    setting: SETTINGS.tokenIntentsPerTenant.env,
+    noun: 'unexpired token intents',
+  },
   reactors: { error: Errors.ReactorLimit, setting: SETTINGS.reactorsPerTenant.env, noun: 'reactors' },
   applications: { error: Errors.ApplicationLimit, setting: SETTINGS.applicationsPerTenant.env, noun: 'applications' },
   proxies: { error: Errors.ProxyLimit, setting: SETTINGS.proxiesPerTenant.env, noun: 'proxies' },

@@ -170,6 +170,13 @@ export const Errors = {
     'The tenant has as many tokens as allowed (TOKENVAULT_TOKENS_PER_TENANT).',
     LIMIT,
   ),
+  TokenIntentLimit: define(
+    'TV_TOKEN_INTENT_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many unexpired token intents as allowed (TOKENVAULT_TOKEN_INTENTS_PER_TENANT).',
+    LIMIT,
+  ),
   ReactorLimit: define(
     'TV_REACTOR_LIMIT',
     409,

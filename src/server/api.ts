@@ -234,7 +234,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         (outcome) => metrics.asyncReactorRequests.inc({ outcome }),
         (code) => metrics.limitRefusals.inc({ limit: code }),
       ),
-      tokenIntents: new TokenIntentService(store, cipher, tokens, config.tokenIntents),
+      tokenIntents: new TokenIntentService(store, cipher, tokens, {
+        ...config.tokenIntents,
+        perTenant: config.perTenant.tokenIntents,
+      }),
       clientKeys: new ClientKeyService(store, cipher, {
         ...config.clientKeys,
         jsonMaxDepth: config.limits.jsonMaxDepth,

@@ -15,6 +15,7 @@ import { eventually } from '../support/wait.js';
 const TOKENS = 5;
 const DATA_BYTES = 100;
 const AUDIT_ENTRIES = 20;
+const INTENTS = 4;
 
 let api: TestApi;
 
@@ -23,6 +24,7 @@ beforeAll(async () => {
     TOKENVAULT_TOKENS_PER_TENANT: String(TOKENS),
     TOKENVAULT_TOKEN_DATA_MAX_BYTES: String(DATA_BYTES),
     TOKENVAULT_AUDIT_ENTRIES_PER_TENANT: String(AUDIT_ENTRIES),
+    TOKENVAULT_TOKEN_INTENTS_PER_TENANT: String(INTENTS),
   });
 }, 30_000);
 
@@ -94,9 +96,32 @@ describe(`with TOKENVAULT_TOKENS_PER_TENANT = ${TOKENS}`, () => {
   });
 });
 
+describe(`with TOKENVAULT_TOKEN_INTENTS_PER_TENANT = ${INTENTS}`, () => {
+  test('the next intent is refused until one is converted or deleted', async () => {
+    const { server, browser } = await tenantKeys();
+    const intent = () => browser.post('/token-intents', { body: { type: 'token', data: 'from a browser' } });
+    const ids: string[] = [];
+    for (let i = 0; i < INTENTS; i++) {
+      const made = await intent();
+      expect(made.status).toBe(201);
+      ids.push(made.body.id as string);
+    }
+    const over = await intent();
+    expect(over.status).toBe(409);
+    expect(over.body.code).toBe('TV_TOKEN_INTENT_LIMIT');
+    expect(over.body.detail).toContain(`TOKENVAULT_TOKEN_INTENTS_PER_TENANT = ${INTENTS}`);
+    expect(
+      (await (await tenantKeys()).browser.post('/token-intents', { body: { type: 'token', data: 'x' } })).status,
+    ).toBe(201);
+    expect((await server.post('/tokens', { body: { token_intent_id: ids[0] } })).status).toBe(201);
+    expect((await intent()).status).toBe(201);
+  });
+});
+
 describe(`with TOKENVAULT_TOKEN_DATA_MAX_BYTES = ${DATA_BYTES}`, () => {
   test('larger data is a 413 naming the setting, on create and update; data that fits passes', async () => {
-    const { server } = await tenantKeys();
+    const { server, browser } = await tenantKeys();
+    const intentOf = (data: string) => browser.post('/token-intents', { body: { type: 'token', data } });
     // As JSON: the quotes count, and so do multi-byte characters in UTF-8.
     const fits = 'x'.repeat(DATA_BYTES - 2);
     const made = await server.post('/tokens', { body: { type: 'token', data: fits } });
@@ -107,6 +132,9 @@ describe(`with TOKENVAULT_TOKEN_DATA_MAX_BYTES = ${DATA_BYTES}`, () => {
       expect(over.body.code).toBe('TV_TOKEN_DATA_TOO_LARGE');
       expect(over.body.detail).toContain(`TOKENVAULT_TOKEN_DATA_MAX_BYTES = ${DATA_BYTES}`);
     }
+    const intent = await intentOf(`${fits}x`);
+    expect(intent.status).toBe(413);
+    expect(intent.body.code).toBe('TV_TOKEN_DATA_TOO_LARGE');
     const patched = await server.patch(`/tokens/${made.body.id}`, {
       body: { data: `${fits}x` },
       headers: { 'Content-Type': 'application/merge-patch+json' },

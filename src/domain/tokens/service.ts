@@ -234,9 +234,10 @@ export class TokenService {
 
   /**
    * Refuses data larger than TOKENVAULT_TOKEN_DATA_MAX_BYTES, serialized as JSON: with the tokens-per-tenant limit it
-   * bounds the etcd space one tenant's tokens take (a token's record is about 1.37 times its data, plus 1.5 KB).
+   * bounds the etcd space one tenant's tokens take (a token's record is about 1.37 times its data, plus 1.5 KB). Token
+   * intents are held to it too: they become tokens.
    */
-  private assertDataFits(data: unknown): void {
+  assertDataFits(data: unknown): void {
     const max = this.quota.dataMaxBytes;
     if (max === 0) return;
     const bytes = Buffer.byteLength(JSON.stringify(data) ?? '');
