@@ -1,8 +1,9 @@
 // How many tokens, unexpired token intents, reactors, applications, proxies and private formulas one tenant may have
 // (TOKENVAULT_TOKENS_PER_TENANT, TOKENVAULT_REACTORS_PER_TENANT and the others; 0: no limit). Tokens and intents are
-// bounded for etcd's space: without a bound one tenant fills etcd's quota, and etcd then refuses every tenant's writes. Besides storage, the bound is on what one tenant's requests cost everyone: a list
-// filtered by name or type reads every record of the kind on the API's one event loop, so without it one tenant's
-// 10,000 reactors make its filtered lists slow down all tenants.
+// bounded for etcd's space, which all tenants share: one tenant that fills etcd's quota stops every tenant's writes.
+// The others bound what one tenant's requests cost everyone besides storage: a list filtered by name or type reads
+// every record of the kind on the API's one event loop, so without it one tenant's 10,000 reactors make its filtered
+// lists slow down all tenants.
 //
 // A create counts the tenant's records of the kind (a count-only range: no keys or values are sent) before its
 // transaction, at most once a second per tenant and kind on each replica: etcd walks every key of the range to count
@@ -42,8 +43,8 @@ const LIMITS: Record<LimitedKind, { error: VaultErrorClass; setting: string; nou
 const RECOUNT_MS = 1_000;
 /**
  * How long a count below half the limit stands in: tokens are counted in the hundreds of thousands (9 ms of etcd's
- * CPU at 100,000), and a tenant creating at its rate limit would pay that every second. The replica's own creates
- * still count on top; other replicas' may pass unseen for this long, at most half the limit each.
+ * CPU at 100,000), and a tenant creating all the time would cost that every second. The replica's own creates still
+ * count on top, so it recounts once they reach the limit; other replicas' creates go unseen for up to this long.
  */
 const FAR_RECOUNT_MS = 10_000;
 
