@@ -234,8 +234,8 @@ export class TokenService {
 
   /**
    * Refuses data larger than TOKENVAULT_TOKEN_DATA_MAX_BYTES, serialized as JSON: with the tokens-per-tenant limit it
-   * bounds the etcd space one tenant's tokens take (a token takes about 1.6 times its data in etcd, plus 3 KB: docs/
-   * security.md, "etcd space"). Token intents are held to it too: they become tokens.
+   * bounds the etcd space one tenant's tokens take: a token takes about 1.6 times its data in etcd, plus 3 KB
+   * (docs/security.md, "etcd space"). Token intents are held to it too: they become tokens.
    */
   assertDataFits(data: unknown): void {
     const max = this.quota.dataMaxBytes;
