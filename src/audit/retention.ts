@@ -93,17 +93,18 @@ export class AuditRetention {
     if (!headEntry) return 0;
     const head = decode<ChainHead>('audit-head', headEntry.value);
     const anchorSeq = anchorEntry ? decode<Anchor>('audit-anchor', anchorEntry.value).seq : 0;
-    const excess = head.seq - anchorSeq - keep;
-    this.trimmedThrough.set(tenantId, Math.max(anchorSeq, head.seq - keep));
-    if (excess <= 0) return 0;
-    // Entries are in time order: find the latest time at or before which at most `excess` entries are, by bisection.
-    // Each probe counts the entries at or before its time: etcd walks only those keys, at the log's old end.
+    const lastToGo = head.seq - keep;
+    this.trimmedThrough.set(tenantId, Math.max(anchorSeq, lastToGo));
+    if (lastToGo <= anchorSeq) return 0;
+    // Entries are in time and seq order: find by bisection the latest time whose newest entry at or before it is one
+    // to delete. Each probe reads that one entry (etcd walks only the keys past it, at the log's old end); judging by
+    // its seq rather than by counts keeps a trim running beside another (a replica's) from deleting more than it must.
     let fits = 0;
     let over = head.time;
     while (over - fits > 1) {
       const mid = Math.floor((fits + over) / 2);
-      const { count } = await this.store.countedRange(prefix, { startAfter: prefix + atOrBefore(mid), limit: 1 });
-      if (count <= excess) fits = mid;
+      const [newest] = await this.store.range(prefix, { startAfter: prefix + atOrBefore(mid), limit: 1 });
+      if (!newest || decode<AuditEntry>('audit-entry', newest.value).seq <= lastToGo) fits = mid;
       else over = mid;
     }
     return this.sweepTenant(tenantId, fits + 1);
