@@ -4,12 +4,20 @@
 // (`audit/anchor`, written in the same transaction as the deletions), where verification of the retained chain
 // starts. Every replica may sweep: the anchor is compared and swapped, so a sweep that lost a race writes nothing
 // and the next pass continues.
+//
+// Besides age, a count (TOKENVAULT_AUDIT_ENTRIES_PER_TENANT): every token read writes an entry (about 0.9 KB of etcd),
+// so a tenant reading at its rate limit would otherwise fill etcd's quota in minutes, and one reading 100 times a
+// second in hours, long before a year's retention ends, refusing every tenant's writes. A tenant's entries are the
+// seqs after its anchor's up to its head's, so the count costs two reads; the process that appends the entry taking
+// a tenant 10% past its count deletes the oldest entries down to it (`appended`), and the periodic sweep does for
+// every tenant (after a restart, or when that failed).
+import { LRUCache } from 'lru-cache';
 import { PeriodicPass } from '../domain/periodic.js';
 import type { Logger } from '../observability/logger.js';
 import { decode, encode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import type { Store, TxnOp } from '../store/store.js';
-import { atOrBefore } from './chain.js';
+import { atOrBefore, type ChainHead } from './chain.js';
 import type { AuditEntry } from './entry.js';
 
 const BATCH = 100;
@@ -21,12 +29,18 @@ export interface Anchor {
 
 export class AuditRetention {
   private readonly periodic: PeriodicPass;
+  /** Per tenant: the seq through which its entries were deleted, as this process last found or made it. */
+  private readonly trimmedThrough = new LRUCache<string, number>({ max: 10_000 });
+  /** Tenants this process is trimming now (one trim of a tenant at a time). */
+  private readonly trimming = new Set<string>();
 
   constructor(
     private readonly store: Store,
-    logger: Logger,
+    private readonly logger: Logger,
     private readonly retentionDays: number,
     intervalSeconds: number,
+    /** Newest entries kept per tenant; 0: no limit. */
+    private readonly entriesPerTenant = 0,
   ) {
     this.periodic = new PeriodicPass(logger, intervalSeconds, () => this.sweep(), {
       done: 'audit entries past retention deleted',
@@ -47,9 +61,53 @@ export class AuditRetention {
     const cutoff = now - this.retentionDays * 24 * 3600 * 1000;
     let deleted = 0;
     for (const tenant of await this.store.range(keys.tenants)) {
-      deleted += await this.sweepTenant(tenant.key.slice(keys.tenants.length), cutoff);
+      const tenantId = tenant.key.slice(keys.tenants.length);
+      deleted += await this.sweepTenant(tenantId, cutoff);
+      if (this.entriesPerTenant > 0) deleted += await this.trimTenant(tenantId, this.entriesPerTenant);
     }
     return deleted;
+  }
+
+  /**
+   * Told of every entry this process committed: once the tenant's log is 10% past TOKENVAULT_AUDIT_ENTRIES_PER_TENANT
+   * (as far as this process knows), trims it in the background.
+   */
+  appended(tenantId: string, seq: number): void {
+    const keep = this.entriesPerTenant;
+    if (keep === 0 || this.trimming.has(tenantId)) return;
+    // A tenant this process has not trimmed yet counts from seq 0: the trim reads its anchor and learns better.
+    if (seq - (this.trimmedThrough.get(tenantId) ?? 0) <= keep + Math.ceil(keep / 10)) return;
+    this.trimming.add(tenantId);
+    this.trimTenant(tenantId, keep)
+      .catch((err: unknown) => this.logger.warn({ err, tenant_id: tenantId }, 'audit trim failed'))
+      .finally(() => this.trimming.delete(tenantId));
+  }
+
+  /** Deletes the tenant's oldest entries past its newest `keep` (to within the entries of one millisecond). */
+  async trimTenant(tenantId: string, keep: number): Promise<number> {
+    const prefix = keys.auditLog(tenantId);
+    const [headEntry, anchorEntry] = await Promise.all([
+      this.store.get(keys.auditHead(tenantId)),
+      this.store.get(keys.auditAnchor(tenantId)),
+    ]);
+    if (!headEntry) return 0;
+    const head = decode<ChainHead>('audit-head', headEntry.value);
+    const anchorSeq = anchorEntry ? decode<Anchor>('audit-anchor', anchorEntry.value).seq : 0;
+    const lastToGo = head.seq - keep;
+    this.trimmedThrough.set(tenantId, Math.max(anchorSeq, lastToGo));
+    if (lastToGo <= anchorSeq) return 0;
+    // Entries are in time and seq order: find by bisection the latest time whose newest entry at or before it is one
+    // to delete. Each probe reads that one entry (etcd walks only the keys past it, at the log's old end); judging by
+    // its seq rather than by counts keeps a trim running beside another (a replica's) from deleting more than it must.
+    let fits = 0;
+    let over = head.time;
+    while (over - fits > 1) {
+      const mid = Math.floor((fits + over) / 2);
+      const [newest] = await this.store.range(prefix, { startAfter: prefix + atOrBefore(mid), limit: 1 });
+      if (!newest || decode<AuditEntry>('audit-entry', newest.value).seq <= lastToGo) fits = mid;
+      else over = mid;
+    }
+    return this.sweepTenant(tenantId, fits + 1);
   }
 
   /** Deletes the tenant's entries older than `cutoff` (epoch ms), newest of them first. */

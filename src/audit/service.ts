@@ -42,6 +42,8 @@ export interface AuditOptions {
   scanLimit: number;
   /** Pages of one tenant read at once and waiting (TOKENVAULT_SCAN_TENANT_CONCURRENCY, _QUEUE_LENGTH). */
   scanGate?: TenantGateLimits;
+  /** Told of every committed entry: keeps each tenant's log within TOKENVAULT_AUDIT_ENTRIES_PER_TENANT. */
+  retention?: { appended(tenantId: string, seq: number): void };
 }
 
 /** Entries read per store call while listing. */
@@ -89,6 +91,7 @@ export class AuditLog {
     try {
       const entry = await this.appender.append(record);
       this.counters?.entry('committed');
+      this.options.retention?.appended(entry.tenant_id, entry.seq);
       this.lines.info({ audit: logged(entry) }, 'audit');
     } catch (error) {
       const gone = error instanceof TenantGone;
@@ -118,6 +121,7 @@ export class AuditLog {
     }
     if (!entry) return false;
     this.counters?.entry('committed');
+    this.options.retention?.appended(entry.tenant_id, entry.seq);
     this.lines.info({ audit: logged(entry) }, 'audit');
     return true;
   }

@@ -59,6 +59,9 @@ export interface RateLimits extends RateLimitValues {
 
 /** Records of each kind one tenant may have; 0 is no limit (TOKENVAULT_REACTORS_PER_TENANT and the others). */
 export interface PerTenantLimits {
+  tokens: number;
+  /** Unexpired ones: each holds its data for TOKENVAULT_TOKEN_INTENT_TTL_SECONDS. */
+  tokenIntents: number;
   reactors: number;
   applications: number;
   proxies: number;
@@ -223,6 +226,8 @@ export interface Config {
     keyCacheSeconds: number;
     /** Memory for the stored (sealed) token records each API process caches for detokenization; 0: none. */
     tokenCacheBytes: number;
+    /** Largest token data, serialized as JSON (bytes); 0: only the body limit bounds it. */
+    tokenDataMaxBytes: number;
     /** How often each API process sweeps expired tokens. */
     expirySweepSeconds: number;
     /** Deepest nesting of arrays and objects in a JSON body (every JSON body path, the proxy's included). */
@@ -283,6 +288,8 @@ export interface Config {
   audit: {
     /** Entries older than this are deleted by the retention sweep. */
     retentionDays: number;
+    /** Newest entries kept per tenant (0: no limit): older ones are deleted as they pass it. */
+    entriesPerTenant: number;
     /** How often each API process runs the retention sweep. */
     sweepSeconds: number;
     /** Most stored entries one GET /logs request reads while filtering and skipping pages. */
@@ -534,6 +541,24 @@ export const SETTINGS = {
     description: 'Webhooks one tenant may have (more: 409 TV_WEBHOOK_LIMIT)',
     default: '20',
   },
+  tokensPerTenant: {
+    flag: 'tokens-per-tenant',
+    env: 'TOKENVAULT_TOKENS_PER_TENANT',
+    description: 'api: tokens one tenant may have (more: 409 TV_TOKEN_LIMIT); 0: no limit',
+    default: '100000',
+  },
+  tokenIntentsPerTenant: {
+    flag: 'token-intents-per-tenant',
+    env: 'TOKENVAULT_TOKEN_INTENTS_PER_TENANT',
+    description: 'api: unexpired token intents one tenant may have (more: 409 TV_TOKEN_INTENT_LIMIT); 0: no limit',
+    default: '20000',
+  },
+  tokenDataMaxBytes: {
+    flag: 'token-data-max-bytes',
+    env: 'TOKENVAULT_TOKEN_DATA_MAX_BYTES',
+    description: "api: largest token data, serialized as JSON in UTF-8 (larger: 413 TV_TOKEN_DATA_TOO_LARGE); 0: only the body limit",
+    default: '4096',
+  },
   reactorsPerTenant: {
     flag: 'reactors-per-tenant',
     env: 'TOKENVAULT_REACTORS_PER_TENANT',
@@ -653,7 +678,7 @@ export const SETTINGS = {
     flag: 'token-data-max-nodes',
     env: 'TOKENVAULT_TOKEN_DATA_MAX_NODES',
     description:
-      "Most object members and array elements, counted at every level, one token's data may hold; more is 400 TV_TOKEN_DATA_TOO_LARGE",
+      "Most object members and array elements, counted at every level, one token's data may hold; more is 400 TV_TOKEN_DATA_TOO_MANY_NODES",
     default: String(DEFAULT_TOKEN_DATA_MAX_NODES),
   },
   sessionTtl: {
@@ -685,6 +710,12 @@ export const SETTINGS = {
     env: 'TOKENVAULT_AUDIT_RETENTION_DAYS',
     description: 'api: days the audit log keeps an entry; older entries are deleted by a periodic sweep',
     default: '365',
+  },
+  auditEntriesPerTenant: {
+    flag: 'audit-entries-per-tenant',
+    env: 'TOKENVAULT_AUDIT_ENTRIES_PER_TENANT',
+    description: "api: newest audit entries kept in etcd per tenant; older ones are deleted (the log lines keep every entry); 0: no limit",
+    default: '200000',
   },
   auditSweep: {
     flag: 'audit-sweep-seconds',
@@ -1040,6 +1071,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
   };
 
   const perTenant: PerTenantLimits = {
+    tokens: integer('tokensPerTenant', 0, 1_000_000_000),
+    tokenIntents: integer('tokenIntentsPerTenant', 0, 1_000_000_000),
     reactors: integer('reactorsPerTenant', 0, 1_000_000),
     applications: integer('applicationsPerTenant', 0, 1_000_000),
     proxies: integer('proxiesPerTenant', 0, 1_000_000),
@@ -1085,6 +1118,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     applicationKeysMax: integer('applicationKeysMax', 1, 100),
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     tokenCacheBytes: integer('tokenCache', 0, 4 * 1024 * 1024 * 1024),
+    tokenDataMaxBytes: integer('tokenDataMaxBytes', 0, 64 * 1024 * 1024),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
     jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
     tokenDataMaxNodes: integer('tokenDataMaxNodes', 1, 10_000_000),
@@ -1122,6 +1156,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
 
   const audit = {
     retentionDays: integer('auditRetention', 1, 36_500),
+    entriesPerTenant: integer('auditEntriesPerTenant', 0, 1_000_000_000),
     sweepSeconds: integer('auditSweep', 1, 7 * 24 * 3600),
     scanLimit: integer('auditScan', 100, 1_000_000),
   };

@@ -1,7 +1,9 @@
-// How many reactors, applications, proxies and private formulas one tenant may have (TOKENVAULT_REACTORS_PER_TENANT
-// and the others; 0: no limit). Besides storage, the bound is on what one tenant's requests cost everyone: a list
-// filtered by name or type reads every record of the kind on the API's one event loop, so without it one tenant's
-// 10,000 reactors make its filtered lists slow down all tenants.
+// How many tokens, unexpired token intents, reactors, applications, proxies and private formulas one tenant may have
+// (TOKENVAULT_TOKENS_PER_TENANT, TOKENVAULT_REACTORS_PER_TENANT and the others; 0: no limit). Tokens and intents are
+// bounded for etcd's space, which all tenants share: one tenant that fills etcd's quota stops every tenant's writes.
+// The others bound what one tenant's requests cost everyone besides storage: a list filtered by name or type reads
+// every record of the kind on the API's one event loop, so without it one tenant's 10,000 reactors make its filtered
+// lists slow down all tenants.
 //
 // A create counts the tenant's records of the kind (a count-only range: no keys or values are sent) before its
 // transaction, at most once a second per tenant and kind on each replica: etcd walks every key of the range to count
@@ -21,6 +23,12 @@ import type { Store } from '../store/store.js';
 export type LimitedKind = keyof PerTenantLimits;
 
 const LIMITS: Record<LimitedKind, { error: VaultErrorClass; setting: string; noun: string }> = {
+  tokens: { error: Errors.TokenLimit, setting: SETTINGS.tokensPerTenant.env, noun: 'tokens' },
+  tokenIntents: {
+    error: Errors.TokenIntentLimit,
+    setting: SETTINGS.tokenIntentsPerTenant.env,
+    noun: 'unexpired token intents',
+  },
   reactors: { error: Errors.ReactorLimit, setting: SETTINGS.reactorsPerTenant.env, noun: 'reactors' },
   applications: { error: Errors.ApplicationLimit, setting: SETTINGS.applicationsPerTenant.env, noun: 'applications' },
   proxies: { error: Errors.ProxyLimit, setting: SETTINGS.proxiesPerTenant.env, noun: 'proxies' },
@@ -33,6 +41,12 @@ const LIMITS: Record<LimitedKind, { error: VaultErrorClass; setting: string; nou
 
 /** How long a count stands in for a new one (plus this replica's creates since). */
 const RECOUNT_MS = 1_000;
+/**
+ * How long a count below half the limit stands in: tokens are counted in the hundreds of thousands (9 ms of etcd's
+ * CPU at 100,000), and a tenant creating all the time would cost that every second. The replica's own creates still
+ * count on top, so it recounts once they reach the limit; other replicas' creates go unseen for up to this long.
+ */
+const FAR_RECOUNT_MS = 10_000;
 
 export class TenantLimit {
   /** Per tenant: its records of the kind as last counted, plus this replica's creates since. */
@@ -57,7 +71,7 @@ export class TenantLimit {
     }
     const count = await this.store.count(this.records(tenantId));
     if (count < this.max) {
-      this.estimates.set(tenantId, { count: count + 1 });
+      this.estimates.set(tenantId, { count: count + 1 }, { ttl: count < this.max / 2 ? FAR_RECOUNT_MS : RECOUNT_MS });
       return;
     }
     this.estimates.delete(tenantId);

@@ -76,8 +76,8 @@ export const Errors = {
   InvalidBody: define('TV_INVALID_BODY', 400, 'Bad Request', 'The request body is invalid.'),
   MalformedJson: define('TV_MALFORMED_JSON', 400, 'Bad Request', 'The request body is not valid JSON.'),
   JsonTooDeep: define('TV_JSON_TOO_DEEP', 400, 'Bad Request', 'The JSON body nests deeper than allowed.', LIMIT),
-  TokenDataTooLarge: define(
-    'TV_TOKEN_DATA_TOO_LARGE',
+  TokenDataTooManyNodes: define(
+    'TV_TOKEN_DATA_TOO_MANY_NODES',
     400,
     'Bad Request',
     "The token's data holds more object members and array elements than allowed (TOKENVAULT_TOKEN_DATA_MAX_NODES).",
@@ -170,6 +170,20 @@ export const Errors = {
     'The tenant has as many unexpired client encryption keys as allowed (TOKENVAULT_CLIENT_KEYS_PER_TENANT).',
     LIMIT,
   ),
+  TokenLimit: define(
+    'TV_TOKEN_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many tokens as allowed (TOKENVAULT_TOKENS_PER_TENANT).',
+    LIMIT,
+  ),
+  TokenIntentLimit: define(
+    'TV_TOKEN_INTENT_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many unexpired token intents as allowed (TOKENVAULT_TOKEN_INTENTS_PER_TENANT).',
+    LIMIT,
+  ),
   ReactorLimit: define(
     'TV_REACTOR_LIMIT',
     409,
@@ -210,6 +224,13 @@ export const Errors = {
     413,
     'Payload Too Large',
     'The request body is larger than allowed.',
+    LIMIT,
+  ),
+  TokenDataTooLarge: define(
+    'TV_TOKEN_DATA_TOO_LARGE',
+    413,
+    'Payload Too Large',
+    'The token data is larger than allowed (TOKENVAULT_TOKEN_DATA_MAX_BYTES).',
     LIMIT,
   ),
   UnsupportedMediaType: define(

@@ -111,6 +111,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     scanGate,
     bulkGate,
     config.limits.tokenDataMaxNodes,
+    { perTenant: config.perTenant.tokens, dataMaxBytes: config.limits.tokenDataMaxBytes },
   );
   // Sealed token records, watched: a proxied request naming ten tokens needs no etcd read for them once they are here.
   const tokenRecords = new TokenRecordCache(store, {
@@ -181,10 +182,17 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     cacheSeconds: config.limits.keyCacheSeconds,
     perTenant: config.perTenant.reactors,
   });
+  const auditRetention = new AuditRetention(
+    store,
+    logger,
+    config.audit.retentionDays,
+    config.audit.sweepSeconds,
+    config.audit.entriesPerTenant,
+  );
   const audit = new AuditLog(
     store,
     logger,
-    { scanLimit: config.audit.scanLimit, scanGate },
+    { scanLimit: config.audit.scanLimit, scanGate, retention: auditRetention },
     {
       entry: (outcome) => metrics.auditEntries.inc({ outcome }),
       conflicts: (count) => (count > 0 ? metrics.auditConflicts.inc(count) : undefined),
@@ -227,7 +235,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         (outcome) => metrics.asyncReactorRequests.inc({ outcome }),
         (code) => metrics.limitRefusals.inc({ limit: code }),
       ),
-      tokenIntents: new TokenIntentService(store, cipher, tokens, config.tokenIntents),
+      tokenIntents: new TokenIntentService(store, cipher, tokens, {
+        ...config.tokenIntents,
+        perTenant: config.perTenant.tokenIntents,
+      }),
       clientKeys: new ClientKeyService(store, cipher, {
         ...config.clientKeys,
         jsonMaxDepth: config.limits.jsonMaxDepth,
@@ -256,7 +267,6 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   await dispatcher.start();
   const sweeper = new ExpirySweeper(store, tokens, logger, config.limits.expirySweepSeconds);
   sweeper.start();
-  const auditRetention = new AuditRetention(store, logger, config.audit.retentionDays, config.audit.sweepSeconds);
   auditRetention.start();
 
   const server: Server = createExpressServer(createApp(context), {

@@ -1,7 +1,7 @@
 // TOKENVAULT_TOKEN_DATA_MAX_NODES on every path token data enters, through HTTP on a real etcd: POST /tokens, PATCH
 // /tokens/{id} (the data after the merge), POST /tokenize (each token, and the bulk form), token intents, and the
 // tokens a reactor's result asks for. At the limit a token is created; one member or element more is 400
-// TV_TOKEN_DATA_TOO_LARGE naming the limit, its value and the setting (docs/security.md, "Limits").
+// TV_TOKEN_DATA_TOO_MANY_NODES naming the limit, its value and the setting (docs/security.md, "Limits").
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
@@ -36,7 +36,7 @@ function dataOf(nodes: number): Record<string, unknown> {
 
 function expectRefused(answer: { status: number; body: any }) {
   expect(answer.status).toBe(400);
-  expect(answer.body.code).toBe('TV_TOKEN_DATA_TOO_LARGE');
+  expect(answer.body.code).toBe('TV_TOKEN_DATA_TOO_MANY_NODES');
   expect(answer.body.detail).toContain(`at most ${LIMIT} object members and array elements`);
   expect(answer.body.detail).toContain('TOKENVAULT_TOKEN_DATA_MAX_NODES');
 }

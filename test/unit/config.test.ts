@@ -197,23 +197,33 @@ test('rate limits: defaults, variables, 0 for none, replicas auto or a number, b
   );
 });
 
-test('per-tenant record limits: 1000 each by default, 0 for none, flags too, bad values named', () => {
+test('per-tenant record limits: 1000 each by default (tokens 100,000, intents 20,000), 0 for none, flags too, bad values named', () => {
   expect(loadConfig({ env: { TOKENVAULT_STORE: 'memory' } }).perTenant).toEqual({
+    tokens: 100_000,
+    tokenIntents: 20_000,
     reactors: 1000,
     applications: 1000,
     proxies: 1000,
     formulas: 1000,
   });
   const set = loadConfig({
-    argv: ['--reactors-per-tenant', '10000'],
+    argv: ['--reactors-per-tenant', '10000', '--tokens-per-tenant', '3'],
     env: {
       TOKENVAULT_STORE: 'memory',
+      TOKENVAULT_TOKEN_INTENTS_PER_TENANT: '0',
       TOKENVAULT_APPLICATIONS_PER_TENANT: '0',
       TOKENVAULT_PROXIES_PER_TENANT: '5',
       TOKENVAULT_FORMULAS_PER_TENANT: '7',
     },
   });
-  expect(set.perTenant).toEqual({ reactors: 10_000, applications: 0, proxies: 5, formulas: 7 });
+  expect(set.perTenant).toEqual({
+    tokens: 3,
+    tokenIntents: 0,
+    reactors: 10_000,
+    applications: 0,
+    proxies: 5,
+    formulas: 7,
+  });
   expect(() =>
     loadConfig({
       env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_REACTORS_PER_TENANT: '-1', TOKENVAULT_FORMULAS_PER_TENANT: 'x' },
@@ -267,4 +277,23 @@ test('the worker secret, the metrics port and the dedicated workers’ NetworkPo
   expect(() => loadConfig({ env: { ...base, TOKENVAULT_DEDICATED_NETWORK_POLICY: 'open' } })).toThrow(
     /must be JSON or 'none'/,
   );
+});
+
+test('token data size and audit entries per tenant: 4096 and 200,000 by default, 0 for none, bad values named', () => {
+  const defaults = loadConfig({ env: { TOKENVAULT_STORE: 'memory' } });
+  expect(defaults.limits.tokenDataMaxBytes).toBe(4096);
+  expect(defaults.audit.entriesPerTenant).toBe(200_000);
+  const set = loadConfig({
+    env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_TOKEN_DATA_MAX_BYTES: '0', TOKENVAULT_AUDIT_ENTRIES_PER_TENANT: '0' },
+  });
+  expect([set.limits.tokenDataMaxBytes, set.audit.entriesPerTenant]).toEqual([0, 0]);
+  expect(() =>
+    loadConfig({
+      env: {
+        TOKENVAULT_STORE: 'memory',
+        TOKENVAULT_TOKEN_DATA_MAX_BYTES: '-1',
+        TOKENVAULT_AUDIT_ENTRIES_PER_TENANT: 'x',
+      },
+    }),
+  ).toThrow(/TOKENVAULT_TOKEN_DATA_MAX_BYTES[\s\S]*TOKENVAULT_AUDIT_ENTRIES_PER_TENANT/);
 });

@@ -91,6 +91,9 @@ test('the limit errors are those whose answer names a limit, and no invalid requ
     'TV_SANDBOX_HOST_LIMIT',
     'TV_TENANT_BUSY',
     'TV_TOKEN_DATA_TOO_LARGE',
+    'TV_TOKEN_DATA_TOO_MANY_NODES',
+    'TV_TOKEN_INTENT_LIMIT',
+    'TV_TOKEN_LIMIT',
     'TV_UPSTREAM_RESPONSE_TOO_LARGE',
     'TV_WEBHOOK_LIMIT',
   ]);

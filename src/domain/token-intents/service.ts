@@ -15,6 +15,7 @@ import type { Store } from '../../store/store.js';
 import type { DataCipher, Token } from '../tokens/records.js';
 import type { TokenService } from '../tokens/service.js';
 import { TOKEN_TYPES } from '../tokens/types.js';
+import { TenantLimit } from '../tenant-limits.js';
 import { applyPrivacy } from '../tokens/privacy.js';
 import { changedVisibility, mayChangeVisibility } from '../tokens/visibility.js';
 import type { ConvertTokenIntentBody, CreateTokenIntentBody } from './schema.js';
@@ -46,12 +47,17 @@ export interface TokenIntent {
 }
 
 export class TokenIntentService {
+  /** Unexpired intents of a tenant (TOKENVAULT_TOKEN_INTENTS_PER_TENANT): each holds its data in etcd for a day. */
+  private readonly limit: TenantLimit;
+
   constructor(
     private readonly store: Store,
     private readonly cipher: DataCipher,
     private readonly tokens: TokenService,
-    private readonly options: { ttlSeconds: number },
-  ) {}
+    private readonly options: { ttlSeconds: number; perTenant: number },
+  ) {
+    this.limit = new TenantLimit(store, 'tokenIntents', options.perTenant, keys.tokenIntents);
+  }
 
   async create(principal: TenantPrincipal, body: CreateTokenIntentBody): Promise<TokenIntent> {
     const tenantId = principal.tenantId;
@@ -59,6 +65,8 @@ export class TokenIntentService {
     const type = TOKEN_TYPES.get(body.type)!;
     const errors = type.validate(body.data);
     if (errors) throw new Errors.InvalidBody({ errors });
+    this.tokens.assertDataFits(body.data);
+    await this.limit.assertRoomFor(tenantId);
     const id = randomUUID();
     const now = new Date();
     const record: TokenIntentRecord = {

@@ -35,10 +35,10 @@ export function hasMoreNodesThan(value: unknown, max: number): boolean {
   return false;
 }
 
-/** Throws 400 TV_TOKEN_DATA_TOO_LARGE when `data` holds more than `max` members and elements. */
+/** Throws 400 TV_TOKEN_DATA_TOO_MANY_NODES when `data` holds more than `max` members and elements. */
 export function assertDataNodes(data: unknown, max: number): void {
   if (hasMoreNodesThan(data, max))
-    throw new Errors.TokenDataTooLarge(
+    throw new Errors.TokenDataTooManyNodes(
       `A token's data may hold at most ${max} object members and array elements, counted at every level (TOKENVAULT_TOKEN_DATA_MAX_NODES).`,
     );
 }

@@ -41,6 +41,7 @@ import {
 import { changedVisibility, mayChangeVisibility } from './visibility.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
 import { mergePatch } from '../merge-patch.js';
+import { TenantLimit } from '../tenant-limits.js';
 import type { Page } from '../paging.js';
 import { encode, decode } from '../../store/codec.js';
 import { actorOf, SYSTEM_ACTOR, tokenEventData, type Actor } from '../../webhooks/events.js';
@@ -88,6 +89,14 @@ export interface CreateOptions {
   commitWithEntry?: (id: string, writes: { compare: Compare[]; success: TxnOp[] }) => Promise<boolean>;
 }
 
+/** What bounds one tenant's share of etcd (docs/security.md, "Limits"); 0: no bound. */
+export interface TokenQuota {
+  /** Tokens one tenant may have (TOKENVAULT_TOKENS_PER_TENANT). */
+  perTenant: number;
+  /** Largest token data, serialized as JSON, in bytes (TOKENVAULT_TOKEN_DATA_MAX_BYTES). */
+  dataMaxBytes: number;
+}
+
 export class TokenService {
   /** Where changes are published as webhook events (outbox writes in the change's own transaction). */
   private events: EventSink = NO_EVENTS;
@@ -95,6 +104,7 @@ export class TokenService {
   private readonly pageScans: TenantGate;
   /** Creates of more than one token in one request, a few per tenant at a time in this process. */
   private readonly bulkCreates: TenantGate;
+  private readonly limit: TenantLimit;
 
   constructor(
     private readonly store: Store,
@@ -107,7 +117,9 @@ export class TokenService {
     bulkCreateGate: TenantGateLimits = DEFAULT_BULK_GATE,
     /** TOKENVAULT_TOKEN_DATA_MAX_NODES: most object members and array elements of one token's data. */
     private readonly dataMaxNodes = DEFAULT_TOKEN_DATA_MAX_NODES,
+    private readonly quota: TokenQuota = { perTenant: 0, dataMaxBytes: 0 },
   ) {
+    this.limit = new TenantLimit(store, 'tokens', quota.perTenant, keys.tokens);
     this.pageScans = new TenantGate(
       {
         what: 'page-paged token lists',
@@ -137,7 +149,7 @@ export class TokenService {
    * it costs what POST /tokens does, which the request rate limits count. `whenBusy` as TenantGate.run.
    */
   /**
-   * 400 TV_TOKEN_DATA_TOO_LARGE for data past TOKENVAULT_TOKEN_DATA_MAX_NODES. Every create and update checks its data
+   * 400 TV_TOKEN_DATA_TOO_MANY_NODES for data past TOKENVAULT_TOKEN_DATA_MAX_NODES. Every create and update checks its data
    * (the merged data of an update) before anything else reads it; token intents check theirs here before sealing it.
    */
   assertDataSize(data: unknown): void {
@@ -171,6 +183,7 @@ export class TokenService {
     if (body.expires_at && Date.parse(body.expires_at) <= Date.now()) {
       throw new Errors.InvalidBody({ errors: { expires_at: ['must be in the future'] } });
     }
+    this.assertDataFits(body.data);
 
     for (let attempt = 0; attempt < 5; attempt++) {
       const { existing, indexRevision } =
@@ -181,6 +194,8 @@ export class TokenService {
         if (guard && !(await this.store.txn({ compare: guard.compare, success: guard.success }))) await guard.lost();
         return this.seenByOther(principal, existing.value);
       }
+      // Once per create, and only for a create that stores a token (an existing one found by deduplication is not).
+      if (attempt === 0) await this.limit.assertRoomFor(tenantId);
 
       const now = new Date();
       const record: TokenRecord = {
@@ -235,6 +250,22 @@ export class TokenService {
     throw new Errors.Conflict('The token could not be created because of concurrent writes; retry.');
   }
 
+  /**
+   * Refuses data larger than TOKENVAULT_TOKEN_DATA_MAX_BYTES, serialized as JSON: with the tokens-per-tenant limit it
+   * bounds the etcd space one tenant's tokens take: a token takes about 1.6 times its data in etcd, plus 3 KB
+   * (docs/security.md, "etcd space"). Token intents are held to it too: they become tokens.
+   */
+  assertDataFits(data: unknown): void {
+    const max = this.quota.dataMaxBytes;
+    if (max === 0) return;
+    const bytes = Buffer.byteLength(JSON.stringify(data) ?? '');
+    if (bytes > max) {
+      throw new Errors.TokenDataTooLarge(
+        `The token data is ${bytes} bytes as JSON, more than allowed (TOKENVAULT_TOKEN_DATA_MAX_BYTES = ${max}).`,
+      );
+    }
+  }
+
   async get(principal: TenantPrincipal, id: string): Promise<Token> {
     const { value: record } = await this.load(principal.tenantId, id);
     const transform = decide(principal, facts(record), 'token:read');
@@ -271,6 +302,7 @@ export class TokenService {
       );
       if (merged.data === undefined || merged.data === null)
         throw new Errors.InvalidBody({ errors: { data: ['cannot be removed'] } });
+      if (patch.data !== undefined) this.assertDataFits(merged.data);
       const containers = merged.containers ?? [TOKEN_TYPES.get(before.type)!.defaultContainer];
       const after = { id, type: before.type, containers };
       if (!decide(principal, after, 'token:update')) {

@@ -114,6 +114,8 @@ const tokens: Record<string, Operation> = {
     tag: 'Tokens',
     auth: 'key',
     permission: 'token:create',
+    description:
+      '409 past TOKENVAULT_TOKENS_PER_TENANT tokens in the tenant (TV_TOKEN_LIMIT); 413 for data over TOKENVAULT_TOKEN_DATA_MAX_BYTES as JSON (TV_TOKEN_DATA_TOO_LARGE).',
     body: {
       schema: validateCreateToken.schema,
       example: { type: 'card_number', data: '4242424242424242', metadata: { customer: 'c-1' } },
@@ -176,6 +178,8 @@ const tokens: Record<string, Operation> = {
     tag: 'Tokens',
     auth: 'key',
     permission: 'token:create',
+    description:
+      'Each token counts against TOKENVAULT_TOKENS_PER_TENANT (409 TV_TOKEN_LIMIT) and TOKENVAULT_TOKEN_DATA_MAX_BYTES (413 TV_TOKEN_DATA_TOO_LARGE).',
     body: { schema: anyJson },
     idempotent: true,
     status: 201,
@@ -697,7 +701,8 @@ const tokenIntents: Record<string, Operation> = {
     tag: 'Token intents',
     auth: 'key',
     permission: 'token-intent:create',
-    description: 'Client-side encrypted data (`encrypted`) is answered 501 TV_NOT_SUPPORTED.',
+    description:
+      'Client-side encrypted data (`encrypted`) is answered 501 TV_NOT_SUPPORTED. 409 past TOKENVAULT_TOKEN_INTENTS_PER_TENANT unexpired intents in the tenant (TV_TOKEN_INTENT_LIMIT); 413 for data over TOKENVAULT_TOKEN_DATA_MAX_BYTES as JSON (TV_TOKEN_DATA_TOO_LARGE).',
     body: { schema: validateCreateTokenIntent.schema, example: { type: 'card_number', data: '4242424242424242' } },
     idempotent: true,
     status: 201,

@@ -1,0 +1,180 @@
+// What bounds one tenant's share of etcd (docs/security.md, "Limits"): TOKENVAULT_TOKENS_PER_TENANT on every path that
+// creates tokens (POST /tokens, /tokenize, token intent conversion), TOKENVAULT_TOKEN_DATA_MAX_BYTES on token data,
+// and TOKENVAULT_AUDIT_ENTRIES_PER_TENANT on the audit log, which every token read writes to. Before them one tenant
+// could fill etcd's quota (2 GiB in the chart) with about 1,300 tokens of 1 MiB, or 2.4 million reads, and etcd then
+// refuses every tenant's writes.
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { AuditRetention } from '../../src/audit/retention.js';
+import { verifyChain } from '../../src/audit/verify.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { keys } from '../../src/store/keys.js';
+import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { client } from '../support/http.js';
+import { eventually } from '../support/wait.js';
+
+const TOKENS = 5;
+const DATA_BYTES = 100;
+const AUDIT_ENTRIES = 20;
+const INTENTS = 4;
+
+let api: TestApi;
+
+beforeAll(async () => {
+  api = await startTestApi({
+    TOKENVAULT_TOKENS_PER_TENANT: String(TOKENS),
+    TOKENVAULT_TOKEN_DATA_MAX_BYTES: String(DATA_BYTES),
+    TOKENVAULT_AUDIT_ENTRIES_PER_TENANT: String(AUDIT_ENTRIES),
+    TOKENVAULT_TOKEN_INTENTS_PER_TENANT: String(INTENTS),
+  });
+}, 30_000);
+
+afterAll(async () => {
+  await api?.close();
+});
+
+async function tenantKeys(tenant?: { tenantId: string; managementKey: string }) {
+  tenant ??= await createTenant(api.url, api.operatorKey);
+  const rules = [
+    {
+      description: 'all',
+      priority: 1,
+      container: '/',
+      transform: 'reveal',
+      permissions: ['token:create', 'token:read', 'token:delete', 'token:update', 'token:use'],
+    },
+  ];
+  const backend = await createApplication(api.url, tenant.managementKey, { name: 'b', type: 'private', rules });
+  const web = await createApplication(api.url, tenant.managementKey, {
+    name: 'w',
+    type: 'public',
+    permissions: ['token-intent:create'],
+  });
+  return { tenantId: tenant.tenantId, server: client(api.url, backend.key), browser: client(api.url, web.key) };
+}
+
+function expectTokenLimit(answer: { status: number; body: any }) {
+  expect(answer.status).toBe(409);
+  expect(answer.body.code).toBe('TV_TOKEN_LIMIT');
+  expect(answer.body.detail).toContain(`TOKENVAULT_TOKENS_PER_TENANT = ${TOKENS}`);
+}
+
+describe(`with TOKENVAULT_TOKENS_PER_TENANT = ${TOKENS}`, () => {
+  test('the next create is refused on every path; another tenant still creates; a delete makes room', async () => {
+    const { tenantId, server, browser } = await tenantKeys();
+    const ids: string[] = [];
+    for (let i = 0; i < TOKENS - 1; i++) {
+      const made = await server.post('/tokens', { body: { type: 'token', data: `secret ${i}` } });
+      expect(made.status).toBe(201);
+      ids.push(made.body.id as string);
+    }
+    const intent = async () =>
+      (await browser.post('/token-intents', { body: { type: 'token', data: 'from a browser' } })).body.id as string;
+    const converted = await server.post('/tokens', { body: { token_intent_id: await intent() } });
+    expect(converted.status).toBe(201);
+    expect(await api.context.store.count(keys.tokens(tenantId))).toBe(TOKENS);
+
+    expectTokenLimit(await server.post('/tokens', { body: { type: 'token', data: 'one more' } }));
+    expectTokenLimit(await server.post('/tokens', { body: { token_intent_id: await intent() } }));
+    expectTokenLimit(await server.post('/tokenize', { body: { a: { type: 'token', data: 'one more' } } }));
+    expect(await api.context.store.count(keys.tokens(tenantId))).toBe(TOKENS);
+
+    const other = await tenantKeys();
+    expect((await other.server.post('/tokens', { body: { type: 'token', data: 'x' } })).status).toBe(201);
+
+    expect((await server.delete(`/tokens/${ids[0]}`)).status).toBe(204);
+    expect((await server.post('/tokens', { body: { type: 'token', data: 'in its place' } })).status).toBe(201);
+    expectTokenLimit(await server.post('/tokens', { body: { type: 'token', data: 'and one more' } }));
+  });
+
+  test("a reactor's result asking for tokens is refused at the limit", async () => {
+    const tenant = await createTenant(api.url, api.operatorKey);
+    const { server } = await tenantKeys(tenant);
+    const code = "module.exports = async () => ({ raw: {}, tokenize: { a: 'from a reactor' } });";
+    const made = await client(api.url, tenant.managementKey).post('/reactors', {
+      body: { name: 'tokenizer', configuration: {}, code },
+    });
+    expect(made.status).toBe(201);
+    for (let i = 0; i < TOKENS; i++)
+      expect((await server.post(`/reactors/${made.body.id}/react`, { body: { args: {} } })).status).toBe(200);
+    expectTokenLimit(await server.post(`/reactors/${made.body.id}/react`, { body: { args: {} } }));
+  });
+
+  test('a bulk /tokenize stops at the limit', async () => {
+    const { tenantId, server } = await tenantKeys();
+    const body = Object.fromEntries(
+      Array.from({ length: TOKENS + 2 }, (_, i) => [`t${i}`, { type: 'token', data: `value ${i}` }]),
+    );
+    expectTokenLimit(await server.post('/tokenize', { body }));
+    expect(await api.context.store.count(keys.tokens(tenantId))).toBe(TOKENS);
+  });
+});
+
+describe(`with TOKENVAULT_TOKEN_INTENTS_PER_TENANT = ${INTENTS}`, () => {
+  test('the next intent is refused until one is converted or deleted', async () => {
+    const { server, browser } = await tenantKeys();
+    const intent = () => browser.post('/token-intents', { body: { type: 'token', data: 'from a browser' } });
+    const ids: string[] = [];
+    for (let i = 0; i < INTENTS; i++) {
+      const made = await intent();
+      expect(made.status).toBe(201);
+      ids.push(made.body.id as string);
+    }
+    const over = await intent();
+    expect(over.status).toBe(409);
+    expect(over.body.code).toBe('TV_TOKEN_INTENT_LIMIT');
+    expect(over.body.detail).toContain(`TOKENVAULT_TOKEN_INTENTS_PER_TENANT = ${INTENTS}`);
+    expect(
+      (await (await tenantKeys()).browser.post('/token-intents', { body: { type: 'token', data: 'x' } })).status,
+    ).toBe(201);
+    expect((await server.post('/tokens', { body: { token_intent_id: ids[0] } })).status).toBe(201);
+    expect((await intent()).status).toBe(201);
+  });
+});
+
+describe(`with TOKENVAULT_TOKEN_DATA_MAX_BYTES = ${DATA_BYTES}`, () => {
+  test('larger data is a 413 naming the setting, on create and update; data that fits passes', async () => {
+    const { server, browser } = await tenantKeys();
+    const intentOf = (data: string) => browser.post('/token-intents', { body: { type: 'token', data } });
+    // As JSON: the quotes count, and so do multi-byte characters in UTF-8.
+    const fits = 'x'.repeat(DATA_BYTES - 2);
+    const made = await server.post('/tokens', { body: { type: 'token', data: fits } });
+    expect(made.status).toBe(201);
+    for (const data of [`${fits}x`, 'é'.repeat(DATA_BYTES / 2), { list: Array.from({ length: 60 }, (_, i) => i) }]) {
+      const over = await server.post('/tokens', { body: { type: 'token', data } });
+      expect(over.status).toBe(413);
+      expect(over.body.code).toBe('TV_TOKEN_DATA_TOO_LARGE');
+      expect(over.body.detail).toContain(`TOKENVAULT_TOKEN_DATA_MAX_BYTES = ${DATA_BYTES}`);
+    }
+    const intent = await intentOf(`${fits}x`);
+    expect(intent.status).toBe(413);
+    expect(intent.body.code).toBe('TV_TOKEN_DATA_TOO_LARGE');
+    const patched = await server.patch(`/tokens/${made.body.id}`, {
+      body: { data: `${fits}x` },
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+    });
+    expect(patched.status).toBe(413);
+    expect(patched.body.code).toBe('TV_TOKEN_DATA_TOO_LARGE');
+  });
+});
+
+describe(`with TOKENVAULT_AUDIT_ENTRIES_PER_TENANT = ${AUDIT_ENTRIES}`, () => {
+  test("a tenant's reads keep its log near the newest entries; the chain still verifies", async () => {
+    const { tenantId, server } = await tenantKeys();
+    const id = (await server.post('/tokens', { body: { type: 'token', data: 'read often' } })).body.id as string;
+    for (let i = 0; i < 100; i++) expect((await server.get(`/tokens/${id}`)).status).toBe(200);
+    // Trimmed in the background by the process that appended the entry taking the log 10% past the count (2 entries
+    // here): past it by at most that and the entries appended while the trim runs.
+    const entries = () => api.context.store.count(keys.auditLog(tenantId));
+    await eventually(async () => expect(await entries()).toBeLessThanOrEqual(AUDIT_ENTRIES * 1.5), 5000);
+    expect(await entries()).toBeGreaterThanOrEqual(AUDIT_ENTRIES);
+    // The periodic sweep's trim, once appends have stopped, leaves exactly the count: the newest entries, also while
+    // another process (a replica) trims the same log.
+    const retention = () => new AuditRetention(api.context.store, createLogger('silent'), 365, 3600, AUDIT_ENTRIES);
+    await Promise.all([retention().sweep(), retention().trimTenant(tenantId, AUDIT_ENTRIES)]);
+    expect(await entries()).toBe(AUDIT_ENTRIES);
+    const head = await api.context.store.get(keys.auditHead(tenantId));
+    const anchor = await api.context.store.get(keys.auditAnchor(tenantId));
+    expect(JSON.parse(head!.value).seq - JSON.parse(anchor!.value).seq).toBe(AUDIT_ENTRIES);
+    expect((await verifyChain(api.context.store, tenantId)).breaks).toEqual([]);
+  });
+});
