@@ -243,6 +243,12 @@ export interface Config {
     /** Requests of one tenant in flight at once in one API process (every authenticated tenant request), and waiting. */
     requestTenantConcurrency: number;
     requestQueueLength: number;
+    /**
+     * Requests of one tenant whose body is larger than `largeBodyBytes` (or of unknown size: chunked, content-coded)
+     * read, parsed and served at once in one API process (http/middleware/admission.ts, largeBodies).
+     */
+    largeBodyBytes: number;
+    largeBodyTenantConcurrency: number;
     /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
     shutdownDrainSeconds: number;
     /**
@@ -758,6 +764,18 @@ export const SETTINGS = {
     description: 'api: requests of one tenant waiting for a turn in one API process once TOKENVAULT_TENANT_CONCURRENCY are in flight; more get 429 TV_TENANT_BUSY',
     default: '256',
   },
+  largeBodyBytes: {
+    flag: 'large-body-bytes',
+    env: 'TOKENVAULT_LARGE_BODY_BYTES',
+    description: 'api: a request body larger than this (or chunked, or content-coded) is large: TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY of a tenant are read and served at once',
+    default: String(64 * 1024),
+  },
+  largeBodyTenantConcurrency: {
+    flag: 'large-body-tenant-concurrency',
+    env: 'TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY',
+    description: 'api: requests of one tenant with a large body (TOKENVAULT_LARGE_BODY_BYTES) read and served at once in one API process; more wait (TOKENVAULT_SCAN_QUEUE_LENGTH), then get 429 TV_TENANT_BUSY',
+    default: '2',
+  },
   rateLimitApiPerKey: {
     flag: 'rate-limit-api-per-key',
     env: 'TOKENVAULT_RATE_LIMIT_API_PER_KEY',
@@ -1098,6 +1116,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     scanQueueLength: integer('scanQueueLength', 0, 10_000),
     requestTenantConcurrency: integer('requestTenantConcurrency', 1, 100_000),
     requestQueueLength: integer('requestQueueLength', 0, 100_000),
+    largeBodyBytes: integer('largeBodyBytes', 1024, 1024 * 1024 * 1024),
+    largeBodyTenantConcurrency: integer('largeBodyTenantConcurrency', 1, 10_000),
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
     requestTimeoutSeconds: integer('requestTimeout', 1, 3600),
   };

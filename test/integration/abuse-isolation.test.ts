@@ -467,9 +467,83 @@ test('past TOKENVAULT_TENANT_CONCURRENCY requests in flight and a full queue, a 
   }
 }, 60_000);
 
+/** A POST /tokens of `url` with key `key` whose body (`bytes` long) is sent but for its last byte until `finish()`. */
+function heldCreate(url: string, key: string, bytes: number) {
+  const body = JSON.stringify({ type: 'token', data: 'x'.repeat(bytes - 28) });
+  const request = http.request(`${url}/tokens`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'bt-api-key': key },
+  });
+  const answered = new Promise<number>((resolve, reject) => {
+    request.on('response', (response) => {
+      response.resume();
+      response.on('end', () => resolve(response.statusCode!));
+    });
+    request.on('error', reject);
+  });
+  request.write(body.slice(0, -1));
+  return { answered, finish: () => request.end(body.slice(-1)) };
+}
+
+// Before the large-body turns, a tenant's requests with large bodies were read and parsed as many at once as it had in
+// flight (TOKENVAULT_TENANT_CONCURRENCY): here the second and third of A's would have been answered 201 at once.
+test('past TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY, a tenant’s large bodies wait, then get 429; its small requests and another tenant’s large ones go on', async () => {
+  const gated = await startTestApi({
+    TOKENVAULT_LARGE_BODY_BYTES: '1024',
+    TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY: '1',
+    TOKENVAULT_SCAN_QUEUE_LENGTH: '1',
+  });
+  try {
+    const a = await tokenUser(gated);
+    const b = await tokenUser(gated);
+    const large = { type: 'token', data: 'x'.repeat(2000) };
+    // A's first large body arrives but for its last byte: it holds A's one turn until then.
+    const held = heldCreate(gated.url, a.key(), 2000);
+    await sleep(300);
+    // A's second waits its turn (the queue holds one)...
+    let waitingDone = false;
+    const waiting = a.post('/tokens', { body: large }).then((answer) => {
+      waitingDone = true;
+      return answer;
+    });
+    await sleep(300);
+    // ...its third is refused at once, chunked too (a body of unknown size counts as large)...
+    const refused = await a.post('/tokens', { body: large });
+    expect(refused.status).toBe(429);
+    expect(refused.body.code).toBe('TV_TENANT_BUSY');
+    expect(refused.body.detail).toContain('TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY');
+    expect(refused.body.detail).toContain('TOKENVAULT_SCAN_QUEUE_LENGTH');
+    expect(refused.headers.get('retry-after')).toBe('1');
+    const chunked = await fetch(`${gated.url}/tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'bt-api-key': a.key() },
+      body: new Blob([JSON.stringify({ type: 'token', data: 'small' })]).stream(),
+      duplex: 'half',
+    } as RequestInit);
+    expect(chunked.status).toBe(429);
+    // ...while A's small requests and B's large body are served, and the operator's is not counted.
+    expect((await a.post('/tokens', { body: { type: 'token', data: 'small' } })).status).toBe(201);
+    expect((await b.post('/tokens', { body: large })).status).toBe(201);
+    expect(waitingDone).toBe(false);
+    // The held body ends: both of A's large creates are served, one after the other.
+    held.finish();
+    expect(await held.answered).toBe(201);
+    expect((await waiting).status).toBe(201);
+    expect((await a.post('/tokens', { body: large })).status).toBe(201);
+  } finally {
+    await gated.close();
+  }
+}, 60_000);
+
 test('the requests reactor code makes with its bt key do not wait for the slot its own call holds', async () => {
-  // One slot: the reactor call takes it, so its code's token read would wait for it until the call's time limit.
-  const single = await startTestApi({ TOKENVAULT_TENANT_CONCURRENCY: '1', TOKENVAULT_REACTOR_TIMEOUT_MS: '3000' });
+  // One slot: the reactor call takes it, so its code's token read would wait for it until the call's time limit. The
+  // same for the one large-body turn: the call's args and the code's token data are large.
+  const single = await startTestApi({
+    TOKENVAULT_TENANT_CONCURRENCY: '1',
+    TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY: '1',
+    TOKENVAULT_LARGE_BODY_BYTES: '1024',
+    TOKENVAULT_REACTOR_TIMEOUT_MS: '3000',
+  });
   try {
     const { managementKey } = await createTenant(single.url, single.operatorKey);
     const management = client(single.url, managementKey);
@@ -478,7 +552,10 @@ test('the requests reactor code makes with its bt key do not wait for the slot i
       type: 'private',
       permissions: ['token:create', 'token:read', 'token:use'],
     });
-    const code = 'module.exports = async (req) => ({ raw: { id: (await req.bt.tokens.retrieve(req.args.id)).id } });';
+    const code = `module.exports = async (req) => {
+      const created = await req.bt.tokens.create({ type: 'token', data: req.args.pad });
+      return { raw: { id: (await req.bt.tokens.retrieve(req.args.id)).id, created: typeof created.id === 'string' } };
+    };`;
     const reactor = await management.post('/reactors', {
       body: { name: 'reads', code, configuration: {}, application: { id: application.id } },
     });
@@ -486,9 +563,9 @@ test('the requests reactor code makes with its bt key do not wait for the slot i
     const caller = client(single.url, application.key);
     const token = (await caller.post('/tokens', { body: { type: 'token', data: 'x' } })).body.id;
     const { answer, ms } = await timed(() =>
-      caller.post(`/reactors/${reactor.body.id}/react`, { body: { args: { id: token } } }),
+      caller.post(`/reactors/${reactor.body.id}/react`, { body: { args: { id: token, pad: 'x'.repeat(2000) } } }),
     );
-    expect([answer.status, answer.body.raw]).toEqual([200, { id: token }]);
+    expect([answer.status, answer.body.raw]).toEqual([200, { id: token, created: true }]);
     expect(ms).toBeLessThan(3000);
   } finally {
     await single.close();
