@@ -749,7 +749,7 @@ export const SETTINGS = {
   scanQueueLength: {
     flag: 'scan-queue-length',
     env: 'TOKENVAULT_SCAN_QUEUE_LENGTH',
-    description: 'Token searches, v1 page-paged token lists, audit log pages or bulk token creates of one tenant (each kind on its own) waiting for a turn in one API process; more get 429 TV_TENANT_BUSY',
+    description: 'Token searches, v1 page-paged token lists, audit log pages, bulk token creates or requests with a large body of one tenant (each kind on its own) waiting for a turn in one API process; more get 429 TV_TENANT_BUSY',
     default: '16',
   },
   requestTenantConcurrency: {

@@ -45,7 +45,7 @@ import type { RateLimiter } from '../ratelimit/limiter.js';
 import { authenticate } from './middleware/auth.js';
 import { errorHandler, sendProblem } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
-import { admission, admit, largeBodies, largeBodyGates, requestGates } from './middleware/admission.js';
+import { admission, admit, gateOf, largeBodies, largeBodyGates, requestGates } from './middleware/admission.js';
 import { rateLimit, takeRateLimit } from './middleware/rate-limit.js';
 import { observe } from './middleware/observe.js';
 import { traceId } from './middleware/trace.js';
@@ -144,6 +144,13 @@ export function createApp(context: ApiContext): Express {
     maxRequestBytes: config.proxy.requestBytes,
     rateLimit: (res, caller) => takeRateLimit(rateLimits.limiter, rateLimits.tenants, res, 'calls', caller),
     admit: (res, caller) => admit(requests, res, caller),
+    largeBodies: {
+      bytes: config.limits.largeBodyBytes,
+      turn: (caller, work) => {
+        const gated = gateOf(largeBodyTurns, caller);
+        return gated ? gated.gate.run(gated.tenantId, work) : work();
+      },
+    },
   });
   app.use(
     '/proxy',

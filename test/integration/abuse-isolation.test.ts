@@ -21,6 +21,8 @@ import {
   type TestApi,
 } from '../support/api.js';
 import { client, type Answer } from '../support/http.js';
+import { startHttpsServer, testCertificates } from '../support/https.js';
+import { echo, send } from '../support/proxy.js';
 
 const HUNG = 'module.exports = () => new Promise(() => {});';
 const TRIVIAL = 'module.exports = async () => ({ raw: { ok: true } });';
@@ -532,6 +534,53 @@ test('past TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY, a tenant’s large bodies w
     expect((await a.post('/tokens', { body: large })).status).toBe(201);
   } finally {
     await gated.close();
+  }
+}, 60_000);
+
+// A proxied body is read whole, then parsed only to detokenize (it holds an expression) or for a request transform.
+test('/proxy: a large body the vault reads into waits for a large-body turn; one forwarded byte for byte does not', async () => {
+  const { caFile } = await testCertificates();
+  const destination = await startHttpsServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => echo(req, res, Buffer.concat(chunks)));
+  });
+  const gated = await startTestApi({
+    TOKENVAULT_LARGE_BODY_BYTES: '1024',
+    TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY: '1',
+    TOKENVAULT_SCAN_QUEUE_LENGTH: '0',
+    TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
+    TOKENVAULT_PROXY_CA_FILE: caFile,
+  });
+  try {
+    const { managementKey } = await createTenant(gated.url, gated.operatorKey);
+    const { key } = await createApplication(gated.url, managementKey, {
+      name: 'user',
+      type: 'private',
+      permissions: ['token:create', 'token:read', 'token:use'],
+    });
+    const token = (await client(gated.url, key).post('/tokens', { body: { type: 'token', data: 'secret' } })).body.id;
+    const proxied = (value: string) =>
+      send(gated.url, 'POST', '/proxy', {
+        headers: { 'BT-API-KEY': key, 'BT-PROXY-URL': destination.url },
+        json: { value, pad: 'x'.repeat(2000) },
+      });
+    // A large create that arrives but for its last byte holds the tenant's one turn.
+    const held = heldCreate(gated.url, key, 2000);
+    await sleep(300);
+    const refused = await proxied(`{{ ${token} }}`);
+    expect(refused.status).toBe(429);
+    expect(refused.json().proxy_error).toMatchObject({ code: 'TV_TENANT_BUSY' });
+    const forwarded = await proxied('plain');
+    expect(forwarded.status).toBe(200);
+    held.finish();
+    expect(await held.answered).toBe(201);
+    const detokenized = await proxied(`{{ ${token} }}`);
+    expect(detokenized.status).toBe(200);
+    expect(JSON.parse(detokenized.json().body).value).toBe('secret');
+  } finally {
+    await gated.close();
+    await destination.close();
   }
 }, 60_000);
 
