@@ -570,7 +570,9 @@ test('/proxy: a large body the vault reads into waits for a large-body turn; one
     await sleep(300);
     const refused = await proxied(`{{ ${token} }}`);
     expect(refused.status).toBe(429);
-    expect(refused.json().proxy_error).toMatchObject({ code: 'TV_TENANT_BUSY' });
+    expect(refused.headers['content-type']).toContain('application/problem+json');
+    expect(refused.json().code).toBe('TV_TENANT_BUSY');
+    expect(refused.headers['retry-after']).toBe('1');
     const forwarded = await proxied('plain');
     expect(forwarded.status).toBe(200);
     held.finish();

@@ -286,6 +286,11 @@ function writeError({ logger }: ProxyRouteOptions, call: ProxyCall, error: unkno
   }
   const vaultError = asProxyError(cause);
   call.outcome = vaultError.code;
+  if (cause instanceof Errors.TenantBusy) {
+    // No large-body turn came (before the destination was called): a plain problem, as the tenant's other 429s here.
+    sendProblem(res, vaultError);
+    return;
+  }
   if (vaultError.status >= 500 && !(cause instanceof VaultError)) {
     const e = cause as Error;
     logger.error(
