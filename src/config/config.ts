@@ -248,6 +248,12 @@ export interface Config {
     /** Requests of one tenant in flight at once in one API process (every authenticated tenant request), and waiting. */
     requestTenantConcurrency: number;
     requestQueueLength: number;
+    /**
+     * Requests of one tenant whose body is larger than `largeBodyBytes` (or of unknown size: chunked, content-coded)
+     * read, parsed and served at once in one API process (http/middleware/admission.ts, largeBodies).
+     */
+    largeBodyBytes: number;
+    largeBodyTenantConcurrency: number;
     /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
     shutdownDrainSeconds: number;
     /**
@@ -774,7 +780,7 @@ export const SETTINGS = {
   scanQueueLength: {
     flag: 'scan-queue-length',
     env: 'TOKENVAULT_SCAN_QUEUE_LENGTH',
-    description: 'Token searches, v1 page-paged token lists, audit log pages or bulk token creates of one tenant (each kind on its own) waiting for a turn in one API process; more get 429 TV_TENANT_BUSY',
+    description: 'Token searches, v1 page-paged token lists, audit log pages, bulk token creates or requests with a large body of one tenant (each kind on its own) waiting for a turn in one API process; more get 429 TV_TENANT_BUSY',
     default: '16',
   },
   requestTenantConcurrency: {
@@ -788,6 +794,18 @@ export const SETTINGS = {
     env: 'TOKENVAULT_TENANT_QUEUE_LENGTH',
     description: 'api: requests of one tenant waiting for a turn in one API process once TOKENVAULT_TENANT_CONCURRENCY are in flight; more get 429 TV_TENANT_BUSY',
     default: '256',
+  },
+  largeBodyBytes: {
+    flag: 'large-body-bytes',
+    env: 'TOKENVAULT_LARGE_BODY_BYTES',
+    description: 'api: a request body larger than this (or chunked, or content-coded) is large: TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY of a tenant are read and served at once',
+    default: String(64 * 1024),
+  },
+  largeBodyTenantConcurrency: {
+    flag: 'large-body-tenant-concurrency',
+    env: 'TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY',
+    description: 'api: requests of one tenant with a large body (TOKENVAULT_LARGE_BODY_BYTES) read and served at once in one API process; more wait (TOKENVAULT_SCAN_QUEUE_LENGTH), then get 429 TV_TENANT_BUSY',
+    default: '2',
   },
   rateLimitApiPerKey: {
     flag: 'rate-limit-api-per-key',
@@ -1132,6 +1150,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     scanQueueLength: integer('scanQueueLength', 0, 10_000),
     requestTenantConcurrency: integer('requestTenantConcurrency', 1, 100_000),
     requestQueueLength: integer('requestQueueLength', 0, 100_000),
+    largeBodyBytes: integer('largeBodyBytes', 1024, 1024 * 1024 * 1024),
+    largeBodyTenantConcurrency: integer('largeBodyTenantConcurrency', 1, 10_000),
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
     requestTimeoutSeconds: integer('requestTimeout', 1, 3600),
   };

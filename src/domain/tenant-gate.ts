@@ -7,9 +7,10 @@
 // a kind per tenant at a time; the tenant's others wait their turn (first come, first served), and beyond `waiting`
 // of them they are refused: 429 TV_TENANT_BUSY naming the setting. Work whose refusal would lose what was already
 // done (the tokens a reactor's code asked for, after it ran) waits for its turn however long the queue is.
-// The HTTP layer uses one more gate for every request of a tenant (src/http/middleware/admission.ts): there a request
-// holds its slot until its answer ends, and may wait in one of the gates above meanwhile. That nesting cannot deadlock:
-// the gates above never wait for an admission slot.
+// The HTTP layer uses one more gate for every request of a tenant (src/http/middleware/admission.ts), and inside it one
+// for requests with a large body: there a request holds its slot (and its large-body turn) until its answer ends, and
+// may wait in one of the gates above meanwhile. That nesting cannot deadlock: the gates above never wait for an
+// admission slot or a large-body turn, and a large-body turn is only waited for while holding an admission slot.
 import { Errors } from '../errors/registry.js';
 
 export interface TenantGateLimits {

@@ -45,7 +45,7 @@ import type { RateLimiter } from '../ratelimit/limiter.js';
 import { authenticate } from './middleware/auth.js';
 import { errorHandler, sendProblem } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
-import { admission, admit, requestGates } from './middleware/admission.js';
+import { admission, admit, gateOf, largeBodies, largeBodyGates, requestGates } from './middleware/admission.js';
 import { rateLimit, takeRateLimit } from './middleware/rate-limit.js';
 import { observe } from './middleware/observe.js';
 import { traceId } from './middleware/trace.js';
@@ -126,6 +126,11 @@ export function createApp(context: ApiContext): Express {
     running: config.limits.requestTenantConcurrency,
     waiting: config.limits.requestQueueLength,
   });
+  // And, inside those, the turns of requests with large bodies (middleware/admission.ts, largeBodies).
+  const largeBodyTurns = largeBodyGates({
+    running: config.limits.largeBodyTenantConcurrency,
+    waiting: config.limits.scanQueueLength,
+  });
 
   // The detokenizing proxy reads its body raw (so it comes before the JSON parser) and authenticates by itself (so it
   // comes before the global authentication): a pre-configured proxy with require_auth false needs no BT-API-KEY.
@@ -139,6 +144,13 @@ export function createApp(context: ApiContext): Express {
     maxRequestBytes: config.proxy.requestBytes,
     rateLimit: (res, caller) => takeRateLimit(rateLimits.limiter, rateLimits.tenants, res, 'calls', caller),
     admit: (res, caller) => admit(requests, res, caller),
+    largeBodies: {
+      bytes: config.limits.largeBodyBytes,
+      turn: (caller, work) => {
+        const gated = gateOf(largeBodyTurns, caller);
+        return gated ? gated.gate.run(gated.tenantId, work) : work();
+      },
+    },
   });
   app.use(
     '/proxy',
@@ -150,6 +162,7 @@ export function createApp(context: ApiContext): Express {
   app.use(authenticate(authenticator));
   app.use(rateLimit(rateLimits.limiter, rateLimits.tenants));
   app.use(admission(requests));
+  app.use(largeBodies(largeBodyTurns, config.limits.largeBodyBytes));
   app.use(concretePaths(() => (rows ??= routeTable(app))));
   app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES, maxDepth: config.limits.jsonMaxDepth }));
   // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each

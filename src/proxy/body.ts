@@ -36,6 +36,13 @@ export function bodyKind(contentType: string | undefined): BodyKind {
 const OPEN = Buffer.from('{{');
 const ENCODED_OPEN = /%7b%7b/i;
 
+/** Whether detokenizeBody reads into the body (parses it, looks for expressions in its text): it may hold some. */
+export function mayHoldExpressions(contentType: string | undefined, body: Buffer): boolean {
+  const kind = bodyKind(contentType);
+  if (kind === 'opaque' || body.length === 0) return false;
+  return body.includes(OPEN) || (kind === 'form' && ENCODED_OPEN.test(body.toString('latin1')));
+}
+
 /** The body with its expressions replaced; the same Buffer when there was nothing to replace. */
 export async function detokenizeBody(
   detokenizer: BodyDetokenizer,
@@ -44,12 +51,8 @@ export async function detokenizeBody(
   body: Buffer,
   maxJsonDepth = DEFAULT_JSON_MAX_DEPTH,
 ): Promise<Buffer> {
+  if (!mayHoldExpressions(contentType, body)) return body;
   const kind = bodyKind(contentType);
-  if (kind === 'opaque' || body.length === 0) return body;
-  const hasOpen = body.includes(OPEN);
-  if (!hasOpen && !(kind === 'form' && ENCODED_OPEN.test(body.toString('latin1')))) {
-    return body;
-  }
   const text = utf8(body);
   switch (kind) {
     case 'json':

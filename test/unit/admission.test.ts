@@ -5,7 +5,8 @@ import { expect, test } from '@jest/globals';
 import { EventEmitter } from 'node:events';
 import type { Response } from 'express';
 import type { Principal } from '../../src/auth/principal.js';
-import { admit, admitRequest, requestGates } from '../../src/http/middleware/admission.js';
+import type { Request } from 'express';
+import { admit, admitRequest, isLargeBody, requestGates } from '../../src/http/middleware/admission.js';
 import { VaultError } from '../../src/errors/registry.js';
 
 const response = () => new EventEmitter() as unknown as Response;
@@ -64,4 +65,15 @@ test('a request whose client left while it waited gives its slot back when its t
   // The slot is free again, and the queue holds one again.
   expect(await outcome(admitRequest(gate, 't1', response()))).toBe('admitted');
   expect(await outcome(admitRequest(gate, 't1', response()))).toBe('waiting');
+});
+
+test('a body is large over the threshold, or when its size is unknown before it is read: chunked or content-coded', () => {
+  const large = (headers: Record<string, string>) => isLargeBody({ headers } as unknown as Request, 1024);
+  expect(large({})).toBe(false); // no body
+  expect(large({ 'content-length': '1024' })).toBe(false);
+  expect(large({ 'content-length': '1025' })).toBe(true);
+  expect(large({ 'content-length': '10', 'content-encoding': 'identity' })).toBe(false);
+  expect(large({ 'content-length': '10', 'content-encoding': 'gzip' })).toBe(true);
+  expect(large({ 'transfer-encoding': 'chunked' })).toBe(true);
+  expect(large({ 'content-length': 'x' })).toBe(true); // refused later (400); never let through as small
 });

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
-import { bodyKind, detokenizeBody, type BodyDetokenizer } from '../../proxy/body.js';
+import { bodyKind, detokenizeBody, mayHoldExpressions, type BodyDetokenizer } from '../../proxy/body.js';
 import type { Forwarder } from '../../proxy/forwarder.js';
 import {
   forwardedRequestHeaders,
@@ -36,6 +36,11 @@ export interface ProxyInput {
   rawHeaders: string[];
   body: Buffer;
   signal?: AbortSignal;
+  /**
+   * Given for a large body (TOKENVAULT_LARGE_BODY_BYTES): runs the work that reads into it (detokenization, the
+   * request transform) in one of the tenant's large-body turns; 429 TV_TENANT_BUSY past its queue.
+   */
+  largeBodyTurn?: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 export interface ProxyAnswer {
@@ -96,11 +101,10 @@ export class ProxyHandler {
     return this.forwarder.checkUrl(url);
   }
 
-  async handle(input: ProxyInput): Promise<ProxyAnswer> {
+  /** The caller's body detokenized and through the request transform, with the headers to forward. */
+  private async prepare(input: ProxyInput, forwarded: HeaderMap): Promise<{ body: Buffer; headers: HeaderMap }> {
     const { proxy } = input;
-    const url = this.forwarder.checkUrl(joinDestination(input.base, input.suffix)).href;
-    if (proxy) await this.transforms.assertRunnable(proxy);
-    let headers = forwardedRequestHeaders(input.rawHeaders);
+    let headers = forwarded;
     let body = input.principal
       ? await detokenizeBody(
           this.detokenizer,
@@ -121,6 +125,22 @@ export class ProxyHandler {
       });
       ({ body, headers } = applyOutput(output, body, headers, 'request'));
     }
+    return { body, headers };
+  }
+
+  async handle(input: ProxyInput): Promise<ProxyAnswer> {
+    const { proxy } = input;
+    const url = this.forwarder.checkUrl(joinDestination(input.base, input.suffix)).href;
+    if (proxy) await this.transforms.assertRunnable(proxy);
+    const forwarded = forwardedRequestHeaders(input.rawHeaders);
+    // A body forwarded as it came (no expressions, no request transform) takes no large-body turn: it costs a scan.
+    const readsInto =
+      proxy?.requestTransform !== undefined ||
+      (input.principal !== undefined && mayHoldExpressions(headerValue(forwarded, 'content-type'), input.body));
+    const prepare = () => this.prepare(input, forwarded);
+    const prepared = readsInto && input.largeBodyTurn ? await input.largeBodyTurn(prepare) : await prepare();
+    const body = prepared.body;
+    let headers = prepared.headers;
     if (proxy?.responseTransform) {
       // The transform reads the body, so ask for it uncompressed (a compressed one is inflated below all the same).
       headers = { ...withoutHeaders(headers, 'accept-encoding'), 'accept-encoding': 'identity' };

@@ -34,6 +34,27 @@ export function requestGates(limits: TenantGateLimits): RequestGates {
 }
 
 /**
+ * Requests with a large body (see largeBodies), callers' and code's apart for the reason above: a reactor call with
+ * large args holds a caller's turn while its code's `bt` requests send theirs. `waiting` is
+ * TOKENVAULT_SCAN_QUEUE_LENGTH's, the queue of the other per-tenant gates of expensive requests.
+ */
+export function largeBodyGates(limits: TenantGateLimits): RequestGates {
+  const gate = (what: string) =>
+    new TenantGate(
+      {
+        what,
+        runningSetting: 'TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY',
+        instead: 'send large bodies one after another (TOKENVAULT_LARGE_BODY_BYTES says which are large)',
+      },
+      limits,
+    );
+  return {
+    callers: gate('requests with a large body'),
+    code: gate('requests of reactor and transform code with a large body'),
+  };
+}
+
+/**
  * Resolves once the caller's request may run, its slot held until `res` closes (answered, or the client gone); throws
  * 429 TV_TENANT_BUSY when the tenant's queue is full. `tenantId` is for a caller without a key (a pre-configured proxy
  * called with its proxy key alone).
@@ -43,11 +64,20 @@ export async function admit(
   res: Response,
   caller: { principal?: Principal; tenantId?: string },
 ): Promise<void> {
+  const gated = gateOf(gates, caller);
+  if (gated) await admitRequest(gated.gate, gated.tenantId, res);
+}
+
+/** The gate and tenant a caller's request is counted in; none for the operator key or a request of no tenant. */
+export function gateOf(
+  gates: RequestGates,
+  caller: { principal?: Principal; tenantId?: string },
+): { gate: TenantGate; tenantId: string } | undefined {
   const principal = caller.principal;
-  if (principal?.kind === 'operator' || principal?.operator) return;
+  if (principal?.kind === 'operator' || principal?.operator) return undefined;
   const tenantId = principal?.tenantId ?? caller.tenantId;
-  if (tenantId === undefined) return;
-  await admitRequest(principal && isMintedKey(principal) ? gates.code : gates.callers, tenantId, res);
+  if (tenantId === undefined) return undefined;
+  return { gate: principal && isMintedKey(principal) ? gates.code : gates.callers, tenantId };
 }
 
 /** After authentication and the rate limits, before the body is read: a waiting request holds no parsed body. */
@@ -56,6 +86,35 @@ export function admission(gates: RequestGates) {
     await admit(gates, res, { principal: req.principal });
     next();
   };
+}
+
+/**
+ * After admission, before the body is read: a request whose body is large (`isLargeBody`) waits for one of the
+ * tenant's large-body turns and holds it until its answer ends, so that the tenant's parses and the work on what they
+ * hold (validation, token data counted and sealed) run a few at a time, however many requests it has in flight. What a
+ * JSON body costs the event loop to parse grows with its members faster than with its bytes (one object's keys: ~2 ms
+ * at 64 KiB, 17 ms at 256 KiB, ~45 ms at 560 KiB), so 32 such bodies of one tenant at once held every other tenant's
+ * requests for seconds (docs/security.md, "Limits"). Small bodies, the common case, take no turn.
+ */
+export function largeBodies(gates: RequestGates, largeBytes: number) {
+  return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
+    const gated = isLargeBody(req, largeBytes) ? gateOf(gates, { principal: req.principal }) : undefined;
+    if (gated) await admitRequest(gated.gate, gated.tenantId, res);
+    next();
+  };
+}
+
+/**
+ * A body declared larger than `largeBytes`, or of a size not known before it is read: chunked (no Content-Length), or
+ * content-coded (a few KB of gzip inflate up to TOKENVAULT_BODY_LIMIT_BYTES). Counting bytes as they arrive would
+ * tell a small chunked body apart, but the official clients send Content-Length, so such bodies are rare.
+ */
+export function isLargeBody(req: Request, largeBytes: number): boolean {
+  const { headers } = req;
+  const length = headers['content-length'];
+  if (length === undefined) return headers['transfer-encoding'] !== undefined;
+  const coding = headers['content-encoding'];
+  return !(Number(length) <= largeBytes) || (coding !== undefined && coding.toLowerCase() !== 'identity');
 }
 
 export function admitRequest(gate: TenantGate, tenantId: string, res: Response): Promise<void> {

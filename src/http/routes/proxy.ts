@@ -39,6 +39,14 @@ export interface ProxyRouteOptions {
   ) => Promise<void>;
   /** Waits for one of the tenant's request slots (middleware/admission.ts); throws 429 TV_TENANT_BUSY past its queue. */
   admit?: (res: Response, caller: { principal?: TenantPrincipal; tenantId?: string }) => Promise<void>;
+  /**
+   * A body over `bytes` is large: the work that reads into it runs in `turn`, one of the tenant's large-body turns
+   * (middleware/admission.ts, largeBodies). Only then: a body forwarded byte for byte costs no parse.
+   */
+  largeBodies?: {
+    bytes: number;
+    turn: <T>(caller: { principal?: TenantPrincipal; tenantId?: string }, work: () => Promise<T>) => Promise<T>;
+  };
 }
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
@@ -209,12 +217,13 @@ async function readBody(req: Request, maxBytes: number): Promise<Buffer> {
 
 /** Step 4, through the handler (detokenize, transform, send, transform back); the client going away aborts it. */
 async function forward(
-  { handler }: ProxyRouteOptions,
+  { handler, largeBodies }: ProxyRouteOptions,
   { req, res, label }: ProxyCall,
   { principal, proxy }: Accepted,
   { base, suffix }: Destination,
   body: Buffer,
 ): Promise<ProxyAnswer> {
+  const large = largeBodies && body.length > largeBodies.bytes ? largeBodies : undefined;
   const abort = new AbortController();
   res.once('close', () => {
     if (!res.writableFinished) abort.abort();
@@ -229,6 +238,7 @@ async function forward(
     rawHeaders: req.rawHeaders,
     body,
     signal: abort.signal,
+    largeBodyTurn: large && ((work) => large.turn({ principal, tenantId: proxy?.tenantId }, work)),
   });
 }
 
@@ -276,6 +286,11 @@ function writeError({ logger }: ProxyRouteOptions, call: ProxyCall, error: unkno
   }
   const vaultError = asProxyError(cause);
   call.outcome = vaultError.code;
+  if (cause instanceof Errors.TenantBusy) {
+    // No large-body turn came (before the destination was called): a plain problem, as the tenant's other 429s here.
+    sendProblem(res, vaultError);
+    return;
+  }
   if (vaultError.status >= 500 && !(cause instanceof VaultError)) {
     const e = cause as Error;
     logger.error(
