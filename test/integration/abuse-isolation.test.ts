@@ -588,9 +588,11 @@ test('/proxy: a large body the vault reads into waits for a large-body turn; one
 
 // A JSON body's parse costs the event loop more per byte the more members it holds: one object of 40,000 keys (560 KB)
 // ~40 ms, before any check can refuse it (token data over TOKENVAULT_TOKEN_DATA_MAX_NODES is refused after it). B's
-// median single create beside A's 32 such bodies at once, back to back (two runs each, shared 2-core machine): without
-// the large-body turns 2.7-3.4 s, 240-350 times B alone (10-11 ms); with two of A's at a time 0.34-0.45 s (31-45
-// times), with one 0.24-0.26 s (25-28 times). B still waits behind the parse under way: the turns bound how many.
+// median single create beside A's 32 such bodies at once, back to back (shared 2-core machine): without the large-body
+// turns 2.5-3.4 s, 215-350 times B alone (10-11 ms), 10-18 samples in the 20 s (four runs); with two of A's at a time
+// 0.34-0.54 s (31-48 times), 70-100 samples, and once 1.1 s (108 times, 39 samples) while a neighbour loaded the
+// machine (five runs); with one 0.24-0.26 s (25-28 times). B still waits behind the parse under way: the turns bound
+// how many.
 test('tenant A’s bodies of 40,000 members (32 at once) leave tenant B’s single creates a tenth as slow as before the large-body turns', async () => {
   const gated = await startTestApi();
   try {
@@ -625,8 +627,8 @@ test('tenant A’s bodies of 40,000 members (32 at once) leave tenant B’s sing
     await flood;
 
     expect(parsed).toBeGreaterThan(0);
-    expect(loaded.length).toBeGreaterThanOrEqual(20); // 10-15 in the 20 s before, 83-100 with the turns
-    expect(percentile(loaded, 0.5)).toBeLessThan(100 * percentile(alone, 0.5));
+    expect(loaded.length).toBeGreaterThanOrEqual(25);
+    expect(percentile(loaded, 0.5)).toBeLessThan(150 * percentile(alone, 0.5));
   } finally {
     await gated.close();
   }
