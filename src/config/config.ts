@@ -5,7 +5,6 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { hashKey, isApiKey } from '../auth/api-keys.js';
 import { parseKeyEncryptionKeys } from '../crypto/keyring.js';
-import { DEFAULT_TOKEN_DATA_MAX_NODES } from '../domain/tokens/data-nodes.js';
 import { parseQuantity } from './quantity.js';
 import { workerUrlPatternProblem } from './worker-url-patterns.js';
 import type { StoreSpec } from '../store/open.js';
@@ -685,7 +684,7 @@ export const SETTINGS = {
     env: 'TOKENVAULT_TOKEN_DATA_MAX_NODES',
     description:
       "Most object members and array elements, counted at every level, one token's data may hold; more is 400 TV_TOKEN_DATA_TOO_MANY_NODES",
-    default: String(DEFAULT_TOKEN_DATA_MAX_NODES),
+    default: '5000',
   },
   sessionTtl: {
     flag: 'session-ttl-seconds',
