@@ -616,7 +616,7 @@ test('tenant A’s bodies of 40,000 members (32 at once) leave tenant B’s sing
           });
           await answer.arrayBuffer();
           if (answer.status === 429) await sleep(1000 * Number(answer.headers.get('retry-after')));
-          else expect(answer.status).toBe(400); // TV_TOKEN_DATA_TOO_LARGE: parsed, then refused
+          else expect(answer.status).toBe(400); // TV_TOKEN_DATA_TOO_MANY_NODES: parsed, then refused
           if (answer.status === 400) parsed++;
         }
       }),

@@ -177,13 +177,16 @@ export class TokenService {
     if (!decide(principal, { id, type: type.name, containers }, 'token:create')) {
       throw new Errors.Forbidden('The key may not create tokens in this container.');
     }
+    // The data's size before anything reads it (derive counts its nodes again, for the paths that come without this):
+    // its members first, a walk that stops once past the limit, then its bytes as JSON, a full serialization.
+    this.assertDataSize(body.data);
+    this.assertDataFits(body.data);
     const settings = (await this.tenants.get(tenantId))?.settings;
     const derived = await this.derive(tenantId, body.type, body, settings?.fingerprint_tokens !== 'false');
     const deduplicate = body.deduplicate_token ?? settings?.deduplicate_tokens === 'true';
     if (body.expires_at && Date.parse(body.expires_at) <= Date.now()) {
       throw new Errors.InvalidBody({ errors: { expires_at: ['must be in the future'] } });
     }
-    this.assertDataFits(body.data);
 
     for (let attempt = 0; attempt < 5; attempt++) {
       const { existing, indexRevision } =
@@ -302,7 +305,10 @@ export class TokenService {
       );
       if (merged.data === undefined || merged.data === null)
         throw new Errors.InvalidBody({ errors: { data: ['cannot be removed'] } });
-      if (patch.data !== undefined) this.assertDataFits(merged.data);
+      if (patch.data !== undefined) {
+        this.assertDataSize(merged.data);
+        this.assertDataFits(merged.data);
+      }
       const containers = merged.containers ?? [TOKEN_TYPES.get(before.type)!.defaultContainer];
       const after = { id, type: before.type, containers };
       if (!decide(principal, after, 'token:update')) {
