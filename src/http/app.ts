@@ -146,9 +146,9 @@ export function createApp(context: ApiContext): Express {
     admit: (res, caller) => admit(requests, res, caller),
     largeBodies: {
       bytes: config.limits.largeBodyBytes,
-      turn: (caller, work) => {
+      turn: (caller, work, whenBusy) => {
         const gated = gateOf(largeBodyTurns, caller);
-        return gated ? gated.gate.run(gated.tenantId, work) : work();
+        return gated ? gated.gate.run(gated.tenantId, work, { whenBusy }) : work();
       },
     },
   });

@@ -586,6 +586,65 @@ test('/proxy: a large body the vault reads into waits for a large-body turn; one
   }
 }, 60_000);
 
+// A response transform parses the destination's answer on the API's event loop, up to
+// TOKENVAULT_PROXY_DECODED_RESPONSE_LIMIT_BYTES (10 MiB) once inflated: a tenant's own destination answering large JSON
+// cost the loop what sending it would, with no turn taken. It now waits for a large-body turn, and is never refused
+// for a full queue: the destination has had the request, and a 429 would invite a retry that sends it again.
+test('/proxy: a large answer a response transform reads waits for a large-body turn, and is not refused', async () => {
+  const { caFile } = await testCertificates();
+  let requests = 0;
+  const destination = await startHttpsServer((_req, res) => {
+    requests++;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ pad: 'x'.repeat(4000) }));
+  });
+  const gated = await startTestApi({
+    TOKENVAULT_LARGE_BODY_BYTES: '1024',
+    TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY: '1',
+    TOKENVAULT_SCAN_QUEUE_LENGTH: '0',
+    TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
+    TOKENVAULT_PROXY_CA_FILE: caFile,
+  });
+  try {
+    const { managementKey } = await createTenant(gated.url, gated.operatorKey);
+    const { key } = await createApplication(gated.url, managementKey, {
+      name: 'user',
+      type: 'private',
+      permissions: ['token:create', 'token:use'],
+    });
+    const proxy = await client(gated.url, managementKey).post('/proxies', {
+      body: {
+        name: 'large answers',
+        destination_url: destination.url,
+        response_transform: {
+          code: 'module.exports = async (req) => ({ body: { length: req.args.body.pad.length } });',
+        },
+      },
+    });
+    expect(proxy.status).toBe(201);
+    // A large create that arrives but for its last byte holds the tenant's one turn.
+    const held = heldCreate(gated.url, key, 2000);
+    await sleep(300);
+    let answered = false;
+    const proxied = send(gated.url, 'GET', '/proxy', {
+      headers: { 'BT-API-KEY': key, 'BT-PROXY-KEY': proxy.body.key },
+    }).then((answer) => {
+      answered = true;
+      return answer;
+    });
+    await sleep(1000);
+    // Sent, and answered by the destination, but not read until the tenant's turn comes (a queue of 0: not refused).
+    expect([requests, answered]).toEqual([1, false]);
+    held.finish();
+    expect(await held.answered).toBe(201);
+    const answer = await proxied;
+    expect([answer.status, answer.json(), requests]).toEqual([200, { length: 4000 }, 1]);
+  } finally {
+    await gated.close();
+    await destination.close();
+  }
+}, 60_000);
+
 // A JSON body's parse costs the event loop more per byte the more members it holds: one object of 40,000 keys (560 KB)
 // ~40 ms, before any check can refuse it (token data over TOKENVAULT_TOKEN_DATA_MAX_NODES is refused after it). B's
 // median single create beside A's 32 such bodies at once, back to back (shared 2-core machine): without the large-body

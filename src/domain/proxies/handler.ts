@@ -18,6 +18,7 @@ import {
 } from '../../proxy/headers.js';
 import { joinDestination, type ProxySuffix } from '../../proxy/target.js';
 import { DEFAULT_JSON_MAX_DEPTH, assertJsonDepth, nestsDeeperThan } from '../../validation/json-depth.js';
+import type { WhenBusy } from '../tenant-gate.js';
 import type { ResolvedProxy } from './service.js';
 import { invalid, type TransformOutput, type TransformRunner } from './transforms.js';
 
@@ -37,10 +38,12 @@ export interface ProxyInput {
   body: Buffer;
   signal?: AbortSignal;
   /**
-   * Given for a large body (TOKENVAULT_LARGE_BODY_BYTES): runs the work that reads into it (detokenization, the
-   * request transform) in one of the tenant's large-body turns; 429 TV_TENANT_BUSY past its queue.
+   * Bodies over `bytes` (TOKENVAULT_LARGE_BODY_BYTES) are large: the work that reads into one runs in `turn`, one of
+   * the tenant's large-body turns. The request's (detokenization, the request transform) is refused 429
+   * TV_TENANT_BUSY past the queue; the answer's (inflated and given to a response transform) waits however long it
+   * is, since the destination has had the request by then and a refusal would invite a retry that sends it again.
    */
-  largeBodyTurn?: <T>(work: () => Promise<T>) => Promise<T>;
+  largeBodies?: { bytes: number; turn: <T>(work: () => Promise<T>, whenBusy: WhenBusy) => Promise<T> };
 }
 
 export interface ProxyAnswer {
@@ -137,8 +140,10 @@ export class ProxyHandler {
     const readsInto =
       proxy?.requestTransform !== undefined ||
       (input.principal !== undefined && mayHoldExpressions(headerValue(forwarded, 'content-type'), input.body));
+    const large = input.largeBodies;
     const prepare = () => this.prepare(input, forwarded);
-    const prepared = readsInto && input.largeBodyTurn ? await input.largeBodyTurn(prepare) : await prepare();
+    const prepared =
+      readsInto && large && input.body.length > large.bytes ? await large.turn(prepare, 'refuse') : await prepare();
     const body = prepared.body;
     let headers = prepared.headers;
     if (proxy?.responseTransform) {
@@ -164,22 +169,31 @@ export class ProxyHandler {
 
     const response = await this.forwarder.buffer(input.label, request);
     try {
-      let responseBody = response.body;
-      let responseHeaders = returnedResponseHeaders(response.headers, { keepLength: false });
+      const responseHeaders = returnedResponseHeaders(response.headers, { keepLength: false });
       const encoding = headerValue(responseHeaders, 'content-encoding')?.trim().toLowerCase();
-      if (encoding && encoding !== 'identity' && responseBody.length > 0) {
-        const inflate = inflaters[encoding];
+      const coded = encoding !== undefined && encoding !== 'identity' && response.body.length > 0;
+      const transformAnswer = async () => {
+        let responseBody = response.body;
+        let headersOut = responseHeaders;
+        const inflate = coded ? inflaters[encoding] : undefined;
         if (inflate) {
           responseBody = await inflateCapped(inflate, responseBody, this.maxDecodedResponseBytes);
-          responseHeaders = withoutHeaders(responseHeaders, 'content-encoding');
+          headersOut = withoutHeaders(headersOut, 'content-encoding');
         }
-      }
-      const output = await this.transforms.run(proxy, 'response', {
-        body: forTransform(responseBody, headerValue(responseHeaders, 'content-type'), this.maxJsonDepth),
-        headers: lowerCased(responseHeaders),
-      });
-      const applied = applyOutput(output, responseBody, responseHeaders, 'response');
-      return { status: response.status, headers: applied.headers, body: applied.body };
+        const output = await this.transforms.run(proxy, 'response', {
+          body: forTransform(responseBody, headerValue(headersOut, 'content-type'), this.maxJsonDepth),
+          headers: lowerCased(headersOut),
+        });
+        const applied = applyOutput(output, responseBody, headersOut, 'response');
+        return { status: response.status, headers: applied.headers, body: applied.body };
+      };
+      // A destination's answer is parsed on the API's event loop as a caller's body is (up to
+      // TOKENVAULT_PROXY_DECODED_RESPONSE_LIMIT_BYTES once inflated): a large one, or a coded one of any size, is read
+      // in one of the tenant's large-body turns, so a tenant's destination answering large JSON cannot hold the loop
+      // more than a tenant sending it could.
+      return large && (coded || response.body.length > large.bytes)
+        ? await large.turn(transformAnswer, 'wait')
+        : await transformAnswer();
     } catch (error) {
       throw new AfterDestination(error, response.status);
     }

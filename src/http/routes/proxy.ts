@@ -23,6 +23,7 @@ import {
   type ProxyInput,
 } from '../../domain/proxies/handler.js';
 import type { ProxyService, ResolvedProxy } from '../../domain/proxies/service.js';
+import type { WhenBusy } from '../../domain/tenant-gate.js';
 
 export interface ProxyRouteOptions {
   authenticator: Authenticator;
@@ -41,11 +42,16 @@ export interface ProxyRouteOptions {
   admit?: (res: Response, caller: { principal?: TenantPrincipal; tenantId?: string }) => Promise<void>;
   /**
    * A body over `bytes` is large: the work that reads into it runs in `turn`, one of the tenant's large-body turns
-   * (middleware/admission.ts, largeBodies). Only then: a body forwarded byte for byte costs no parse.
+   * (middleware/admission.ts, largeBodies). Only then: a body forwarded byte for byte costs no parse. The same holds
+   * for a destination's answer that a response transform reads.
    */
   largeBodies?: {
     bytes: number;
-    turn: <T>(caller: { principal?: TenantPrincipal; tenantId?: string }, work: () => Promise<T>) => Promise<T>;
+    turn: <T>(
+      caller: { principal?: TenantPrincipal; tenantId?: string },
+      work: () => Promise<T>,
+      whenBusy: WhenBusy,
+    ) => Promise<T>;
   };
 }
 
@@ -223,7 +229,6 @@ async function forward(
   { base, suffix }: Destination,
   body: Buffer,
 ): Promise<ProxyAnswer> {
-  const large = largeBodies && body.length > largeBodies.bytes ? largeBodies : undefined;
   const abort = new AbortController();
   res.once('close', () => {
     if (!res.writableFinished) abort.abort();
@@ -238,7 +243,10 @@ async function forward(
     rawHeaders: req.rawHeaders,
     body,
     signal: abort.signal,
-    largeBodyTurn: large && ((work) => large.turn({ principal, tenantId: proxy?.tenantId }, work)),
+    largeBodies: largeBodies && {
+      bytes: largeBodies.bytes,
+      turn: (work, whenBusy) => largeBodies.turn({ principal, tenantId: proxy?.tenantId }, work, whenBusy),
+    },
   });
 }
 
