@@ -119,7 +119,7 @@ export class TokenService {
     private readonly dataMaxNodes = DEFAULT_TOKEN_DATA_MAX_NODES,
     private readonly quota: TokenQuota = { perTenant: 0, dataMaxBytes: 0 },
   ) {
-    this.limit = new TenantLimit(store, 'tokens', quota.perTenant, keys.tokens);
+    this.limit = new TenantLimit(store, 'tokens', quota.perTenant, keys.tokens, tenants);
     this.pageScans = new TenantGate(
       {
         what: 'page-paged token lists',
