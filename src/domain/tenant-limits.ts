@@ -13,8 +13,8 @@
 //
 // A Tenant's spec.limits (the tenant record's `limits`, set by the operator only) replace the global setting for that
 // tenant: one big tenant can have more tokens without lifting the bound for all. The record comes from the
-// TenantDirectory, the watched cache every request already reads it from (a token create reads it for the tenant's
-// settings), so the override costs no store read.
+// TenantDirectory, the watched cache every request already reads it from; a token create passes the record it read
+// for the tenant's settings, so its override costs not even a second look-up.
 //
 // Not exact: creates in flight at the same moment, and creates on other replicas within the second, all pass before
 // any count sees them. An exact limit would need one guard key per tenant and kind that every create rewrites (as
@@ -105,10 +105,13 @@ export class TenantLimit {
     private readonly tenants?: TenantLimitsSource,
   ) {}
 
-  /** Throws the kind's 409, naming where its limit was set and its value, when the tenant already has that many. */
-  async assertRoomFor(tenantId: string): Promise<void> {
+  /**
+   * Throws the kind's 409, naming where its limit was set and its value, when the tenant already has that many.
+   * `tenant`: its record when the caller has just read it (else it comes from the tenants' source, if any).
+   */
+  async assertRoomFor(tenantId: string, tenant?: { limits?: TenantRecordLimits }): Promise<void> {
     const { error, setting, field, spec, noun } = LIMITS[this.kind];
-    const own = (await this.tenants?.get(tenantId))?.limits?.[field];
+    const own = (tenant ?? (await this.tenants?.get(tenantId)))?.limits?.[field];
     const max = own ?? this.globalMax;
     if (max === 0) return;
     const estimate = this.estimates.get(tenantId);

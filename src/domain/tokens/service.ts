@@ -119,7 +119,7 @@ export class TokenService {
     private readonly dataMaxNodes = DEFAULT_TOKEN_DATA_MAX_NODES,
     private readonly quota: TokenQuota = { perTenant: 0, dataMaxBytes: 0 },
   ) {
-    this.limit = new TenantLimit(store, 'tokens', quota.perTenant, keys.tokens, tenants);
+    this.limit = new TenantLimit(store, 'tokens', quota.perTenant, keys.tokens);
     this.pageScans = new TenantGate(
       {
         what: 'page-paged token lists',
@@ -177,7 +177,8 @@ export class TokenService {
     if (!decide(principal, { id, type: type.name, containers }, 'token:create')) {
       throw new Errors.Forbidden('The key may not create tokens in this container.');
     }
-    const settings = (await this.tenants.get(tenantId))?.settings;
+    const tenant = await this.tenants.get(tenantId);
+    const settings = tenant?.settings;
     const derived = await this.derive(tenantId, body.type, body, settings?.fingerprint_tokens !== 'false');
     const deduplicate = body.deduplicate_token ?? settings?.deduplicate_tokens === 'true';
     if (body.expires_at && Date.parse(body.expires_at) <= Date.now()) {
@@ -195,7 +196,8 @@ export class TokenService {
         return this.seenByOther(principal, existing.value);
       }
       // Once per create, and only for a create that stores a token (an existing one found by deduplication is not).
-      if (attempt === 0) await this.limit.assertRoomFor(tenantId);
+      // The tenant's own limit (Tenant spec.limits.tokens) from the record read above: no second look-up.
+      if (attempt === 0) await this.limit.assertRoomFor(tenantId, tenant);
 
       const now = new Date();
       const record: TokenRecord = {
