@@ -549,13 +549,13 @@ export const SETTINGS = {
   tokensPerTenant: {
     flag: 'tokens-per-tenant',
     env: 'TOKENVAULT_TOKENS_PER_TENANT',
-    description: 'api: tokens one tenant may have (more: 409 TV_TOKEN_LIMIT); 0: no limit',
+    description: "api: tokens one tenant may have (more: 409 TV_TOKEN_LIMIT); 0: no limit; a Tenant's spec.limits.tokens wins",
     default: '100000',
   },
   tokenIntentsPerTenant: {
     flag: 'token-intents-per-tenant',
     env: 'TOKENVAULT_TOKEN_INTENTS_PER_TENANT',
-    description: 'api: unexpired token intents one tenant may have (more: 409 TV_TOKEN_INTENT_LIMIT); 0: no limit',
+    description: "api: unexpired token intents one tenant may have (more: 409 TV_TOKEN_INTENT_LIMIT); 0: no limit; a Tenant's spec.limits.tokenIntents wins",
     default: '20000',
   },
   tokenDataMaxBytes: {
@@ -567,25 +567,25 @@ export const SETTINGS = {
   reactorsPerTenant: {
     flag: 'reactors-per-tenant',
     env: 'TOKENVAULT_REACTORS_PER_TENANT',
-    description: 'api: reactors one tenant may have (more: 409 TV_REACTOR_LIMIT); 0: no limit',
+    description: "api: reactors one tenant may have (more: 409 TV_REACTOR_LIMIT); 0: no limit; a Tenant's spec.limits.reactors wins",
     default: '1000',
   },
   applicationsPerTenant: {
     flag: 'applications-per-tenant',
     env: 'TOKENVAULT_APPLICATIONS_PER_TENANT',
-    description: 'api: applications one tenant may have (more: 409 TV_APPLICATION_LIMIT); 0: no limit',
+    description: "api: applications one tenant may have (more: 409 TV_APPLICATION_LIMIT); 0: no limit; a Tenant's spec.limits.applications wins",
     default: '1000',
   },
   proxiesPerTenant: {
     flag: 'proxies-per-tenant',
     env: 'TOKENVAULT_PROXIES_PER_TENANT',
-    description: 'api: pre-configured proxies one tenant may have (more: 409 TV_PROXY_LIMIT); 0: no limit',
+    description: "api: pre-configured proxies one tenant may have (more: 409 TV_PROXY_LIMIT); 0: no limit; a Tenant's spec.limits.proxies wins",
     default: '1000',
   },
   formulasPerTenant: {
     flag: 'formulas-per-tenant',
     env: 'TOKENVAULT_FORMULAS_PER_TENANT',
-    description: 'api: private reactor formulas one tenant may have (more: 409 TV_FORMULA_LIMIT); 0: no limit',
+    description: "api: private reactor formulas one tenant may have (more: 409 TV_FORMULA_LIMIT); 0: no limit; a Tenant's spec.limits.formulas wins",
     default: '1000',
   },
   webhookMaxAttempts: {

@@ -11,6 +11,11 @@
 // all Ready 10-15 s later. Between counts, the replica adds its own creates to the last count; a create is refused only
 // on a fresh count, so a tenant that deleted one is never refused on an old number.
 //
+// A Tenant's spec.limits (the tenant record's `limits`, set by the operator only) replace the global setting for that
+// tenant: one big tenant can have more tokens without lifting the bound for all. The record comes from the
+// TenantDirectory, the watched cache every request already reads it from; a token create passes the record it read
+// for the tenant's settings, so its override costs not even a second look-up.
+//
 // Not exact: creates in flight at the same moment, and creates on other replicas within the second, all pass before
 // any count sees them. An exact limit would need one guard key per tenant and kind that every create rewrites (as
 // client keys do), which serialises a tenant's creates, and the controller creates thousands at once when manifests
@@ -19,22 +24,59 @@ import { LRUCache } from 'lru-cache';
 import { SETTINGS, type PerTenantLimits } from '../config/config.js';
 import { Errors, type VaultErrorClass } from '../errors/registry.js';
 import type { Store } from '../store/store.js';
+import type { TenantRecordLimits } from './tenants/schema.js';
 
 export type LimitedKind = keyof PerTenantLimits;
 
-const LIMITS: Record<LimitedKind, { error: VaultErrorClass; setting: string; noun: string }> = {
-  tokens: { error: Errors.TokenLimit, setting: SETTINGS.tokensPerTenant.env, noun: 'tokens' },
+/** Where a tenant's own limits come from: the TenantDirectory (its cached tenant record). */
+export interface TenantLimitsSource {
+  get(tenantId: string): Promise<{ limits?: TenantRecordLimits } | undefined>;
+}
+
+const LIMITS: Record<
+  LimitedKind,
+  { error: VaultErrorClass; setting: string; field: keyof TenantRecordLimits; spec: string; noun: string }
+> = {
+  tokens: {
+    error: Errors.TokenLimit,
+    setting: SETTINGS.tokensPerTenant.env,
+    field: 'tokens',
+    spec: 'spec.limits.tokens',
+    noun: 'tokens',
+  },
   tokenIntents: {
     error: Errors.TokenIntentLimit,
     setting: SETTINGS.tokenIntentsPerTenant.env,
+    field: 'token_intents',
+    spec: 'spec.limits.tokenIntents',
     noun: 'unexpired token intents',
   },
-  reactors: { error: Errors.ReactorLimit, setting: SETTINGS.reactorsPerTenant.env, noun: 'reactors' },
-  applications: { error: Errors.ApplicationLimit, setting: SETTINGS.applicationsPerTenant.env, noun: 'applications' },
-  proxies: { error: Errors.ProxyLimit, setting: SETTINGS.proxiesPerTenant.env, noun: 'proxies' },
+  reactors: {
+    error: Errors.ReactorLimit,
+    setting: SETTINGS.reactorsPerTenant.env,
+    field: 'reactors',
+    spec: 'spec.limits.reactors',
+    noun: 'reactors',
+  },
+  applications: {
+    error: Errors.ApplicationLimit,
+    setting: SETTINGS.applicationsPerTenant.env,
+    field: 'applications',
+    spec: 'spec.limits.applications',
+    noun: 'applications',
+  },
+  proxies: {
+    error: Errors.ProxyLimit,
+    setting: SETTINGS.proxiesPerTenant.env,
+    field: 'proxies',
+    spec: 'spec.limits.proxies',
+    noun: 'proxies',
+  },
   formulas: {
     error: Errors.FormulaLimit,
     setting: SETTINGS.formulasPerTenant.env,
+    field: 'formulas',
+    spec: 'spec.limits.formulas',
     noun: 'private reactor formulas',
   },
 };
@@ -55,29 +97,35 @@ export class TenantLimit {
   constructor(
     private readonly store: Store,
     private readonly kind: LimitedKind,
-    /** Records of the kind one tenant may have; 0: no limit. */
-    private readonly max: number,
+    /** Records of the kind one tenant may have, unless its own limits say otherwise; 0: no limit. */
+    private readonly globalMax: number,
     /** The prefix of the tenant's records of the kind (and of nothing else). */
     private readonly records: (tenantId: string) => string,
+    /** The tenants' own limits; without it, the global one applies to every tenant. */
+    private readonly tenants?: TenantLimitsSource,
   ) {}
 
-  /** Throws the kind's 409, naming the setting and its value, when the tenant already has `max` records. */
-  async assertRoomFor(tenantId: string): Promise<void> {
-    if (this.max === 0) return;
+  /**
+   * Throws the kind's 409, naming where its limit was set and its value, when the tenant already has that many.
+   * `tenant`: its record when the caller has just read it (else it comes from the tenants' source, if any).
+   */
+  async assertRoomFor(tenantId: string, tenant?: { limits?: TenantRecordLimits }): Promise<void> {
+    const { error, setting, field, spec, noun } = LIMITS[this.kind];
+    const own = (tenant ?? (await this.tenants?.get(tenantId)))?.limits?.[field];
+    const max = own ?? this.globalMax;
+    if (max === 0) return;
     const estimate = this.estimates.get(tenantId);
-    if (estimate && estimate.count < this.max) {
+    if (estimate && estimate.count < max) {
       estimate.count++;
       return;
     }
     const count = await this.store.count(this.records(tenantId));
-    if (count < this.max) {
-      this.estimates.set(tenantId, { count: count + 1 }, { ttl: count < this.max / 2 ? FAR_RECOUNT_MS : RECOUNT_MS });
+    if (count < max) {
+      this.estimates.set(tenantId, { count: count + 1 }, { ttl: count < max / 2 ? FAR_RECOUNT_MS : RECOUNT_MS });
       return;
     }
     this.estimates.delete(tenantId);
-    const { error, setting, noun } = LIMITS[this.kind];
-    throw new error(
-      `The tenant has ${count} ${noun}, as many as allowed (${setting} = ${this.max}); delete one first.`,
-    );
+    const source = own !== undefined ? `the Tenant's ${spec}` : setting;
+    throw new error(`The tenant has ${count} ${noun}, as many as allowed (${source} = ${max}); delete one first.`);
   }
 }

@@ -98,6 +98,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const applications = new ApplicationService(store, {
     maxKeys: config.limits.applicationKeysMax,
     perTenant: config.perTenant.applications,
+    tenantLimits: tenantDirectory,
   });
   const btKeys = new BtKeys(store, applicationDirectory);
   const scanGate = { running: config.limits.scanTenantConcurrency, waiting: config.limits.scanQueueLength };
@@ -143,6 +144,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const formulas = new FormulaService(store, {
     cacheSeconds: config.limits.keyCacheSeconds,
     perTenant: config.perTenant.formulas,
+    tenantLimits: tenantDirectory,
   });
   // One destination policy (and so one keep-alive pool per origin) for every proxied request of this process.
   const destinations = new DestinationPolicy({
@@ -181,6 +183,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
   const reactors = new ReactorService(store, cipher, formulas, tokens, detokenizer, runtime, btKeys, {
     cacheSeconds: config.limits.keyCacheSeconds,
     perTenant: config.perTenant.reactors,
+    tenantLimits: tenantDirectory,
   });
   const auditRetention = new AuditRetention(
     store,
@@ -238,6 +241,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       tokenIntents: new TokenIntentService(store, cipher, tokens, {
         ...config.tokenIntents,
         perTenant: config.perTenant.tokenIntents,
+        tenantLimits: tenantDirectory,
       }),
       clientKeys: new ClientKeyService(store, cipher, {
         ...config.clientKeys,

@@ -125,6 +125,64 @@ test("a Tenant's spec.rateLimits become the vault tenant's own limits: a burst p
   expect((await operator('GET', `/admin/tenants/${tenant.status.id}`)).body.rate_limits).toBeUndefined();
 }, 60_000);
 
+test("a Tenant's spec.limits become the vault tenant's own record limits: its 4th token is 409 naming the spec, another tenant's is not; edits and removal follow", async () => {
+  await env.apply(
+    tenantYaml('small', { deletionPolicy: 'Delete', limits: { tokens: 3, reactors: 5, tokenIntents: 0 } }),
+  );
+  await env.apply(tenantYaml('roomy', { deletionPolicy: 'Delete' }));
+  const tenant = await env.waitReady('Tenant', ns, 'small');
+  await env.waitReady('Tenant', ns, 'roomy');
+  expect((await operator('GET', `/admin/tenants/${tenant.status.id}`)).body.limits).toEqual({
+    tokens: 3,
+    reactors: 5,
+    token_intents: 0,
+  });
+  /** A key of the Tenant `name` that may create tokens. */
+  const tokenKey = async (name: string) => {
+    const management = (await env.readSecret(ns, `${name}-management`))!;
+    const made = await api('POST', '/applications', management, {
+      name: 'writer',
+      type: 'private',
+      permissions: ['token:create'],
+    });
+    expect(made.status).toBe(201);
+    return made.body.key as string;
+  };
+  const small = await tokenKey('small');
+  const roomy = await tokenKey('roomy');
+  const create = (key: string) => api('POST', '/tokens', key, { type: 'token', data: 'x' });
+  for (let i = 0; i < 3; i++) expect((await create(small)).status).toBe(201);
+  const refused = await create(small);
+  expect(refused.status).toBe(409);
+  expect(refused.body.code).toBe('TV_TOKEN_LIMIT');
+  expect(refused.body.detail).toContain("the Tenant's spec.limits.tokens = 3");
+  for (let i = 0; i < 4; i++) expect((await create(roomy)).status).toBe(201);
+
+  await env.apply(tenantYaml('small', { deletionPolicy: 'Delete', limits: { tokens: 4 } }));
+  await env.waitFor<any>(
+    'Tenant',
+    ns,
+    'small',
+    (t) => t?.status?.observedGeneration === 2 && readyCondition(t)?.status === 'True',
+  );
+  const limits = async () => (await operator('GET', `/admin/tenants/${tenant.status.id}`)).body.limits;
+  expect(await limits()).toEqual({ tokens: 4 });
+  expect((await create(small)).status).toBe(201);
+
+  await env.apply(tenantYaml('small', { deletionPolicy: 'Delete' }));
+  await env.waitFor<any>(
+    'Tenant',
+    ns,
+    'small',
+    (t) => t?.status?.observedGeneration === 3 && readyCondition(t)?.status === 'True',
+  );
+  expect(await limits()).toBeUndefined();
+
+  await expect(env.apply(tenantYaml('small', { deletionPolicy: 'Delete', limits: { tokens: -1 } }))).rejects.toThrow(
+    /spec\.limits\.tokens/,
+  );
+}, 60_000);
+
 test('a lost management key is regenerated: the new one works, the old one is revoked', async () => {
   const oldKey = (await env.readSecret(ns, 'acme-management'))!;
   await env.client.delete(Resources.secrets, ns, 'acme-management');

@@ -2,7 +2,8 @@
 // TOKENVAULT_REACTORS_PER_TENANT=2, a third Reactor is Ready=False, reason LimitReached, with the API's detail naming
 // the setting, and a Warning Event of that reason; once one of the first two is deleted the controller's own retry
 // (not a resync: it is set beyond the test) makes it Ready within seconds. The API counts the refusals in
-// tokenvault_limit_refusals_total; the controller does not count them as failed reconciles.
+// tokenvault_limit_refusals_total; the controller does not count them as failed reconciles. A Tenant with its own
+// spec.limits.reactors gets that many instead, and its refusal names the spec.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { Resources } from '../../src/controller/kube.js';
 import { ControllerMetrics } from '../../src/controller/metrics.js';
@@ -12,12 +13,12 @@ let env: OperatorEnv;
 let ns: string;
 const metrics = new ControllerMetrics({ defaultMetrics: false });
 
-const reactorYaml = (name: string) => `
+const reactorYaml = (name: string, tenant = 'acme') => `
 apiVersion: tokenvault.dev/v1alpha1
 kind: Reactor
 metadata: {name: ${name}, namespace: ${ns}}
 spec:
-  tenantRef: {name: acme}
+  tenantRef: {name: ${tenant}}
   code: ${JSON.stringify('module.exports = async () => ({ raw: {} });')}
 `;
 
@@ -63,4 +64,24 @@ test('a Reactor past the limit waits, Ready=False LimitReached naming the settin
   // resync, fails this wait.
   const third = await env.waitReady('Reactor', ns, 'third', 10_000);
   expect(third.status.id).toBe(third.metadata.uid);
+}, 60_000);
+
+test("a Tenant's spec.limits.reactors replaces the global limit for it: its third Reactor is made, its fourth waits naming the spec", async () => {
+  await env.apply(`
+apiVersion: tokenvault.dev/v1alpha1
+kind: Tenant
+metadata: {name: roomy, namespace: ${ns}}
+spec:
+  deletionPolicy: Delete
+  managementKeySecretRef: {name: roomy-management}
+  limits: {reactors: 3}
+`);
+  await env.waitReady('Tenant', ns, 'roomy');
+  for (const name of ['r1', 'r2', 'r3']) {
+    await env.apply(reactorYaml(name, 'roomy'));
+    await env.waitReady('Reactor', ns, name, 10_000);
+  }
+  await env.apply(reactorYaml('r4', 'roomy'));
+  const refused = await env.waitNotReady('Reactor', ns, 'r4', 'LimitReached', 10_000);
+  expect(readyCondition(refused)?.message).toContain("the Tenant's spec.limits.reactors = 3");
 }, 60_000);

@@ -2,14 +2,15 @@
 // creates tokens (POST /tokens, /tokenize, token intent conversion), TOKENVAULT_TOKEN_DATA_MAX_BYTES on token data,
 // and TOKENVAULT_AUDIT_ENTRIES_PER_TENANT on the audit log, which every token read writes to. Before them one tenant
 // could fill etcd's quota (2 GiB in the chart) with about 1,300 tokens of 1 MiB, or 2.4 million reads, and etcd then
-// refuses every tenant's writes.
+// refuses every tenant's writes. A tenant's own limits (Tenant spec.limits → the vault tenant's `limits`, operator only)
+// replace the global ones for it alone.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { AuditRetention } from '../../src/audit/retention.js';
 import { verifyChain } from '../../src/audit/verify.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { keys } from '../../src/store/keys.js';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
-import { client } from '../support/http.js';
+import { call, client } from '../support/http.js';
 import { eventually } from '../support/wait.js';
 
 const TOKENS = 5;
@@ -106,6 +107,91 @@ describe(`with TOKENVAULT_TOKENS_PER_TENANT = ${TOKENS}`, () => {
     );
     expectTokenLimit(await server.post('/tokenize', { body }));
     expect(await api.context.store.count(keys.tokens(tenantId))).toBe(TOKENS);
+  });
+});
+
+describe("a tenant's own limits (Tenant spec.limits)", () => {
+  /** A tenant made by the operator with `limits` in its record, and its keys. */
+  async function limitedTenant(limits: Record<string, number>) {
+    const made = await call(api.url, 'POST', '/admin/tenants', {
+      key: api.operatorKey,
+      body: { name: 'limited', limits },
+    });
+    expect(made.status).toBe(201);
+    expect(made.body.tenant.limits).toEqual(limits);
+    const tenant = { tenantId: made.body.tenant.id as string, managementKey: made.body.application.key as string };
+    return { ...(await tenantKeys(tenant)), managementKey: tenant.managementKey };
+  }
+
+  const create = (server: ReturnType<typeof client>, data: string) =>
+    server.post('/tokens', { body: { type: 'token', data } });
+
+  test('replace the global limit for that tenant only, and the refusal names the spec', async () => {
+    const small = await limitedTenant({ tokens: 3 });
+    const other = await tenantKeys();
+    for (let i = 0; i < 3; i++) expect((await create(small.server, `small ${i}`)).status).toBe(201);
+    const refused = await create(small.server, 'the 4th');
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe('TV_TOKEN_LIMIT');
+    expect(refused.body.detail).toContain("the Tenant's spec.limits.tokens = 3");
+    expect(refused.body.detail).not.toContain('TOKENVAULT_TOKENS_PER_TENANT');
+    // The other tenant still has the global limit, above 3.
+    for (let i = 0; i < TOKENS; i++) expect((await create(other.server, `other ${i}`)).status).toBe(201);
+    expectTokenLimit(await create(other.server, 'past the global limit'));
+
+    // A tenant given more than the global limit gets it; 0 is no limit.
+    const big = await limitedTenant({ tokens: TOKENS + 2 });
+    for (let i = 0; i < TOKENS + 2; i++) expect((await create(big.server, `big ${i}`)).status).toBe(201);
+    expect((await create(big.server, 'one too many')).body.detail).toContain(`spec.limits.tokens = ${TOKENS + 2}`);
+    const unlimited = await limitedTenant({ tokens: 0 });
+    for (let i = 0; i < TOKENS + 1; i++) expect((await create(unlimited.server, `any ${i}`)).status).toBe(201);
+  }, 30_000);
+
+  test('the operator changes them (the next create follows) and null restores the global ones', async () => {
+    const tenant = await limitedTenant({ tokens: 1, token_intents: 1 });
+    expect((await create(tenant.server, 'first')).status).toBe(201);
+    expect((await create(tenant.server, 'second')).status).toBe(409);
+    const intent = () => tenant.browser.post('/token-intents', { body: { type: 'token', data: 'x' } });
+    expect((await intent()).status).toBe(201);
+    const refusedIntent = await intent();
+    expect(refusedIntent.body.code).toBe('TV_TOKEN_INTENT_LIMIT');
+    expect(refusedIntent.body.detail).toContain("the Tenant's spec.limits.tokenIntents = 1");
+
+    const raised = await call(api.url, 'PUT', `/admin/tenants/${tenant.tenantId}`, {
+      key: api.operatorKey,
+      body: { name: 'limited', limits: { tokens: 2 } },
+    });
+    expect(raised.status).toBe(200);
+    expect(raised.body.limits).toEqual({ tokens: 2 });
+    await eventually(async () => expect((await create(tenant.server, 'second')).status).toBe(201), 2000);
+    expect((await intent()).status).toBe(201);
+
+    const cleared = await call(api.url, 'PUT', `/admin/tenants/${tenant.tenantId}`, {
+      key: api.operatorKey,
+      body: { name: 'limited', limits: null },
+    });
+    expect(cleared.status).toBe(200);
+    expect(cleared.body.limits).toBeUndefined();
+    await eventually(async () => expect((await create(tenant.server, 'third')).status).toBe(201), 2000);
+  }, 30_000);
+
+  test('a tenant key cannot set them; out-of-range values are refused with the field named', async () => {
+    const tenant = await limitedTenant({ tokens: 3 });
+    const refused = await client(api.url, tenant.managementKey).put('/tenants/self', {
+      body: { name: 'x', limits: { tokens: 1_000_000 } },
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.body.errors).toHaveProperty('limits');
+    expect((await client(api.url, tenant.managementKey).get('/tenants/self')).body.limits).toEqual({ tokens: 3 });
+
+    for (const limits of [{ tokens: -1 }, { tokens: 1.5 }, { tokens: 1_000_000_001 }, { reactors: 1_000_001 }]) {
+      const answer = await call(api.url, 'PUT', `/admin/tenants/${tenant.tenantId}`, {
+        key: api.operatorKey,
+        body: { name: 'x', limits },
+      });
+      expect(answer.status).toBe(400);
+      expect(JSON.stringify(answer.body.errors)).toContain('limits');
+    }
   });
 });
 

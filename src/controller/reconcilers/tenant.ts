@@ -10,7 +10,8 @@
 // pile up and a key that left the cluster stops working. Only when no such application exists is one created (managed
 // by the Tenant, so the next recovery finds it).
 //
-// spec.rateLimits: the vault tenant's rate_limits (the API's limits for this tenant), kept equal to the spec.
+// spec.rateLimits: the vault tenant's rate_limits (the API's limits for this tenant), kept equal to the spec; likewise
+// spec.limits: its limits (records of each kind it may have, in place of TOKENVAULT_TOKENS_PER_TENANT and the others).
 //
 // spec.runtime.dedicated: a worker Deployment and Service owned by the Tenant, and the vault tenant's
 // runtime.worker_url pointing at them (runtime.ts); condition RuntimeReady, which Ready does not wait for.
@@ -56,7 +57,19 @@ export type TenantSpec = {
   runtime?: RuntimeSpec;
   /** Requests per window, each replacing the API's global limit for this tenant; 0: no limit. */
   rateLimits?: { api?: { perKey?: number; perTenant?: number }; calls?: { perKey?: number; perTenant?: number } };
+  /** Records of each kind the tenant may have, each replacing the API's global limit for this tenant; 0: no limit. */
+  limits?: Partial<Record<(typeof RECORD_LIMITS)[number][0], number>>;
 };
+
+/** spec.limits fields and the vault tenant's `limits` names. */
+const RECORD_LIMITS = [
+  ['tokens', 'tokens'],
+  ['tokenIntents', 'token_intents'],
+  ['reactors', 'reactors'],
+  ['applications', 'applications'],
+  ['proxies', 'proxies'],
+  ['formulas', 'formulas'],
+] as const;
 
 export type TenantObject = VaultObject<TenantSpec>;
 
@@ -66,6 +79,7 @@ interface VaultTenant {
   settings: Record<string, string>;
   runtime?: { worker_url: string };
   rate_limits?: Record<string, number>;
+  limits?: Record<string, number>;
 }
 
 interface VaultApplication {
@@ -78,12 +92,13 @@ interface VaultApplication {
 
 /**
  * What the vault tenant should be: name and settings as the API writes them (booleans as "true"/"false"), and the
- * tenant's own rate limits (an empty object clears them: the global limits apply).
+ * tenant's own rate limits and record limits (an empty object clears them: the global limits apply).
  */
 export function desiredTenant(object: TenantObject): {
   name: string;
   settings: Record<string, string>;
   rate_limits: Record<string, number>;
+  limits: Record<string, number>;
 } {
   const settings: Record<string, string> = {};
   const given = object.spec.settings ?? {};
@@ -95,10 +110,20 @@ export function desiredTenant(object: TenantObject): {
     if (limits[kind]?.perKey !== undefined) rateLimits[`${kind}_per_key`] = limits[kind].perKey;
     if (limits[kind]?.perTenant !== undefined) rateLimits[`${kind}_per_tenant`] = limits[kind].perTenant;
   }
-  return { name: object.spec.displayName ?? object.metadata!.name!, settings, rate_limits: rateLimits };
+  const recordLimits: Record<string, number> = {};
+  for (const [field, name] of RECORD_LIMITS) {
+    const value = object.spec.limits?.[field];
+    if (value !== undefined) recordLimits[name] = value;
+  }
+  return {
+    name: object.spec.displayName ?? object.metadata!.name!,
+    settings,
+    rate_limits: rateLimits,
+    limits: recordLimits,
+  };
 }
 
-function sameRateLimits(current: Record<string, number> | undefined, desired: Record<string, number>): boolean {
+function sameLimits(current: Record<string, number> | undefined, desired: Record<string, number>): boolean {
   const have = current ?? {};
   return (
     Object.keys(have).length === Object.keys(desired).length &&
@@ -169,7 +194,8 @@ export function tenantReconciler(vault: VaultClient, runtimeDefaults: RuntimeDef
         if (
           tenant.name !== desired.name ||
           settingsDiffer ||
-          !sameRateLimits(tenant.rate_limits, desired.rate_limits)
+          !sameLimits(tenant.rate_limits, desired.rate_limits) ||
+          !sameLimits(tenant.limits, desired.limits)
         ) {
           tenant = (await vault.call<VaultTenant>('PUT', `/admin/tenants/${id}`, { body: desired }))!;
           await ctx.event('Normal', 'Updated', `Updated vault tenant ${id}.`);

@@ -11,7 +11,7 @@ import { getRecord } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { checkRules, type AccessRule } from '../../auth/access/rules.js';
 import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
-import { TenantLimit } from '../tenant-limits.js';
+import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import type { Page, PageRequest } from '../paging.js';
 import { permissionsFor, type ApplicationType } from '../../auth/permissions.js';
 import { assertMayGrant, assertMayOutlive } from './delegation.js';
@@ -121,6 +121,8 @@ export interface ApplicationServiceOptions {
   maxKeys: number;
   /** Applications one tenant may have, 0: no limit (TOKENVAULT_APPLICATIONS_PER_TENANT). */
   perTenant: number;
+  /** The tenants' own limits (Tenant spec.limits): the TenantDirectory; without it, perTenant applies to all. */
+  tenantLimits?: TenantLimitsSource;
 }
 
 export class ApplicationService {
@@ -132,7 +134,7 @@ export class ApplicationService {
     private readonly options: ApplicationServiceOptions,
   ) {
     this.order = new CreationOrder(store, 'applications', 'application', keys.applications, keys.application);
-    this.limit = new TenantLimit(store, 'applications', options.perTenant, keys.applications);
+    this.limit = new TenantLimit(store, 'applications', options.perTenant, keys.applications, options.tenantLimits);
   }
 
   /** Builds (does not store) a new application with a fresh key, after checking its permissions and rules. */

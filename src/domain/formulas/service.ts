@@ -10,7 +10,7 @@ import { getRecord, listRecords } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import { byCreation, CreationOrder, orderDelete, orderPut } from '../creation-order.js';
-import { TenantLimit } from '../tenant-limits.js';
+import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
 import { assertMayChange, chosenId, managedByOf, type ManagedBy } from '../../auth/ownership.js';
 import { assertCompiles } from './code.js';
@@ -83,10 +83,12 @@ export class FormulaService {
       cacheSeconds?: number;
       /** Private formulas one tenant may have, 0: no limit (TOKENVAULT_FORMULAS_PER_TENANT). */
       perTenant: number;
+      /** The tenants' own limits (Tenant spec.limits): the TenantDirectory; without it, perTenant applies to all. */
+      tenantLimits?: TenantLimitsSource;
     },
   ) {
     this.order = new CreationOrder(store, 'formulas', 'formula', keys.formulas, keys.formula);
-    this.limit = new TenantLimit(store, 'formulas', options.perTenant, keys.formulas);
+    this.limit = new TenantLimit(store, 'formulas', options.perTenant, keys.formulas, options.tenantLimits);
     this.records = new PrefixWatchedCache(store, {
       max: CACHED_FORMULAS,
       maxSize: CACHED_FORMULA_CHARS,

@@ -115,7 +115,7 @@ export class ProxyService {
   ) {
     this.cache = new WatchedCache(store, keys.proxyKeys, { max: 10_000, ttlSeconds: options.cacheSeconds });
     this.order = new CreationOrder(store, 'proxies', 'proxy', keys.proxies, keys.proxy);
-    this.limit = new TenantLimit(store, 'proxies', options.perTenant, keys.proxies);
+    this.limit = new TenantLimit(store, 'proxies', options.perTenant, keys.proxies, tenants);
   }
 
   start(): Promise<void> {

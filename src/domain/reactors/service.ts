@@ -18,7 +18,7 @@ import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import type { Formula, FormulaService } from '../formulas/service.js';
 import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
-import { TenantLimit } from '../tenant-limits.js';
+import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import type { Page, PageRequest } from '../paging.js';
 import type { Detokenizer } from '../tokens/detokenizer.js';
 import type { DataCipher } from '../tokens/records.js';
@@ -132,10 +132,12 @@ export class ReactorService {
       cacheSeconds?: number;
       /** Reactors one tenant may have, 0: no limit (TOKENVAULT_REACTORS_PER_TENANT). */
       perTenant: number;
+      /** The tenants' own limits (Tenant spec.limits): the TenantDirectory; without it, perTenant applies to all. */
+      tenantLimits?: TenantLimitsSource;
     },
   ) {
     this.order = new CreationOrder(store, 'reactors', 'reactor', keys.reactors, keys.reactor);
-    this.limit = new TenantLimit(store, 'reactors', options.perTenant, keys.reactors);
+    this.limit = new TenantLimit(store, 'reactors', options.perTenant, keys.reactors, options.tenantLimits);
     this.records = new PrefixWatchedCache(store, {
       max: CACHED_REACTORS,
       maxSize: CACHED_REACTOR_CHARS,

@@ -28,15 +28,30 @@ export interface TenantRateLimits {
   calls_per_tenant?: number;
 }
 
-/** The operator's PUT /admin/tenants/{id}: runtime and rate_limits null clear them, absent keeps them. */
+/**
+ * The tenant's own record limits (Tenant spec.limits), each replacing its TOKENVAULT_*_PER_TENANT for this tenant:
+ * records of the kind it may have, 0 for no limit. Set by the operator (the controller) only.
+ */
+export interface TenantRecordLimits {
+  tokens?: number;
+  token_intents?: number;
+  reactors?: number;
+  applications?: number;
+  proxies?: number;
+  formulas?: number;
+}
+
+/** The operator's PUT /admin/tenants/{id}: runtime, rate_limits and limits null clear them, absent keeps them. */
 export interface AdminUpdateTenantBody extends UpdateTenantBody {
   runtime?: TenantRuntime | null;
   rate_limits?: TenantRateLimits | null;
+  limits?: TenantRecordLimits | null;
 }
 
 export interface CreateTenantBody extends UpdateTenantBody {
   id?: string;
   rate_limits?: TenantRateLimits;
+  limits?: TenantRecordLimits;
   owner_id?: string;
   management_application_name?: string;
 }
@@ -79,11 +94,28 @@ const rateLimitsObject = {
 };
 const rateLimits = { ...rateLimitsObject, type: ['object', 'null'] };
 
+// The bounds of the global settings (TOKENVAULT_TOKENS_PER_TENANT and the others).
+const storedRecords = { type: 'integer', minimum: 0, maximum: 1_000_000_000 };
+const definitions = { type: 'integer', minimum: 0, maximum: 1_000_000 };
+const recordLimitsObject = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    tokens: storedRecords,
+    token_intents: storedRecords,
+    reactors: definitions,
+    applications: definitions,
+    proxies: definitions,
+    formulas: definitions,
+  },
+};
+const recordLimits = { ...recordLimitsObject, type: ['object', 'null'] };
+
 export const validateAdminUpdateTenant = compile<AdminUpdateTenantBody>({
   type: 'object',
   additionalProperties: false,
   required: ['name'],
-  properties: { name, settings, runtime, rate_limits: rateLimits },
+  properties: { name, settings, runtime, rate_limits: rateLimits, limits: recordLimits },
 });
 
 export const validateCreateTenant = compile<CreateTenantBody>({
@@ -97,5 +129,6 @@ export const validateCreateTenant = compile<CreateTenantBody>({
     owner_id: { type: 'string', format: 'uuid' },
     management_application_name: name,
     rate_limits: rateLimitsObject,
+    limits: recordLimitsObject,
   },
 });

@@ -24,6 +24,7 @@ import type {
   AdminUpdateTenantBody,
   CreateTenantBody,
   TenantRateLimits,
+  TenantRecordLimits,
   TenantRuntime,
   TenantSettings,
 } from './schema.js';
@@ -47,6 +48,8 @@ export interface TenantRecord {
   runtime?: TenantRuntime;
   /** The tenant's own request rate limits (Tenant spec.rateLimits); absent: the global ones. Operator only. */
   rate_limits?: TenantRateLimits;
+  /** The tenant's own record limits (Tenant spec.limits); absent: the global ones. Operator only. */
+  limits?: TenantRecordLimits;
 }
 
 export type Tenant = Omit<TenantRecord, 'deleting'>;
@@ -98,6 +101,7 @@ export class TenantService {
       created_by: OPERATOR_ACTOR_ID,
       ...(managedBy ? { managed_by: managedBy } : {}),
       ...(body.rate_limits && Object.keys(body.rate_limits).length > 0 ? { rate_limits: body.rate_limits } : {}),
+      ...(body.limits && Object.keys(body.limits).length > 0 ? { limits: body.limits } : {}),
     };
     const { record, key } = this.applications.prepare(
       tenant.id,
@@ -165,6 +169,9 @@ export class TenantService {
     if (body.rate_limits === null || (body.rate_limits !== undefined && Object.keys(body.rate_limits).length === 0))
       delete tenant.rate_limits;
     else if (body.rate_limits !== undefined) tenant.rate_limits = body.rate_limits;
+    if (body.limits === null || (body.limits !== undefined && Object.keys(body.limits).length === 0))
+      delete tenant.limits;
+    else if (body.limits !== undefined) tenant.limits = body.limits;
     const written = await this.store.compareAndSwap(keys.tenant(id), current.modRevision, encode('tenant', tenant));
     if (!written) throw new Errors.Conflict('The tenant was changed by another request; retry.');
     return tenant;

@@ -15,7 +15,7 @@ import type { Store } from '../../store/store.js';
 import type { DataCipher, Token } from '../tokens/records.js';
 import type { TokenService } from '../tokens/service.js';
 import { TOKEN_TYPES } from '../tokens/types.js';
-import { TenantLimit } from '../tenant-limits.js';
+import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import { applyPrivacy } from '../tokens/privacy.js';
 import { changedVisibility, mayChangeVisibility } from '../tokens/visibility.js';
 import type { ConvertTokenIntentBody, CreateTokenIntentBody } from './schema.js';
@@ -54,9 +54,14 @@ export class TokenIntentService {
     private readonly store: Store,
     private readonly cipher: DataCipher,
     private readonly tokens: TokenService,
-    private readonly options: { ttlSeconds: number; perTenant: number },
+    private readonly options: {
+      ttlSeconds: number;
+      perTenant: number;
+      /** The tenants' own limits (Tenant spec.limits): the TenantDirectory; without it, perTenant applies to all. */
+      tenantLimits?: TenantLimitsSource;
+    },
   ) {
-    this.limit = new TenantLimit(store, 'tokenIntents', options.perTenant, keys.tokenIntents);
+    this.limit = new TenantLimit(store, 'tokenIntents', options.perTenant, keys.tokenIntents, options.tenantLimits);
   }
 
   async create(principal: TenantPrincipal, body: CreateTokenIntentBody): Promise<TokenIntent> {

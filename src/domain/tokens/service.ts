@@ -181,7 +181,8 @@ export class TokenService {
     // its members first, a walk that stops once past the limit, then its bytes as JSON, a full serialization.
     this.assertDataSize(body.data);
     this.assertDataFits(body.data);
-    const settings = (await this.tenants.get(tenantId))?.settings;
+    const tenant = await this.tenants.get(tenantId);
+    const settings = tenant?.settings;
     const derived = await this.derive(tenantId, body.type, body, settings?.fingerprint_tokens !== 'false');
     const deduplicate = body.deduplicate_token ?? settings?.deduplicate_tokens === 'true';
     if (body.expires_at && Date.parse(body.expires_at) <= Date.now()) {
@@ -198,7 +199,8 @@ export class TokenService {
         return this.seenByOther(principal, existing.value);
       }
       // Once per create, and only for a create that stores a token (an existing one found by deduplication is not).
-      if (attempt === 0) await this.limit.assertRoomFor(tenantId);
+      // The tenant's own limit (Tenant spec.limits.tokens) from the record read above: no second look-up.
+      if (attempt === 0) await this.limit.assertRoomFor(tenantId, tenant);
 
       const now = new Date();
       const record: TokenRecord = {

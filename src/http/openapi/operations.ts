@@ -115,7 +115,7 @@ const tokens: Record<string, Operation> = {
     auth: 'key',
     permission: 'token:create',
     description:
-      '409 past TOKENVAULT_TOKENS_PER_TENANT tokens in the tenant (TV_TOKEN_LIMIT); 413 for data over TOKENVAULT_TOKEN_DATA_MAX_BYTES as JSON (TV_TOKEN_DATA_TOO_LARGE).',
+      '409 past the tenant token limit (TOKENVAULT_TOKENS_PER_TENANT, or its own limits.tokens; TV_TOKEN_LIMIT); 413 for data over TOKENVAULT_TOKEN_DATA_MAX_BYTES as JSON (TV_TOKEN_DATA_TOO_LARGE).',
     body: {
       schema: validateCreateToken.schema,
       example: { type: 'card_number', data: '4242424242424242', metadata: { customer: 'c-1' } },
@@ -351,7 +351,7 @@ const tenants: Record<string, Operation> = {
     answer: S.Tenant,
   },
   'PUT /admin/tenants/:id': {
-    summary: 'Replace a tenant, its runtime and rate limits (operator)',
+    summary: 'Replace a tenant, its runtime, rate limits and record limits (operator)',
     tag: 'Operator',
     auth: 'operator',
     id: uuid,

@@ -165,6 +165,13 @@ const rateLimits = {
     ['api_per_key', 'api_per_tenant', 'calls_per_key', 'calls_per_tenant'].map((n) => [n, { type: 'integer' }]),
   ),
 };
+const recordLimits = {
+  type: 'object',
+  description: 'The tenant\u2019s own record limits (Tenant spec.limits), in place of TOKENVAULT_*_PER_TENANT.',
+  properties: Object.fromEntries(
+    ['tokens', 'token_intents', 'reactors', 'applications', 'proxies', 'formulas'].map((n) => [n, { type: 'integer' }]),
+  ),
+};
 
 export const Tenant: Schema = {
   type: 'object',
@@ -179,6 +186,7 @@ export const Tenant: Schema = {
     },
     managed_by: managedBy,
     rate_limits: rateLimits,
+    limits: recordLimits,
     runtime: {
       type: 'object',
       description: 'Operator answers only: where the tenant\u2019s code runs.',

@@ -36,6 +36,11 @@ export function tenantRoutes(tenants: TenantService, idempotency: IdempotencySer
         errors: { rate_limits: ['only the operator can set rate limits (Tenant spec.rateLimits in Kubernetes)'] },
       });
     }
+    if (req.body && typeof req.body === 'object' && 'limits' in req.body) {
+      throw new Errors.InvalidBody({
+        errors: { limits: ['only the operator can set record limits (Tenant spec.limits in Kubernetes)'] },
+      });
+    }
     await sendOnce(idempotency, req, res, 200, async () =>
       forTenantKey(
         await tenants.update(principal.tenantId, actorId(principal), validateUpdateTenant(req.body), principal),
