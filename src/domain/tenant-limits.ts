@@ -20,9 +20,11 @@ import { SETTINGS, type PerTenantLimits } from '../config/config.js';
 import { Errors, type VaultErrorClass } from '../errors/registry.js';
 import type { Store } from '../store/store.js';
 
-export type LimitedKind = keyof PerTenantLimits;
+/** The kinds of PerTenantLimits, and what lives for a time rather than until deleted (docs/security.md, "etcd space"). */
+export type LimitedKind = keyof PerTenantLimits | 'idempotencyKeys' | 'sessions';
 
-const LIMITS: Record<LimitedKind, { error: VaultErrorClass; setting: string; noun: string }> = {
+/** `then`: what the refused caller can do, for kinds whose records expire rather than being deleted. */
+const LIMITS: Record<LimitedKind, { error: VaultErrorClass; setting: string; noun: string; then?: string }> = {
   tokens: { error: Errors.TokenLimit, setting: SETTINGS.tokensPerTenant.env, noun: 'tokens' },
   tokenIntents: {
     error: Errors.TokenIntentLimit,
@@ -36,6 +38,18 @@ const LIMITS: Record<LimitedKind, { error: VaultErrorClass; setting: string; nou
     error: Errors.FormulaLimit,
     setting: SETTINGS.formulasPerTenant.env,
     noun: 'private reactor formulas',
+  },
+  idempotencyKeys: {
+    error: Errors.IdempotencyKeyLimit,
+    setting: SETTINGS.idempotencyKeysPerTenant.env,
+    noun: 'BT-IDEMPOTENCY-KEY answers kept',
+    then: 'the request was not run; each answer is kept for 24 hours after its request',
+  },
+  sessions: {
+    error: Errors.SessionLimit,
+    setting: SETTINGS.sessionsPerTenant.env,
+    noun: 'unexpired sessions',
+    then: 'retry once one expires',
   },
 };
 
@@ -75,9 +89,7 @@ export class TenantLimit {
       return;
     }
     this.estimates.delete(tenantId);
-    const { error, setting, noun } = LIMITS[this.kind];
-    throw new error(
-      `The tenant has ${count} ${noun}, as many as allowed (${setting} = ${this.max}); delete one first.`,
-    );
+    const { error, setting, noun, then = 'delete one first' } = LIMITS[this.kind];
+    throw new error(`The tenant has ${count} ${noun}, as many as allowed (${setting} = ${this.max}); ${then}.`);
   }
 }
