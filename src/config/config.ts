@@ -585,7 +585,7 @@ export const SETTINGS = {
     env: 'TOKENVAULT_IDEMPOTENCY_KEYS_PER_TENANT',
     description:
       'api: BT-IDEMPOTENCY-KEY answers one tenant may have kept (24 h each); a request with a new key beyond it: 409 TV_IDEMPOTENCY_KEY_LIMIT, before it runs; 0: no limit',
-    default: '40000',
+    default: '30000',
   },
   sessionsPerTenant: {
     flag: 'sessions-per-tenant',
