@@ -3,7 +3,8 @@
 // duplicates cannot both run; the stored answer is encrypted (it may hold a new key or token data).
 //
 // What is kept is bounded for etcd's space (docs/security.md, "etcd space"): without bounds one tenant filled the 2 GiB
-// quota in 8 minutes of 900-byte answers at its 5,000 requests/s, or with 1,800 reactor updates of 1.2 MB answers. A
+// quota in 3.6-5 minutes of small answers (1.4-2.0 KB of etcd each) at its 5,000 requests/s, or with 1,800 reactor
+// updates of 1.2 MB answers. A
 // request with a new key is refused before it runs once the tenant has `keysPerTenant` answers kept, so nothing is
 // made without its answer kept; an answer over `answerMaxBytes` is sent but kept only as a marker, and replays of it
 // are refused (409 TV_IDEMPOTENCY_ANSWER_NOT_KEPT): a retry never runs the request a second time.
