@@ -227,6 +227,14 @@ export interface Config {
     tokenCacheBytes: number;
     /** Largest token data, serialized as JSON (bytes); 0: only the body limit bounds it. */
     tokenDataMaxBytes: number;
+    /**
+     * etcd space of what lives for a time rather than until deleted (docs/security.md, "etcd space"): the largest
+     * answer kept for BT-IDEMPOTENCY-KEY replays (JSON bytes), and live idempotency keys and sessions per tenant (0:
+     * no limit).
+     */
+    idempotencyAnswerMaxBytes: number;
+    idempotencyKeysPerTenant: number;
+    sessionsPerTenant: number;
     /** How often each API process sweeps expired tokens. */
     expirySweepSeconds: number;
     /** Deepest nesting of arrays and objects in a JSON body (every JSON body path, the proxy's included). */
@@ -563,6 +571,26 @@ export const SETTINGS = {
     env: 'TOKENVAULT_TOKEN_DATA_MAX_BYTES',
     description: "api: largest token data, serialized as JSON in UTF-8 (larger: 413 TV_TOKEN_DATA_TOO_LARGE); 0: only the body limit",
     default: '4096',
+  },
+  idempotencyAnswerMaxBytes: {
+    flag: 'idempotency-answer-max-bytes',
+    env: 'TOKENVAULT_IDEMPOTENCY_ANSWER_MAX_BYTES',
+    description:
+      'api: largest answer (JSON) kept for BT-IDEMPOTENCY-KEY replays; a larger one is sent but not kept, and a replay is 409 TV_IDEMPOTENCY_ANSWER_NOT_KEPT; 0: no limit',
+    default: '8192',
+  },
+  idempotencyKeysPerTenant: {
+    flag: 'idempotency-keys-per-tenant',
+    env: 'TOKENVAULT_IDEMPOTENCY_KEYS_PER_TENANT',
+    description:
+      'api: BT-IDEMPOTENCY-KEY answers one tenant may have kept (24 h each); a request with a new key beyond it: 409 TV_IDEMPOTENCY_KEY_LIMIT, before it runs; 0: no limit',
+    default: '30000',
+  },
+  sessionsPerTenant: {
+    flag: 'sessions-per-tenant',
+    env: 'TOKENVAULT_SESSIONS_PER_TENANT',
+    description: 'api: unexpired sessions one tenant may have (more: 409 TV_SESSION_LIMIT); 0: no limit',
+    default: '20000',
   },
   reactorsPerTenant: {
     flag: 'reactors-per-tenant',
@@ -1136,6 +1164,9 @@ export function loadConfig(options: LoadOptions = {}): Config {
     keyCacheSeconds: integer('keyCache', 1, 24 * 3600),
     tokenCacheBytes: integer('tokenCache', 0, 4 * 1024 * 1024 * 1024),
     tokenDataMaxBytes: integer('tokenDataMaxBytes', 0, 64 * 1024 * 1024),
+    idempotencyAnswerMaxBytes: integer('idempotencyAnswerMaxBytes', 0, 64 * 1024 * 1024),
+    idempotencyKeysPerTenant: integer('idempotencyKeysPerTenant', 0, 1_000_000_000),
+    sessionsPerTenant: integer('sessionsPerTenant', 0, 1_000_000_000),
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
     jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
     tokenDataMaxNodes: integer('tokenDataMaxNodes', 1, 10_000_000),

@@ -26,58 +26,75 @@ import { Errors, type VaultErrorClass } from '../errors/registry.js';
 import type { Store } from '../store/store.js';
 import type { TenantRecordLimits } from './tenants/schema.js';
 
-export type LimitedKind = keyof PerTenantLimits;
+/** The kinds of PerTenantLimits, and what lives for a time rather than until deleted (docs/security.md, "etcd space"). */
+export type LimitedKind = keyof PerTenantLimits | 'idempotencyKeys' | 'sessions';
 
 /** Where a tenant's own limits come from: the TenantDirectory (its cached tenant record). */
 export interface TenantLimitsSource {
   get(tenantId: string): Promise<{ limits?: TenantRecordLimits } | undefined>;
 }
 
+/**
+ * `own`: the tenant record's field and the Tenant's spec field that replace the setting for one tenant (kinds a Tenant
+ * can set). `then`: what the refused caller can do, for kinds whose records expire rather than being deleted.
+ */
 const LIMITS: Record<
   LimitedKind,
-  { error: VaultErrorClass; setting: string; field: keyof TenantRecordLimits; spec: string; noun: string }
+  {
+    error: VaultErrorClass;
+    setting: string;
+    noun: string;
+    own?: { field: keyof TenantRecordLimits; spec: string };
+    then?: string;
+  }
 > = {
   tokens: {
     error: Errors.TokenLimit,
     setting: SETTINGS.tokensPerTenant.env,
-    field: 'tokens',
-    spec: 'spec.limits.tokens',
+    own: { field: 'tokens', spec: 'spec.limits.tokens' },
     noun: 'tokens',
   },
   tokenIntents: {
     error: Errors.TokenIntentLimit,
     setting: SETTINGS.tokenIntentsPerTenant.env,
-    field: 'token_intents',
-    spec: 'spec.limits.tokenIntents',
+    own: { field: 'token_intents', spec: 'spec.limits.tokenIntents' },
     noun: 'unexpired token intents',
   },
   reactors: {
     error: Errors.ReactorLimit,
     setting: SETTINGS.reactorsPerTenant.env,
-    field: 'reactors',
-    spec: 'spec.limits.reactors',
+    own: { field: 'reactors', spec: 'spec.limits.reactors' },
     noun: 'reactors',
   },
   applications: {
     error: Errors.ApplicationLimit,
     setting: SETTINGS.applicationsPerTenant.env,
-    field: 'applications',
-    spec: 'spec.limits.applications',
+    own: { field: 'applications', spec: 'spec.limits.applications' },
     noun: 'applications',
   },
   proxies: {
     error: Errors.ProxyLimit,
     setting: SETTINGS.proxiesPerTenant.env,
-    field: 'proxies',
-    spec: 'spec.limits.proxies',
+    own: { field: 'proxies', spec: 'spec.limits.proxies' },
     noun: 'proxies',
   },
   formulas: {
     error: Errors.FormulaLimit,
     setting: SETTINGS.formulasPerTenant.env,
-    field: 'formulas',
-    spec: 'spec.limits.formulas',
+    own: { field: 'formulas', spec: 'spec.limits.formulas' },
     noun: 'private reactor formulas',
+  },
+  idempotencyKeys: {
+    error: Errors.IdempotencyKeyLimit,
+    setting: SETTINGS.idempotencyKeysPerTenant.env,
+    noun: 'BT-IDEMPOTENCY-KEY answers kept',
+    then: 'the request was not run; each answer is kept for 24 hours after its request',
+  },
+  sessions: {
+    error: Errors.SessionLimit,
+    setting: SETTINGS.sessionsPerTenant.env,
+    noun: 'unexpired sessions',
+    then: 'retry once one expires',
   },
 };
 
@@ -110,8 +127,8 @@ export class TenantLimit {
    * `tenant`: its record when the caller has just read it (else it comes from the tenants' source, if any).
    */
   async assertRoomFor(tenantId: string, tenant?: { limits?: TenantRecordLimits }): Promise<void> {
-    const { error, setting, field, spec, noun } = LIMITS[this.kind];
-    const own = (tenant ?? (await this.tenants?.get(tenantId)))?.limits?.[field];
+    const { error, setting, noun, own: ownField, then = 'delete one first' } = LIMITS[this.kind];
+    const own = ownField && (tenant ?? (await this.tenants?.get(tenantId)))?.limits?.[ownField.field];
     const max = own ?? this.globalMax;
     if (max === 0) return;
     const estimate = this.estimates.get(tenantId);
@@ -125,7 +142,7 @@ export class TenantLimit {
       return;
     }
     this.estimates.delete(tenantId);
-    const source = own !== undefined ? `the Tenant's ${spec}` : setting;
-    throw new error(`The tenant has ${count} ${noun}, as many as allowed (${source} = ${max}); delete one first.`);
+    const source = own !== undefined && ownField ? `the Tenant's ${ownField.spec}` : setting;
+    throw new error(`The tenant has ${count} ${noun}, as many as allowed (${source} = ${max}); ${then}.`);
   }
 }

@@ -218,6 +218,27 @@ export const Errors = {
     'Conflict',
     'This BT-IDEMPOTENCY-KEY was used with a different request.',
   ),
+  IdempotencyAnswerNotKept: define(
+    'TV_IDEMPOTENCY_ANSWER_NOT_KEPT',
+    409,
+    'Conflict',
+    'The request with this BT-IDEMPOTENCY-KEY succeeded, but its answer was too large to keep (TOKENVAULT_IDEMPOTENCY_ANSWER_MAX_BYTES); read what it made or changed instead of retrying.',
+    LIMIT,
+  ),
+  IdempotencyKeyLimit: define(
+    'TV_IDEMPOTENCY_KEY_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many BT-IDEMPOTENCY-KEY answers kept as allowed (TOKENVAULT_IDEMPOTENCY_KEYS_PER_TENANT); the request was not run.',
+    LIMIT,
+  ),
+  SessionLimit: define(
+    'TV_SESSION_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many unexpired sessions as allowed (TOKENVAULT_SESSIONS_PER_TENANT).',
+    LIMIT,
+  ),
   // 413 / 415
   PayloadTooLarge: define(
     'TV_PAYLOAD_TOO_LARGE',

@@ -8,7 +8,7 @@ import { listenOn, localUrl } from '../http/listen.js';
 import { TenantCrypto } from '../crypto/envelope.js';
 import { KeyRing } from '../crypto/keyring.js';
 import { ApplicationService } from '../domain/applications/service.js';
-import { IdempotencyService } from '../domain/idempotency/service.js';
+import { IdempotencyService, PENDING_SECONDS } from '../domain/idempotency/service.js';
 import { SessionService } from '../domain/sessions/service.js';
 import { TenantDirectory } from '../domain/tenants/directory.js';
 import { TenantService } from '../domain/tenants/service.js';
@@ -218,6 +218,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       sessions: new SessionService(store, applicationDirectory, {
         defaultTtlSeconds: config.limits.sessionTtlSeconds,
         maxSeconds: config.limits.sessionMaxSeconds,
+        perTenant: config.limits.sessionsPerTenant,
       }),
       tokens,
       detokenizer,
@@ -227,7 +228,10 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         maxMatches: config.limits.searchMaxMatches,
         gate: { running: config.limits.searchTenantConcurrency, waiting: config.limits.scanQueueLength },
       }),
-      idempotency: new IdempotencyService(store, cipher),
+      idempotency: new IdempotencyService(store, cipher, PENDING_SECONDS, {
+        answerMaxBytes: config.limits.idempotencyAnswerMaxBytes,
+        keysPerTenant: config.limits.idempotencyKeysPerTenant,
+      }),
       formulas,
       reactors,
       asyncReactors: new AsyncReactorService(

@@ -297,3 +297,21 @@ test('token data size and audit entries per tenant: 4096 and 200,000 by default,
     }),
   ).toThrow(/TOKENVAULT_TOKEN_DATA_MAX_BYTES[\s\S]*TOKENVAULT_AUDIT_ENTRIES_PER_TENANT/);
 });
+
+test('idempotency answers and sessions per tenant: 30,000 kept answers of 8 KiB and 20,000 sessions by default', () => {
+  const defaults = loadConfig({ env: { TOKENVAULT_STORE: 'memory' } });
+  const { idempotencyKeysPerTenant, idempotencyAnswerMaxBytes, sessionsPerTenant } = defaults.limits;
+  expect([idempotencyKeysPerTenant, idempotencyAnswerMaxBytes, sessionsPerTenant]).toEqual([30_000, 8192, 20_000]);
+  expect(() =>
+    loadConfig({
+      env: {
+        TOKENVAULT_STORE: 'memory',
+        TOKENVAULT_IDEMPOTENCY_KEYS_PER_TENANT: '-1',
+        TOKENVAULT_IDEMPOTENCY_ANSWER_MAX_BYTES: 'x',
+        TOKENVAULT_SESSIONS_PER_TENANT: '1.5',
+      },
+    }),
+  ).toThrow(
+    /TOKENVAULT_IDEMPOTENCY_ANSWER_MAX_BYTES[\s\S]*TOKENVAULT_IDEMPOTENCY_KEYS_PER_TENANT[\s\S]*TOKENVAULT_SESSIONS_PER_TENANT/,
+  );
+});

@@ -17,6 +17,7 @@ import type { Store, TxnOp } from '../../store/store.js';
 import { mayEver, type TokenPermission } from '../../auth/access/evaluate.js';
 import { checkRules, type AccessRule } from '../../auth/access/rules.js';
 import type { ApplicationDirectory } from '../applications/directory.js';
+import { TenantLimit } from '../tenant-limits.js';
 import { SESSION_PERMISSIONS } from '../../auth/permissions.js';
 import { validateAuthorizeSession } from './schema.js';
 import { encode } from '../../store/codec.js';
@@ -43,17 +44,23 @@ export interface CreatedSession {
 }
 
 export class SessionService {
+  /** Unexpired sessions per tenant: each holds about 1.2 KB of etcd (docs/security.md, "etcd space"). */
+  private readonly limit: TenantLimit;
+
   constructor(
     private readonly store: Store,
     private readonly applications: ApplicationDirectory,
-    private readonly options: { defaultTtlSeconds: number; maxSeconds: number },
-  ) {}
+    private readonly options: { defaultTtlSeconds: number; maxSeconds: number; perTenant?: number },
+  ) {
+    this.limit = new TenantLimit(store, 'sessions', options.perTenant ?? 0, keys.sessions);
+  }
 
   async create(principal: TenantPrincipal): Promise<CreatedSession> {
     if (principal.kind !== 'application' || principal.applicationType !== 'public') {
       throw new Errors.Forbidden('Sessions are created with a public application key.');
     }
     assertNotMinted(principal);
+    await this.limit.assertRoomFor(principal.tenantId);
     const key = generateApiKey();
     const nonce = generateNonce();
     const now = Date.now();

@@ -119,7 +119,7 @@ function parameters(op: Operation, route: string): Json[] {
       in: 'header',
       required: false,
       description:
-        'A retry with the same key and body gets the first answer again, for 24 hours. Given once: twice is a 400.',
+        'A retry with the same key and body gets the first answer again, for 24 hours. Given once: twice is a 400. A new key when the tenant has TOKENVAULT_IDEMPOTENCY_KEYS_PER_TENANT answers kept is a 409 TV_IDEMPOTENCY_KEY_LIMIT before the request runs; an answer over TOKENVAULT_IDEMPOTENCY_ANSWER_MAX_BYTES is not kept, and its retry is a 409 TV_IDEMPOTENCY_ANSWER_NOT_KEPT (the request is not run again).',
       schema: { type: 'string', minLength: 1, maxLength: 255 },
     });
   }
