@@ -537,14 +537,13 @@ test('past TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY, a tenant’s large bodies w
   }
 }, 60_000);
 
-// A proxied body is read whole, then parsed only to detokenize (it holds an expression) or for a request transform.
-test('/proxy: a large body the vault reads into waits for a large-body turn; one forwarded byte for byte does not', async () => {
+/**
+ * A destination on loopback HTTPS and an API with one large-body turn per tenant (bodies over 1 KiB; no queue), with a
+ * tenant: its management key and a private key that creates, reads and uses tokens.
+ */
+async function oneLargeTurnProxying(handle: Parameters<typeof startHttpsServer>[0]) {
   const { caFile } = await testCertificates();
-  const destination = await startHttpsServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => echo(req, res, Buffer.concat(chunks)));
-  });
+  const destination = await startHttpsServer(handle);
   const gated = await startTestApi({
     TOKENVAULT_LARGE_BODY_BYTES: '1024',
     TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY: '1',
@@ -552,13 +551,27 @@ test('/proxy: a large body the vault reads into waits for a large-body turn; one
     TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
     TOKENVAULT_PROXY_CA_FILE: caFile,
   });
+  const { managementKey } = await createTenant(gated.url, gated.operatorKey);
+  const { key } = await createApplication(gated.url, managementKey, {
+    name: 'user',
+    type: 'private',
+    permissions: ['token:create', 'token:read', 'token:use'],
+  });
+  const close = async () => {
+    await gated.close();
+    await destination.close();
+  };
+  return { destination, gated, managementKey, key, close };
+}
+
+// A proxied body is read whole, then parsed only to detokenize (it holds an expression) or for a request transform.
+test('/proxy: a large body the vault reads into waits for a large-body turn; one forwarded byte for byte does not', async () => {
+  const { destination, gated, key, close } = await oneLargeTurnProxying((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => echo(req, res, Buffer.concat(chunks)));
+  });
   try {
-    const { managementKey } = await createTenant(gated.url, gated.operatorKey);
-    const { key } = await createApplication(gated.url, managementKey, {
-      name: 'user',
-      type: 'private',
-      permissions: ['token:create', 'token:read', 'token:use'],
-    });
     const token = (await client(gated.url, key).post('/tokens', { body: { type: 'token', data: 'secret' } })).body.id;
     const proxied = (value: string) =>
       send(gated.url, 'POST', '/proxy', {
@@ -581,8 +594,7 @@ test('/proxy: a large body the vault reads into waits for a large-body turn; one
     expect(detokenized.status).toBe(200);
     expect(JSON.parse(detokenized.json().body).value).toBe('secret');
   } finally {
-    await gated.close();
-    await destination.close();
+    await close();
   }
 }, 60_000);
 
@@ -591,27 +603,13 @@ test('/proxy: a large body the vault reads into waits for a large-body turn; one
 // cost the loop what sending it would, with no turn taken. It now waits for a large-body turn, and is never refused
 // for a full queue: the destination has had the request, and a 429 would invite a retry that sends it again.
 test('/proxy: a large answer a response transform reads waits for a large-body turn, and is not refused', async () => {
-  const { caFile } = await testCertificates();
   let requests = 0;
-  const destination = await startHttpsServer((_req, res) => {
+  const { destination, gated, managementKey, key, close } = await oneLargeTurnProxying((_req, res) => {
     requests++;
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ pad: 'x'.repeat(4000) }));
   });
-  const gated = await startTestApi({
-    TOKENVAULT_LARGE_BODY_BYTES: '1024',
-    TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY: '1',
-    TOKENVAULT_SCAN_QUEUE_LENGTH: '0',
-    TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
-    TOKENVAULT_PROXY_CA_FILE: caFile,
-  });
   try {
-    const { managementKey } = await createTenant(gated.url, gated.operatorKey);
-    const { key } = await createApplication(gated.url, managementKey, {
-      name: 'user',
-      type: 'private',
-      permissions: ['token:create', 'token:use'],
-    });
     const proxy = await client(gated.url, managementKey).post('/proxies', {
       body: {
         name: 'large answers',
@@ -640,8 +638,7 @@ test('/proxy: a large answer a response transform reads waits for a large-body t
     const answer = await proxied;
     expect([answer.status, answer.json(), requests]).toEqual([200, { length: 4000 }, 1]);
   } finally {
-    await gated.close();
-    await destination.close();
+    await close();
   }
 }, 60_000);
 
