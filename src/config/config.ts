@@ -187,6 +187,8 @@ export interface Config {
     concurrency: number;
     /** Deliveries of one tenant one API process sends at once (at most concurrency). */
     tenantConcurrency: number;
+    /** Deliveries waiting in one tenant's outbox past which its new events are dropped; 0: no limit. */
+    outboxPerTenant: number;
   };
   /** Work all Liquid expressions of one request may cause together (src/expressions/budget.ts). */
   expressions: {
@@ -652,6 +654,13 @@ export const SETTINGS = {
     description:
       "Webhook deliveries of one tenant one API process sends at once (at most half of TOKENVAULT_WEBHOOK_CONCURRENCY, rounded up, is used; one while the tenant's receiver fails): the rest of the process's are left to other tenants",
     default: '4',
+  },
+  webhookOutboxPerTenant: {
+    flag: 'webhook-outbox-per-tenant',
+    env: 'TOKENVAULT_WEBHOOK_OUTBOX_PER_TENANT',
+    description:
+      "Webhook deliveries waiting in one tenant's outbox (etcd space) past which the tenant's new events are dropped, counted and logged; its writes still succeed (0: no limit)",
+    default: '10000',
   },
   expressionRender: {
     flag: 'expression-render-ms',
@@ -1132,6 +1141,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     timeoutMs: integer('webhookTimeout', 100, 600_000),
     concurrency: integer('webhookConcurrency', 1, 1000),
     tenantConcurrency: integer('webhookTenantConcurrency', 1, 1000),
+    outboxPerTenant: integer('webhookOutboxPerTenant', 0, 10_000_000),
   };
 
   const expressions = {

@@ -70,6 +70,13 @@ const API_METRICS = {
     help: 'Webhook delivery attempts by event type and outcome (delivered, retry, dropped: out of attempts, abandoned: webhook gone or disabled)',
     labels: ['type', 'outcome'],
   },
+  /** Webhook events not put in a tenant's outbox (src/webhooks/service.ts), by event type and reason (outbox_full). */
+  webhookDropped: {
+    type: 'counter',
+    name: 'tokenvault_webhook_dropped_total',
+    help: "Webhook events dropped before delivery, by event type and reason (outbox_full: the tenant's outbox held TOKENVAULT_WEBHOOK_OUTBOX_PER_TENANT deliveries); the change itself was written",
+    labels: ['type', 'reason'],
+  },
   /** Webhooks: time from a change to the receiver's 2xx for it, retries included. */
   webhookLag: {
     type: 'histogram',

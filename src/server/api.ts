@@ -167,6 +167,9 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     maxPerTenant: config.webhooks.perTenant,
     checkDestination: destinationChecker(destinations),
     cacheSeconds: config.limits.keyCacheSeconds,
+    outboxPerTenant: config.webhooks.outboxPerTenant,
+    logger,
+    metrics,
   });
   tokens.publishEventsTo(webhooks);
   const dispatcher = new WebhookDispatcher(

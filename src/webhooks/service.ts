@@ -6,9 +6,20 @@
 // watch, so a tenant without webhooks pays no store round trip; when some webhook listens, the change's own
 // transaction also writes one entry per listening webhook to the tenant's outbox, and the tenant's mark that it has
 // deliveries waiting (./dispatcher.ts sends them).
+//
+// The outbox is bounded per tenant (TOKENVAULT_WEBHOOK_OUTBOX_PER_TENANT) for etcd's space, which all tenants share:
+// with its receiver down, a tenant's entries stay for all their attempts (about 1.5 hours by default), and at its write
+// rate one tenant would fill the quota (docs/security.md, "etcd space"). Past the bound, the tenant's new events are
+// dropped, counted and logged, and the change is written all the same: webhooks are notifications, and a token create
+// that failed because a receiver is down would turn the receiver's outage into the tenant's. The tenant's outbox is
+// counted as TenantLimit counts records (a count-only range, at most once a second per tenant and process, this
+// process's own entries added in between), so a full outbox costs no count per event.
+import { LRUCache } from 'lru-cache';
 import { randomUUID } from 'node:crypto';
 import { actorId, type TenantPrincipal } from '../auth/principal.js';
 import { Errors } from '../errors/registry.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
 import { decode, encode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import { getRecord, listRecords } from '../store/records.js';
@@ -81,14 +92,24 @@ export interface WebhookServiceOptions {
   /** Checks a URL against the outbound destination policy; throws TV_DESTINATION_REFUSED. */
   checkDestination: (url: string) => Promise<void>;
   cacheSeconds?: number;
+  /** Deliveries one tenant's outbox may hold before its new events are dropped (TOKENVAULT_WEBHOOK_OUTBOX_PER_TENANT); 0: no limit. */
+  outboxPerTenant?: number;
+  logger?: Logger;
+  metrics?: Metrics;
 }
 
 const EMPTY: Subscriptions = { webhooks: [] };
+/** How long a count of a tenant's outbox stands in for a new one (with this process's entries added). */
+const OUTBOX_RECOUNT_MS = 1_000;
 
 export class WebhookService implements EventSink {
   private readonly subscriptions: PrefixWatchedCache<Subscriptions>;
   /** Delivery targets (the record and its opened secret), watched per tenant: a change applies to the next attempt. */
   private readonly targets: PrefixWatchedCache<{ record: WebhookRecord; secret: string }>;
+  /** Per tenant: its outbox's entries as last counted (for a second), plus the entries this process wrote since. */
+  private readonly outboxes = new LRUCache<string, { count: number }>({ max: 10_000, ttl: OUTBOX_RECOUNT_MS });
+  /** Per tenant: when its last drop was logged (one warning a minute; the metric counts each). */
+  private readonly dropLogged = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 });
 
   constructor(
     private readonly store: Store,
@@ -207,6 +228,10 @@ export class WebhookService implements EventSink {
       })) ?? EMPTY;
     const listening = subscriptions.webhooks.filter((w) => w.status === 'enabled' && w.events.includes(type));
     if (listening.length === 0) return [];
+    if (!(await this.outboxHasRoom(tenantId, listening.length))) {
+      this.dropped(tenantId, type);
+      return [];
+    }
     // One event id for every webhook told of it: a receiver behind several webhooks can still deduplicate.
     const event: WebhookEvent = {
       id: randomUUID(),
@@ -226,6 +251,34 @@ export class WebhookService implements EventSink {
         event,
         attempts: 0,
       })),
+    );
+  }
+
+  /**
+   * Whether the tenant's outbox holds fewer entries than allowed; if so, counts `entries` more in it. An event goes to
+   * all its webhooks or none, so the outbox may pass the bound by up to its webhooks less one (and by the entries
+   * other processes write within a second of a count).
+   */
+  private async outboxHasRoom(tenantId: string, entries: number): Promise<boolean> {
+    const max = this.options.outboxPerTenant ?? 0;
+    if (max === 0) return true;
+    let outbox = this.outboxes.get(tenantId);
+    if (!outbox) {
+      outbox = { count: await this.store.count(keys.webhookQueue(tenantId)) };
+      this.outboxes.set(tenantId, outbox);
+    }
+    if (outbox.count >= max) return false;
+    outbox.count += entries;
+    return true;
+  }
+
+  private dropped(tenantId: string, type: EventType): void {
+    this.options.metrics?.webhookDropped.inc({ type, reason: 'outbox_full' });
+    if (this.dropLogged.has(tenantId)) return;
+    this.dropLogged.set(tenantId, true);
+    this.options.logger?.warn(
+      { tenant: tenantId, type, limit: this.options.outboxPerTenant },
+      "webhook events dropped: the tenant's outbox is full (TOKENVAULT_WEBHOOK_OUTBOX_PER_TENANT); its receiver is likely down",
     );
   }
 

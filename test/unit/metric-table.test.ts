@@ -49,6 +49,7 @@ test('the API and worker metric names are unchanged', () => {
     'tokenvault_limit_refusals_total',
     'tokenvault_runtime_busy_total',
     'tokenvault_webhook_attempts_total',
+    'tokenvault_webhook_dropped_total',
     'tokenvault_webhook_delivery_lag_seconds',
     'tokenvault_async_reactor_requests_total',
     'tokenvault_audit_entries_total',
