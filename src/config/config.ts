@@ -284,6 +284,13 @@ export interface Config {
     queueBytes: number;
     /** Lease of an API process's runner key: how soon a request lost with its process reads as failed. */
     runnerLeaseSeconds: number;
+    /**
+     * etcd space (docs/security.md, "etcd space"): results and unfinished requests one tenant may have kept (409
+     * TV_ASYNC_RESULT_LIMIT beyond), and the largest outcome kept, JSON bytes (502 TV_ASYNC_RESULT_TOO_LARGE
+     * instead); 0: no limit.
+     */
+    resultsPerTenant: number;
+    resultMaxBytes: number;
   };
   /** Token intents (domain/token-intents). */
   tokenIntents: {
@@ -933,6 +940,20 @@ export const SETTINGS = {
     description: 'api: lease of the key that shows an API process is alive and running its react-async requests; after a crash its pending requests read as failed this long after its last renewal (renewed every third of it)',
     default: '30',
   },
+  asyncResultsPerTenant: {
+    flag: 'async-results-per-tenant',
+    env: 'TOKENVAULT_ASYNC_RESULTS_PER_TENANT',
+    description:
+      'api: react-async results (and requests not finished) one tenant may have kept; one more request: 409 TV_ASYNC_RESULT_LIMIT, before it runs; 0: no limit',
+    default: '2000',
+  },
+  asyncResultMaxBytes: {
+    flag: 'async-result-max-bytes',
+    env: 'TOKENVAULT_ASYNC_RESULT_MAX_BYTES',
+    description:
+      'api: largest react-async outcome (result or error, as JSON) kept; a larger one is not stored and the request reads as failed with 502 TV_ASYNC_RESULT_TOO_LARGE; 0: any',
+    default: '16384',
+  },
   tokenIntentTtl: {
     flag: 'token-intent-ttl-seconds',
     env: 'TOKENVAULT_TOKEN_INTENT_TTL_SECONDS',
@@ -1201,6 +1222,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     concurrency: integer('asyncConcurrency', 1, 10_000),
     queueBytes: integer('asyncQueueBytes', 1024, 16 * 1024 * 1024 * 1024),
     runnerLeaseSeconds: integer('asyncRunnerLease', 3, 3600),
+    resultsPerTenant: integer('asyncResultsPerTenant', 0, 1_000_000_000),
+    resultMaxBytes: integer('asyncResultMaxBytes', 0, 64 * 1024 * 1024),
   };
   const tokenIntents = { ttlSeconds: integer('tokenIntentTtl', 1, 48 * 3600) };
   const clientKeys = {

@@ -27,7 +27,7 @@ import type { Store } from '../store/store.js';
 import type { TenantRecordLimits } from './tenants/schema.js';
 
 /** The kinds of PerTenantLimits, and what lives for a time rather than until deleted (docs/security.md, "etcd space"). */
-export type LimitedKind = keyof PerTenantLimits | 'idempotencyKeys' | 'sessions';
+export type LimitedKind = keyof PerTenantLimits | 'idempotencyKeys' | 'sessions' | 'asyncResults';
 
 /** Where a tenant's own limits come from: the TenantDirectory (its cached tenant record). */
 export interface TenantLimitsSource {
@@ -95,6 +95,12 @@ const LIMITS: Record<
     setting: SETTINGS.sessionsPerTenant.env,
     noun: 'unexpired sessions',
     then: 'retry once one expires',
+  },
+  asyncResults: {
+    error: Errors.AsyncResultLimit,
+    setting: SETTINGS.asyncResultsPerTenant.env,
+    noun: 'asynchronous reactor results kept (or requests not finished)',
+    then: `the request was not run; results are kept ${SETTINGS.asyncResultTtl.env} after their requests (reading one does not remove it), and POST /reactors/{id}/react keeps none`,
   },
 };
 

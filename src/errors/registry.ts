@@ -232,6 +232,13 @@ export const Errors = {
     'The tenant has as many BT-IDEMPOTENCY-KEY answers kept as allowed (TOKENVAULT_IDEMPOTENCY_KEYS_PER_TENANT); the request was not run.',
     LIMIT,
   ),
+  AsyncResultLimit: define(
+    'TV_ASYNC_RESULT_LIMIT',
+    409,
+    'Conflict',
+    'The tenant has as many asynchronous reactor results kept as allowed (TOKENVAULT_ASYNC_RESULTS_PER_TENANT); the request was not run.',
+    LIMIT,
+  ),
   SessionLimit: define(
     'TV_SESSION_LIMIT',
     409,
@@ -316,6 +323,13 @@ export const Errors = {
     502,
     'Bad Gateway',
     'The reactor returned a result larger than allowed.',
+    LIMIT,
+  ),
+  AsyncResultTooLarge: define(
+    'TV_ASYNC_RESULT_TOO_LARGE',
+    502,
+    'Bad Gateway',
+    'The reactor ran, but its outcome was larger than an asynchronous result may keep (TOKENVAULT_ASYNC_RESULT_MAX_BYTES) and was not stored.',
     LIMIT,
   ),
   SandboxHostLimit: define(

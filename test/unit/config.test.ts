@@ -315,3 +315,17 @@ test('idempotency answers and sessions per tenant: 30,000 kept answers of 8 KiB 
     /TOKENVAULT_IDEMPOTENCY_ANSWER_MAX_BYTES[\s\S]*TOKENVAULT_IDEMPOTENCY_KEYS_PER_TENANT[\s\S]*TOKENVAULT_SESSIONS_PER_TENANT/,
   );
 });
+
+test('asynchronous reactor results per tenant: 2,000 kept results of 16 KiB by default', () => {
+  const { resultsPerTenant, resultMaxBytes } = loadConfig({ env: { TOKENVAULT_STORE: 'memory' } }).asyncReactors;
+  expect([resultsPerTenant, resultMaxBytes]).toEqual([2000, 16_384]);
+  expect(() =>
+    loadConfig({
+      env: {
+        TOKENVAULT_STORE: 'memory',
+        TOKENVAULT_ASYNC_RESULTS_PER_TENANT: '-1',
+        TOKENVAULT_ASYNC_RESULT_MAX_BYTES: 'x',
+      },
+    }),
+  ).toThrow(/TOKENVAULT_ASYNC_RESULTS_PER_TENANT[\s\S]*TOKENVAULT_ASYNC_RESULT_MAX_BYTES/);
+});

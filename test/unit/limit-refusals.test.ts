@@ -76,6 +76,8 @@ test('the limit errors are those whose answer names a limit, and no invalid requ
     'TV_APPLICATION_KEY_LIMIT',
     'TV_APPLICATION_LIMIT',
     'TV_ASYNC_QUEUE_FULL',
+    'TV_ASYNC_RESULT_LIMIT',
+    'TV_ASYNC_RESULT_TOO_LARGE',
     'TV_CLIENT_KEY_LIMIT',
     'TV_DECODED_RESPONSE_TOO_LARGE',
     'TV_EXPRESSION_LIMIT',

@@ -11,6 +11,12 @@
 // record names its runner, and a pending record whose runner key is gone reads as failed (TV_ASYNC_REQUEST_LOST)
 // instead of pending until its lease ends. A process that is shut down (SIGTERM) fails what it had not started and
 // waits a little for what is running.
+//
+// What is kept is bounded for etcd's space (docs/security.md, "etcd space"): without bounds a reactor returning 1 MB
+// stored 1.33 MB per result, and one tenant's 8.4 requests/s filled the 2 GiB quota in 3.2 minutes. A tenant with
+// `resultsPerTenant` records (results, and requests not finished) is refused before anything runs; an outcome over
+// `resultMaxBytes` is replaced by a TV_ASYNC_RESULT_TOO_LARGE failure, so the poller learns it ran and why it cannot
+// read what it returned.
 import { randomUUID } from 'node:crypto';
 import { actorId, rightsOf, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors, isLimitCode, toProblem, VaultError } from '../../errors/registry.js';
@@ -19,6 +25,8 @@ import { encode } from '../../store/codec.js';
 import { getRecord, secondsUntil } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import type { DataCipher } from '../tokens/records.js';
+import { SETTINGS } from '../../config/config.js';
+import { TenantLimit } from '../tenant-limits.js';
 import { CustomResponse, type ReactorService, type ReactResponse } from './service.js';
 
 export type AsyncStatus = 'pending' | 'completed' | 'failed';
@@ -85,6 +93,10 @@ export interface AsyncLimits {
   queueBytes: number;
   /** The runner key's lease; it is renewed every third of it. */
   runnerLeaseSeconds: number;
+  /** Results and unfinished requests one tenant may have kept; 0: no limit. */
+  resultsPerTenant?: number;
+  /** Largest outcome (JSON bytes) kept; 0: any. */
+  resultMaxBytes?: number;
 }
 
 /** On shutdown, the longest the service waits for runs in progress before it lets go of them. */
@@ -116,6 +128,7 @@ export class AsyncReactorService {
   private readonly bytesPerTenant = new Map<string, number>();
   private heartbeat?: NodeJS.Timeout;
   private stopped = false;
+  private readonly kept: TenantLimit;
 
   constructor(
     private readonly store: Store,
@@ -128,7 +141,11 @@ export class AsyncReactorService {
      * call would have sent, which tokenvault_limit_refusals_total counts there.
      */
     private readonly onLimitRefusal: (code: string) => void = () => {},
-  ) {}
+  ) {
+    this.kept = new TenantLimit(store, 'asyncResults', limits.resultsPerTenant ?? 0, (tenantId) =>
+      keys.asyncResult(tenantId, ''),
+    );
+  }
 
   async start(): Promise<void> {
     await this.beat();
@@ -189,6 +206,8 @@ export class AsyncReactorService {
     if (this.stopped) throw new Errors.RuntimeUnavailable('This API process is shutting down; retry.');
     if ((await this.reactors.nameOf(tenantId, reactorId)) === undefined)
       throw new Errors.NotFound('Reactor not found.');
+    // Before anything is stored or queued: the pending record counts from here until it expires, result and all.
+    await this.kept.assertRoomFor(tenantId);
     // Taken before the write so that concurrent requests cannot all pass the check.
     if ((this.perTenant.get(tenantId) ?? 0) >= this.limits.queueLength) {
       this.onOutcome('refused');
@@ -308,6 +327,20 @@ export class AsyncReactorService {
     return { error: failure(new Errors.Internal()) };
   }
 
+  /** The outcome, or the failure saying it was too large to keep. */
+  private bounded(ran: Ran): Ran {
+    const max = this.limits.resultMaxBytes ?? 0;
+    if (max === 0) return ran;
+    const bytes = Buffer.byteLength(JSON.stringify(ran.outcome));
+    if (bytes <= max) return ran;
+    const error = new Errors.AsyncResultTooLarge({
+      detail: `The reactor ran, but its ${'error' in ran.outcome ? 'error' : 'result'} (${bytes} bytes as JSON) was larger than ${SETTINGS.asyncResultMaxBytes.env} = ${max} and was not stored; what it did (tokens it created, say) stands. Call POST /reactors/{id}/react for results this large.`,
+      errors: { limit: [SETTINGS.asyncResultMaxBytes.env] },
+    });
+    this.onLimitRefusal(error.code);
+    return { outcome: { error: failure(error) }, rights: ran.rights };
+  }
+
   /**
    * A tenant runs at most half of the slots (at least one), so a tenant whose requests hang to their time limit leaves
    * the other half to the others: with every slot taken by one tenant, another tenant's request waited that long.
@@ -351,7 +384,7 @@ export class AsyncReactorService {
   /** Never rejects. */
   private async execute(job: Job): Promise<void> {
     try {
-      const ran = await job.run();
+      const ran = this.bounded(await job.run());
       this.onOutcome('error' in ran.outcome ? 'failed' : 'completed');
       await this.finish(job.tenantId, job.id, ran);
     } catch {

@@ -778,7 +778,9 @@ const asyncReactors: Record<string, Operation> = {
     tag: 'Reactors',
     auth: 'key',
     permission: 'token:use',
-    description: '429 TV_ASYNC_QUEUE_FULL when the tenant\u2019s queue on this API process is full.',
+    description:
+      '429 TV_ASYNC_QUEUE_FULL when the tenant\u2019s queue on this API process is full; 409 TV_ASYNC_RESULT_LIMIT, before it runs, when the tenant has TOKENVAULT_ASYNC_RESULTS_PER_TENANT results kept.',
+    conflict: true,
     id: uuid,
     body: { schema: validateReactBody.schema, required: false },
     status: 202,
@@ -795,7 +797,8 @@ const asyncReactors: Record<string, Operation> = {
     tag: 'Reactors',
     auth: 'key',
     permission: 'token:use',
-    description: 'Kept for TOKENVAULT_ASYNC_RESULT_TTL_SECONDS; 404 after that.',
+    description:
+      'Kept for TOKENVAULT_ASYNC_RESULT_TTL_SECONDS; 404 after that. An outcome over TOKENVAULT_ASYNC_RESULT_MAX_BYTES is not kept: the request reads as failed, with 502 TV_ASYNC_RESULT_TOO_LARGE in error.',
     id: uuid,
     params: { requestId: uuid },
     status: 200,
