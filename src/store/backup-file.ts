@@ -133,7 +133,8 @@ export async function readBackup(
       trailer = value as unknown as BackupTrailer;
       if (trailer.keys !== entries) fail(`the trailer counts ${trailer.keys} keys, the file holds ${entries}`);
     } else if (!trailer) {
-      if (typeof value.k !== 'string' || typeof value.v !== 'string') fail('an entry without key and value (the file is corrupt)');
+      if (typeof value.k !== 'string' || typeof value.v !== 'string')
+        fail('an entry without key and value (the file is corrupt)');
       entries++;
       if (each)
         await each({ key: Buffer.from(value.k as string, 'base64'), value: Buffer.from(value.v as string, 'base64') });
