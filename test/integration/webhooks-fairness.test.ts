@@ -12,11 +12,10 @@ import { encode } from '../../src/store/codec.js';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
 import { outboxPuts } from '../../src/webhooks/service.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
-import { startEtcd, type EtcdProcess } from '../support/etcd.js';
-import { client } from '../support/http.js';
-import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
+import type { TestApi } from '../support/api.js';
+import { startHttpsServer, type HttpsTestServer } from '../support/https.js';
 import { eventually } from '../support/wait.js';
+import { startWebhookApi, tenantWithHook as tenantWithHookOn, type WebhookApi } from '../support/webhooks.js';
 
 const TIMEOUT_MS = 1000;
 /** A's events: 5 times the process's concurrency (8), so B's event would wait 5 timeouts behind them in due order. */
@@ -25,8 +24,7 @@ const FLOOD = 40;
  * HTTPS connection can take a few hundred ms. */
 const PROMPT_MS = 2000;
 
-/** Its own etcd: every API process on an etcd serves its outboxes, with its own settings. */
-let etcd: EtcdProcess;
+let served: WebhookApi;
 let api: TestApi;
 /** Answers nothing, ever (its requests are held until it closes). */
 let silent: HttpsTestServer;
@@ -42,45 +40,23 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
   });
 }
 
-async function tenantWithHook(url: string) {
-  const tenant = await createTenant(api.url, api.operatorKey);
-  const hook = await client(api.url, tenant.managementKey).post('/webhooks', {
-    body: { name: 'hook', url, events: ['token.created'] },
-  });
-  expect(hook.status).toBe(201);
-  const writer = await createApplication(api.url, tenant.managementKey, {
-    name: 'w',
-    type: 'private',
-    permissions: ['token:create'],
-  });
-  return {
-    tenantId: tenant.tenantId,
-    hookId: hook.body.id as string,
-    mgmt: client(api.url, tenant.managementKey),
-    tokens: client(api.url, writer.key),
-  };
-}
+const tenantWithHook = (url: string) => tenantWithHookOn(api, url);
 
 beforeAll(async () => {
-  const { caFile } = await testCertificates();
   silent = await startHttpsServer(() => undefined);
   receiver = await startHttpsServer(handler);
-  etcd = await startEtcd();
-  api = await startTestApi({
-    TOKENVAULT_STORE: `etcd://${new URL(etcd.endpoint).host}`,
-    TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
-    TOKENVAULT_PROXY_CA_FILE: caFile,
+  served = await startWebhookApi({
     TOKENVAULT_WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
     TOKENVAULT_WEBHOOK_CONCURRENCY: '8',
     TOKENVAULT_WEBHOOK_BACKOFF_MS: '60000',
   });
+  api = served.api;
 }, 60_000);
 
 afterAll(async () => {
-  await api?.close();
+  await served?.close();
   await silent?.close();
   await receiver?.close();
-  await etcd?.stop();
 });
 
 test("a tenant's events to a receiver that never answers do not hold up another tenant's", async () => {
@@ -100,7 +76,7 @@ test("a tenant's events to a receiver that never answers do not hold up another 
   expect(received.find((r) => r.path === '/b')!.body.event.data.token.id).toBe(token.body.id);
   expect(waited).toBeLessThan(PROMPT_MS);
   // B's outbox is empty now: the dispatcher drops its mark, so later looks do not read it; A's stays.
-  const store = new EtcdStore({ endpoints: [etcd.endpoint] });
+  const store = new EtcdStore({ endpoints: [served.endpoint] });
   try {
     await eventually(async () => expect(await store.get(keys.webhookQueuedTenant(b.tenantId))).toBeUndefined(), 5000);
     expect(await store.get(keys.webhookQueuedTenant(a.tenantId))).toBeDefined();
@@ -119,7 +95,7 @@ test('an entry in the outbox layout of the previous version is delivered', async
     tenant_id: c.tenantId,
     data: { token: { id: 'legacy-token' }, actor: { id: 'system', type: 'system' } },
   };
-  const store = new EtcdStore({ endpoints: [etcd.endpoint] });
+  const store = new EtcdStore({ endpoints: [served.endpoint] });
   try {
     // `webhook-outbox/<due, ms, 15 digits>/<delivery id>`, one outbox for every tenant.
     const key = `/tokenvault/webhook-outbox/${String(Date.now()).padStart(15, '0')}/${id}`;
@@ -145,7 +121,7 @@ test("a tenant's deletion removes its outbox and the outbox's mark; a delivery u
     data: { token: { id: 'a-token' }, actor: { id: 'system', type: 'system' } },
   });
   const sending = randomUUID();
-  const store = new EtcdStore({ endpoints: [etcd.endpoint] });
+  const store = new EtcdStore({ endpoints: [served.endpoint] });
   try {
     // One delivery due now, sent to a receiver that never answers (its claim is held until the 1 s timeout), and a
     // retry due in an hour, as the dispatcher writes it.

@@ -11,14 +11,13 @@
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { decode } from '../../src/store/codec.js';
-import { EtcdStore } from '../../src/store/etcd.js';
+import type { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
 import type { Delivery } from '../../src/webhooks/service.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
-import { startEtcd, type EtcdProcess } from '../support/etcd.js';
-import { client } from '../support/http.js';
-import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
+import type { TestApi } from '../support/api.js';
+import { startHttpsServer, type HttpsTestServer } from '../support/https.js';
 import { eventually } from '../support/wait.js';
+import { startWebhookApi, tenantWithHook as tenantWithHookOn, type WebhookApi } from '../support/webhooks.js';
 
 /** Long, so that a delivery that waited for a hanging one is told apart from a prompt one on a loaded machine. */
 const TIMEOUT_MS = 10_000;
@@ -30,8 +29,7 @@ const C_EVENTS = 3;
  * hundred. Behind the hanging tenants they took the whole timeout. */
 const PROMPT_MS = 3000;
 
-/** Its own etcd: every API process on an etcd serves its outboxes. */
-let etcd: EtcdProcess;
+let served: WebhookApi;
 let store: EtcdStore;
 let api: TestApi;
 /** Answers nothing, ever (its requests are held until it closes). */
@@ -54,19 +52,9 @@ interface Writer {
 }
 
 async function tenantWithHook(url: string): Promise<Writer> {
-  const tenant = await createTenant(api.url, api.operatorKey);
-  const hook = await client(api.url, tenant.managementKey).post('/webhooks', {
-    body: { name: 'hook', url, events: ['token.created'] },
-  });
-  expect(hook.status).toBe(201);
-  const writer = await createApplication(api.url, tenant.managementKey, {
-    name: 'w',
-    type: 'private',
-    permissions: ['token:create'],
-  });
-  const tokens = client(api.url, writer.key);
+  const { tenantId, tokens } = await tenantWithHookOn(api, url);
   return {
-    tenantId: tenant.tenantId,
+    tenantId,
     async write(n: number) {
       const writes = await Promise.all(
         Array.from({ length: n }, () => tokens.post('/tokens', { body: { type: 'token', data: 'x' } })),
@@ -77,30 +65,23 @@ async function tenantWithHook(url: string): Promise<Writer> {
 }
 
 beforeAll(async () => {
-  const { caFile } = await testCertificates();
   hanging = await startHttpsServer(() => undefined);
   receiver = await startHttpsServer(handler);
-  etcd = await startEtcd();
-  store = new EtcdStore({ endpoints: [etcd.endpoint] });
-  api = await startTestApi({
-    TOKENVAULT_STORE: `etcd://${new URL(etcd.endpoint).host}`,
-    TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
-    TOKENVAULT_PROXY_CA_FILE: caFile,
+  served = await startWebhookApi({
     TOKENVAULT_WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
     TOKENVAULT_WEBHOOK_CONCURRENCY: '8',
     TOKENVAULT_WEBHOOK_TENANT_CONCURRENCY: '4',
     // Failed attempts are retried after the test.
     TOKENVAULT_WEBHOOK_BACKOFF_MS: '600000',
   });
+  ({ api, store } = served);
 }, 60_000);
 
 afterAll(async () => {
   // Closing the hanging receiver first ends the deliveries held there, which the API's close waits for.
   await hanging?.close();
-  await api?.close();
+  await served?.close();
   await receiver?.close();
-  await store?.close();
-  await etcd?.stop();
 });
 
 /** Writes a round of the hanging tenants' events, then C's; answers how long C's deliveries took to all arrive. */

@@ -5,18 +5,16 @@
 // receiver is down stayed in its outbox.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { EtcdStore } from '../../src/store/etcd.js';
+import type { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
-import { startEtcd, type EtcdProcess } from '../support/etcd.js';
-import { client } from '../support/http.js';
-import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
+import type { TestApi } from '../support/api.js';
+import { startHttpsServer, type HttpsTestServer } from '../support/https.js';
 import { eventually } from '../support/wait.js';
+import { startWebhookApi, tenantWithHook as tenantWithHookOn, type WebhookApi } from '../support/webhooks.js';
 
 const OUTBOX = 3;
 
-/** Its own etcd: every API process on an etcd serves its outboxes. */
-let etcd: EtcdProcess;
+let served: WebhookApi;
 let store: EtcdStore;
 let api: TestApi;
 let receiver: HttpsTestServer;
@@ -32,43 +30,24 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
   });
 }
 
-async function tenantWithHook(url: string) {
-  const tenant = await createTenant(api.url, api.operatorKey);
-  const hook = await client(api.url, tenant.managementKey).post('/webhooks', {
-    body: { name: 'hook', url, events: ['token.created'] },
-  });
-  expect(hook.status).toBe(201);
-  const writer = await createApplication(api.url, tenant.managementKey, {
-    name: 'w',
-    type: 'private',
-    permissions: ['token:create'],
-  });
-  return { tenantId: tenant.tenantId, tokens: client(api.url, writer.key) };
-}
+const tenantWithHook = (url: string) => tenantWithHookOn(api, url);
 
 beforeAll(async () => {
-  const { caFile } = await testCertificates();
   receiver = await startHttpsServer(handler);
   const down = await startHttpsServer(handler);
   downUrl = down.url;
   await down.close();
-  etcd = await startEtcd();
-  store = new EtcdStore({ endpoints: [etcd.endpoint] });
-  api = await startTestApi({
-    TOKENVAULT_STORE: `etcd://${new URL(etcd.endpoint).host}`,
-    TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
-    TOKENVAULT_PROXY_CA_FILE: caFile,
+  served = await startWebhookApi({
     TOKENVAULT_WEBHOOK_OUTBOX_PER_TENANT: String(OUTBOX),
     // Failed attempts are retried after the test: the down tenant's entries stay in its outbox.
     TOKENVAULT_WEBHOOK_BACKOFF_MS: '600000',
   });
+  ({ api, store } = served);
 }, 60_000);
 
 afterAll(async () => {
-  await api?.close();
+  await served?.close();
   await receiver?.close();
-  await store?.close();
-  await etcd?.stop();
 });
 
 test("past TOKENVAULT_WEBHOOK_OUTBOX_PER_TENANT a tenant's new events are dropped and counted, its writes succeed", async () => {
