@@ -66,11 +66,11 @@ export class TokenIntentService {
 
   async create(principal: TenantPrincipal, body: CreateTokenIntentBody): Promise<TokenIntent> {
     const tenantId = principal.tenantId;
-    this.tokens.assertDataSize(body.data);
+    this.tokens.assertDataNodes(body.data);
     const type = TOKEN_TYPES.get(body.type)!;
     const errors = type.validate(body.data);
     if (errors) throw new Errors.InvalidBody({ errors });
-    this.tokens.assertDataFits(body.data);
+    this.tokens.assertDataBytes(body.data);
     await this.limit.assertRoomFor(tenantId);
     const id = randomUUID();
     const now = new Date();

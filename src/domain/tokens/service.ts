@@ -150,9 +150,9 @@ export class TokenService {
    */
   /**
    * 400 TV_TOKEN_DATA_TOO_MANY_NODES for data past TOKENVAULT_TOKEN_DATA_MAX_NODES. Every create and update checks its data
-   * (the merged data of an update) before anything else reads it; token intents check theirs here before sealing it.
+   * (the merged data of an update) before anything is derived from it; token intents check theirs before sealing it.
    */
-  assertDataSize(data: unknown): void {
+  assertDataNodes(data: unknown): void {
     assertDataNodes(data, this.dataMaxNodes);
   }
 
@@ -177,10 +177,10 @@ export class TokenService {
     if (!decide(principal, { id, type: type.name, containers }, 'token:create')) {
       throw new Errors.Forbidden('The key may not create tokens in this container.');
     }
-    // The data's size before anything reads it (derive counts its nodes again, for the paths that come without this):
-    // its members first, a walk that stops once past the limit, then its bytes as JSON, a full serialization.
-    this.assertDataSize(body.data);
-    this.assertDataFits(body.data);
+    // The data's size before anything is derived from it: its members first, a walk that stops once past the limit,
+    // then its bytes as JSON, a full serialization.
+    this.assertDataNodes(body.data);
+    this.assertDataBytes(body.data);
     const tenant = await this.tenants.get(tenantId);
     const settings = tenant?.settings;
     const derived = await this.derive(tenantId, body.type, body, settings?.fingerprint_tokens !== 'false');
@@ -260,7 +260,7 @@ export class TokenService {
    * bounds the etcd space one tenant's tokens take: a token takes about 1.6 times its data in etcd, plus 3 KB
    * (docs/security.md, "etcd space"). Token intents are held to it too: they become tokens.
    */
-  assertDataFits(data: unknown): void {
+  assertDataBytes(data: unknown): void {
     const max = this.quota.dataMaxBytes;
     if (max === 0) return;
     const bytes = Buffer.byteLength(JSON.stringify(data) ?? '');
@@ -307,10 +307,10 @@ export class TokenService {
       );
       if (merged.data === undefined || merged.data === null)
         throw new Errors.InvalidBody({ errors: { data: ['cannot be removed'] } });
-      if (patch.data !== undefined) {
-        this.assertDataSize(merged.data);
-        this.assertDataFits(merged.data);
-      }
+      // The merged data is held to the node limit whatever the patch changed (a PATCH must bring data stored under a
+      // higher limit within it), to the byte limit when the patch brings data.
+      this.assertDataNodes(merged.data);
+      if (patch.data !== undefined) this.assertDataBytes(merged.data);
       const containers = merged.containers ?? [TOKEN_TYPES.get(before.type)!.defaultContainer];
       const after = { id, type: before.type, containers };
       if (!decide(principal, after, 'token:update')) {
@@ -548,7 +548,10 @@ export class TokenService {
     return toToken(record, transformed(content ?? (await unseal(this.cipher, record)), transform));
   }
 
-  /** Validates data for its type and computes what is derived from it: the fingerprint and the masked form. */
+  /**
+   * Validates data for its type and computes what is derived from it: the fingerprint and the masked form. Its size is
+   * checked by the caller first (assertDataNodes, assertDataBytes).
+   */
   private async derive(
     tenantId: string,
     typeName: string,
@@ -560,7 +563,6 @@ export class TokenService {
     },
     fingerprintByDefault: boolean,
   ): Promise<{ fingerprint?: string; masked?: unknown; searchHashes?: string[] }> {
-    this.assertDataSize(fields.data);
     const type = TOKEN_TYPES.get(typeName)!;
     const errors: FieldErrors = { ...type.validate(fields.data) };
     for (const [name, template] of [

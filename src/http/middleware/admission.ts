@@ -6,7 +6,7 @@
 // The operator key is not admitted here, as it is not rate limited: it is the platform's own key.
 import type { NextFunction, Request, Response } from 'express';
 import { isMintedKey, type Principal } from '../../auth/principal.js';
-import { TenantGate, type TenantGateLimits } from '../../domain/tenant-gate.js';
+import { TenantGate, type GatedKind, type TenantGateLimits } from '../../domain/tenant-gate.js';
 
 /**
  * Requests of the tenant's callers, and those of its reactor and transform code (`bt`, with a key minted for the
@@ -20,17 +20,15 @@ export interface RequestGates {
 }
 
 export function requestGates(limits: TenantGateLimits): RequestGates {
-  const gate = (what: string) =>
-    new TenantGate(
-      {
-        what,
-        runningSetting: 'TOKENVAULT_TENANT_CONCURRENCY',
-        waitingSetting: 'TOKENVAULT_TENANT_QUEUE_LENGTH',
-        instead: 'send fewer requests at once',
-      },
-      limits,
-    );
-  return { callers: gate('requests'), code: gate('requests of reactor and transform code') };
+  return gatePair(
+    limits,
+    {
+      runningSetting: 'TOKENVAULT_TENANT_CONCURRENCY',
+      waitingSetting: 'TOKENVAULT_TENANT_QUEUE_LENGTH',
+      instead: 'send fewer requests at once',
+    },
+    { callers: 'requests', code: 'requests of reactor and transform code' },
+  );
 }
 
 /**
@@ -39,18 +37,24 @@ export function requestGates(limits: TenantGateLimits): RequestGates {
  * TOKENVAULT_SCAN_QUEUE_LENGTH's, the queue of the other per-tenant gates of expensive requests.
  */
 export function largeBodyGates(limits: TenantGateLimits): RequestGates {
-  const gate = (what: string) =>
-    new TenantGate(
-      {
-        what,
-        runningSetting: 'TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY',
-        instead: 'send large bodies one after another (TOKENVAULT_LARGE_BODY_BYTES says which are large)',
-      },
-      limits,
-    );
+  return gatePair(
+    limits,
+    {
+      runningSetting: 'TOKENVAULT_LARGE_BODY_TENANT_CONCURRENCY',
+      instead: 'send large bodies one after another (TOKENVAULT_LARGE_BODY_BYTES says which are large)',
+    },
+    { callers: 'requests with a large body', code: 'requests of reactor and transform code with a large body' },
+  );
+}
+
+function gatePair(
+  limits: TenantGateLimits,
+  kind: Omit<GatedKind, 'what'>,
+  what: { callers: string; code: string },
+): RequestGates {
   return {
-    callers: gate('requests with a large body'),
-    code: gate('requests of reactor and transform code with a large body'),
+    callers: new TenantGate({ ...kind, what: what.callers }, limits),
+    code: new TenantGate({ ...kind, what: what.code }, limits),
   };
 }
 
