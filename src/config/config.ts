@@ -354,7 +354,7 @@ export const SETTINGS = {
   etcdDialTimeout: {
     flag: 'etcd-dial-timeout-ms',
     env: 'TOKENVAULT_ETCD_DIAL_TIMEOUT_MS',
-    description: 'Deadline of the readiness check (/readyz) against etcd',
+    description: 'Deadline of the check at start that etcd answers; past it the API process exits',
     default: '2000',
   },
   logLevel: { flag: 'log-level', env: 'TOKENVAULT_LOG_LEVEL', description: 'Log level', default: 'info' },

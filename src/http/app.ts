@@ -85,7 +85,7 @@ export interface ApiContext {
 const JSON_TYPES = ['application/json', 'application/merge-patch+json', 'application/*+json'];
 
 export function createApp(context: ApiContext): Express {
-  const { config, store, logger, metrics, authenticator, services, rateLimits } = context;
+  const { config, logger, metrics, authenticator, services, rateLimits } = context;
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -105,12 +105,15 @@ export function createApp(context: ApiContext): Express {
   app.get('/ping', (_req, res) => {
     res.json({ status: 'ok' });
   });
-  app.get('/readyz', async (_req, res) => {
+  // Ready means "send me requests": false only while draining. It does not ask etcd (docs/adr/0007): etcd is shared
+  // by every replica, so an outage would take them all out of the Service together, and clients would get refused
+  // connections instead of 503 TV_STORE_UNAVAILABLE with Retry-After, and for a probe period longer than the outage.
+  // The process listens only after reaching etcd (startApi), so a replica that never could is never ready.
+  app.get('/readyz', (_req, res) => {
     if (context.draining?.()) {
       res.status(503).json({ status: 'draining' });
       return;
     }
-    await store.ping();
     res.json({ status: 'ready' });
   });
   // The contract is public: it holds no tenant's data, and a client generator must read it without a key.

@@ -266,6 +266,9 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       audit,
     },
   };
+  // etcd answers before anything starts or listens: a wrong endpoint or certificate fails here within
+  // TOKENVAULT_ETCD_DIAL_TIMEOUT_MS, and a process that listens has reached etcd, which is all /readyz relies on.
+  await store.ping();
   await Promise.all([
     tenantDirectory.start(),
     cipher.start(),

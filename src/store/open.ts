@@ -10,7 +10,7 @@ export type StoreSpec =
       kind: 'etcd';
       endpoints: string[];
       tls?: { caFile?: string; certFile?: string; keyFile?: string };
-      /** Deadline of every call (TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS); of /readyz's ping (TOKENVAULT_ETCD_DIAL_TIMEOUT_MS). */
+      /** Deadline of every call (TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS); of the API's ping at start (TOKENVAULT_ETCD_DIAL_TIMEOUT_MS). */
       requestTimeoutMs?: number;
       dialTimeoutMs?: number;
     };

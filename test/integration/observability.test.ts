@@ -1,10 +1,12 @@
-// Probes, metrics and logs as an operator meets them: liveness without the store, readiness that follows etcd,
+// Probes, metrics and logs as an operator meets them: liveness and readiness without the store (an API that never
+// reached etcd does not start),
 // metrics by route pattern, and log lines that never carry keys, nonces or bodies.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { Writable } from 'node:stream';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { startEtcd, type EtcdProcess } from '../support/etcd.js';
 import { call, client } from '../support/http.js';
+import { blackhole } from '../support/blackhole.js';
 
 const logLines: string[] = [];
 const logSink = new Writable({
@@ -104,7 +106,26 @@ test('logs never contain keys, nonces or request bodies', async () => {
   }
 });
 
-test('healthz answers without the store; readyz and requests turn 503 when etcd is gone', async () => {
+test('an API whose etcd does not answer at start fails within the dial timeout instead of listening', async () => {
+  const hung = await blackhole();
+  try {
+    const started = Date.now();
+    await expect(
+      startTestApi({
+        TOKENVAULT_STORE: `etcd://${new URL(hung.endpoint).host}`,
+        TOKENVAULT_ETCD_DIAL_TIMEOUT_MS: '500',
+      }),
+    ).rejects.toMatchObject({ code: 'TV_STORE_UNAVAILABLE' });
+    // Within the dial timeout, not the 5 s request timeout of the watches it would otherwise have waited on.
+    expect(Date.now() - started).toBeLessThan(3_000);
+  } finally {
+    hung.close();
+  }
+});
+
+// etcd is shared by every replica: readiness that followed it would take them all out of the Service at once, and
+// clients would get refused connections instead of a 503 with Retry-After (docs/adr/0007-readiness-without-etcd.md).
+test('when etcd is gone, healthz and readyz still answer 200 and requests answer 503 with Retry-After', async () => {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
   const mgmt = client(api.url, managementKey);
   expect((await call(api.url, 'GET', '/readyz')).status).toBe(200);
@@ -113,11 +134,12 @@ test('healthz answers without the store; readyz and requests turn 503 when etcd 
   await etcd.kill();
   const started = Date.now();
   expect((await call(api.url, 'GET', '/healthz')).status).toBe(200);
-  const ready = await call(api.url, 'GET', '/readyz');
-  expect(ready.status).toBe(503);
-  expect(ready.body.code).toBe('TV_STORE_UNAVAILABLE');
   const read = await mgmt.get('/tenants/self');
   expect(read.status).toBe(503);
   expect(read.headers.get('content-type')).toMatch(/problem\+json/);
+  expect(read.body.code).toBe('TV_STORE_UNAVAILABLE');
+  expect(Number(read.headers.get('retry-after'))).toBeGreaterThan(0);
   expect(Date.now() - started).toBeLessThan(15_000);
+  const ready = await call(api.url, 'GET', '/readyz');
+  expect(ready.status).toBe(200);
 }, 30_000);

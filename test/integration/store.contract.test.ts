@@ -14,6 +14,7 @@ import { EtcdStore } from '../../src/store/etcd.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { forEachEntry } from '../../src/store/records.js';
 import type { Store, WatchEvent } from '../../src/store/store.js';
+import { blackhole } from '../support/blackhole.js';
 import { startEtcd } from '../support/etcd.js';
 import { eventually } from '../support/wait.js';
 
@@ -690,19 +691,6 @@ async function closedPort(): Promise<number> {
 }
 
 /** A listener that accepts connections and never speaks, as a stopped etcd does: the gRPC handshake never completes. */
-async function blackhole(): Promise<{ endpoint: string; close(): void }> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((socket) => sockets.add(socket));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    endpoint: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
-    close() {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
-  };
-}
-
 interface Proxy {
   endpoint: string;
   /** Drops every connection and refuses new ones, like a network partition. */

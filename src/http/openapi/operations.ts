@@ -967,7 +967,7 @@ const service: Record<string, Operation> = {
     answer: S.Status,
   },
   'GET /readyz': {
-    summary: 'Readiness (the store answers)',
+    summary: 'Readiness (503 only while draining; not during an etcd outage)',
     tag: 'Service',
     auth: 'none',
     status: 200,
