@@ -148,9 +148,15 @@ describe('a token intent is held in its type’s default container, and judged t
     // An id that names no intent is 404 to it, as to any key.
     expect((await general.get(`/token-intents/${randomUUID()}`)).status).toBe(404);
 
-    // The key allowed in /pci/high/ still reads and deletes it.
+    // The key allowed in /pci/high/ still reads and deletes it; one whose rule there redacts reads no card details.
     const own = await pci.get(`/token-intents/${id}`);
     expect([own.status, own.body.card?.last4]).toEqual([200, '4242']);
+    const redacting = await key({
+      type: 'private',
+      rules: [{ priority: 1, container: '/pci/', transform: 'redact', permissions: ['token-intent:read'] }],
+    });
+    const redacted = await redacting.get(`/token-intents/${id}`);
+    expect([redacted.status, redacted.body.id, redacted.body.card]).toEqual([200, id, undefined]);
     expect((await pci.delete(`/token-intents/${id}`)).status).toBe(204);
     expect((await pci.get(`/token-intents/${id}`)).status).toBe(404);
   });

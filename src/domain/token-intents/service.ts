@@ -95,8 +95,9 @@ export class TokenIntentService {
   }
 
   async get(principal: TenantPrincipal, id: string): Promise<TokenIntent> {
-    const { value } = await this.loadFor(principal, id, 'token-intent:read', 'read');
-    return toIntent(value, await this.open(value));
+    const { value, transform } = await this.loadFor(principal, id, 'token-intent:read', 'read');
+    // A rule that redacts shows no data of a token, and so none of an intent: no card or bank details, no masked data.
+    return transform === 'redact' ? withoutData(value) : toIntent(value, await this.open(value));
   }
 
   async delete(principal: TenantPrincipal, id: string): Promise<void> {
@@ -156,12 +157,13 @@ export class TokenIntentService {
   private async loadFor(principal: TenantPrincipal, id: string, permission: TokenPermission, verb: string) {
     const found = await this.load(principal.tenantId, id);
     const intent = facts(found.value);
-    if (!decide(principal, intent, permission)) {
+    const transform = decide(principal, intent, permission);
+    if (!transform) {
       throw new Errors.Forbidden(
         `The key may not ${verb} this token intent: that needs ${permission} in ${intent.containers[0]}, where its type puts it.`,
       );
     }
-    return found;
+    return { ...found, transform };
   }
 
   private async open(record: TokenIntentRecord): Promise<unknown> {
@@ -179,8 +181,13 @@ function aad(tenantId: string, id: string): string {
   return `token-intent:${tenantId}:${id}`;
 }
 
-function toIntent(record: TokenIntentRecord, data: unknown): TokenIntent {
+function withoutData(record: TokenIntentRecord): TokenIntent {
   const { sealed: _sealed, ...intent } = record;
+  return intent;
+}
+
+function toIntent(record: TokenIntentRecord, data: unknown): TokenIntent {
+  const intent = withoutData(record);
   if (record.type === 'card') {
     const card = data as { number: string; expiration_month?: number; expiration_year?: number };
     const digits = card.number.replace(/\D/g, '');
