@@ -18,7 +18,11 @@ const TOKEN_PERMISSIONS: Array<[string, string, ApplicationType[]]> = [
   ['token:update', 'Update tokens', ['public', 'private']],
   ['token:delete', 'Delete tokens', ['private']],
   ['token:search', 'Search tokens', ['private']],
-  ['token:use', 'Use token data in reactors, the proxy and detokenization without reading it', ['private']],
+  [
+    'token:use',
+    'Use tokens in reactors, proxies and detokenization, which reveals their data (as access rules allow for use) to the reactor code, the proxy destination, or the caller of /detokenize',
+    ['private'],
+  ],
   ['token-intent:create', 'Create token intents (short-lived, converted to tokens later)', ['public', 'private']],
   ['token-intent:read', 'Read token intents (masked data only)', ['private']],
   ['token-intent:delete', 'Delete token intents', ['private']],

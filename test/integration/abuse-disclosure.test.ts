@@ -1,6 +1,7 @@
 // An attacker holding ordinary keys tries to read token data or facts it could not read with GET (docs/security.md,
 // "Keys and what they can do").
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 
@@ -121,6 +122,61 @@ test('a privacy block on a token intent conversion names a container, and is jud
     body: { token_intent_id: await intent(), privacy: { impact_level: 'low' } },
   });
   expect([placed.status, placed.body.containers]).toEqual([201, ['/pii/low/']]);
+});
+
+describe('a token intent is held in its type’s default container, and judged there as a token is', () => {
+  const CARD = { number: '4242424242424242', expiration_month: 12, expiration_year: 2031, cvc: '123' };
+  const allowedIn = (container: string, permissions: string[]) =>
+    key({ type: 'private', rules: [{ priority: 1, container, transform: 'mask', permissions }] });
+  const intentPermissions = ['token-intent:create', 'token-intent:read', 'token-intent:delete', 'token:create'];
+
+  test('a key allowed only in /general/ neither reads, deletes nor converts a card intent (in /pci/high/)', async () => {
+    const pci = await allowedIn('/pci/high/', [...intentPermissions, 'token:read']);
+    const general = await allowedIn('/general/', [...intentPermissions, 'token:read']);
+    const created = await pci.post('/token-intents', { body: { type: 'card', data: CARD } });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+
+    // A token in the same container answers that key 403; so does the intent, and says nothing of the card.
+    const token = await pci.post('/tokens', { body: { type: 'card', data: CARD } });
+    expect((await general.get(`/tokens/${token.body.id}`)).status).toBe(403);
+    const read = await general.get(`/token-intents/${id}`);
+    expect(read.status).toBe(403);
+    expect(JSON.stringify(read.body)).not.toMatch(/card|bin|last4|4242/);
+    expect((await general.delete(`/token-intents/${id}`)).status).toBe(403);
+    expect((await general.post('/tokens', { body: { token_intent_id: id } })).status).toBe(403);
+    // An id that names no intent is 404 to it, as to any key.
+    expect((await general.get(`/token-intents/${randomUUID()}`)).status).toBe(404);
+
+    // The key allowed in /pci/high/ still reads and deletes it; one whose rule there redacts reads no card details.
+    const own = await pci.get(`/token-intents/${id}`);
+    expect([own.status, own.body.card?.last4]).toEqual([200, '4242']);
+    const redacting = await key({
+      type: 'private',
+      rules: [{ priority: 1, container: '/pci/', transform: 'redact', permissions: ['token-intent:read'] }],
+    });
+    const redacted = await redacting.get(`/token-intents/${id}`);
+    expect([redacted.status, redacted.body.id, redacted.body.card]).toEqual([200, id, undefined]);
+    expect((await pci.delete(`/token-intents/${id}`)).status).toBe(204);
+    expect((await pci.get(`/token-intents/${id}`)).status).toBe(404);
+  });
+
+  test('converting needs token:create where the intent is, even for a key that reads it anywhere', async () => {
+    const pci = await allowedIn('/pci/high/', ['token-intent:create']);
+    const reader = await key({
+      type: 'private',
+      rules: [
+        { priority: 1, container: '/general/', transform: 'reveal', permissions: ['token:create'] },
+        { priority: 2, container: '/', transform: 'reveal', permissions: ['token:read'] },
+      ],
+    });
+    const id = (await pci.post('/token-intents', { body: { type: 'card', data: CARD } })).body.id as string;
+    const moved = await reader.post('/tokens', { body: { token_intent_id: id, containers: ['/general/'] } });
+    expect([moved.status, moved.body.data]).toEqual([403, undefined]);
+    // The intent is still there for a key that may convert it.
+    const converter = await allowedIn('/pci/high/', ['token:create']);
+    expect((await converter.post('/tokens', { body: { token_intent_id: id } })).status).toBe(201);
+  });
 });
 
 test('the answer to an update shows a key that may not read the token its id and type only', async () => {

@@ -151,6 +151,9 @@ test('GET /permissions lists permissions, filtered by application type', async (
   expect(all.body.map((p: { type: string }) => p.type)).toEqual(
     expect.arrayContaining(['token:use', 'reactor:create', 'tenant:read']),
   );
+  // token:use hands the plaintext on (detokenize answers it): its description must not say it keeps it unread.
+  const use = all.body.find((p: { type: string }) => p.type === 'token:use');
+  expect(use.description).toMatch(/reveals their data/);
   const pub = await admin.get('/permissions?application_type=public');
   expect(pub.body.map((p: { type: string }) => p.type).sort()).toEqual([
     'token-intent:create',

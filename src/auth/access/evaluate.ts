@@ -15,7 +15,16 @@ export interface TokenFacts {
 }
 
 export type TokenPermission =
-  'token:create' | 'token:read' | 'token:update' | 'token:delete' | 'token:use' | 'token:search';
+  | 'token:create'
+  | 'token:read'
+  | 'token:update'
+  | 'token:delete'
+  | 'token:use'
+  | 'token:search'
+  // A token intent is judged as a token of its type in that type's default container (domain/token-intents).
+  | 'token-intent:create'
+  | 'token-intent:read'
+  | 'token-intent:delete';
 
 const PLAIN_TRANSFORM: Record<TokenPermission, Transform> = {
   'token:create': 'reveal',
@@ -25,6 +34,10 @@ const PLAIN_TRANSFORM: Record<TokenPermission, Transform> = {
   'token:use': 'reveal',
   // Search results are shown as reads are (the stricter of the two decisions, src/domain/tokens/search.ts).
   'token:search': 'mask',
+  'token-intent:create': 'reveal',
+  // An intent shows a card's or bank account's non-sensitive details, other types' masked data; never the data.
+  'token-intent:read': 'mask',
+  'token-intent:delete': 'reveal',
 };
 
 /** From the most to the least revealing: a combination of two decisions takes the later. */

@@ -5,7 +5,11 @@
 // An intent lives on an etcd lease that ends at its expires_at (TOKENVAULT_TOKEN_INTENT_TTL_SECONDS after creation);
 // reads also compare expires_at, since etcd revokes an expired lease up to a moment late. Converting deletes the
 // intent in the same transaction that writes the token: an intent converts once; a second conversion finds no intent.
+// An intent is held where its type puts tokens (its default container, /pci/high/ for a card) and access rules judge
+// it there as they would a token of its type: reading, deleting or converting one needs token-intent:read,
+// token-intent:delete or token:create in that container, else 403 as for a token the key may not act on.
 import { randomUUID } from 'node:crypto';
+import { decide, type TokenFacts, type TokenPermission } from '../../auth/access/evaluate.js';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors, type FieldErrors } from '../../errors/registry.js';
 import { encode } from '../../store/codec.js';
@@ -90,14 +94,15 @@ export class TokenIntentService {
     return toIntent(record, body.data);
   }
 
-  async get(tenantId: string, id: string): Promise<TokenIntent> {
-    const { value } = await this.load(tenantId, id);
-    return toIntent(value, await this.open(value));
+  async get(principal: TenantPrincipal, id: string): Promise<TokenIntent> {
+    const { value, transform } = await this.loadFor(principal, id, 'token-intent:read', 'read');
+    // A rule that redacts shows no data of a token, and so none of an intent: no card or bank details, no masked data.
+    return transform === 'redact' ? withoutData(value) : toIntent(value, await this.open(value));
   }
 
-  async delete(tenantId: string, id: string): Promise<void> {
-    const { modRevision } = await this.load(tenantId, id);
-    if (!(await this.store.compareAndDelete(keys.tokenIntent(tenantId, id), modRevision)))
+  async delete(principal: TenantPrincipal, id: string): Promise<void> {
+    const { modRevision } = await this.loadFor(principal, id, 'token-intent:delete', 'delete');
+    if (!(await this.store.compareAndDelete(keys.tokenIntent(principal.tenantId, id), modRevision)))
       throw new Errors.NotFound('Token intent not found.');
   }
 
@@ -105,7 +110,7 @@ export class TokenIntentService {
   async convert(principal: TenantPrincipal, body: ConvertTokenIntentBody): Promise<Token> {
     const tenantId = principal.tenantId;
     const { token_intent_id: intentId, type, data: given, ...rest } = body;
-    const { value, modRevision } = await this.load(tenantId, intentId);
+    const { value, modRevision } = await this.loadFor(principal, intentId, 'token:create', 'convert');
     const errors: FieldErrors = {};
     if (given !== undefined) errors.data = ['comes from the token intent; omit it'];
     if (type !== undefined && type !== value.type) errors.type = [`must be the token intent's type (${value.type})`];
@@ -117,10 +122,10 @@ export class TokenIntentService {
     // (which access rules may match) would show the caller (and other keys) more than a conversion without them: as
     // for a PATCH of those fields (tokens/visibility.ts), it must read the plaintext where the data is and where it goes.
     const id = fields.id ?? randomUUID();
-    const held = [TOKEN_TYPES.get(value.type)!.defaultContainer];
+    const from = facts(value);
+    const held = from.containers;
     const containers = fields.containers ?? held;
     const chosen = changedVisibility({ containers: held }, { ...fields, containers });
-    const from = { id: intentId, type: value.type, containers: held };
     if (chosen.length > 0 && !mayChangeVisibility(principal, from, { id, type: value.type, containers })) {
       throw new Errors.Forbidden(
         `Converting a token intent with ${chosen.join(', ')} needs a read that reveals the token's plaintext (token:read with reveal) in ${held[0]}, where its type puts it, and as the token it becomes (its id and containers).`,
@@ -148,18 +153,41 @@ export class TokenIntentService {
     return found;
   }
 
+  /** The intent, when the key holds the permission where the intent is held; 403 otherwise, as for a token. */
+  private async loadFor(principal: TenantPrincipal, id: string, permission: TokenPermission, verb: string) {
+    const found = await this.load(principal.tenantId, id);
+    const intent = facts(found.value);
+    const transform = decide(principal, intent, permission);
+    if (!transform) {
+      throw new Errors.Forbidden(
+        `The key may not ${verb} this token intent: that needs ${permission} in ${intent.containers[0]}, where its type puts it.`,
+      );
+    }
+    return { ...found, transform };
+  }
+
   private async open(record: TokenIntentRecord): Promise<unknown> {
     const plaintext = await this.cipher.decrypt(record.tenant_id, aad(record.tenant_id, record.id), record.sealed);
     return (JSON.parse(plaintext.toString('utf8')) as { d: unknown }).d;
   }
 }
 
+/** An intent as access rules see it: a token of its type in that type's default container. */
+function facts(record: TokenIntentRecord): TokenFacts {
+  return { id: record.id, type: record.type, containers: [TOKEN_TYPES.get(record.type)!.defaultContainer] };
+}
+
 function aad(tenantId: string, id: string): string {
   return `token-intent:${tenantId}:${id}`;
 }
 
-function toIntent(record: TokenIntentRecord, data: unknown): TokenIntent {
+function withoutData(record: TokenIntentRecord): TokenIntent {
   const { sealed: _sealed, ...intent } = record;
+  return intent;
+}
+
+function toIntent(record: TokenIntentRecord, data: unknown): TokenIntent {
+  const intent = withoutData(record);
   if (record.type === 'card') {
     const card = data as { number: string; expiration_month?: number; expiration_year?: number };
     const digits = card.number.replace(/\D/g, '');

@@ -28,12 +28,12 @@ export function tokenIntentRoutes(
 
   router.get('/token-intents/:id', async (req, res) => {
     const principal = allowed(req, 'token-intent:read');
-    res.json(await intents.get(principal.tenantId, uuidParam(req, 'id')));
+    res.json(await intents.get(principal, uuidParam(req, 'id')));
   });
 
   router.delete('/token-intents/:id', async (req, res) => {
     const principal = allowed(req, 'token-intent:delete');
-    await intents.delete(principal.tenantId, uuidParam(req, 'id'));
+    await intents.delete(principal, uuidParam(req, 'id'));
     res.status(204).end();
   });
 
@@ -44,9 +44,8 @@ export function tokenIntentRoutes(
  * Token-intent permissions are held like token permissions: by an application's permissions, or by its access rules
  * (then those decide alone), and a session never beyond its authorizer's (mayEver evaluates exactly that).
  */
-function allowed(req: Request, permission: string): TenantPrincipal {
+function allowed(req: Request, permission: TokenPermission): TenantPrincipal {
   const principal = tenantPrincipal(req);
-  if (!mayEver(principal, permission as TokenPermission))
-    throw new Errors.Forbidden(`The key lacks the permission ${permission}.`);
+  if (!mayEver(principal, permission)) throw new Errors.Forbidden(`The key lacks the permission ${permission}.`);
   return principal;
 }
