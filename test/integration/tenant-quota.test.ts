@@ -193,6 +193,24 @@ describe("a tenant's own limits (Tenant spec.limits)", () => {
       expect(JSON.stringify(answer.body.errors)).toContain('limits');
     }
   });
+
+  test('a misspelt limit is refused with its name, on create and update, rather than dropped', async () => {
+    const tenant = await limitedTenant({ tokens: 3 });
+    const updated = await call(api.url, 'PUT', `/admin/tenants/${tenant.tenantId}`, {
+      key: api.operatorKey,
+      body: { name: 'x', limits: { tokenz: 5 } },
+    });
+    expect(updated.status).toBe(400);
+    expect(updated.body.errors).toEqual({ 'limits.tokenz': ['is not a known name'] });
+    expect((await client(api.url, tenant.managementKey).get('/tenants/self')).body.limits).toEqual({ tokens: 3 });
+
+    const created = await call(api.url, 'POST', '/admin/tenants', {
+      key: api.operatorKey,
+      body: { name: 'misspelt', limits: { tokens: 3, reactor: 1 } },
+    });
+    expect(created.status).toBe(400);
+    expect(created.body.errors).toEqual({ 'limits.reactor': ['is not a known name'] });
+  });
 });
 
 describe(`with TOKENVAULT_TOKEN_INTENTS_PER_TENANT = ${INTENTS}`, () => {

@@ -81,34 +81,34 @@ const runtime = {
   },
 };
 
+/**
+ * An object of limits whose unknown names are refused rather than dropped (as `settings` above): a misspelt limit
+ * dropped would leave the tenant on the global one, or with an empty object clear its own limits, without a word.
+ */
+function limitsObject(properties: Record<string, unknown>) {
+  return { type: 'object', propertyNames: { enum: Object.keys(properties) }, properties };
+}
+
 const rateLimit = { type: 'integer', minimum: 0, maximum: 10_000_000 };
-const rateLimitsObject = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    api_per_key: rateLimit,
-    api_per_tenant: rateLimit,
-    calls_per_key: rateLimit,
-    calls_per_tenant: rateLimit,
-  },
-};
+const rateLimitsObject = limitsObject({
+  api_per_key: rateLimit,
+  api_per_tenant: rateLimit,
+  calls_per_key: rateLimit,
+  calls_per_tenant: rateLimit,
+});
 const rateLimits = { ...rateLimitsObject, type: ['object', 'null'] };
 
 // The bounds of the global settings (TOKENVAULT_TOKENS_PER_TENANT and the others).
 const storedRecords = { type: 'integer', minimum: 0, maximum: 1_000_000_000 };
 const definitions = { type: 'integer', minimum: 0, maximum: 1_000_000 };
-const recordLimitsObject = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    tokens: storedRecords,
-    token_intents: storedRecords,
-    reactors: definitions,
-    applications: definitions,
-    proxies: definitions,
-    formulas: definitions,
-  },
-};
+const recordLimitsObject = limitsObject({
+  tokens: storedRecords,
+  token_intents: storedRecords,
+  reactors: definitions,
+  applications: definitions,
+  proxies: definitions,
+  formulas: definitions,
+});
 const recordLimits = { ...recordLimitsObject, type: ['object', 'null'] };
 
 export const validateAdminUpdateTenant = compile<AdminUpdateTenantBody>({
