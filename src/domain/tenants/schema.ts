@@ -30,7 +30,8 @@ export interface TenantRateLimits {
 
 /**
  * The tenant's own record limits (Tenant spec.limits), each replacing its TOKENVAULT_*_PER_TENANT for this tenant:
- * records of the kind it may have, 0 for no limit. Set by the operator (the controller) only.
+ * records of the kind it may have (webhook deliveries waiting, newest audit entries kept), 0 for no limit. Set by the
+ * operator (the controller) only.
  */
 export interface TenantRecordLimits {
   tokens?: number;
@@ -39,6 +40,11 @@ export interface TenantRecordLimits {
   applications?: number;
   proxies?: number;
   formulas?: number;
+  sessions?: number;
+  idempotency_keys?: number;
+  async_results?: number;
+  webhook_outbox?: number;
+  audit_entries?: number;
 }
 
 /** The operator's PUT /admin/tenants/{id}: runtime, rate_limits and limits null clear them, absent keeps them. */
@@ -108,6 +114,11 @@ const recordLimitsObject = limitsObject({
   applications: definitions,
   proxies: definitions,
   formulas: definitions,
+  sessions: storedRecords,
+  idempotency_keys: storedRecords,
+  async_results: storedRecords,
+  webhook_outbox: { type: 'integer', minimum: 0, maximum: 10_000_000 },
+  audit_entries: storedRecords,
 });
 const recordLimits = { ...recordLimitsObject, type: ['object', 'null'] };
 
