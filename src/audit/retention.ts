@@ -10,9 +10,12 @@
 // second in hours, long before a year's retention ends, refusing every tenant's writes. A tenant's entries are the
 // seqs after its anchor's up to its head's, so the count costs two reads; the process that appends the entry taking
 // a tenant 10% past its count deletes the oldest entries down to it (`appended`), and the periodic sweep does for
-// every tenant (after a restart, or when that failed).
+// every tenant (after a restart, or when that failed). A tenant's own count (Tenant spec.limits.auditEntries, the tenant
+// record's limits.audit_entries) replaces the setting for it.
 import { LRUCache } from 'lru-cache';
 import { PeriodicPass } from '../domain/periodic.js';
+import type { TenantLimitsSource } from '../domain/tenant-limits.js';
+import type { TenantRecordLimits } from '../domain/tenants/schema.js';
 import type { Logger } from '../observability/logger.js';
 import { decode, encode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
@@ -39,8 +42,10 @@ export class AuditRetention {
     private readonly logger: Logger,
     private readonly retentionDays: number,
     intervalSeconds: number,
-    /** Newest entries kept per tenant; 0: no limit. */
+    /** Newest entries kept per tenant, unless its own limits say otherwise; 0: no limit. */
     private readonly entriesPerTenant = 0,
+    /** The tenants' own limits (the cached tenant records); without it, entriesPerTenant applies to every tenant. */
+    private readonly tenants?: TenantLimitsSource,
   ) {
     this.periodic = new PeriodicPass(logger, intervalSeconds, () => this.sweep(), {
       done: 'audit entries past retention deleted',
@@ -63,24 +68,35 @@ export class AuditRetention {
     for (const tenant of await this.store.range(keys.tenants)) {
       const tenantId = tenant.key.slice(keys.tenants.length);
       deleted += await this.sweepTenant(tenantId, cutoff);
-      if (this.entriesPerTenant > 0) deleted += await this.trimTenant(tenantId, this.entriesPerTenant);
+      const { limits } = decode<{ limits?: TenantRecordLimits }>('tenant', tenant.value);
+      const keep = limits?.audit_entries ?? this.entriesPerTenant;
+      if (keep > 0) deleted += await this.trimTenant(tenantId, keep);
     }
     return deleted;
   }
 
   /**
-   * Told of every entry this process committed: once the tenant's log is 10% past TOKENVAULT_AUDIT_ENTRIES_PER_TENANT
-   * (as far as this process knows), trims it in the background.
+   * Told of every entry this process committed: once the tenant's log is 10% past its count (its own, else
+   * TOKENVAULT_AUDIT_ENTRIES_PER_TENANT; as far as this process knows), trims it in the background.
    */
   appended(tenantId: string, seq: number): void {
-    const keep = this.entriesPerTenant;
+    if (this.trimming.has(tenantId)) return;
+    this.trimIfOver(tenantId, seq).catch((err: unknown) =>
+      this.logger.warn({ err, tenant_id: tenantId }, 'audit trim failed'),
+    );
+  }
+
+  private async trimIfOver(tenantId: string, seq: number): Promise<void> {
+    const keep = (await this.tenants?.get(tenantId))?.limits?.audit_entries ?? this.entriesPerTenant;
     if (keep === 0 || this.trimming.has(tenantId)) return;
     // A tenant this process has not trimmed yet counts from seq 0: the trim reads its anchor and learns better.
     if (seq - (this.trimmedThrough.get(tenantId) ?? 0) <= keep + Math.ceil(keep / 10)) return;
     this.trimming.add(tenantId);
-    this.trimTenant(tenantId, keep)
-      .catch((err: unknown) => this.logger.warn({ err, tenant_id: tenantId }, 'audit trim failed'))
-      .finally(() => this.trimming.delete(tenantId));
+    try {
+      await this.trimTenant(tenantId, keep);
+    } finally {
+      this.trimming.delete(tenantId);
+    }
   }
 
   /** Deletes the tenant's oldest entries past its newest `keep` (to within the entries of one millisecond). */

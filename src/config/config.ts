@@ -592,13 +592,14 @@ export const SETTINGS = {
     flag: 'idempotency-keys-per-tenant',
     env: 'TOKENVAULT_IDEMPOTENCY_KEYS_PER_TENANT',
     description:
-      'api: BT-IDEMPOTENCY-KEY answers one tenant may have kept (24 h each); a request with a new key beyond it: 409 TV_IDEMPOTENCY_KEY_LIMIT, before it runs; 0: no limit',
+      "api: BT-IDEMPOTENCY-KEY answers one tenant may have kept (24 h each); a request with a new key beyond it: 409 TV_IDEMPOTENCY_KEY_LIMIT, before it runs; 0: no limit; a Tenant's spec.limits.idempotencyKeys wins",
     default: '30000',
   },
   sessionsPerTenant: {
     flag: 'sessions-per-tenant',
     env: 'TOKENVAULT_SESSIONS_PER_TENANT',
-    description: 'api: unexpired sessions one tenant may have (more: 409 TV_SESSION_LIMIT); 0: no limit',
+    description:
+      "api: unexpired sessions one tenant may have (more: 409 TV_SESSION_LIMIT); 0: no limit; a Tenant's spec.limits.sessions wins",
     default: '20000',
   },
   reactorsPerTenant: {
@@ -666,7 +667,7 @@ export const SETTINGS = {
     flag: 'webhook-outbox-per-tenant',
     env: 'TOKENVAULT_WEBHOOK_OUTBOX_PER_TENANT',
     description:
-      "Webhook deliveries waiting in one tenant's outbox (etcd space) past which the tenant's new events are dropped, counted and logged; its writes still succeed (0: no limit)",
+      "Webhook deliveries waiting in one tenant's outbox (etcd space) past which the tenant's new events are dropped, counted and logged; its writes still succeed (0: no limit; a Tenant's spec.limits.webhookOutbox wins)",
     default: '10000',
   },
   expressionRender: {
@@ -763,7 +764,8 @@ export const SETTINGS = {
   auditEntriesPerTenant: {
     flag: 'audit-entries-per-tenant',
     env: 'TOKENVAULT_AUDIT_ENTRIES_PER_TENANT',
-    description: "api: newest audit entries kept in etcd per tenant; older ones are deleted (the log lines keep every entry); 0: no limit",
+    description:
+      "api: newest audit entries kept in etcd per tenant; older ones are deleted (the log lines keep every entry); 0: no limit; a Tenant's spec.limits.auditEntries wins",
     default: '200000',
   },
   auditSweep: {
@@ -944,7 +946,7 @@ export const SETTINGS = {
     flag: 'async-results-per-tenant',
     env: 'TOKENVAULT_ASYNC_RESULTS_PER_TENANT',
     description:
-      'api: react-async results (and requests not finished) one tenant may have kept; one more request: 409 TV_ASYNC_RESULT_LIMIT, before it runs; 0: no limit',
+      "api: react-async results (and requests not finished) one tenant may have kept; one more request: 409 TV_ASYNC_RESULT_LIMIT, before it runs; 0: no limit; a Tenant's spec.limits.asyncResults wins",
     default: '2000',
   },
   asyncResultMaxBytes: {

@@ -35,8 +35,7 @@ export interface TenantLimitsSource {
 }
 
 /**
- * `own`: the tenant record's field and the Tenant's spec field that replace the setting for one tenant (kinds a Tenant
- * can set). `then`: what the refused caller can do, for kinds whose records expire rather than being deleted.
+ * `own`: the tenant record's field and the Tenant's spec field that replace the setting for one tenant. `then`: what the refused caller can do, for kinds whose records expire rather than being deleted.
  */
 const LIMITS: Record<
   LimitedKind,
@@ -44,7 +43,7 @@ const LIMITS: Record<
     error: VaultErrorClass;
     setting: string;
     noun: string;
-    own?: { field: keyof TenantRecordLimits; spec: string };
+    own: { field: keyof TenantRecordLimits; spec: string };
     then?: string;
   }
 > = {
@@ -87,18 +86,21 @@ const LIMITS: Record<
   idempotencyKeys: {
     error: Errors.IdempotencyKeyLimit,
     setting: SETTINGS.idempotencyKeysPerTenant.env,
+    own: { field: 'idempotency_keys', spec: 'spec.limits.idempotencyKeys' },
     noun: 'BT-IDEMPOTENCY-KEY answers kept',
     then: 'the request was not run; each answer is kept for 24 hours after its request',
   },
   sessions: {
     error: Errors.SessionLimit,
     setting: SETTINGS.sessionsPerTenant.env,
+    own: { field: 'sessions', spec: 'spec.limits.sessions' },
     noun: 'unexpired sessions',
     then: 'retry once one expires',
   },
   asyncResults: {
     error: Errors.AsyncResultLimit,
     setting: SETTINGS.asyncResultsPerTenant.env,
+    own: { field: 'async_results', spec: 'spec.limits.asyncResults' },
     noun: 'asynchronous reactor results kept (or requests not finished)',
     then: `the request was not run; results are kept ${SETTINGS.asyncResultTtl.env} after their requests (reading one does not remove it), and POST /reactors/{id}/react keeps none`,
   },
@@ -134,7 +136,7 @@ export class TenantLimit {
    */
   async assertRoomFor(tenantId: string, tenant?: { limits?: TenantRecordLimits }): Promise<void> {
     const { error, setting, noun, own: ownField, then = 'delete one first' } = LIMITS[this.kind];
-    const own = ownField && (tenant ?? (await this.tenants?.get(tenantId)))?.limits?.[ownField.field];
+    const own = (tenant ?? (await this.tenants?.get(tenantId)))?.limits?.[ownField.field];
     const max = own ?? this.globalMax;
     if (max === 0) return;
     const estimate = this.estimates.get(tenantId);
@@ -148,7 +150,7 @@ export class TenantLimit {
       return;
     }
     this.estimates.delete(tenantId);
-    const source = own !== undefined && ownField ? `the Tenant's ${ownField.spec}` : setting;
+    const source = own !== undefined ? `the Tenant's ${ownField.spec}` : setting;
     throw new error(`The tenant has ${count} ${noun}, as many as allowed (${source} = ${max}); ${then}.`);
   }
 }

@@ -168,6 +168,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     checkDestination: destinationChecker(destinations),
     cacheSeconds: config.limits.keyCacheSeconds,
     outboxPerTenant: config.webhooks.outboxPerTenant,
+    tenantLimits: tenantDirectory,
     logger,
     metrics,
   });
@@ -194,6 +195,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     config.audit.retentionDays,
     config.audit.sweepSeconds,
     config.audit.entriesPerTenant,
+    tenantDirectory,
   );
   const audit = new AuditLog(
     store,
@@ -222,6 +224,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         defaultTtlSeconds: config.limits.sessionTtlSeconds,
         maxSeconds: config.limits.sessionMaxSeconds,
         perTenant: config.limits.sessionsPerTenant,
+        tenantLimits: tenantDirectory,
       }),
       tokens,
       detokenizer,
@@ -234,6 +237,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       idempotency: new IdempotencyService(store, cipher, PENDING_SECONDS, {
         answerMaxBytes: config.limits.idempotencyAnswerMaxBytes,
         keysPerTenant: config.limits.idempotencyKeysPerTenant,
+        tenantLimits: tenantDirectory,
       }),
       formulas,
       reactors,
@@ -241,7 +245,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         store,
         cipher,
         reactors,
-        config.asyncReactors,
+        { ...config.asyncReactors, tenantLimits: tenantDirectory },
         (outcome) => metrics.asyncReactorRequests.inc({ outcome }),
         (code) => metrics.limitRefusals.inc({ limit: code }),
       ),

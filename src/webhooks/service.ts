@@ -17,6 +17,8 @@
 import { LRUCache } from 'lru-cache';
 import { randomUUID } from 'node:crypto';
 import { actorId, type TenantPrincipal } from '../auth/principal.js';
+import { SETTINGS } from '../config/config.js';
+import type { TenantLimitsSource } from '../domain/tenant-limits.js';
 import { Errors } from '../errors/registry.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -94,6 +96,8 @@ export interface WebhookServiceOptions {
   cacheSeconds?: number;
   /** Deliveries one tenant's outbox may hold before its new events are dropped (TOKENVAULT_WEBHOOK_OUTBOX_PER_TENANT); 0: no limit. */
   outboxPerTenant?: number;
+  /** The tenants' own limits (Tenant spec.limits.webhookOutbox), which replace outboxPerTenant for them. */
+  tenantLimits?: TenantLimitsSource;
   logger?: Logger;
   metrics?: Metrics;
 }
@@ -228,8 +232,9 @@ export class WebhookService implements EventSink {
       })) ?? EMPTY;
     const listening = subscriptions.webhooks.filter((w) => w.status === 'enabled' && w.events.includes(type));
     if (listening.length === 0) return [];
-    if (!(await this.outboxHasRoom(tenantId, listening.length))) {
-      this.dropped(tenantId, type);
+    const bound = await this.outboxBound(tenantId);
+    if (!(await this.outboxHasRoom(tenantId, bound.max, listening.length))) {
+      this.dropped(tenantId, type, bound);
       return [];
     }
     // One event id for every webhook told of it: a receiver behind several webhooks can still deduplicate.
@@ -259,8 +264,7 @@ export class WebhookService implements EventSink {
    * all its webhooks or none, so the outbox may pass the bound by up to its webhooks less one (and by the entries
    * other processes write within a second of a count).
    */
-  private async outboxHasRoom(tenantId: string, entries: number): Promise<boolean> {
-    const max = this.options.outboxPerTenant ?? 0;
+  private async outboxHasRoom(tenantId: string, max: number, entries: number): Promise<boolean> {
     if (max === 0) return true;
     let outbox = this.outboxes.get(tenantId);
     if (!outbox) {
@@ -272,13 +276,20 @@ export class WebhookService implements EventSink {
     return true;
   }
 
-  private dropped(tenantId: string, type: EventType): void {
+  /** The deliveries the tenant's outbox may hold (0: no limit), and where that number was set. */
+  private async outboxBound(tenantId: string): Promise<{ max: number; source: string }> {
+    const own = (await this.options.tenantLimits?.get(tenantId))?.limits?.webhook_outbox;
+    if (own !== undefined) return { max: own, source: "the Tenant's spec.limits.webhookOutbox" };
+    return { max: this.options.outboxPerTenant ?? 0, source: SETTINGS.webhookOutboxPerTenant.env };
+  }
+
+  private dropped(tenantId: string, type: EventType, bound: { max: number; source: string }): void {
     this.options.metrics?.webhookDropped.inc({ type, reason: 'outbox_full' });
     if (this.dropLogged.has(tenantId)) return;
     this.dropLogged.set(tenantId, true);
     this.options.logger?.warn(
-      { tenant: tenantId, type, limit: this.options.outboxPerTenant },
-      "webhook events dropped: the tenant's outbox is full (TOKENVAULT_WEBHOOK_OUTBOX_PER_TENANT); its receiver is likely down",
+      { tenant: tenantId, type, limit: bound.max },
+      `webhook events dropped: the tenant's outbox is full (${bound.source}); its receiver is likely down`,
     );
   }
 

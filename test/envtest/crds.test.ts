@@ -340,6 +340,16 @@ const invalid: Array<[string, Manifest, RegExp]> = [
     /metadata\.name is longer than 200 characters/,
   ],
   [
+    'a misspelt record limit (the REST API refuses one too, rather than dropping it)',
+    edited(tenant, (spec) => (spec.limits = { tokenz: 5 })),
+    /unknown field "spec\.limits\.tokenz"/,
+  ],
+  [
+    'a misspelt rate limit',
+    edited(tenant, (spec) => (spec.rateLimits = { api: { perTenat: 10 } })),
+    /unknown field "spec\.rateLimits\.api\.perTenat"/,
+  ],
+  [
     'an unknown deletion policy',
     edited(tenant, (spec) => (spec.deletionPolicy = 'Orphan')),
     /spec\.deletionPolicy: Unsupported value: "Orphan": supported values: "Retain", "Delete"/,

@@ -127,7 +127,10 @@ test("a Tenant's spec.rateLimits become the vault tenant's own limits: a burst p
 
 test("a Tenant's spec.limits become the vault tenant's own record limits: its 4th token is 409 naming the spec, another tenant's is not; edits and removal follow", async () => {
   await env.apply(
-    tenantYaml('small', { deletionPolicy: 'Delete', limits: { tokens: 3, reactors: 5, tokenIntents: 0 } }),
+    tenantYaml('small', {
+      deletionPolicy: 'Delete',
+      limits: { tokens: 3, reactors: 5, tokenIntents: 0, sessions: 2, webhookOutbox: 50, auditEntries: 1000 },
+    }),
   );
   await env.apply(tenantYaml('roomy', { deletionPolicy: 'Delete' }));
   const tenant = await env.waitReady('Tenant', ns, 'small');
@@ -136,6 +139,9 @@ test("a Tenant's spec.limits become the vault tenant's own record limits: its 4t
     tokens: 3,
     reactors: 5,
     token_intents: 0,
+    sessions: 2,
+    webhook_outbox: 50,
+    audit_entries: 1000,
   });
   /** A key of the Tenant `name` that may create tokens. */
   const tokenKey = async (name: string) => {

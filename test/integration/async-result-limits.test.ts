@@ -4,7 +4,7 @@
 // tenant's 8.4 requests/s filled the 2 GiB quota in 3.2 minutes.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, setTenantLimits, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { sleep } from '../support/wait.js';
 
@@ -85,6 +85,17 @@ test(`with TOKENVAULT_ASYNC_RESULTS_PER_TENANT = ${RESULTS}, one more request is
   expect(theirs.status).toBe(202);
   const result = await settled(other.user, other.reactorId, theirs.body.asyncReactorRequestId as string);
   expect(result.status).toBe('completed');
+}, 30_000);
+
+test("a tenant's own limit (Tenant spec.limits.asyncResults) replaces the setting for that tenant", async () => {
+  const { tenantId, user, reactorId } = await tenantWithReactor();
+  await setTenantLimits(api, tenantId, { async_results: 1 });
+  const accepted = await user.post(`/reactors/${reactorId}/react-async`, { body: { args: { size: 10 } } });
+  expect(accepted.status).toBe(202);
+  const refused = await user.post(`/reactors/${reactorId}/react-async`, { body: { args: { size: 10 } } });
+  expect(refused.status).toBe(409);
+  expect(refused.body.code).toBe('TV_ASYNC_RESULT_LIMIT');
+  expect(refused.body.detail).toContain("the Tenant's spec.limits.asyncResults = 1");
 }, 30_000);
 
 test(`an outcome over TOKENVAULT_ASYNC_RESULT_MAX_BYTES = ${MAX_BYTES} is not stored: the request reads as failed, naming the setting`, async () => {

@@ -5,7 +5,7 @@
 // 900,000 live sessions of 2.5 KB (180 s of POST /sessions) took 2.2 GB.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, setTenantLimits, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { eventually } from '../support/wait.js';
 
@@ -76,6 +76,19 @@ describe(`with TOKENVAULT_IDEMPOTENCY_KEYS_PER_TENANT = ${KEYS}`, () => {
     const theirs = await other.server.post('/tokens', { headers: once('k0'), body: { type: 'token', data: 'x' } });
     expect(theirs.status).toBe(201);
   });
+
+  test("a tenant's own limit (Tenant spec.limits.idempotencyKeys) replaces it for that tenant", async () => {
+    const { tenantId, server } = await tenantKeys();
+    await setTenantLimits(api, tenantId, { idempotency_keys: KEYS + 2 });
+    for (let i = 0; i < KEYS + 2; i++) {
+      const answer = await server.post('/tokens', { headers: once(`k${i}`), body: { type: 'token', data: `s${i}` } });
+      expect(answer.status).toBe(201);
+    }
+    const refused = await server.post('/tokens', { headers: once('one more'), body: { type: 'token', data: 'x' } });
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe('TV_IDEMPOTENCY_KEY_LIMIT');
+    expect(refused.body.detail).toContain(`the Tenant's spec.limits.idempotencyKeys = ${KEYS + 2}`);
+  });
 });
 
 describe(`with TOKENVAULT_IDEMPOTENCY_ANSWER_MAX_BYTES = ${ANSWER_BYTES}`, () => {
@@ -122,4 +135,14 @@ describe(`with TOKENVAULT_SESSIONS_PER_TENANT = ${SESSIONS}`, () => {
     await eventually(async () => expect((await browser.post('/sessions')).status).toBe(201), (SESSION_TTL + 10) * 1000);
     expect(Date.now() - started).toBeLessThan((SESSION_TTL + 5) * 1000);
   }, 40_000);
+
+  test("a tenant's own limit (Tenant spec.limits.sessions) replaces it for that tenant", async () => {
+    const { tenantId, browser } = await tenantKeys();
+    await setTenantLimits(api, tenantId, { sessions: SESSIONS - 1 });
+    for (let i = 0; i < SESSIONS - 1; i++) expect((await browser.post('/sessions')).status).toBe(201);
+    const refused = await browser.post('/sessions');
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe('TV_SESSION_LIMIT');
+    expect(refused.body.detail).toContain(`the Tenant's spec.limits.sessions = ${SESSIONS - 1}`);
+  });
 });

@@ -169,6 +169,13 @@ describe('REST API', () => {
       body: { name: 'x', rate_limits: { api_per_key: -1 } },
     });
     expect(answer.status).toBe(400);
+    // A misspelt name is refused rather than dropped: dropped, the tenant would silently keep the global limit.
+    const misspelt = await call(api.url, 'PUT', `/admin/tenants/${tenantId}`, {
+      key: api.operatorKey,
+      body: { name: 'x', rate_limits: { api_per_tenat: 10 } },
+    });
+    expect(misspelt.status).toBe(400);
+    expect(misspelt.body.errors).toEqual({ 'rate_limits.api_per_tenat': ['is not a known name'] });
   });
 });
 

@@ -9,7 +9,7 @@ import { AuditRetention } from '../../src/audit/retention.js';
 import { verifyChain } from '../../src/audit/verify.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, setTenantLimits, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
 import { eventually } from '../support/wait.js';
 
@@ -193,6 +193,24 @@ describe("a tenant's own limits (Tenant spec.limits)", () => {
       expect(JSON.stringify(answer.body.errors)).toContain('limits');
     }
   });
+
+  test('a misspelt limit is refused with its name, on create and update, rather than dropped', async () => {
+    const tenant = await limitedTenant({ tokens: 3 });
+    const updated = await call(api.url, 'PUT', `/admin/tenants/${tenant.tenantId}`, {
+      key: api.operatorKey,
+      body: { name: 'x', limits: { tokenz: 5 } },
+    });
+    expect(updated.status).toBe(400);
+    expect(updated.body.errors).toEqual({ 'limits.tokenz': ['is not a known name'] });
+    expect((await client(api.url, tenant.managementKey).get('/tenants/self')).body.limits).toEqual({ tokens: 3 });
+
+    const created = await call(api.url, 'POST', '/admin/tenants', {
+      key: api.operatorKey,
+      body: { name: 'misspelt', limits: { tokens: 3, reactor: 1 } },
+    });
+    expect(created.status).toBe(400);
+    expect(created.body.errors).toEqual({ 'limits.reactor': ['is not a known name'] });
+  });
 });
 
 describe(`with TOKENVAULT_TOKEN_INTENTS_PER_TENANT = ${INTENTS}`, () => {
@@ -261,6 +279,20 @@ describe(`with TOKENVAULT_AUDIT_ENTRIES_PER_TENANT = ${AUDIT_ENTRIES}`, () => {
     const head = await api.context.store.get(keys.auditHead(tenantId));
     const anchor = await api.context.store.get(keys.auditAnchor(tenantId));
     expect(JSON.parse(head!.value).seq - JSON.parse(anchor!.value).seq).toBe(AUDIT_ENTRIES);
+    expect((await verifyChain(api.context.store, tenantId)).breaks).toEqual([]);
+  });
+
+  test("a tenant's own limit (Tenant spec.limits.auditEntries) replaces it, in the background trim and the sweep", async () => {
+    const own = AUDIT_ENTRIES * 2;
+    const { tenantId, server } = await tenantKeys();
+    await setTenantLimits(api, tenantId, { audit_entries: own });
+    const id = (await server.post('/tokens', { body: { type: 'token', data: 'read often' } })).body.id as string;
+    for (let i = 0; i < 100; i++) expect((await server.get(`/tokens/${id}`)).status).toBe(200);
+    const entries = () => api.context.store.count(keys.auditLog(tenantId));
+    await eventually(async () => expect(await entries()).toBeLessThanOrEqual(own * 1.5), 5000);
+    expect(await entries()).toBeGreaterThanOrEqual(own);
+    await new AuditRetention(api.context.store, createLogger('silent'), 365, 3600, AUDIT_ENTRIES).sweep();
+    expect(await entries()).toBe(own);
     expect((await verifyChain(api.context.store, tenantId)).breaks).toEqual([]);
   });
 });

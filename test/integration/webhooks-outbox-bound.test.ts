@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
-import type { TestApi } from '../support/api.js';
+import { setTenantLimits, type TestApi } from '../support/api.js';
 import { startHttpsServer, type HttpsTestServer } from '../support/https.js';
 import { eventually } from '../support/wait.js';
 import { startWebhookApi, tenantWithHook as tenantWithHookOn, type WebhookApi } from '../support/webhooks.js';
@@ -69,4 +69,13 @@ test("past TOKENVAULT_WEBHOOK_OUTBOX_PER_TENANT a tenant's new events are droppe
   await eventually(async () => expect(received.filter((path) => path === '/b')).toHaveLength(2), 10_000);
   // A's outbox still holds its first events, none lost to the bound.
   expect(await store.count(keys.webhookQueue(a.tenantId))).toBe(OUTBOX);
+}, 60_000);
+
+test("a tenant's own limit (Tenant spec.limits.webhookOutbox) replaces the setting for that tenant", async () => {
+  const a = await tenantWithHook(`${downUrl}/a`);
+  await setTenantLimits(api, a.tenantId, { webhook_outbox: OUTBOX + 2 });
+  for (let i = 0; i < OUTBOX + 4; i++) {
+    expect((await a.tokens.post('/tokens', { body: { type: 'token', data: `a${i}` } })).status).toBe(201);
+  }
+  expect(await store.count(keys.webhookQueue(a.tenantId))).toBe(OUTBOX + 2);
 }, 60_000);

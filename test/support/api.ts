@@ -9,6 +9,8 @@ import { startApi, type RunningApi } from '../../src/server/api.js';
 import { freeLoopbackPort } from './ports.js';
 import { startWorker } from '../../src/server/worker.js';
 import { call } from './http.js';
+import { eventually } from './wait.js';
+import { expect } from '@jest/globals';
 import type { DestinationStream } from 'pino';
 
 export function testEtcdEndpoints(): string {
@@ -116,6 +118,21 @@ export async function createTenant(
   if (answer.status !== 201)
     throw new Error(`creating a tenant answered ${answer.status}: ${JSON.stringify(answer.body)}`);
   return { tenantId: answer.body.tenant.id as string, managementKey: answer.body.application.key as string };
+}
+
+/**
+ * Sets a tenant's own limits (the vault tenant's `limits`, as the controller does from a Tenant's spec.limits) with the
+ * operator key, and waits until this API's tenant directory (a watched cache) has them, so the next request uses them.
+ */
+export async function setTenantLimits(api: TestApi, tenantId: string, limits: Record<string, number>) {
+  const current = await call(api.url, 'GET', `/admin/tenants/${tenantId}`, { key: api.operatorKey });
+  const answer = await call(api.url, 'PUT', `/admin/tenants/${tenantId}`, {
+    key: api.operatorKey,
+    body: { name: current.body.name, limits },
+  });
+  if (answer.status !== 200)
+    throw new Error(`setting the tenant's limits answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+  await eventually(async () => expect((await api.context.rateLimits.tenants.get(tenantId))?.limits).toEqual(limits));
 }
 
 /** An application of the given type in a tenant; returns its id and key. */

@@ -11,7 +11,19 @@ const tenant = (spec: Partial<TenantObject['spec']>): TenantObject => ({
 test('spec.limits become the vault tenant limits, each kind by its API name, 0 kept', () => {
   const desired = desiredTenant(
     tenant({
-      limits: { tokens: 3_000_000, tokenIntents: 0, reactors: 5, applications: 6, proxies: 7, formulas: 8 },
+      limits: {
+        tokens: 3_000_000,
+        tokenIntents: 0,
+        reactors: 5,
+        applications: 6,
+        proxies: 7,
+        formulas: 8,
+        sessions: 9,
+        idempotencyKeys: 10,
+        asyncResults: 11,
+        webhookOutbox: 12,
+        auditEntries: 13,
+      },
     }),
   );
   expect(desired.limits).toEqual({
@@ -21,6 +33,11 @@ test('spec.limits become the vault tenant limits, each kind by its API name, 0 k
     applications: 6,
     proxies: 7,
     formulas: 8,
+    sessions: 9,
+    idempotency_keys: 10,
+    async_results: 11,
+    webhook_outbox: 12,
+    audit_entries: 13,
   });
   expect(desiredTenant(tenant({ limits: { tokens: 3 } })).limits).toEqual({ tokens: 3 });
 });

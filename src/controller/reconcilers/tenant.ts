@@ -69,6 +69,11 @@ const RECORD_LIMITS = [
   ['applications', 'applications'],
   ['proxies', 'proxies'],
   ['formulas', 'formulas'],
+  ['sessions', 'sessions'],
+  ['idempotencyKeys', 'idempotency_keys'],
+  ['asyncResults', 'async_results'],
+  ['webhookOutbox', 'webhook_outbox'],
+  ['auditEntries', 'audit_entries'],
 ] as const;
 
 export type TenantObject = VaultObject<TenantSpec>;

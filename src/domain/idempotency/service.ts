@@ -17,7 +17,7 @@ import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/store.js';
 import type { DataCipher } from '../tokens/records.js';
 import { encode, decode } from '../../store/codec.js';
-import { TenantLimit } from '../tenant-limits.js';
+import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 
 /** How long a finished request's answer is replayed. */
 const TTL_SECONDS = 24 * 3600;
@@ -52,6 +52,8 @@ export interface IdempotencyLimits {
   answerMaxBytes: number;
   /** Keys one tenant may have kept (answers, unkept markers and claims); 0: no limit. */
   keysPerTenant: number;
+  /** The tenants' own limits, which replace keysPerTenant for them. */
+  tenantLimits?: TenantLimitsSource;
 }
 
 export class IdempotencyService {
@@ -63,8 +65,12 @@ export class IdempotencyService {
     private readonly pendingSeconds = PENDING_SECONDS,
     private readonly limits: IdempotencyLimits = { answerMaxBytes: 0, keysPerTenant: 0 },
   ) {
-    this.limit = new TenantLimit(store, 'idempotencyKeys', limits.keysPerTenant, (tenantId) =>
-      keys.idempotency(tenantId, ''),
+    this.limit = new TenantLimit(
+      store,
+      'idempotencyKeys',
+      limits.keysPerTenant,
+      (tenantId) => keys.idempotency(tenantId, ''),
+      limits.tenantLimits,
     );
   }
 

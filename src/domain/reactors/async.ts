@@ -26,7 +26,7 @@ import { getRecord, secondsUntil } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import type { DataCipher } from '../tokens/records.js';
 import { SETTINGS } from '../../config/config.js';
-import { TenantLimit } from '../tenant-limits.js';
+import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import { CustomResponse, type ReactorService, type ReactResponse } from './service.js';
 
 export type AsyncStatus = 'pending' | 'completed' | 'failed';
@@ -95,6 +95,8 @@ export interface AsyncLimits {
   runnerLeaseSeconds: number;
   /** Results and unfinished requests one tenant may have kept; 0: no limit. */
   resultsPerTenant?: number;
+  /** The tenants' own limits, which replace resultsPerTenant for them. */
+  tenantLimits?: TenantLimitsSource;
   /** Largest outcome (JSON bytes) kept; 0: any. */
   resultMaxBytes?: number;
 }
@@ -142,8 +144,12 @@ export class AsyncReactorService {
      */
     private readonly onLimitRefusal: (code: string) => void = () => {},
   ) {
-    this.kept = new TenantLimit(store, 'asyncResults', limits.resultsPerTenant ?? 0, (tenantId) =>
-      keys.asyncResult(tenantId, ''),
+    this.kept = new TenantLimit(
+      store,
+      'asyncResults',
+      limits.resultsPerTenant ?? 0,
+      (tenantId) => keys.asyncResult(tenantId, ''),
+      limits.tenantLimits,
     );
   }
 

@@ -17,7 +17,7 @@ import type { Store, TxnOp } from '../../store/store.js';
 import { mayEver, type TokenPermission } from '../../auth/access/evaluate.js';
 import { checkRules, type AccessRule } from '../../auth/access/rules.js';
 import type { ApplicationDirectory } from '../applications/directory.js';
-import { TenantLimit } from '../tenant-limits.js';
+import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import { SESSION_PERMISSIONS } from '../../auth/permissions.js';
 import { validateAuthorizeSession } from './schema.js';
 import { encode } from '../../store/codec.js';
@@ -50,9 +50,14 @@ export class SessionService {
   constructor(
     private readonly store: Store,
     private readonly applications: ApplicationDirectory,
-    private readonly options: { defaultTtlSeconds: number; maxSeconds: number; perTenant?: number },
+    private readonly options: {
+      defaultTtlSeconds: number;
+      maxSeconds: number;
+      perTenant?: number;
+      tenantLimits?: TenantLimitsSource;
+    },
   ) {
-    this.limit = new TenantLimit(store, 'sessions', options.perTenant ?? 0, keys.sessions);
+    this.limit = new TenantLimit(store, 'sessions', options.perTenant ?? 0, keys.sessions, options.tenantLimits);
   }
 
   async create(principal: TenantPrincipal): Promise<CreatedSession> {

@@ -30,7 +30,8 @@ export interface TenantRateLimits {
 
 /**
  * The tenant's own record limits (Tenant spec.limits), each replacing its TOKENVAULT_*_PER_TENANT for this tenant:
- * records of the kind it may have, 0 for no limit. Set by the operator (the controller) only.
+ * records of the kind it may have (webhook deliveries waiting, newest audit entries kept), 0 for no limit. Set by the
+ * operator (the controller) only.
  */
 export interface TenantRecordLimits {
   tokens?: number;
@@ -39,6 +40,11 @@ export interface TenantRecordLimits {
   applications?: number;
   proxies?: number;
   formulas?: number;
+  sessions?: number;
+  idempotency_keys?: number;
+  async_results?: number;
+  webhook_outbox?: number;
+  audit_entries?: number;
 }
 
 /** The operator's PUT /admin/tenants/{id}: runtime, rate_limits and limits null clear them, absent keeps them. */
@@ -81,34 +87,39 @@ const runtime = {
   },
 };
 
+/**
+ * An object of limits whose unknown names are refused rather than dropped (as `settings` above): a misspelt limit
+ * dropped would leave the tenant on the global one, or with an empty object clear its own limits, without a word.
+ */
+function limitsObject(properties: Record<string, unknown>) {
+  return { type: 'object', propertyNames: { enum: Object.keys(properties) }, properties };
+}
+
 const rateLimit = { type: 'integer', minimum: 0, maximum: 10_000_000 };
-const rateLimitsObject = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    api_per_key: rateLimit,
-    api_per_tenant: rateLimit,
-    calls_per_key: rateLimit,
-    calls_per_tenant: rateLimit,
-  },
-};
+const rateLimitsObject = limitsObject({
+  api_per_key: rateLimit,
+  api_per_tenant: rateLimit,
+  calls_per_key: rateLimit,
+  calls_per_tenant: rateLimit,
+});
 const rateLimits = { ...rateLimitsObject, type: ['object', 'null'] };
 
 // The bounds of the global settings (TOKENVAULT_TOKENS_PER_TENANT and the others).
 const storedRecords = { type: 'integer', minimum: 0, maximum: 1_000_000_000 };
 const definitions = { type: 'integer', minimum: 0, maximum: 1_000_000 };
-const recordLimitsObject = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    tokens: storedRecords,
-    token_intents: storedRecords,
-    reactors: definitions,
-    applications: definitions,
-    proxies: definitions,
-    formulas: definitions,
-  },
-};
+const recordLimitsObject = limitsObject({
+  tokens: storedRecords,
+  token_intents: storedRecords,
+  reactors: definitions,
+  applications: definitions,
+  proxies: definitions,
+  formulas: definitions,
+  sessions: storedRecords,
+  idempotency_keys: storedRecords,
+  async_results: storedRecords,
+  webhook_outbox: { type: 'integer', minimum: 0, maximum: 10_000_000 },
+  audit_entries: storedRecords,
+});
 const recordLimits = { ...recordLimitsObject, type: ['object', 'null'] };
 
 export const validateAdminUpdateTenant = compile<AdminUpdateTenantBody>({
