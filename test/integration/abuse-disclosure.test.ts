@@ -161,6 +161,17 @@ describe('a token intent is held in its type’s default container, and judged t
     expect((await pci.get(`/token-intents/${id}`)).status).toBe(404);
   });
 
+  test('creating one needs token-intent:create where its type puts it, as a token create does', async () => {
+    const general = await allowedIn('/general/', ['token-intent:create', 'token:create']);
+    // A card token from this key lands in /pci/high/, where it may not create: 403. So is a card intent.
+    expect((await general.post('/tokens', { body: { type: 'card', data: CARD } })).status).toBe(403);
+    const card = await general.post('/token-intents', { body: { type: 'card', data: CARD } });
+    expect([card.status, card.body.id]).toEqual([403, undefined]);
+    // A type held in /general/ it may create.
+    const plain = await general.post('/token-intents', { body: { type: 'token', data: 'a note' } });
+    expect(plain.status).toBe(201);
+  });
+
   test('converting needs token:create where the intent is, even for a key that reads it anywhere', async () => {
     const pci = await allowedIn('/pci/high/', ['token-intent:create']);
     const reader = await key({

@@ -6,8 +6,9 @@
 // reads also compare expires_at, since etcd revokes an expired lease up to a moment late. Converting deletes the
 // intent in the same transaction that writes the token: an intent converts once; a second conversion finds no intent.
 // An intent is held where its type puts tokens (its default container, /pci/high/ for a card) and access rules judge
-// it there as they would a token of its type: reading, deleting or converting one needs token-intent:read,
-// token-intent:delete or token:create in that container, else 403 as for a token the key may not act on.
+// it there as they would a token of its type: creating, reading, deleting or converting one needs token-intent:create,
+// token-intent:read, token-intent:delete or token:create in that container, else 403 as for a token the key may not
+// act on.
 import { randomUUID } from 'node:crypto';
 import { decide, type TokenFacts, type TokenPermission } from '../../auth/access/evaluate.js';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
@@ -75,8 +76,9 @@ export class TokenIntentService {
     const errors = type.validate(body.data);
     if (errors) throw new Errors.InvalidBody({ errors });
     this.tokens.assertDataBytes(body.data);
-    await this.limit.assertRoomFor(tenantId);
     const id = randomUUID();
+    assertMay(principal, facts({ id, type: type.name }), 'token-intent:create', 'create');
+    await this.limit.assertRoomFor(tenantId);
     const now = new Date();
     const record: TokenIntentRecord = {
       id,
@@ -156,14 +158,7 @@ export class TokenIntentService {
   /** The intent, when the key holds the permission where the intent is held; 403 otherwise, as for a token. */
   private async loadFor(principal: TenantPrincipal, id: string, permission: TokenPermission, verb: string) {
     const found = await this.load(principal.tenantId, id);
-    const intent = facts(found.value);
-    const transform = decide(principal, intent, permission);
-    if (!transform) {
-      throw new Errors.Forbidden(
-        `The key may not ${verb} this token intent: that needs ${permission} in ${intent.containers[0]}, where its type puts it.`,
-      );
-    }
-    return { ...found, transform };
+    return { ...found, transform: assertMay(principal, facts(found.value), permission, verb) };
   }
 
   private async open(record: TokenIntentRecord): Promise<unknown> {
@@ -173,8 +168,19 @@ export class TokenIntentService {
 }
 
 /** An intent as access rules see it: a token of its type in that type's default container. */
-function facts(record: TokenIntentRecord): TokenFacts {
-  return { id: record.id, type: record.type, containers: [TOKEN_TYPES.get(record.type)!.defaultContainer] };
+function facts(intent: { id: string; type: string }): TokenFacts {
+  return { id: intent.id, type: intent.type, containers: [TOKEN_TYPES.get(intent.type)!.defaultContainer] };
+}
+
+/** How the key may see the intent under the permission; 403 when it may not act on it at all. */
+function assertMay(principal: TenantPrincipal, intent: TokenFacts, permission: TokenPermission, verb: string) {
+  const transform = decide(principal, intent, permission);
+  if (!transform) {
+    throw new Errors.Forbidden(
+      `The key may not ${verb} this token intent: that needs ${permission} in ${intent.containers[0]}, where its type puts it.`,
+    );
+  }
+  return transform;
 }
 
 function aad(tenantId: string, id: string): string {
