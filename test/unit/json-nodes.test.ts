@@ -28,6 +28,9 @@ test('commas, colons and brackets inside strings and keys do not count, nor what
   expect(scanned('["\\",[", "\\\\", ","]')).toBe(3); // `",[`, `\`, `,`
   expect(scanned('{"\\"":"\\\\\\",{"}')).toBe(1);
   expect(scanned('["\\u002c,", "é,ü"]')).toBe(2);
+  // Cut short inside a string or after a backslash: the scan ends with the bytes (JSON.parse then says it is malformed).
+  expect(scanned('["a,b')).toBe(1);
+  expect(scanned('["a\\')).toBe(1);
 });
 
 test('an empty container written with whitespace inside counts one more, never less', () => {
