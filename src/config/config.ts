@@ -243,6 +243,8 @@ export interface Config {
     jsonMaxDepth: number;
     /** Most object members and array elements (all levels) one token's data may hold, wherever token data enters. */
     tokenDataMaxNodes: number;
+    /** Most object members and array elements (all levels) of a JSON request body, counted before it is parsed. */
+    jsonMaxNodes: number;
     /** How many stored tokens a v1 page-paged token list (`GET /tokens?page=`) may read to count its matches. */
     tokenPageScanLimit: number;
     /** Token search (POST /tokens/search): longest query, most terms, most tokens one query may match. */
@@ -731,6 +733,13 @@ export const SETTINGS = {
       "Most object members and array elements, counted at every level, one token's data may hold; more is 400 TV_TOKEN_DATA_TOO_MANY_NODES",
     default: '5000',
   },
+  jsonMaxNodes: {
+    flag: 'json-max-nodes',
+    env: 'TOKENVAULT_JSON_MAX_NODES',
+    description:
+      'api: most object members and array elements, counted at every level, a JSON request body may hold; more is 400 TV_JSON_TOO_MANY_NODES, before the body is parsed',
+    default: '20000',
+  },
   sessionTtl: {
     flag: 'session-ttl-seconds',
     env: 'TOKENVAULT_SESSION_TTL_SECONDS',
@@ -1203,6 +1212,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     expirySweepSeconds: integer('expirySweep', 1, 24 * 3600),
     jsonMaxDepth: integer('jsonMaxDepth', 1, 1000),
     tokenDataMaxNodes: integer('tokenDataMaxNodes', 1, 10_000_000),
+    jsonMaxNodes: integer('jsonMaxNodes', 1, 100_000_000),
     tokenPageScanLimit: integer('tokenPageScan', 100, 1_000_000),
     searchMaxQueryLength: integer('searchMaxQueryLength', 10, 100_000),
     searchMaxClauses: integer('searchMaxClauses', 1, 1000),
@@ -1218,6 +1228,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
     requestTimeoutSeconds: integer('requestTimeout', 1, 3600),
   };
+  // A token's data is part of the body that creates it: a body bound at or below the data's would refuse creates the
+  // data's own limit allows.
+  if (limits.jsonMaxNodes <= limits.tokenDataMaxNodes) {
+    problems.push(`${label('jsonMaxNodes')} must be larger than ${label('tokenDataMaxNodes')}`);
+  }
   const asyncReactors = {
     resultTtlSeconds: integer('asyncResultTtl', 60, 7 * 24 * 3600),
     queueLength: integer('asyncQueue', 1, 100_000),

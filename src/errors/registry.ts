@@ -76,6 +76,13 @@ export const Errors = {
   InvalidBody: define('TV_INVALID_BODY', 400, 'Bad Request', 'The request body is invalid.'),
   MalformedJson: define('TV_MALFORMED_JSON', 400, 'Bad Request', 'The request body is not valid JSON.'),
   JsonTooDeep: define('TV_JSON_TOO_DEEP', 400, 'Bad Request', 'The JSON body nests deeper than allowed.', LIMIT),
+  JsonTooManyNodes: define(
+    'TV_JSON_TOO_MANY_NODES',
+    400,
+    'Bad Request',
+    'The JSON body holds more object members and array elements than allowed (TOKENVAULT_JSON_MAX_NODES).',
+    LIMIT,
+  ),
   TokenDataTooManyNodes: define(
     'TV_TOKEN_DATA_TOO_MANY_NODES',
     400,

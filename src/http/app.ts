@@ -167,7 +167,14 @@ export function createApp(context: ApiContext): Express {
   app.use(admission(requests));
   app.use(largeBodies(largeBodyTurns, config.limits.largeBodyBytes));
   app.use(concretePaths(() => (rows ??= routeTable(app))));
-  app.use(jsonBody({ limit: config.limits.bodyBytes, types: JSON_TYPES, maxDepth: config.limits.jsonMaxDepth }));
+  app.use(
+    jsonBody({
+      limit: config.limits.bodyBytes,
+      types: JSON_TYPES,
+      maxDepth: config.limits.jsonMaxDepth,
+      maxNodes: config.limits.jsonMaxNodes,
+    }),
+  );
   // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each
   // router is entered only under the static prefixes of its own routes: a request passes the others with one check
   // each instead of a walk through all their routes (~1 µs a route; the reactor routes sat behind some 30).

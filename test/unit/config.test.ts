@@ -329,3 +329,18 @@ test('asynchronous reactor results per tenant: 2,000 kept results of 16 KiB by d
     }),
   ).toThrow(/TOKENVAULT_ASYNC_RESULTS_PER_TENANT[\s\S]*TOKENVAULT_ASYNC_RESULT_MAX_BYTES/);
 });
+
+test('a JSON body may hold more members and elements than one token’s data: a bound at or below it is refused', () => {
+  expect(loadConfig({ env: { TOKENVAULT_STORE: 'memory' } }).limits).toMatchObject({
+    jsonMaxNodes: 20_000,
+    tokenDataMaxNodes: 5000,
+  });
+  expect(() => loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_JSON_MAX_NODES: '5000' } })).toThrow(
+    /TOKENVAULT_JSON_MAX_NODES must be larger than .*TOKENVAULT_TOKEN_DATA_MAX_NODES/,
+  );
+  expect(
+    loadConfig({
+      env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_JSON_MAX_NODES: '100', TOKENVAULT_TOKEN_DATA_MAX_NODES: '50' },
+    }).limits.jsonMaxNodes,
+  ).toBe(100);
+});

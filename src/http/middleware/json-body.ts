@@ -5,22 +5,28 @@
 // express.json unchanged, so its rules and errors (mapped in errors.ts) stay the only ones. Both paths refuse JSON
 // nested deeper than `maxDepth` before parsing it (400 TV_JSON_TOO_DEEP, validation/json-depth.ts); express.json
 // checks in its `verify` hook, which sees the body after any content coding is undone. Both refuse a number JSON.parse
-// would alter (an integer beyond 2^53 - 1, an overflowing exponent: validation/json-numbers.ts) with a 400, in the
-// same pass over the bytes.
+// would alter (an integer beyond 2^53 - 1, an overflowing exponent: validation/json-numbers.ts) with a 400, and a body
+// of more than `maxNodes` object members and array elements (400 TV_JSON_TOO_MANY_NODES: its parse alone would hold the
+// event loop), in the same pass over the bytes.
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { assertJsonBody } from '../../validation/json-depth.js';
 
 const PLAIN_JSON = /^application\/json\s*(?:;\s*charset\s*=\s*"?utf-8"?\s*)?$/i;
 
-export function jsonBody(options: { limit: number; types: string[]; maxDepth: number }): RequestHandler {
-  const { maxDepth } = options;
+export function jsonBody(options: {
+  limit: number;
+  types: string[];
+  maxDepth: number;
+  maxNodes: number;
+}): RequestHandler {
+  const { maxDepth, maxNodes } = options;
   const general = express.json({
     limit: options.limit,
     type: options.types,
     strict: false,
     // body-parser passes a thrown error on as it is (http-errors keeps an Error's own status): the 400 below.
-    verify: (_req, _res, buf) => assertJsonBody(buf, maxDepth),
+    verify: (_req, _res, buf) => assertJsonBody(buf, maxDepth, maxNodes),
   });
   return (req: Request, res: Response, next: NextFunction): void => {
     const { headers } = req;
@@ -54,7 +60,7 @@ export function jsonBody(options: { limit: number; types: string[]; maxDepth: nu
       general(req, res, next);
       return;
     }
-    readJson(req, expected, maxDepth).then((body) => {
+    readJson(req, expected, maxDepth, maxNodes).then((body) => {
       req.body = body;
       next();
     }, next);
@@ -62,7 +68,7 @@ export function jsonBody(options: { limit: number; types: string[]; maxDepth: nu
 }
 
 /** The body (Content-Length bytes; node's parser delivers no more) parsed as JSON; empty is `{}` as in body-parser. */
-function readJson(req: Request, expected: number, maxDepth: number): Promise<unknown> {
+function readJson(req: Request, expected: number, maxDepth: number, maxNodes: number): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
@@ -83,7 +89,7 @@ function readJson(req: Request, expected: number, maxDepth: number): Promise<unk
       if (bytes.length === 0) return resolve({});
       try {
         // On the bytes: ~0.3 µs for a typical body, ~3 ms a MB (a scan of the decoded string costs three times that).
-        assertJsonBody(bytes, maxDepth);
+        assertJsonBody(bytes, maxDepth, maxNodes);
       } catch (error) {
         return reject(error instanceof Error ? error : new Error(String(error)));
       }
