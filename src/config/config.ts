@@ -265,6 +265,11 @@ export interface Config {
      */
     largeBodyBytes: number;
     largeBodyTenantConcurrency: number;
+    /**
+     * Object members and array elements of one tenant's JSON bodies parsed per second in one API process (0: no budget;
+     * ratelimit/parse-budget.ts).
+     */
+    tenantJsonNodesPerSecond: number;
     /** On SIGTERM, how long the API waits for requests in flight (and clients to move off) before it closes. */
     shutdownDrainSeconds: number;
     /**
@@ -861,6 +866,13 @@ export const SETTINGS = {
     description: 'api: requests of one tenant with a large body (TOKENVAULT_LARGE_BODY_BYTES) read and served at once in one API process; more wait (TOKENVAULT_SCAN_QUEUE_LENGTH), then get 429 TV_TENANT_BUSY',
     default: '2',
   },
+  tenantJsonNodesPerSecond: {
+    flag: 'tenant-json-nodes-per-second',
+    env: 'TOKENVAULT_TENANT_JSON_NODES_PER_SECOND',
+    description:
+      "api: object members and array elements, counted at every level, one tenant's JSON bodies may hold per second in one API process, charged before each is parsed (at most a second's worth saved up); past it 429 TV_JSON_BUDGET_EXCEEDED; 0: no budget",
+    default: '200000',
+  },
   rateLimitApiPerKey: {
     flag: 'rate-limit-api-per-key',
     env: 'TOKENVAULT_RATE_LIMIT_API_PER_KEY',
@@ -1225,6 +1237,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     requestQueueLength: integer('requestQueueLength', 0, 100_000),
     largeBodyBytes: integer('largeBodyBytes', 1024, 1024 * 1024 * 1024),
     largeBodyTenantConcurrency: integer('largeBodyTenantConcurrency', 1, 10_000),
+    tenantJsonNodesPerSecond: integer('tenantJsonNodesPerSecond', 0, 1_000_000_000),
     shutdownDrainSeconds: integer('shutdownDrain', 0, 3600),
     requestTimeoutSeconds: integer('requestTimeout', 1, 3600),
   };

@@ -293,6 +293,14 @@ export const Errors = {
     "The tenant's requests of this kind running and waiting on this API process are at their limit; retry later.",
     LIMIT,
   ),
+  // A tenant's JSON parse work per second on an API process (ratelimit/parse-budget.ts).
+  JsonBudgetExceeded: define(
+    'TV_JSON_BUDGET_EXCEEDED',
+    429,
+    'Too Many Requests',
+    "The tenant's JSON members and elements per second on this API process (TOKENVAULT_TENANT_JSON_NODES_PER_SECOND) are used up; retry later.",
+    LIMIT,
+  ),
   AsyncQueueFull: define(
     'TV_ASYNC_QUEUE_FULL',
     429,

@@ -42,6 +42,7 @@ import type { Metrics } from '../observability/metrics.js';
 import type { Store } from '../store/store.js';
 import type { TenantDirectory } from '../domain/tenants/directory.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
+import { ParseBudget } from '../ratelimit/parse-budget.js';
 import { authenticate } from './middleware/auth.js';
 import { errorHandler, sendProblem } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
@@ -173,6 +174,7 @@ export function createApp(context: ApiContext): Express {
       types: JSON_TYPES,
       maxDepth: config.limits.jsonMaxDepth,
       maxNodes: config.limits.jsonMaxNodes,
+      budget: new ParseBudget(config.limits.tenantJsonNodesPerSecond),
     }),
   );
   // The token routes (the hot path) go first; no two routers' paths overlap, so the order changes nothing else. Each

@@ -43,14 +43,15 @@ function bytesNestDeeper(json: Uint8Array, maxDepth: number): boolean {
 /**
  * One pass over the bytes outside strings: nesting deeper than `maxDepth`, more than `maxNodes` object members and
  * array elements and, with `exactNumbers`, a number JSON.parse would not give back as written
- * (validation/json-numbers.ts says which). A body's checks share the pass.
+ * (validation/json-numbers.ts says which). A body's checks share the pass. Without a problem, the members and elements
+ * counted (what the tenant's parse budget is charged, ratelimit/parse-budget.ts).
  */
 export function scanBytes(
   json: Uint8Array,
   maxDepth: number,
   maxNodes: number,
   exactNumbers: boolean,
-): ScanProblem | undefined {
+): ScanProblem | number {
   let depth = 0;
   let nodes = 0;
   const length = json.length;
@@ -79,7 +80,7 @@ export function scanBytes(
       i = end - 1;
     }
   }
-  return nodes > maxNodes ? 'too-many-nodes' : undefined;
+  return nodes > maxNodes ? 'too-many-nodes' : nodes;
 }
 
 function textNestsDeeper(json: string, maxDepth: number): boolean {
@@ -109,8 +110,9 @@ export function assertJsonDepth(json: string | Uint8Array, maxDepth: number): vo
 /**
  * A request body's checks before JSON.parse, in one pass: 400 TV_JSON_TOO_DEEP beyond `maxDepth`, 400
  * TV_JSON_TOO_MANY_NODES beyond `maxNodes` members and elements, 400 TV_INVALID_BODY for a number JSON.parse would alter.
+ * Answers the body's members and elements.
  */
-export function assertJsonBody(json: Uint8Array, maxDepth: number, maxNodes: number): void {
+export function assertJsonBody(json: Uint8Array, maxDepth: number, maxNodes: number): number {
   const problem = scanBytes(json, maxDepth, maxNodes, true);
   if (problem === 'too-deep') throw tooDeep(maxDepth);
   if (problem === 'too-many-nodes') {
@@ -120,6 +122,7 @@ export function assertJsonBody(json: Uint8Array, maxDepth: number, maxNodes: num
     );
   }
   if (problem === 'inexact-number') throw inexactNumber();
+  return problem;
 }
 
 function tooDeep(maxDepth: number): Error {

@@ -85,6 +85,7 @@ test('the limit errors are those whose answer names a limit, and no invalid requ
     'TV_HEADERS_TOO_LARGE',
     'TV_IDEMPOTENCY_ANSWER_NOT_KEPT',
     'TV_IDEMPOTENCY_KEY_LIMIT',
+    'TV_JSON_BUDGET_EXCEEDED',
     'TV_JSON_TOO_DEEP',
     'TV_JSON_TOO_MANY_NODES',
     'TV_PAYLOAD_TOO_LARGE',

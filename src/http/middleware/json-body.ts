@@ -7,9 +7,13 @@
 // checks in its `verify` hook, which sees the body after any content coding is undone. Both refuse a number JSON.parse
 // would alter (an integer beyond 2^53 - 1, an overflowing exponent: validation/json-numbers.ts) with a 400, and a body
 // of more than `maxNodes` object members and array elements (400 TV_JSON_TOO_MANY_NODES: its parse alone would hold the
-// event loop), in the same pass over the bytes.
+// event loop), in the same pass over the bytes. That pass's count is charged to the tenant's parse budget before the
+// parse (ratelimit/parse-budget.ts: 429 TV_JSON_BUDGET_EXCEEDED past it), and a tenant already over it is refused
+// before its body is read.
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import type { Principal } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
+import type { ParseBudget } from '../../ratelimit/parse-budget.js';
 import { assertJsonBody } from '../../validation/json-depth.js';
 
 const PLAIN_JSON = /^application\/json\s*(?:;\s*charset\s*=\s*"?utf-8"?\s*)?$/i;
@@ -19,14 +23,15 @@ export function jsonBody(options: {
   types: string[];
   maxDepth: number;
   maxNodes: number;
+  budget: ParseBudget;
 }): RequestHandler {
-  const { maxDepth, maxNodes } = options;
+  const { maxDepth, maxNodes, budget } = options;
   const general = express.json({
     limit: options.limit,
     type: options.types,
     strict: false,
     // body-parser passes a thrown error on as it is (http-errors keeps an Error's own status): the 400 below.
-    verify: (_req, _res, buf) => assertJsonBody(buf, maxDepth, maxNodes),
+    verify: (req, _res, buf) => charge(budget, req as Request, assertJsonBody(buf, maxDepth, maxNodes)),
   });
   return (req: Request, res: Response, next: NextFunction): void => {
     const { headers } = req;
@@ -46,6 +51,14 @@ export function jsonBody(options: {
       );
       return;
     }
+    const tenantId = budgetedTenant(req.principal);
+    if (tenantId !== undefined) {
+      try {
+        budget.check(tenantId);
+      } catch (error) {
+        return next(error);
+      }
+    }
     if (
       length === undefined ||
       !plain ||
@@ -60,15 +73,28 @@ export function jsonBody(options: {
       general(req, res, next);
       return;
     }
-    readJson(req, expected, maxDepth, maxNodes).then((body) => {
+    readJson(req, expected, (bytes) => charge(budget, req, assertJsonBody(bytes, maxDepth, maxNodes))).then((body) => {
       req.body = body;
       next();
     }, next);
   };
 }
 
-/** The body (Content-Length bytes; node's parser delivers no more) parsed as JSON; empty is `{}` as in body-parser. */
-function readJson(req: Request, expected: number, maxDepth: number, maxNodes: number): Promise<unknown> {
+/** The tenant whose parse budget a caller's bodies are charged to: none for the operator key (not rate limited either). */
+function budgetedTenant(principal: Principal | undefined): string | undefined {
+  return principal?.kind === 'operator' || principal?.operator ? undefined : principal?.tenantId;
+}
+
+function charge(budget: ParseBudget, req: Request, nodes: number): void {
+  const tenantId = budgetedTenant(req.principal);
+  if (tenantId !== undefined) budget.charge(tenantId, nodes);
+}
+
+/**
+ * The body (Content-Length bytes; node's parser delivers no more) parsed as JSON, once `verify` has not thrown for its
+ * bytes; empty is `{}` as in body-parser.
+ */
+function readJson(req: Request, expected: number, verify: (bytes: Buffer) => void): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
@@ -89,7 +115,7 @@ function readJson(req: Request, expected: number, maxDepth: number, maxNodes: nu
       if (bytes.length === 0) return resolve({});
       try {
         // On the bytes: ~0.3 µs for a typical body, ~3 ms a MB (a scan of the decoded string costs three times that).
-        assertJsonBody(bytes, maxDepth, maxNodes);
+        verify(bytes);
       } catch (error) {
         return reject(error instanceof Error ? error : new Error(String(error)));
       }
