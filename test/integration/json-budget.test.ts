@@ -7,6 +7,7 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
 import { client, type Answer } from '../support/http.js';
+import { send } from '../support/proxy.js';
 
 const BUDGET = 5000;
 let api: TestApi;
@@ -57,8 +58,18 @@ test('a tenant past its budget is refused, even a small body, until Retry-After;
   expect(created).toBeGreaterThanOrEqual(3);
   expect(created).toBeLessThanOrEqual(6);
   expectRefused(refusal);
-  // In debt: A's 8-member body is refused before it is read; B's large and small bodies are not.
-  expectRefused(await a.client.post('/tokens', { body: CARD }));
+  // In debt: A's 8-member body is refused before it is read, its connection closed; B's bodies are not refused.
+  const unread = await send(api.url, 'POST', '/tokens', {
+    // A keep-alive request: without the refusal's close, the server would keep the connection open.
+    headers: { 'BT-API-KEY': a.key, 'Content-Type': 'application/json', Connection: 'keep-alive' },
+    body: JSON.stringify(CARD),
+  });
+  expect(unread.headers.connection).toBe('close');
+  expectRefused({
+    status: unread.status,
+    headers: new Headers(unread.headers as Record<string, string>),
+    body: unread.json(),
+  });
   expect((await b.client.post('/tokens', { body: LARGE })).status).toBe(201);
   expect((await b.client.post('/tokens', { body: CARD })).status).toBe(201);
   await sleep(1000 * Number(refusal.headers.get('retry-after')));

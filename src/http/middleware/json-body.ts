@@ -56,6 +56,10 @@ export function jsonBody(options: {
       try {
         budget.check(tenantId);
       } catch (error) {
+        // The body is not read: closing the connection spares receiving it, and a client that sends again at once
+        // without waiting for Retry-After connects anew (B beside 32 such clients sending 210 KB bodies: 24-26 times
+        // slower than alone, 11-14 with the close).
+        res.setHeader('Connection', 'close');
         return next(error);
       }
     }
