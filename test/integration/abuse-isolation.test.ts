@@ -691,6 +691,54 @@ test('tenant A’s bodies of 40,000 members (32 at once) are refused unparsed, a
   }
 }, 120_000);
 
+// Bodies under every per-body bound still cost their parse: A's 32 clients sending bodies of 5,990 keys (58 KB, under
+// TOKENVAULT_LARGE_BODY_BYTES and TOKENVAULT_JSON_MAX_NODES; each parsed, then refused for its token data) kept the
+// event loop busy, 46% of it in JSON.parse, and B's single creates were 60-80 times slower than alone (four runs).
+// Each tenant's bodies now draw on a budget of members and elements per second (TOKENVAULT_TENANT_JSON_NODES_PER_SECOND,
+// 200,000): with A's clients waiting as Retry-After says, B's median is 1.2 times alone (two runs); with clients that
+// ignore it and send again at once, 10.5-12.7 times (two runs), what A's requests cost answered before their bodies are
+// read, as 32 clients' small invalid bodies cost B (12 times).
+test('tenant A’s bodies of 5,990 members (32 clients) are held to its parse budget, and leave tenant B’s single creates under 10 times as slow as alone', async () => {
+  const gated = await startTestApi();
+  try {
+    const a = await tokenUser(gated);
+    const b = await tokenUser(gated);
+    await sampleCreates(b, 40);
+    const alone = await sampleCreates(b, 200);
+
+    const body = JSON.stringify({
+      type: 'token',
+      data: Object.fromEntries(Array.from({ length: 5990 }, (_, i) => [`k${i}`, 0])),
+    });
+    let flooding = true;
+    const answered: Record<string, number> = {};
+    const flood = Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (flooding) {
+          const answer = await fetch(`${gated.url}/tokens`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'bt-api-key': a.key() },
+            body,
+          });
+          const { code } = (await answer.json()) as { code: string };
+          answered[code] = (answered[code] ?? 0) + 1;
+          if (answer.status === 429) await sleep(1000 * Number(answer.headers.get('retry-after')));
+        }
+      }),
+    );
+    await sleep(500);
+    // Long enough (2-4 s) to span several of A's seconds of budget.
+    const loaded = await sampleCreates(b, 600);
+    flooding = false;
+    await flood;
+
+    expect(Object.keys(answered).sort()).toEqual(['TV_JSON_BUDGET_EXCEEDED', 'TV_TOKEN_DATA_TOO_MANY_NODES']);
+    expect(percentile(loaded, 0.5)).toBeLessThan(10 * percentile(alone, 0.5));
+  } finally {
+    await gated.close();
+  }
+}, 120_000);
+
 test('the requests reactor code makes with its bt key do not wait for the slot its own call holds', async () => {
   // One slot: the reactor call takes it, so its code's token read would wait for it until the call's time limit. The
   // same for the one large-body turn: the call's args and the code's token data are large.
