@@ -15,6 +15,7 @@
 //
 // Per process, not a share of a service-wide figure as the request rate limits are: what it protects is this process's
 // event loop, which another process's parses do not touch.
+import { LRUCache } from 'lru-cache';
 import { Errors } from '../errors/registry.js';
 
 interface Bucket {
@@ -25,7 +26,11 @@ interface Bucket {
 }
 
 export class ParseBudget {
-  private readonly buckets = new Map<string, Bucket>();
+  /**
+   * The tenants that sent bodies lately. Bounded, so deleted tenants do not pile up: a tenant evicted from it starts
+   * again with a full bucket, which needs 10,000 other tenants sending bodies in between.
+   */
+  private readonly buckets = new LRUCache<string, Bucket>({ max: 10_000 });
 
   constructor(
     /** Members and elements per second; 0: no budget. */
@@ -52,7 +57,6 @@ export class ParseBudget {
     const now = this.now();
     let bucket = this.buckets.get(tenantId);
     if (bucket === undefined) {
-      // One entry per tenant that sent a body to this process; tenants are few and created by the operator.
       bucket = { balance: this.perSecond, at: now };
       this.buckets.set(tenantId, bucket);
     } else {
