@@ -35,7 +35,8 @@ export interface TenantLimitsSource {
 }
 
 /**
- * `own`: the tenant record's field and the Tenant's spec field that replace the setting for one tenant. `then`: what the refused caller can do, for kinds whose records expire rather than being deleted.
+ * `own`: the tenant record's field and the Tenant's spec field that replace the setting for one tenant. `then`: what
+ * the refused caller can do, for kinds whose records expire rather than being deleted.
  */
 const LIMITS: Record<
   LimitedKind,
