@@ -359,6 +359,34 @@ test('past TOKENVAULT_BULK_TENANT_CONCURRENCY and a full queue, a bulk create is
 }, 60_000);
 
 /** A client of a new tenant of `on` whose key may create and read tokens. */
+/**
+ * 32 clients of one key sending `body` to POST /tokens back to back until stopped (the callers stop them once their
+ * samples are taken, within sampleCreates' 20 s), each waiting as a 429's Retry-After says; `seen` is told each answer.
+ */
+function floodCreates(on: TestApi, key: string, body: string, seen: (status: number, code: string) => void) {
+  let flooding = true;
+  const clients = Promise.all(
+    Array.from({ length: 32 }, async () => {
+      while (flooding) {
+        const answer = await fetch(`${on.url}/tokens`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'bt-api-key': key },
+          body,
+        });
+        const { code } = (await answer.json()) as { code: string };
+        seen(answer.status, code);
+        if (answer.status === 429) await sleep(1000 * Number(answer.headers.get('retry-after')));
+      }
+    }),
+  );
+  return {
+    async stop(): Promise<void> {
+      flooding = false;
+      await clients;
+    },
+  };
+}
+
 async function tokenUser(on: TestApi) {
   const { managementKey } = await createTenant(on.url, on.operatorKey);
   const app = await createApplication(on.url, managementKey, {
@@ -661,27 +689,15 @@ test('tenant A’s bodies of 40,000 members (32 at once) are refused unparsed, a
     const data = Object.fromEntries(Array.from({ length: 40_000 }, (_, i) => [`k${i}`, 0]));
     // Written once: the test's client shares the API's process, and stringifying it per request would be measured too.
     const body = JSON.stringify({ type: 'token', data });
-    let flooding = true;
     let refused = 0;
-    const flood = Promise.all(
-      Array.from({ length: 32 }, async () => {
-        while (flooding) {
-          const answer = await fetch(`${gated.url}/tokens`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', 'bt-api-key': a.key() },
-            body,
-          });
-          const { code } = (await answer.json()) as { code: string };
-          if (answer.status === 429) await sleep(1000 * Number(answer.headers.get('retry-after')));
-          else expect([answer.status, code]).toEqual([400, 'TV_JSON_TOO_MANY_NODES']);
-          if (answer.status === 400) refused++;
-        }
-      }),
-    );
+    const flood = floodCreates(gated, a.key(), body, (status, code) => {
+      if (status === 429) return;
+      expect([status, code]).toEqual([400, 'TV_JSON_TOO_MANY_NODES']);
+      refused++;
+    });
     await sleep(500);
     const loaded = await sampleCreates(b, 100);
-    flooding = false;
-    await flood;
+    await flood.stop();
 
     expect(refused).toBeGreaterThan(0);
     expect(loaded.length).toBeGreaterThanOrEqual(25);
@@ -710,27 +726,14 @@ test('tenant A’s bodies of 5,990 members (32 clients) are held to its parse bu
       type: 'token',
       data: Object.fromEntries(Array.from({ length: 5990 }, (_, i) => [`k${i}`, 0])),
     });
-    let flooding = true;
     const answered: Record<string, number> = {};
-    const flood = Promise.all(
-      Array.from({ length: 32 }, async () => {
-        while (flooding) {
-          const answer = await fetch(`${gated.url}/tokens`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', 'bt-api-key': a.key() },
-            body,
-          });
-          const { code } = (await answer.json()) as { code: string };
-          answered[code] = (answered[code] ?? 0) + 1;
-          if (answer.status === 429) await sleep(1000 * Number(answer.headers.get('retry-after')));
-        }
-      }),
-    );
+    const flood = floodCreates(gated, a.key(), body, (_status, code) => {
+      answered[code] = (answered[code] ?? 0) + 1;
+    });
     await sleep(500);
     // Long enough (2-4 s) to span several of A's seconds of budget.
     const loaded = await sampleCreates(b, 600);
-    flooding = false;
-    await flood;
+    await flood.stop();
 
     expect(Object.keys(answered).sort()).toEqual(['TV_JSON_BUDGET_EXCEEDED', 'TV_TOKEN_DATA_TOO_MANY_NODES']);
     expect(percentile(loaded, 0.5)).toBeLessThan(10 * percentile(alone, 0.5));
