@@ -75,21 +75,26 @@ async function run(settings: Settings): Promise<void> {
   const cpuRows: string[][] = [];
   const pairRows: string[][] = [];
   try {
-    const tenant = await createTenantWithApplication(apiA.url, apiA.operatorKey, RULES);
+    // Two tenants: the replicas compared on one tenant's traffic, then on a tenant each (every audited request of a
+    // tenant moves that tenant's audit chain head, which replicas serving the same tenant contend for).
+    const tenants = [
+      await createTenantWithApplication(apiA.url, apiA.operatorKey, RULES),
+      await createTenantWithApplication(apiA.url, apiA.operatorKey, RULES),
+    ];
+    const tenant = tenants[0];
     const card = () =>
       JSON.stringify({
         type: 'card',
         data: { number: '4242424242424242', expiration_month: randomInt(1, 13), expiration_year: 2030, cvc: '123' },
       });
-    const ids: string[] = [];
-    for (let i = 0; i < 200; i++)
-      ids.push(
-        (
-          JSON.parse(await send(poolA, { method: 'POST', path: '/tokens', key: tenant.key, body: card() }, 201)) as {
-            id: string;
-          }
-        ).id,
-      );
+    const idsOf: string[][] = [[], []];
+    for (const [t, { key }] of tenants.entries()) {
+      for (let i = 0; i < 200; i++) {
+        const created = await send(poolA, { method: 'POST', path: '/tokens', key, body: card() }, 201);
+        idsOf[t].push((JSON.parse(created) as { id: string }).id);
+      }
+    }
+    const ids = idsOf[0];
     const salt = randomUUID();
     const formula = JSON.parse(
       await send(
@@ -126,13 +131,19 @@ async function run(settings: Settings): Promise<void> {
     );
 
     const pools = [poolA, poolB];
-    const kinds: Record<string, (pool: number) => Operation> = {
-      'token create (POST /tokens, card)': (p) => async () => {
-        await send(pools[p], { method: 'POST', path: '/tokens', key: tenant.key, body: card() }, 201);
-      },
-      'token read (GET /tokens/{id})': (p) => async () => {
-        await send(pools[p], { method: 'GET', path: `/tokens/${ids[randomInt(ids.length)]}`, key: tenant.key }, 200);
-      },
+    /** An operation sent to API A (pool 0) or B (pool 1), in tenant 0 unless told another (creates and reads). */
+    const kinds: Record<string, (pool: number, t?: number) => Operation> = {
+      'token create (POST /tokens, card)':
+        (p, t = 0) =>
+        async () => {
+          await send(pools[p], { method: 'POST', path: '/tokens', key: tenants[t].key, body: card() }, 201);
+        },
+      'token read (GET /tokens/{id})':
+        (p, t = 0) =>
+        async () => {
+          const id = idsOf[t][randomInt(idsOf[t].length)];
+          await send(pools[p], { method: 'GET', path: `/tokens/${id}`, key: tenants[t].key }, 200);
+        },
       'react (1 token arg)': (p) => async () => {
         const text = await send(
           pools[p],
@@ -179,27 +190,29 @@ async function run(settings: Settings): Promise<void> {
       ]);
     }
 
-    // One replica vs two, same total clients.
-    for (const name of ['token create (POST /tokens, card)', 'token read (GET /tokens/{id})']) {
+    // One replica vs two, same total clients, split in halves: both halves in one tenant, or a tenant each (then the
+    // one replica serves both tenants, and each of the two replicas one).
+    const half = Math.max(1, Math.floor(settings.concurrency / 2));
+    const halves = async (pool: (half: number) => number, name: string, second: number) => {
+      const results = await Promise.all([
+        runLoad(kinds[name](pool(0), 0), { ...window, concurrency: half }),
+        runLoad(kinds[name](pool(1), second), { ...window, concurrency: half }),
+      ]);
+      return results.reduce((sum, r) => sum + check(r, name).opsPerSecond, 0);
+    };
+    const pairs = ['token create (POST /tokens, card)', 'token read (GET /tokens/{id})'].flatMap((name) => [
+      { name, tenants: 'one tenant', second: 0 },
+      { name, tenants: 'a tenant per half', second: 1 },
+    ]);
+    for (const { name, tenants: split, second } of pairs) {
       const one: number[] = [];
       const two: number[] = [];
       const sides = {
-        one: async () => {
-          one.push(
-            check(await runLoad(kinds[name](0), { ...window, concurrency: settings.concurrency }), name).opsPerSecond,
-          );
-        },
-        two: async () => {
-          const half = Math.max(1, Math.floor(settings.concurrency / 2));
-          const results = await Promise.all([
-            runLoad(kinds[name](0), { ...window, concurrency: half }),
-            runLoad(kinds[name](1), { ...window, concurrency: half }),
-          ]);
-          two.push(results.reduce((sum, r) => sum + check(r, name).opsPerSecond, 0));
-        },
+        one: async () => one.push(await halves(() => 0, name, second)),
+        two: async () => two.push(await halves((h) => h, name, second)),
       };
       for (let round = 0; round < settings.rounds; round++) {
-        progress(`one vs two replicas: ${name}, round ${round + 1}`);
+        progress(`one vs two replicas: ${name}, ${split}, round ${round + 1}`);
         if (round % 2 === 0) {
           await sides.one();
           await sides.two();
@@ -210,6 +223,7 @@ async function run(settings: Settings): Promise<void> {
       }
       pairRows.push([
         name,
+        split,
         formatCount(median(one)),
         formatCount(median(two)),
         formatRatio(median(two) / median(one)),
@@ -245,9 +259,11 @@ async function run(settings: Settings): Promise<void> {
       pinned
         ? 'API A pinned to CPU 0, API B to CPU 1 (taskset); etcd, the worker and the clients float over both.'
         : 'not pinned (taskset missing, or fewer than 2 CPUs).',
-      `${settings.concurrency} clients in all: against A alone, or half against A and half against B; ${settings.rounds} rounds, alternating.`,
+      `${settings.concurrency} clients in all, in two halves: both against A, or one against A and one against B; the halves in one tenant,`,
+      `or a tenant each; ${settings.rounds} rounds, alternating.`,
       '',
-      table(['operation', 'one replica per s', 'two replicas per s', 'two / one', 'rounds'], pairRows, [
+      table(['operation', 'tenants', 'one replica per s', 'two replicas per s', 'two / one', 'rounds'], pairRows, [
+        'l',
         'l',
         'r',
         'r',
