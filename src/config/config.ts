@@ -358,12 +358,6 @@ export const SETTINGS = {
     description: 'Deadline of every etcd call (and of opening a watch); past it the request answers 503 TV_STORE_UNAVAILABLE',
     default: '5000',
   },
-  etcdDialTimeout: {
-    flag: 'etcd-dial-timeout-ms',
-    env: 'TOKENVAULT_ETCD_DIAL_TIMEOUT_MS',
-    description: 'Deadline of the check at start that etcd answers; past it the API process exits',
-    default: '2000',
-  },
   logLevel: { flag: 'log-level', env: 'TOKENVAULT_LOG_LEVEL', description: 'Log level', default: 'info' },
   operatorKey: { flag: 'operator-key', env: 'TOKENVAULT_OPERATOR_KEY', description: 'Operator key (prefer the file)' },
   operatorKeyFile: {
@@ -1065,7 +1059,6 @@ export function loadConfig(options: LoadOptions = {}): Config {
     const tls = { caFile: raw('etcdCa'), certFile: raw('etcdCert'), keyFile: raw('etcdKey') };
     if (tls.caFile || tls.certFile || tls.keyFile) store.tls = tls;
     store.requestTimeoutMs = integer('etcdRequestTimeout', 100, 600_000);
-    store.dialTimeoutMs = integer('etcdDialTimeout', 100, 600_000);
     if (Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
       problems.push(`${label('etcdCert')} and ${label('etcdKey')}: set both or neither`);
     }

@@ -270,9 +270,8 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
       audit,
     },
   };
-  // etcd answers before anything starts or listens: a wrong endpoint or certificate fails here within
-  // TOKENVAULT_ETCD_DIAL_TIMEOUT_MS, and a process that listens has reached etcd, which is all /readyz relies on.
-  await store.ping();
+  // The watches open on etcd (each within TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS) before the process listens: one that
+  // listens has reached etcd, which is all /readyz relies on (docs/adr/0007).
   await Promise.all([
     tenantDirectory.start(),
     cipher.start(),

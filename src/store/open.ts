@@ -10,9 +10,8 @@ export type StoreSpec =
       kind: 'etcd';
       endpoints: string[];
       tls?: { caFile?: string; certFile?: string; keyFile?: string };
-      /** Deadline of every call (TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS); of the API's ping at start (TOKENVAULT_ETCD_DIAL_TIMEOUT_MS). */
+      /** Deadline of every call (TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS). */
       requestTimeoutMs?: number;
-      dialTimeoutMs?: number;
     };
 
 /** Opening connects lazily: an unreachable etcd shows up on the first call (or ping), not here. */
@@ -25,7 +24,6 @@ export function openStore(spec: StoreSpec): Store {
         endpoints: spec.endpoints,
         tls: spec.tls,
         requestTimeoutMs: spec.requestTimeoutMs,
-        dialTimeoutMs: spec.dialTimeoutMs,
       });
   }
 }

@@ -106,17 +106,17 @@ test('logs never contain keys, nonces or request bodies', async () => {
   }
 });
 
-test('an API whose etcd does not answer at start fails within the dial timeout instead of listening', async () => {
+test('an API whose etcd does not answer at start fails within the request timeout instead of listening', async () => {
   const hung = await blackhole();
   try {
     const started = Date.now();
     await expect(
       startTestApi({
         TOKENVAULT_STORE: `etcd://${new URL(hung.endpoint).host}`,
-        TOKENVAULT_ETCD_DIAL_TIMEOUT_MS: '500',
+        TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS: '500',
       }),
     ).rejects.toMatchObject({ code: 'TV_STORE_UNAVAILABLE' });
-    // Within the dial timeout, not the 5 s request timeout of the watches it would otherwise have waited on.
+    // Its watches do not open within the deadline: it never listens, so it is never Ready (docs/adr/0007).
     expect(Date.now() - started).toBeLessThan(3_000);
   } finally {
     hung.close();

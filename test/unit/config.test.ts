@@ -30,21 +30,14 @@ test('etcd endpoints, TLS and secrets from files', () => {
     endpoints: ['https://a:2379', 'https://b:2379'],
     tls: { caFile: '/ca.pem', certFile: undefined, keyFile: undefined },
     requestTimeoutMs: 5000,
-    dialTimeoutMs: 2000,
   });
   expect(config.operatorKeyHash).toBe(hashKey(operatorKey));
   expect(config.keyEncryptionKeys).toEqual([Buffer.alloc(32, 7)]);
 });
 
-test('etcd deadlines are settings, and a bad one is refused by name', () => {
-  const config = loadConfig({
-    env: {
-      TOKENVAULT_STORE: 'etcd://a:2379',
-      TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS: '1500',
-      TOKENVAULT_ETCD_DIAL_TIMEOUT_MS: '700',
-    },
-  });
-  expect(config.store).toMatchObject({ requestTimeoutMs: 1500, dialTimeoutMs: 700 });
+test('the etcd deadline is a setting, and a bad one is refused by name', () => {
+  const config = loadConfig({ env: { TOKENVAULT_STORE: 'etcd://a:2379', TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS: '1500' } });
+  expect(config.store).toMatchObject({ requestTimeoutMs: 1500 });
   expect(() =>
     loadConfig({ env: { TOKENVAULT_STORE: 'etcd://a:2379', TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS: '0' } }),
   ).toThrow(/TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS: must be a whole number from 100/);
