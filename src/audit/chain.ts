@@ -1,21 +1,25 @@
-// Appending to a tenant's hash chain in etcd, with group commit: records are queued per tenant and written together,
+// Appending to a tenant's hash chains in etcd, with group commit: records are queued per tenant and written together,
 // up to etcd's operation limit per transaction (takeBatch), while the previous transaction of that tenant is in
 // flight. A record's promise resolves once its entry is committed, so a caller that awaits it (the HTTP middleware
 // does, before the response ends) never acknowledges a change whose entry was not stored.
 //
-// Replicas do not fork the chain: every append is one transaction that compares the tenant's chain head key
-// (`audit/head`, its mod revision) and moves it; a replica that lost the race reads the new head and tries again.
-// The head a process committed is kept with the revision it was committed at, so its next append needs no read.
-// The transaction also compares the tenant's registry record, so entries of a tenant deleted meanwhile are not
-// written back under its removed prefix.
+// Each API process appends to chains of its own: a tenant's log is one chain per process that wrote to it, its
+// "lane" (a random id the process picks at start), each with its own head (`audit/heads/<lane>`), all under one key
+// range ordered by time (docs/adr/0008-audit-lanes.md). One chain head for all replicas made every append of a tenant
+// a race between them: with two replicas serving one tenant, the losers read the head again and retried, and the pair
+// served 0.67 of one replica's creates. A process is the only writer of its lane, so its appends do not fail on the
+// head; the transaction still compares it (a process that picked a lane in use would be caught, not fork it), and
+// compares the tenant's registry record, so entries of a tenant deleted meanwhile are not written back under its
+// removed prefix. The head a process committed is kept with the revision it was committed at, so its next append
+// needs no read.
 //
 // A record may come with the writes of the change it describes (`appendWith`: a token create's compares and puts).
 // Those join the entries' transaction, so the change and its entry commit together or not at all: one round trip
 // instead of two, and no entry for a change that did not happen, nor a change whose entry was lost. When such a
-// transaction fails, etcd does not say which compare failed (the change's own, e.g. an id that exists, or the head's),
-// so every change in it is handed back unwritten (`undefined`) and its caller writes it alone, as without this, and
-// records its entry after; the plain records of the batch are appended again.
-import { randomUUID } from 'node:crypto';
+// transaction fails, etcd does not say which compare failed (the change's own, e.g. an id that exists, or the
+// tenant's record), so every change in it is handed back unwritten (`undefined`) and its caller writes it alone, as
+// without this, and records its entry after; the plain records of the batch are appended again.
+import { randomBytes, randomUUID } from 'node:crypto';
 import { Errors } from '../errors/registry.js';
 import { decode, encode } from '../store/codec.js';
 import { MAX_TXN_OPS } from '../store/common.js';
@@ -23,7 +27,10 @@ import { keys } from '../store/keys.js';
 import type { Compare, Store, TxnOp } from '../store/store.js';
 import { GENESIS, hashOf, type AuditEntry, type AuditRecord } from './entry.js';
 
-/** A lost race for the chain head is retried this many times (with a short random pause) before the append fails. */
+/**
+ * A failed transaction (the tenant's record was updated meanwhile, or a change's own compare failed) is tried again,
+ * with the head read afresh, this many times before the append fails.
+ */
 const MAX_ATTEMPTS = 20;
 
 export interface ChainHead {
@@ -33,15 +40,26 @@ export interface ChainHead {
   time: number;
 }
 
-/** How long a tenant that another replica also appends to is appended to without trying the cached head first. */
-const CONTENDED_MS = 10_000;
-
 const MAX_TIME = 9_999_999_999_999;
 const MAX_SEQ = 999_999_999_999_999;
 
-/** The entry's key below `audit/log/`: inverted time, then inverted seq, both fixed-width, so newest sorts first. */
-export function sortKey(timeMs: number, seq: number): string {
-  return `${String(MAX_TIME - timeMs).padStart(13, '0')}-${String(MAX_SEQ - seq).padStart(15, '0')}`;
+/** A new lane id: 12 hex digits, so that two processes picking the same one is not a concern. */
+export function newLane(): string {
+  return randomBytes(6).toString('hex');
+}
+
+/**
+ * The entry's key below `audit/log/`: inverted time, then inverted seq, both fixed-width, so newest sorts first, then
+ * its lane (entries of different lanes may share a time and a seq). Entries written before lanes have none.
+ */
+export function sortKey(timeMs: number, seq: number, lane: string): string {
+  const key = `${String(MAX_TIME - timeMs).padStart(13, '0')}-${String(MAX_SEQ - seq).padStart(15, '0')}`;
+  return lane === '' ? key : `${key}-${lane}`;
+}
+
+/** The seq and lane a sort key names (for an entry that cannot be read, its place in its chain). */
+export function seqAndLaneOfSortKey(key: string): { seq: number; lane: string } {
+  return { seq: MAX_SEQ - Number(key.slice(14, 29)), lane: key.slice(30) };
 }
 
 /** The key just before every entry of time `timeMs` or earlier (a range start: entries at or before the time). */
@@ -54,7 +72,7 @@ export function timeOfSortKey(key: string): number {
   return MAX_TIME - Number(key.slice(0, 13));
 }
 
-export const SORT_KEY_PATTERN = /^\d{13}-\d{15}$/;
+export const SORT_KEY_PATTERN = /^\d{13}-\d{15}(-[0-9a-f]{12})?$/;
 
 export class TenantGone extends Error {
   constructor(tenantId: string) {
@@ -89,8 +107,8 @@ const MAX_BATCH_BYTES = 512 * 1024;
 
 export interface AppendStats {
   /**
-   * Called after every committed transaction with its size and how many head races it lost first (to another replica
-   * moving the chain head; a change's own failed compare is not a race).
+   * Called after every committed transaction with its size and how many times it found the lane's head moved by
+   * another writer first (never, unless two processes picked one lane; a change's own failed compare is not counted).
    */
   onCommit?: (entries: number, conflicts: number) => void;
 }
@@ -101,13 +119,13 @@ export class ChainAppender {
   private readonly idle: Array<() => void> = [];
   /** Per tenant, the head this process committed last (one small entry per tenant it has written for). */
   private readonly heads = new Map<string, HeadState>();
-  /** Per tenant, until when its cached head is not tried (another replica appended meanwhile). */
-  private readonly contendedUntil = new Map<string, number>();
 
   constructor(
     private readonly store: Store,
     private readonly stats: AppendStats = {},
     private readonly now: () => number = Date.now,
+    /** This process's chain of each tenant (newLane); only a test gives one. */
+    readonly lane: string = newLane(),
   ) {}
 
   /** Queues the record; resolves with the stored entry once its transaction committed. */
@@ -121,11 +139,8 @@ export class ChainAppender {
    */
   appendWith(record: AuditRecord, writes: ChangeWrites): Promise<AuditEntry | undefined> {
     // A change that cannot share a transaction with its entry, the head's put and the two compares is written alone.
-    // So is one that deletes a prefix (it could meet any other change's keys), and any change of a tenant another
-    // replica appends to: its transactions would keep failing on the moved head, and each failure costs the change
-    // two more round trips (the failed transaction, then its own).
+    // So is one that deletes a prefix (it could meet any other change's keys).
     if (
-      (this.contendedUntil.get(record.tenant_id) ?? 0) > this.now() ||
       writes.success.length + 2 > MAX_TXN_OPS ||
       writes.compare.length + 2 > MAX_TXN_OPS ||
       writes.success.some((op) => op.type === 'deletePrefix')
@@ -174,20 +189,13 @@ export class ChainAppender {
 
   /** Commits the batch's entries (and changes), settling each pending record: resolved, or rejected by the caller. */
   private async commit(tenant: string, batch: Pending[]): Promise<void> {
-    const headKey = keys.auditHead(tenant);
+    const headKey = keys.auditHead(tenant, this.lane);
     const tenantKey = keys.tenant(tenant);
-    let known: HeadState | undefined;
-    /** The head revision the last failed attempt compared against: a different one read after it is a lost race. */
-    let failedAt: number | undefined;
+    let state = this.heads.get(tenant);
     let racesLost = 0;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      // The head this process wrote last is still the head unless another replica appended since: then the
-      // transaction's compare fails, and the head is read again. So a steady writer needs one round trip per batch.
-      const contended = (this.contendedUntil.get(tenant) ?? 0) > this.now();
-      const cached = known ?? (contended ? undefined : this.heads.get(tenant));
-      const state = cached ?? (await this.read(tenant));
-      if (failedAt !== undefined && state.headRevision !== failedAt) racesLost++;
-      known = undefined;
+      // The head this process wrote last is still its lane's head: a steady writer needs one round trip per batch.
+      state ??= await this.read(tenant);
       let head = state.head;
       const time = Math.max(this.now(), head.time);
       const entries: AuditEntry[] = [];
@@ -200,6 +208,7 @@ export class ChainAppender {
         const unhashed = {
           ...record,
           id: randomUUID(),
+          lane: this.lane,
           seq: head.seq + 1,
           created_at: new Date(time).toISOString(),
           prev_hash: head.hash,
@@ -212,7 +221,7 @@ export class ChainAppender {
         }
         ops.push({
           type: 'put',
-          key: keys.auditEntry(tenant, sortKey(time, entry.seq)),
+          key: keys.auditEntry(tenant, sortKey(time, entry.seq, this.lane)),
           value: encode('audit-entry', entry),
         });
         head = { seq: entry.seq, hash: entry.hash, time };
@@ -225,39 +234,26 @@ export class ChainAppender {
         batch.forEach((p, i) => p.resolve(entries[i]));
         return;
       }
-      this.heads.delete(tenant);
-      failedAt = state.headRevision;
+      // The head and the tenant's record are read again: the record may have been updated (or the tenant deleted:
+      // TenantGone), or a change's own compare failed. A head that moved is another writer in this lane.
+      const fresh = await this.read(tenant);
+      if (fresh.headRevision !== state.headRevision) racesLost++;
+      this.heads.set(tenant, fresh);
+      state = fresh;
       // A failed transaction with changes in it: which compare failed is unknown, so the changes go back to their
       // callers unwritten, and the plain records are appended again.
-      const changes = batch.filter((p) => p.writes !== undefined);
-      if (changes.length > 0) {
-        for (const p of changes) p.resolve(undefined);
+      if (batch.some((p) => p.writes !== undefined)) {
+        for (const p of batch) if (p.writes !== undefined) p.resolve(undefined);
         batch = batch.filter((p) => p.writes === undefined);
-        // The head read again tells whether another replica moved it, or something else failed (a change's own
-        // compare, or the tenant's record was updated): only the first is contention.
-        const fresh = await this.read(tenant);
-        if (cached && fresh.headRevision !== state.headRevision)
-          this.contendedUntil.set(tenant, this.now() + CONTENDED_MS);
-        else this.heads.set(tenant, fresh);
         if (batch.length === 0) return;
-        known = fresh;
-        continue;
-      }
-      if (cached) {
-        // Another replica appends to this tenant too: for a while, read the head first (two round trips) rather
-        // than try the cached one and fail (three).
-        this.contendedUntil.set(tenant, this.now() + CONTENDED_MS);
-      } else {
-        // A race lost to another replica: a short random pause before reading again.
-        await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * (attempt + 1)));
       }
     }
-    throw new Error(`audit chain head of tenant ${tenant} kept moving: ${MAX_ATTEMPTS} appends lost the race`);
+    throw new Error(`audit chain of tenant ${tenant} (lane ${this.lane}): ${MAX_ATTEMPTS} appends failed`);
   }
 
   /** The tenant's chain head and the revisions to compare; TenantGone when the tenant no longer exists. */
   private async read(tenant: string): Promise<HeadState> {
-    const headKey = keys.auditHead(tenant);
+    const headKey = keys.auditHead(tenant, this.lane);
     const tenantKey = keys.tenant(tenant);
     const found = await this.store.getMany([headKey, tenantKey]);
     const tenantEntry = found.get(tenantKey);

@@ -1,6 +1,7 @@
 // What one audit-log entry is, and how entries are chained: each entry carries the hash of the entry before it in its
-// tenant's log, and its own hash over the canonical JSON of everything else (prev_hash included), so changing,
-// removing or reordering a stored entry breaks a link that `tokenvault audit verify` finds.
+// chain (a tenant has one per API process that wrote to it: its lane, see chain.ts), and its own hash over the
+// canonical JSON of everything else (prev_hash and lane included), so changing, removing or reordering a stored entry
+// breaks a link that `tokenvault audit verify` finds.
 import { createHash } from 'node:crypto';
 
 /** The kinds of things an entry is about: the fixed list GET /logs/entity-types answers. */
@@ -40,14 +41,16 @@ export interface AuditRecord {
   line_only?: true;
 }
 
-/** An entry as stored: the record, its place in the tenant's chain, and the chain's hashes. */
+/** An entry as stored: the record, its place in one of the tenant's chains, and the chain's hashes. */
 export interface AuditEntry extends AuditRecord {
   id: string;
-  /** 1, 2, 3, … per tenant, with no gaps. */
+  /** The chain (one per API process that wrote to the tenant) it is in; absent in entries written before lanes. */
+  lane?: string;
+  /** 1, 2, 3, … per lane, with no gaps. */
   seq: number;
   /** ISO 8601; never earlier than the entry before it (see chain.ts). */
   created_at: string;
-  /** `hash` of the entry before (seq - 1); GENESIS for the first entry. */
+  /** `hash` of the lane's entry before (seq - 1); GENESIS for its first entry. */
   prev_hash: string;
   /** sha-256 (hex) of the canonical JSON of every other field. */
   hash: string;

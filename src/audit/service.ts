@@ -43,7 +43,7 @@ export interface AuditOptions {
   /** Pages of one tenant read at once and waiting (TOKENVAULT_SCAN_TENANT_CONCURRENCY, _QUEUE_LENGTH). */
   scanGate?: TenantGateLimits;
   /** Told of every committed entry: keeps each tenant's log within TOKENVAULT_AUDIT_ENTRIES_PER_TENANT. */
-  retention?: { appended(tenantId: string, seq: number): void };
+  retention?: { appended(tenantId: string): void };
 }
 
 /** Entries read per store call while listing. */
@@ -91,7 +91,7 @@ export class AuditLog {
     try {
       const entry = await this.appender.append(record);
       this.counters?.entry('committed');
-      this.options.retention?.appended(entry.tenant_id, entry.seq);
+      this.options.retention?.appended(entry.tenant_id);
       this.lines.info({ audit: logged(entry) }, 'audit');
     } catch (error) {
       const gone = error instanceof TenantGone;
@@ -121,7 +121,7 @@ export class AuditLog {
     }
     if (!entry) return false;
     this.counters?.entry('committed');
-    this.options.retention?.appended(entry.tenant_id, entry.seq);
+    this.options.retention?.appended(entry.tenant_id);
     this.lines.info({ audit: logged(entry) }, 'audit');
     return true;
   }
@@ -213,5 +213,12 @@ export class AuditLog {
 
 /** The log line's fields: the entry with its chain position, for matching against the store. */
 function logged(entry: AuditEntry): Record<string, unknown> {
-  return { ...publicEntry(entry), key_id: entry.key_id, seq: entry.seq, hash: entry.hash, trace_id: entry.trace_id };
+  return {
+    ...publicEntry(entry),
+    key_id: entry.key_id,
+    lane: entry.lane,
+    seq: entry.seq,
+    hash: entry.hash,
+    trace_id: entry.trace_id,
+  };
 }

@@ -1,15 +1,21 @@
-// Verification of a tenant's chain: every entry's hash is recomputed, every entry must link to the one before it
-// (prev_hash and seq), the oldest retained entry to the anchor the retention sweep left (or to GENESIS), and the
-// newest to the chain head. Entries are read newest first (their key order), a page at a time.
+// Verification of a tenant's chains (one per lane: the API processes that wrote to it, see chain.ts): every entry's
+// hash is recomputed, every entry must link to the one before it in its lane (prev_hash and seq), each lane's oldest
+// retained entry to the anchor the retention sweep left (or to GENESIS), and its newest to the lane's head. Entries
+// are read newest first (their key order, all lanes interleaved by time), a page at a time.
+//
+// What it cannot see: a whole lane removed, head and anchor with every entry (as a whole tenant's log removed with its
+// head could not be seen before lanes). The audit lines the API logs for every entry are the copy outside etcd.
 import { decode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
-import type { Store } from '../store/store.js';
-import type { ChainHead } from './chain.js';
+import type { Entry, Store } from '../store/store.js';
+import { seqAndLaneOfSortKey, type ChainHead } from './chain.js';
 import { GENESIS, hashOf, type AuditEntry } from './entry.js';
 import type { Anchor } from './retention.js';
 
 export interface Break {
-  /** The seq of the entry whose link is broken (0: the chain head or anchor). */
+  /** The lane of the broken link ('' for entries written before lanes). */
+  lane: string;
+  /** The seq of the entry whose link is broken (the head's or anchor's seq when it is theirs). */
   seq: number;
   key: string;
   reason: string;
@@ -18,84 +24,109 @@ export interface Break {
 export interface Verdict {
   tenantId: string;
   entries: number;
-  /** Breaks, oldest first; empty when the chain is intact. */
+  /** Chains walked: lanes with a head or with entries. */
+  lanes: number;
+  /** Breaks, by lane, oldest first; empty when every chain is intact. */
   breaks: Break[];
 }
 
 const PAGE = 500;
 
+/** What the walk knows of one lane. */
+interface LaneWalk {
+  head?: ChainHead;
+  headSeen: boolean;
+  /** The lane's entry read last: the oldest seen so far. */
+  newer?: { entry: AuditEntry; key: string };
+}
+
 export async function verifyChain(store: Store, tenantId: string): Promise<Verdict> {
   const prefix = keys.auditLog(tenantId);
-  // The head is read before the walk: entries appended during the walk have a higher seq and are only link-checked.
-  const headEntry = await store.get(keys.auditHead(tenantId));
-  const head = headEntry ? decode<ChainHead>('audit-head', headEntry.value) : undefined;
+  // The heads are read before the walk: entries appended during the walk have a higher seq and are only link-checked.
+  const lanes = new Map<string, LaneWalk>();
+  const lane = (id: string) => lanes.get(id) ?? lanes.set(id, { headSeen: false }).get(id)!;
+  for (const [id, item] of await byLane(store, keys.auditHead(tenantId, ''), keys.auditHeads(tenantId)))
+    lane(id).head = decode<ChainHead>('audit-head', item.value);
   const breaks: Break[] = [];
   let entries = 0;
-  let headSeen = false;
-  // The entry read just before (one newer than) the current one.
-  let newer: { entry: AuditEntry; key: string } | undefined;
   let after: string | undefined;
   for (;;) {
     const page = await store.range(prefix, { startAfter: after, limit: PAGE });
     for (const item of page) {
       entries++;
+      const place = seqAndLaneOfSortKey(item.key.slice(prefix.length));
+      const walk = lane(place.lane);
       let entry: AuditEntry;
       try {
         entry = decode<AuditEntry>('audit-entry', item.value);
+        if ((entry.lane ?? '') !== place.lane || entry.seq !== place.seq) throw new Error('not at its key');
       } catch {
-        breaks.push({ seq: newer ? newer.entry.seq - 1 : 0, key: item.key, reason: 'not a readable entry' });
-        newer = undefined;
+        breaks.push({ lane: place.lane, seq: place.seq, key: item.key, reason: 'not a readable entry at its key' });
+        walk.newer = undefined;
         continue;
       }
-      if (hashOf(entry) !== entry.hash) {
-        breaks.push({ seq: entry.seq, key: item.key, reason: 'content does not match its hash (altered)' });
-      }
+      const broken = (seq: number, key: string, reason: string) => breaks.push({ lane: place.lane, seq, key, reason });
+      if (hashOf(entry) !== entry.hash) broken(entry.seq, item.key, 'content does not match its hash (altered)');
+      const { head } = walk;
       if (!head) {
-        if (entries === 1)
-          breaks.push({ seq: entry.seq, key: item.key, reason: 'entries exist but the chain head is missing' });
+        if (!walk.headSeen) broken(entry.seq, item.key, 'entries exist but the chain head is missing');
+        walk.headSeen = true;
       } else if (entry.seq === head.seq) {
-        headSeen = true;
-        if (entry.hash !== head.hash)
-          breaks.push({ seq: entry.seq, key: item.key, reason: 'the entry the chain head names was replaced' });
-      } else if (entry.seq < head.seq && !headSeen) {
-        headSeen = true;
-        breaks.push({
-          seq: head.seq,
-          key: keys.auditHead(tenantId),
-          reason: `the newest entries are gone: the chain head names seq ${head.seq}, the newest entry is seq ${entry.seq}`,
-        });
+        walk.headSeen = true;
+        if (entry.hash !== head.hash) broken(entry.seq, item.key, 'the entry the chain head names was replaced');
+      } else if (entry.seq < head.seq && !walk.headSeen) {
+        walk.headSeen = true;
+        broken(
+          head.seq,
+          keys.auditHead(tenantId, place.lane),
+          `the newest entries are gone: the chain head names seq ${head.seq}, the newest entry is seq ${entry.seq}`,
+        );
       }
+      const { newer } = walk;
       if (newer && (newer.entry.prev_hash !== entry.hash || newer.entry.seq !== entry.seq + 1)) {
-        breaks.push({
-          seq: newer.entry.seq,
-          key: newer.key,
-          reason: `does not link to the entry before it (seq ${entry.seq}): removed, reordered or altered`,
-        });
+        broken(
+          newer.entry.seq,
+          newer.key,
+          `does not link to the entry before it (seq ${entry.seq}): removed, reordered or altered`,
+        );
       }
-      newer = { entry, key: item.key };
+      walk.newer = { entry, key: item.key };
     }
     if (page.length < PAGE) break;
     after = page[page.length - 1].key;
   }
-  // The anchor is read after the walk: a sweep during the walk may have moved it past the oldest entry seen, which
+  // The anchors are read after the walk: a sweep during the walk may have moved one past the oldest entry seen, which
   // is then gone and no longer needs to link anywhere.
-  const anchorEntry = await store.get(keys.auditAnchor(tenantId));
-  const anchor = anchorEntry ? decode<Anchor>('audit-anchor', anchorEntry.value) : undefined;
-  if (newer) {
-    const start = anchor ?? { seq: 0, hash: GENESIS };
-    const swept = anchor !== undefined && newer.entry.seq <= anchor.seq;
-    if (!swept && (newer.entry.prev_hash !== start.hash || newer.entry.seq !== start.seq + 1)) {
-      breaks.push({
-        seq: newer.entry.seq,
-        key: newer.key,
-        reason: anchor
-          ? `oldest retained entry does not link to the retention anchor (seq ${anchor.seq})`
-          : 'oldest entry is not the first of the chain (seq 1 after GENESIS): entries removed',
-      });
+  const anchors = await byLane(store, keys.auditAnchor(tenantId, ''), keys.auditAnchors(tenantId));
+  for (const [id, walk] of lanes) {
+    const anchorEntry = anchors.get(id);
+    const anchor = anchorEntry ? decode<Anchor>('audit-anchor', anchorEntry.value) : undefined;
+    const broken = (seq: number, key: string, reason: string) => breaks.push({ lane: id, seq, key, reason });
+    const { newer, head } = walk;
+    if (newer) {
+      const start = anchor ?? { seq: 0, hash: GENESIS };
+      const swept = anchor !== undefined && newer.entry.seq <= anchor.seq;
+      if (!swept && (newer.entry.prev_hash !== start.hash || newer.entry.seq !== start.seq + 1)) {
+        broken(
+          newer.entry.seq,
+          newer.key,
+          anchor
+            ? `oldest retained entry does not link to the retention anchor (seq ${anchor.seq})`
+            : 'oldest entry is not the first of the chain (seq 1 after GENESIS): entries removed',
+        );
+      }
+    } else if (head && head.seq !== (anchor?.seq ?? 0)) {
+      broken(head.seq, keys.auditHead(tenantId, id), 'the chain head names entries that are gone');
     }
-  } else if (head && head.seq !== (anchor?.seq ?? 0)) {
-    breaks.push({ seq: head.seq, key: keys.auditHead(tenantId), reason: 'the chain head names entries that are gone' });
   }
-  breaks.sort((a, b) => a.seq - b.seq);
-  return { tenantId, entries, breaks };
+  breaks.sort((a, b) => (a.lane === b.lane ? a.seq - b.seq : a.lane < b.lane ? -1 : 1));
+  return { tenantId, entries, lanes: lanes.size, breaks };
+}
+
+/** The records at `legacy` (lane '') and under `prefix` (one per lane), by lane. */
+async function byLane(store: Store, legacy: string, prefix: string): Promise<Map<string, Entry>> {
+  const [old, current] = await Promise.all([store.get(legacy), store.range(prefix)]);
+  const found = new Map(current.map((item) => [item.key.slice(prefix.length), item] as const));
+  if (old) found.set('', old);
+  return found;
 }

@@ -106,11 +106,11 @@ const API_METRICS = {
     help: 'Audit entries per committed etcd transaction (group commit)',
     buckets: [1, 2, 4, 8, 16, 32, 64, 127],
   },
-  /** Appends that lost the race for a tenant's chain head to another replica and were retried. */
+  /** Appends retried because their lane's head was moved by another writer: two processes picked one lane. */
   auditConflicts: {
     type: 'counter',
     name: 'tokenvault_audit_chain_conflicts_total',
-    help: 'Audit appends retried because another replica moved the chain head first',
+    help: "Audit appends retried because another writer moved the lane's chain head first (expected to stay 0)",
   },
 } as const satisfies MetricTable;
 

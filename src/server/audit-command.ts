@@ -1,5 +1,5 @@
-// `tokenvault audit verify [--tenant <id>]`: walks each tenant's audit chain in etcd (src/audit/verify.ts) and reports
-// the first broken link. Exit 0: every chain intact; 1: a link is broken (or the store could not be read); 2: usage.
+// `tokenvault audit verify [--tenant <id>]`: walks each tenant's audit chains in etcd (one per lane, src/audit/verify.ts)
+// and reports the first broken link. Exit 0: every chain intact; 1: a link is broken (or the store could not be read); 2: usage.
 import { parseArgs } from 'node:util';
 import { verifyChain } from '../audit/verify.js';
 import { loadConfig } from '../config/config.js';
@@ -48,13 +48,16 @@ export async function auditCommand(argv: string[]): Promise<number> {
     for (const id of tenants) {
       const verdict = await verifyChain(store, id);
       if (verdict.breaks.length === 0) {
-        process.stdout.write(`audit verify: tenant ${id}: ${verdict.entries} entries, chain intact\n`);
+        process.stdout.write(
+          `audit verify: tenant ${id}: ${verdict.entries} entries in ${verdict.lanes} lanes, chain intact\n`,
+        );
         continue;
       }
       broken++;
       const first = verdict.breaks[0];
       process.stdout.write(
-        `audit verify: tenant ${id}: ${verdict.entries} entries, BROKEN at seq ${first.seq} (${first.key}): ${first.reason}` +
+        `audit verify: tenant ${id}: ${verdict.entries} entries in ${verdict.lanes} lanes, BROKEN at seq ${first.seq}` +
+          ` of lane '${first.lane}' (${first.key}): ${first.reason}` +
           (verdict.breaks.length > 1 ? `; ${verdict.breaks.length - 1} more broken links after it` : '') +
           '\n',
       );

@@ -145,15 +145,21 @@ export const keys = {
   tokenIntents: (tenantId: string) => `${ROOT}t/${tenantId}/token-intents/`,
   tokenIntent: (tenantId: string, id: string) => `${ROOT}t/${tenantId}/token-intents/${id}`,
   /**
-   * Audit log (src/audit): entries under `audit/log/<inverted time>-<inverted seq>`, so key order is newest first and
-   * a time window is one key range; `audit/head` is the chain head every append compares and moves (the newest
-   * entry's seq, hash and time); `audit/anchor` is the hash of the newest entry the retention sweep removed, where
-   * the retained chain starts.
+   * Audit log (src/audit): one hash chain per API process that wrote to the tenant (its lane), all entries under
+   * `audit/log/<inverted time>-<inverted seq>-<lane>`, so key order is newest first and a time window is one key range;
+   * `audit/heads/<lane>` is the head the lane's appends compare and move (its newest entry's seq, hash and time);
+   * `audit/anchors/<lane>` is the seq and hash of the lane's newest entry the retention sweep removed, where its
+   * retained chain starts. Entries written before lanes have no lane in their key; their chain's head and anchor are
+   * `audit/head` and `audit/anchor` (lane '').
    */
   auditLog: (tenantId: string) => `${ROOT}t/${tenantId}/audit/log/`,
   auditEntry: (tenantId: string, sortKey: string) => `${ROOT}t/${tenantId}/audit/log/${sortKey}`,
-  auditHead: (tenantId: string) => `${ROOT}t/${tenantId}/audit/head`,
-  auditAnchor: (tenantId: string) => `${ROOT}t/${tenantId}/audit/anchor`,
+  auditHeads: (tenantId: string) => `${ROOT}t/${tenantId}/audit/heads/`,
+  auditHead: (tenantId: string, lane: string) =>
+    lane === '' ? `${ROOT}t/${tenantId}/audit/head` : `${ROOT}t/${tenantId}/audit/heads/${lane}`,
+  auditAnchors: (tenantId: string) => `${ROOT}t/${tenantId}/audit/anchors/`,
+  auditAnchor: (tenantId: string, lane: string) =>
+    lane === '' ? `${ROOT}t/${tenantId}/audit/anchor` : `${ROOT}t/${tenantId}/audit/anchors/${lane}`,
 
   /** API-key index: `apikeys/<sha-256 of the key>` → the principal the key authenticates as. */
   apiKeys: `${ROOT}apikeys/`,

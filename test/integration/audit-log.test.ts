@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
+import { atOrBefore, sortKey } from '../../src/audit/chain.js';
+import { GENESIS, hashOf, type AuditEntry } from '../../src/audit/entry.js';
 import { AuditRetention } from '../../src/audit/retention.js';
 import { AUDITED_ROUTES } from '../../src/audit/routes.js';
 import { AuditLog } from '../../src/audit/service.js';
@@ -378,7 +380,7 @@ describe('secrets stay out', () => {
 });
 
 describe('the hash chain', () => {
-  test('two writers appending to one tenant at once do not fork the chain', async () => {
+  test('three writers appending to one tenant at once: each writes a chain of its own (its lane), none forks', async () => {
     const { tenantId: id } = await createTenant(api.url, api.operatorKey);
     const silent = createLogger('silent');
     const stores = [0, 1, 2].map(() => openStore({ kind: 'etcd', endpoints: testEtcdEndpoints().split(',') }));
@@ -399,14 +401,67 @@ describe('the hash chain', () => {
     await Promise.all(stores.map((own) => own.close()));
     const verdict = await verifyChain(store, id);
     expect(verdict.breaks).toEqual([]);
-    expect(verdict.entries).toBe(151); // with the tenant's creation
-    const seqs = (await store.range(keys.auditLog(id))).map((e) => JSON.parse(e.value).seq as number);
-    expect(seqs).toEqual(Array.from({ length: 151 }, (_, i) => 151 - i));
+    expect(verdict).toMatchObject({ entries: 151, lanes: 4 }); // with the tenant's creation, by the API's lane
+    const entries = (await store.range(keys.auditLog(id))).map((e) => JSON.parse(e.value) as Log & AuditEntry);
+    const seqsByLane = lanesOf(entries);
+    expect([...seqsByLane.values()].map((seqs) => seqs.length).sort((a, b) => a - b)).toEqual([1, 50, 50, 50]);
+    for (const seqs of seqsByLane.values()) expect(seqs).toEqual(seqs.map((_, i) => seqs.length - i));
+    // The retention sweep of the older half anchors each lane where its entries were cut, and every chain still
+    // verifies; the writers' next entries link on.
+    const middle = Date.parse(entries[75].created_at);
+    expect(await new AuditRetention(store, createLogger('silent'), 1, 3600).sweepTenant(id, middle)).toBeGreaterThan(0);
+    expect((await store.range(keys.auditAnchors(id))).length).toBeGreaterThanOrEqual(2);
+    expect((await verifyChain(store, id)).breaks).toEqual([]);
+  });
+
+  test('entries written before lanes (one chain, audit/head) are read, verified and swept beside the lanes', async () => {
+    const { tenantId: id } = await createTenant(api.url, api.operatorKey);
+    // Three entries as a release without lanes wrote them: keys without a lane, the head at audit/head.
+    let prev = GENESIS;
+    const start = Date.now() - 10_000;
+    for (let seq = 1; seq <= 3; seq++) {
+      const unhashed = {
+        tenant_id: id,
+        actor_type: 'operator' as const,
+        entity_type: 'tenant' as const,
+        entity_id: id,
+        operation: 'update' as const,
+        message: `Updated the tenant (${seq})`,
+        id: randomUUID(),
+        seq,
+        created_at: new Date(start + seq).toISOString(),
+        prev_hash: prev,
+      };
+      const entry = { ...unhashed, hash: hashOf(unhashed) };
+      await store.put(keys.auditEntry(id, sortKey(start + seq, seq, '')), JSON.stringify(entry));
+      await store.put(keys.auditHead(id, ''), JSON.stringify({ seq, hash: entry.hash, time: start + seq }));
+      prev = entry.hash;
+    }
+    expect(await verifyChain(store, id)).toMatchObject({ breaks: [], lanes: 2 });
+    const listed = await new AuditLog(store, createLogger('silent'), { scanLimit: 1000 }).list(id, { size: 10 });
+    expect(listed.data.map((e) => e.message)).toEqual([
+      'Created the tenant (operator)',
+      'Updated the tenant (3)',
+      'Updated the tenant (2)',
+      'Updated the tenant (1)',
+    ]);
+    // A removed old entry is still found; the sweep anchors the old chain at audit/anchor.
+    const [third, second] = await store.range(keys.auditLog(id), {
+      startAfter: keys.auditLog(id) + atOrBefore(start + 3),
+    });
+    await store.delete(second.key);
+    expect((await verifyChain(store, id)).breaks).toEqual([
+      expect.objectContaining({ lane: '', seq: 3, key: third.key, reason: expect.stringContaining('does not link') }),
+    ]);
+    await store.put(second.key, second.value);
+    expect(await new AuditRetention(store, createLogger('silent'), 1, 3600).sweepTenant(id, start + 3)).toBe(2);
+    expect(JSON.parse((await store.get(keys.auditAnchor(id, '')))!.value)).toMatchObject({ seq: 2 });
+    expect((await verifyChain(store, id)).breaks).toEqual([]);
   });
 
   test('token creates through two APIs at once: each token and its entry are written together, once; the chain does not fork', async () => {
-    // Two API replicas on one etcd: each commits its creates with their entries in shared transactions that move
-    // the tenant's chain head (compare-and-swap), so the other's transactions keep failing and falling back.
+    // Two API replicas on one etcd: each commits its creates with their entries in shared transactions that move its
+    // own lane's head, so neither's transactions fail on the other's appends.
     const second = await startTestApi({}, undefined, { operatorKey: api.operatorKey });
     try {
       const { tenantId: id, managementKey } = await createTenant(api.url, api.operatorKey);
@@ -435,9 +490,9 @@ describe('the hash chain', () => {
       expect(created).toHaveLength(76);
 
       const verdict = await verifyChain(store, id);
-      expect(verdict.breaks).toEqual([]);
-      const entries = (await store.range(keys.auditLog(id))).map((e) => JSON.parse(e.value) as Log & { seq: number });
-      expect(entries.map((e) => e.seq)).toEqual(Array.from({ length: entries.length }, (_, i) => entries.length - i));
+      expect(verdict).toMatchObject({ breaks: [], lanes: 2 });
+      const entries = (await store.range(keys.auditLog(id))).map((e) => JSON.parse(e.value) as Log & AuditEntry);
+      for (const seqs of lanesOf(entries).values()) expect(seqs).toEqual(seqs.map((_, i) => seqs.length - i));
       const creates = entries.filter((e) => e.entity_type === 'token' && e.operation === 'create');
       // Every created token has exactly one entry; the refused creates of the taken id have none.
       expect(creates.map((e) => e.entity_id).sort()).toEqual([taken, ...created].sort());
@@ -520,10 +575,10 @@ describe('the hash chain', () => {
     expect((await store.get(fresh))?.value).toBe('1');
     expect((await verifyChain(store, id)).breaks).toEqual([]);
     expect(conflicts).toBe(0);
-    // Another writer moves the head this one cached: that is a race lost, and counted.
+    // Another writer (a replica) appends to the tenant in its own lane: this one's cached head is still its lane's.
     await new AuditLog(store, createLogger('silent'), { scanLimit: 1000 }).record({ ...record, entity_id: 'other' });
     await writer.record({ ...record, entity_id: 'after', operation: 'read', message: 'Read a token' });
-    expect(conflicts).toBe(1);
+    expect(conflicts).toBe(0);
     expect((await verifyChain(store, id)).breaks).toEqual([]);
   });
 
@@ -593,7 +648,7 @@ describe('the hash chain', () => {
     expect(cut.stdout).toContain('newest entries are gone');
     await store.put(entries[0].key, entries[0].value);
     // Without --tenant: every tenant (other test files' tenants too, so only this one's line is asserted).
-    expect((await verify()).stdout).toMatch(new RegExp(`tenant ${tenantId}: \\d+ entries, chain intact`));
+    expect((await verify()).stdout).toMatch(new RegExp(`tenant ${tenantId}: \\d+ entries in 1 lanes, chain intact`));
   }, 60_000);
 });
 
@@ -612,13 +667,20 @@ describe('retention', () => {
     expect(await retention.sweepTenant(id, cutoff)).toBe(4);
     const left = (await logs('?size=100', tenant)).data;
     expect(left.map((e) => e.message)).toEqual(['Created an application']);
-    expect((await store.get(keys.auditAnchor(id)))?.value).toBeDefined();
+    expect(await store.range(keys.auditAnchors(id))).toHaveLength(1);
     expect((await verifyChain(store, id)).breaks).toEqual([]);
     // New entries keep chaining on.
     await tenant.post('/applications', { body: { name: 'newer', type: 'private', permissions: [] } });
     expect((await verifyChain(store, id)).breaks).toEqual([]);
   });
 });
+
+/** Each lane's seqs, newest first (the entries are in key order). */
+function lanesOf(entries: AuditEntry[]): Map<string, number[]> {
+  const lanes = new Map<string, number[]>();
+  for (const entry of entries) lanes.set(entry.lane ?? '', [...(lanes.get(entry.lane ?? '') ?? []), entry.seq]);
+  return lanes;
+}
 
 /** `tokenvault audit verify` from dist/ against the test etcd. */
 function verify(tenant?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
