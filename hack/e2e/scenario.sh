@@ -17,7 +17,8 @@
 #      Then etcd (on a hostPath PersistentVolume) away for 20 s: 503 with Retry-After while it is away, never a refused
 #      connection (the API stays Ready), nothing lost.
 #   6. helm upgrade with one changed value completes on this 2-CPU node and keeps every token.
-#   7. a rolling restart of the API under load: no error, no dropped connection.
+#   7. a rolling restart of the API under load: no error, no dropped connection. Then `tokenvault audit verify` in an
+#      API pod: every tenant's audit log intact, the load's tenant written in several lanes (one per API process).
 #   8. controller failover: two replicas, the leader's process frozen (SIGSTOP); the standby takes the Lease within
 #      the lease duration plus its retry periods and reconciles a formula changed meanwhile; thawed, the old leader
 #      does not take the Lease back.
@@ -585,6 +586,16 @@ restart_api() {
 }
 under_load "$LOAD_SECONDS" rolling-restart restart_api
 check_load "$WORK/rolling-restart.json" "API rolling restart" no
+
+step "every tenant's audit log verifies after the faults (a lane per API process that wrote to it)"
+# The loads above went through API pods that were deleted, restarted and cut off from etcd: each appended to its own
+# lane of the tenant's log (docs/adr/0008-audit-lanes.md). `tokenvault audit verify` in an API pod (its environment
+# names etcd and its client certificate) walks every tenant's lanes: no link broken, no acknowledged entry missing.
+out=$(kubectl -n "$NAMESPACE" exec "$(pod_name "$API_PODS")" -- node --no-node-snapshot dist/cli.js audit verify 2>&1) ||
+  die "tokenvault audit verify found a broken chain (or could not run): $(echo "$out" | tail -n 5)"
+lanes=$(echo "$out" | grep -o 'in [0-9]* lanes' | awk '{ if ($2 > max) max = $2 } END { print max + 0 }')
+(( lanes >= 2 )) || die "expected a tenant written by several API processes (lanes), found at most $lanes: $out"
+note "$(echo "$out" | tail -n 1); at most $lanes lanes in one tenant"
 
 step "controller failover: the leader frozen, the standby takes over within the lease, a changed formula answers"
 # Two controller replicas (CHART_VALUES): one holds the Lease and reconciles, the other stands by. The leader's
