@@ -12,6 +12,11 @@
 // (its own appends since it last counted; a replica's are not seen), deletes the oldest entries down to it
 // (`appended`), and the periodic sweep does for every tenant (after a restart, or when that failed). A tenant's own
 // count (Tenant spec.limits.auditEntries, the tenant record's limits.audit_entries) replaces the setting for it.
+//
+// A trim counts the entries, then finds by counts where to cut: a trim (or sweep) of the same tenant deleting
+// meanwhile would make it cut past what it must. So one process at a time trims or sweeps a tenant: it holds the
+// tenant's `audit/trimming` key, created on a 60 s lease (a process that dies holding it holds it no longer than
+// that); a process that finds it taken leaves the tenant to its holder.
 import { LRUCache } from 'lru-cache';
 import { PeriodicPass } from '../domain/periodic.js';
 import type { TenantLimitsSource } from '../domain/tenant-limits.js';
@@ -24,6 +29,9 @@ import { atOrBefore, timeOfSortKey } from './chain.js';
 import type { AuditEntry } from './entry.js';
 
 const BATCH = 100;
+
+/** How long a trim lock outlives a process that died holding it. */
+const LOCK_SECONDS = 60;
 
 export interface Anchor {
   seq: number;
@@ -67,10 +75,12 @@ export class AuditRetention {
     let deleted = 0;
     for (const tenant of await this.store.range(keys.tenants)) {
       const tenantId = tenant.key.slice(keys.tenants.length);
-      deleted += await this.sweepTenant(tenantId, cutoff);
       const { limits } = decode<{ limits?: TenantRecordLimits }>('tenant', tenant.value);
       const keep = limits?.audit_entries ?? this.entriesPerTenant;
-      if (keep > 0) deleted += await this.trimTenant(tenantId, keep);
+      deleted += await this.exclusively(tenantId, async () => {
+        const expired = await this.deleteOlderThan(tenantId, cutoff);
+        return expired + (keep > 0 ? await this.deleteOldestPast(tenantId, keep) : 0);
+      });
     }
     return deleted;
   }
@@ -101,8 +111,31 @@ export class AuditRetention {
     }
   }
 
-  /** Deletes the tenant's oldest entries past its newest `keep` (to within the entries of one millisecond). */
-  async trimTenant(tenantId: string, keep: number): Promise<number> {
+  /**
+   * Deletes the tenant's oldest entries past its newest `keep` (to within the entries of one millisecond); 0 when
+   * another process trims or sweeps the tenant now.
+   */
+  trimTenant(tenantId: string, keep: number): Promise<number> {
+    return this.exclusively(tenantId, () => this.deleteOldestPast(tenantId, keep));
+  }
+
+  /** Deletes the tenant's entries older than `cutoff` (epoch ms); 0 when another process trims or sweeps it now. */
+  sweepTenant(tenantId: string, cutoff: number): Promise<number> {
+    return this.exclusively(tenantId, () => this.deleteOlderThan(tenantId, cutoff));
+  }
+
+  /** Runs `work` holding the tenant's trim lock; 0 without running it when another process holds the lock. */
+  private async exclusively(tenantId: string, work: () => Promise<number>): Promise<number> {
+    const lock = keys.auditTrimLock(tenantId);
+    if (!(await this.store.create(lock, '', { ttlSeconds: LOCK_SECONDS }))) return 0;
+    try {
+      return await work();
+    } finally {
+      await this.store.delete(lock);
+    }
+  }
+
+  private async deleteOldestPast(tenantId: string, keep: number): Promise<number> {
     const prefix = keys.auditLog(tenantId);
     const total = await this.store.count(prefix);
     this.known.set(tenantId, Math.min(total, keep));
@@ -111,8 +144,7 @@ export class AuditRetention {
     const [newest] = await this.store.range(prefix, { limit: 1 });
     if (!newest) return 0;
     // Entries are in time order (every lane's): find by bisection the latest time at or before which at most `toGo`
-    // entries are. Each probe is a count by etcd of the entries at or before it, at the log's old end; a trim running
-    // beside another (a replica's) counts what that one left, so the two do not delete more than they must.
+    // entries are. Each probe is a count by etcd of the entries at or before it, at the log's old end.
     let fits = 0;
     let over = timeOfSortKey(newest.key.slice(prefix.length));
     while (over - fits > 1) {
@@ -121,11 +153,11 @@ export class AuditRetention {
       if (count <= toGo) fits = mid;
       else over = mid;
     }
-    return this.sweepTenant(tenantId, fits + 1);
+    return this.deleteOlderThan(tenantId, fits + 1);
   }
 
   /** Deletes the tenant's entries older than `cutoff` (epoch ms), newest of them first. */
-  async sweepTenant(tenantId: string, cutoff: number): Promise<number> {
+  private async deleteOlderThan(tenantId: string, cutoff: number): Promise<number> {
     const prefix = keys.auditLog(tenantId);
     let deleted = 0;
     for (;;) {
@@ -157,7 +189,7 @@ export class AuditRetention {
         compare: anchorKeys.map((key) => ({ key, modRevision: anchors.get(key)?.modRevision ?? 0 })),
         success: ops,
       });
-      if (!done) return deleted; // another replica is sweeping this tenant
+      if (!done) return deleted; // a process that did not see the lock (it expired) moved an anchor: left to it
       deleted += old.length;
       if (old.length < BATCH) return deleted;
     }

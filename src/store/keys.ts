@@ -150,7 +150,7 @@ export const keys = {
    * `audit/heads/<lane>` is the head the lane's appends compare and move (its newest entry's seq, hash and time);
    * `audit/anchors/<lane>` is the seq and hash of the lane's newest entry the retention sweep removed, where its
    * retained chain starts. Entries written before lanes have no lane in their key; their chain's head and anchor are
-   * `audit/head` and `audit/anchor` (lane '').
+   * `audit/head` and `audit/anchor` (lane ''). `audit/trimming` is held by the process deleting old entries.
    */
   auditLog: (tenantId: string) => `${ROOT}t/${tenantId}/audit/log/`,
   auditEntry: (tenantId: string, sortKey: string) => `${ROOT}t/${tenantId}/audit/log/${sortKey}`,
@@ -160,6 +160,8 @@ export const keys = {
   auditAnchors: (tenantId: string) => `${ROOT}t/${tenantId}/audit/anchors/`,
   auditAnchor: (tenantId: string, lane: string) =>
     lane === '' ? `${ROOT}t/${tenantId}/audit/anchor` : `${ROOT}t/${tenantId}/audit/anchors/${lane}`,
+  /** Held (on a lease) by the one process trimming or sweeping the tenant's log. */
+  auditTrimLock: (tenantId: string) => `${ROOT}t/${tenantId}/audit/trimming`,
 
   /** API-key index: `apikeys/<sha-256 of the key>` → the principal the key authenticates as. */
   apiKeys: `${ROOT}apikeys/`,
