@@ -13,8 +13,8 @@ import { generateApiKey } from '../../src/auth/api-keys.js';
 import { RuntimeClient } from '../../src/runtime/client/client.js';
 import {
   TEST_KEK,
-  createApplication,
   createTenant,
+  revealingApplication,
   spawnApi,
   testEtcdStoreUrl,
   type ChildApi,
@@ -130,21 +130,8 @@ beforeAll(async () => {
   });
   const tenant = await createTenant(api.url, operatorKey);
   mgmt = client(api.url, tenant.managementKey);
-  userKey = (
-    await createApplication(api.url, tenant.managementKey, {
-      name: 'backend',
-      type: 'private',
-      rules: [
-        {
-          description: 'all',
-          priority: 1,
-          container: '/',
-          transform: 'reveal',
-          permissions: ['token:create', 'token:read', 'token:use'],
-        },
-      ],
-    })
-  ).key;
+  userKey = (await revealingApplication(api.url, tenant.managementKey, ['token:create', 'token:read', 'token:use']))
+    .key;
   user = client(api.url, userKey);
 }, 60_000);
 

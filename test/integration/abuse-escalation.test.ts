@@ -11,7 +11,14 @@ import { BtKeys } from '../../src/domain/reactors/bt-keys.js';
 import { decode } from '../../src/store/codec.js';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
+import {
+  createApplication,
+  createTenant,
+  revealingApplication,
+  startTestApi,
+  testEtcdEndpoints,
+  type TestApi,
+} from '../support/api.js';
 import { call, client } from '../support/http.js';
 
 const MERGE = { 'Content-Type': 'application/merge-patch+json' };
@@ -278,10 +285,7 @@ describe('a reactor or proxy runs with its application’s rights only when writ
     'module.exports = async function (req) { return { raw: await req.bt.tokens.retrieve(req.args.id) }; };';
 
   test('reactor:create cannot attach an application whose rights the creator lacks', async () => {
-    const reader = await app({
-      type: 'private',
-      rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:read'] }],
-    });
+    const reader = await revealingApplication(api.url, managementKey, ['token:read']);
     const builder = client(
       api.url,
       (await app({ type: 'management', permissions: ['reactor:create', 'reactor:read', 'reactor:update'] })).key,

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { gzipSync } from 'node:zlib';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { send } from '../support/proxy.js';
@@ -42,21 +42,7 @@ beforeAll(async () => {
   api = await startTestApi({ TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost', TOKENVAULT_PROXY_CA_FILE: caFile });
   ({ managementKey } = await createTenant(api.url, api.operatorKey));
   management = client(api.url, managementKey);
-  writerKey = (
-    await createApplication(api.url, managementKey, {
-      name: 'writer',
-      type: 'private',
-      rules: [
-        {
-          description: 'all',
-          priority: 1,
-          container: '/',
-          transform: 'reveal',
-          permissions: ['token:create', 'token:read', 'token:use'],
-        },
-      ],
-    })
-  ).key;
+  writerKey = (await revealingApplication(api.url, managementKey, ['token:create', 'token:read', 'token:use'])).key;
   writer = client(api.url, writerKey);
 }, 60_000);
 

@@ -4,7 +4,7 @@
 // administrator right (docs/security.md, "Where callers' data goes is written with application:update").
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { send } from '../support/proxy.js';
@@ -34,13 +34,7 @@ beforeAll(async () => {
   api = await startTestApi({ TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost', TOKENVAULT_PROXY_CA_FILE: caFile });
   ({ managementKey } = await createTenant(api.url, api.operatorKey));
   admin = client(api.url, managementKey);
-  userKey = (
-    await createApplication(api.url, managementKey, {
-      name: 'backend',
-      type: 'private',
-      rules: [{ priority: 1, container: '/', transform: 'reveal', permissions: ['token:create', 'token:use'] }],
-    })
-  ).key;
+  userKey = (await revealingApplication(api.url, managementKey, ['token:create', 'token:use'])).key;
   tokenId = (await client(api.url, userKey).post('/tokens', { body: { type: 'token', data: SECRET } })).body.id;
 }, 60_000);
 

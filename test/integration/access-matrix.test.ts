@@ -1,7 +1,7 @@
 // Access rules × containers × key kinds: every cell of the documented behaviour, for reads (GET /tokens/{id}) and for
 // use (POST /detokenize). A cell is the data revealed, the masked form, no data (redacted), or 403.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 
 const CARD = { number: '4242424242424242', expiration_month: 12, expiration_year: 2030, cvc: '123' };
@@ -85,19 +85,7 @@ beforeAll(async () => {
   });
   const session = await client(api.url, pub.key).post('/sessions');
   // A session gets at most its authorizer's rights: this server key may reveal and use every token.
-  const authorizer = await createApplication(api.url, managementKey, {
-    name: 'authorizer',
-    type: 'private',
-    rules: [
-      {
-        description: 'all',
-        priority: 1,
-        container: '/',
-        transform: 'reveal',
-        permissions: ['token:read', 'token:use'],
-      },
-    ],
-  });
+  const authorizer = await revealingApplication(api.url, managementKey, ['token:read', 'token:use']);
   await client(api.url, authorizer.key).post('/sessions/authorize', {
     body: {
       nonce: session.body.nonce,

@@ -11,6 +11,7 @@ import { startWorker } from '../../src/server/worker.js';
 import {
   createApplication,
   createTenant,
+  revealingApplication,
   spawnApi,
   startTestApi,
   testEtcdStoreUrl,
@@ -46,19 +47,7 @@ afterAll(async () => {
 });
 
 async function privateKey(url: string, key: string) {
-  return createApplication(url, key, {
-    name: 'backend',
-    type: 'private',
-    rules: [
-      {
-        description: 'all',
-        priority: 1,
-        container: '/',
-        transform: 'reveal',
-        permissions: ['token:create', 'token:read', 'token:use'],
-      },
-    ],
-  });
+  return revealingApplication(url, key, ['token:create', 'token:read', 'token:use']);
 }
 
 async function reactor(code: string, admin = mgmt): Promise<string> {

@@ -4,7 +4,7 @@
 // tenant's 8.4 requests/s filled the 2 GiB quota in 3.2 minutes.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, setTenantLimits, startTestApi, type TestApi } from '../support/api.js';
+import { createTenant, revealingApplication, setTenantLimits, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { sleep } from '../support/wait.js';
 
@@ -28,19 +28,11 @@ afterAll(async () => {
 async function tenantWithReactor() {
   const tenant = await createTenant(api.url, api.operatorKey);
   const mgmt = client(api.url, tenant.managementKey);
-  const backend = await createApplication(api.url, tenant.managementKey, {
-    name: 'backend',
-    type: 'private',
-    rules: [
-      {
-        description: 'all',
-        priority: 1,
-        container: '/',
-        transform: 'reveal',
-        permissions: ['token:create', 'token:read', 'token:use'],
-      },
-    ],
-  });
+  const backend = await revealingApplication(api.url, tenant.managementKey, [
+    'token:create',
+    'token:read',
+    'token:use',
+  ]);
   const code =
     "module.exports = async (req) => ({ raw: { data: 'x'.repeat(req.args.size) }, tokenize: { ran: 'run' } });";
   const reactor = await mgmt.post('/reactors', { body: { name: 'r', configuration: {}, code } });

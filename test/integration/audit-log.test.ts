@@ -22,6 +22,7 @@ import type { Store } from '../../src/store/store.js';
 import {
   createApplication,
   createTenant,
+  revealingApplication,
   startTestApi,
   testEtcdEndpoints,
   testEtcdStoreUrl,
@@ -41,15 +42,7 @@ const logSink = new Writable({
 const SECRET = `audit-secret-${randomUUID()}`;
 const REACTOR_ARG = `audit-arg-${randomUUID()}`;
 const ECHO = 'module.exports = async function (req) { return { raw: { args: req.args } }; };';
-const REVEAL_ALL = [
-  {
-    description: 'all',
-    priority: 1,
-    container: '/',
-    transform: 'reveal',
-    permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'],
-  },
-];
+const TOKEN_PERMISSIONS = ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'];
 
 let api: TestApi;
 let store: Store;
@@ -94,11 +87,7 @@ beforeAll(async () => {
   const second = await createTenant(api.url, api.operatorKey);
   otherTenantId = second.tenantId;
   other = client(api.url, second.managementKey);
-  const app = await createApplication(api.url, tenant.managementKey, {
-    name: 'backend',
-    type: 'private',
-    rules: REVEAL_ALL,
-  });
+  const app = await revealingApplication(api.url, tenant.managementKey, TOKEN_PERMISSIONS);
   userAppId = app.id;
   user = client(api.url, app.key);
 }, 60_000);
@@ -465,7 +454,7 @@ describe('the hash chain', () => {
     const second = await startTestApi({}, undefined, { operatorKey: api.operatorKey });
     try {
       const { tenantId: id, managementKey } = await createTenant(api.url, api.operatorKey);
-      const app = await createApplication(api.url, managementKey, { name: 'w', type: 'private', rules: REVEAL_ALL });
+      const app = await revealingApplication(api.url, managementKey, TOKEN_PERMISSIONS);
       const writers = [client(api.url, app.key), client(second.url, app.key)];
       const taken = randomUUID();
       expect((await writers[0].post('/tokens', { body: { id: taken, type: 'token', data: 'first' } })).status).toBe(
@@ -506,7 +495,7 @@ describe('the hash chain', () => {
 
   test('POST /tokens commits the token and its entry in one transaction (same etcd revision)', async () => {
     const { tenantId: id, managementKey } = await createTenant(api.url, api.operatorKey);
-    const app = await createApplication(api.url, managementKey, { name: 'one', type: 'private', rules: REVEAL_ALL });
+    const app = await revealingApplication(api.url, managementKey, TOKEN_PERMISSIONS);
     const writer = client(api.url, app.key);
     const answers = await Promise.all(
       Array.from({ length: 10 }, (_, i) => writer.post('/tokens', { body: { type: 'token', data: `one-${i}` } })),

@@ -14,7 +14,7 @@ import { kekId } from '../../src/crypto/keyring.js';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { EtcdKeyspace } from '../../src/store/etcd-keyspace.js';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { startEtcd, type EtcdProcess } from '../support/etcd.js';
 import { client } from '../support/http.js';
 
@@ -122,19 +122,12 @@ beforeAll(async () => {
   operatorKey = vault.operatorKey;
   for (let t = 0; t < 2; t++) {
     const tenant = await createTenant(vault.url, vault.operatorKey);
-    const app = await createApplication(vault.url, tenant.managementKey, {
-      name: 'backend',
-      type: 'private',
-      rules: [
-        {
-          description: 'all',
-          priority: 1,
-          container: '/',
-          transform: 'reveal',
-          permissions: ['token:create', 'token:read', 'token:update', 'token:use'],
-        },
-      ],
-    });
+    const app = await revealingApplication(vault.url, tenant.managementKey, [
+      'token:create',
+      'token:read',
+      'token:update',
+      'token:use',
+    ]);
     const backend = client(vault.url, app.key);
     const bodies = [
       { type: 'token', data: `plain ${t}`, metadata: { tenant: String(t) } },

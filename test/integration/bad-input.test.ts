@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import net from 'node:net';
 import tls from 'node:tls';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { testCertificates } from '../support/https.js';
 
@@ -63,13 +63,7 @@ beforeAll(async () => {
   const tenant = await createTenant(api.url, api.operatorKey);
   managementKey = tenant.managementKey;
   const permissions = ['token:create', 'token:read', 'token:search', 'token:use'];
-  key = (
-    await createApplication(api.url, tenant.managementKey, {
-      name: 'bad input',
-      type: 'private',
-      rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions }],
-    })
-  ).key;
+  key = (await revealingApplication(api.url, tenant.managementKey, permissions)).key;
   user = client(api.url, key);
 }, 60_000);
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { CompactEncrypt, importJWK } from 'jose';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { sleep } from '../support/wait.js';
 
@@ -54,19 +54,12 @@ beforeAll(async () => {
     type: 'public',
     permissions: ['token:create', 'token-intent:create'],
   });
-  const backend = await createApplication(api.url, managementKey, {
-    name: 'backend',
-    type: 'private',
-    rules: [
-      {
-        description: 'all',
-        priority: 1,
-        container: '/',
-        transform: 'reveal',
-        permissions: ['token:create', 'token:read', 'token:update', 'token-intent:read'],
-      },
-    ],
-  });
+  const backend = await revealingApplication(api.url, managementKey, [
+    'token:create',
+    'token:read',
+    'token:update',
+    'token-intent:read',
+  ]);
   browser = client(api.url, web.key);
   server = client(api.url, backend.key);
 }, 30_000);

@@ -17,7 +17,7 @@ import { startWorker, type RunningWorker } from '../../src/server/worker.js';
 import { decode, encode } from '../../src/store/codec.js';
 import { keys } from '../../src/store/keys.js';
 import { getRecord } from '../../src/store/records.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
 import { freeLoopbackPort } from '../support/ports.js';
 
@@ -39,19 +39,7 @@ async function tenantWithReactor(): Promise<TenantFixture> {
   const name = `dedicated-${Math.random().toString(36).slice(2, 8)}`;
   const { tenantId, managementKey } = await createTenant(api.url, api.operatorKey, name);
   const mgmt = client(api.url, managementKey);
-  const backend = await createApplication(api.url, managementKey, {
-    name: 'backend',
-    type: 'private',
-    rules: [
-      {
-        description: 'all',
-        priority: 1,
-        container: '/',
-        transform: 'reveal',
-        permissions: ['token:create', 'token:read', 'token:use'],
-      },
-    ],
-  });
+  const backend = await revealingApplication(api.url, managementKey, ['token:create', 'token:read', 'token:use']);
   const reactor = await mgmt.post('/reactors', { body: { name: 'r', configuration: {}, code: ECHO } });
   expect(reactor.status).toBe(201);
   const user = client(api.url, backend.key);

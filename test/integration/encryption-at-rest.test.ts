@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
+import { createTenant, revealingApplication, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 
 let api: TestApi;
@@ -18,19 +18,7 @@ afterAll(async () => {
 
 test('no plaintext of token data, masks or fingerprint input in etcd', async () => {
   const { tenantId, managementKey } = await createTenant(api.url, api.operatorKey);
-  const app = await createApplication(api.url, managementKey, {
-    name: 'writer',
-    type: 'private',
-    rules: [
-      {
-        description: 'all',
-        priority: 1,
-        container: '/',
-        transform: 'reveal',
-        permissions: ['token:create', 'token:read', 'token:update'],
-      },
-    ],
-  });
+  const app = await revealingApplication(api.url, managementKey, ['token:create', 'token:read', 'token:update']);
   const w = client(api.url, app.key);
   const secrets = ['4916338506082832', 'Zanzibar-Quokka', '987-65-4321', '876543210123', 'quokka@example.com'];
   const card = await w.post('/tokens', {

@@ -15,7 +15,7 @@ import http from 'node:http';
 import { Etcd3 } from 'etcd3';
 import { generateApiKey } from '../../src/auth/api-keys.js';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication } from '../support/api.js';
 import { freePorts } from '../support/etcd.js';
 import { startEtcdMembers, type EtcdMembers } from '../support/etcd-members.js';
 import { startReplica, type Replica } from '../support/fleet.js';
@@ -67,21 +67,7 @@ beforeAll(async () => {
   };
   apis = await Promise.all([startReplica('api', apiPort1, env), startReplica('api', apiPort2, env)]);
   ({ tenantId, managementKey } = await createTenant(apis[0].url, operatorKey));
-  userKey = (
-    await createApplication(apis[0].url, managementKey, {
-      name: 'backend',
-      type: 'private',
-      rules: [
-        {
-          description: 'all',
-          priority: 1,
-          container: '/',
-          transform: 'reveal',
-          permissions: ['token:create', 'token:read', 'token:use'],
-        },
-      ],
-    })
-  ).key;
+  userKey = (await revealingApplication(apis[0].url, managementKey, ['token:create', 'token:read', 'token:use'])).key;
   const formula = await send(apis[0], 'POST', '/reactor-formulas', managementKey, {
     name: 'echo',
     type: 'private',

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { generateApiKey } from '../../src/auth/api-keys.js';
-import { createApplication, createTenant, testEtcdStoreUrl } from '../support/api.js';
+import { createTenant, revealingApplication, testEtcdStoreUrl } from '../support/api.js';
 import { freePorts } from '../support/etcd.js';
 import { startReplica, type Replica } from '../support/fleet.js';
 import { startHttpsServer, type HttpsTestServer } from '../support/https.js';
@@ -61,19 +61,7 @@ async function startApi(port: number, drainSeconds: number): Promise<Replica> {
 /** A tenant with a key that may create, read and use tokens, and a reactor that sleeps for args.ms. */
 async function setUp(url: string) {
   const { managementKey } = await createTenant(url, operatorKey);
-  const { key } = await createApplication(url, managementKey, {
-    name: 'backend',
-    type: 'private',
-    rules: [
-      {
-        description: 'all',
-        priority: 1,
-        container: '/',
-        transform: 'reveal',
-        permissions: ['token:create', 'token:read', 'token:use'],
-      },
-    ],
-  });
+  const { key } = await revealingApplication(url, managementKey, ['token:create', 'token:read', 'token:use']);
   const formula = await request(url, 'POST', '/reactor-formulas', {
     headers: { 'BT-API-KEY': managementKey },
     json: {

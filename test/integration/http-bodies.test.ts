@@ -8,7 +8,7 @@ import { gzipSync } from 'node:zlib';
 import express from 'express';
 import type { AddressInfo } from 'node:net';
 import { createExpressServer } from '../../src/http/server.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { call } from '../support/http.js';
 
 let api: TestApi;
@@ -17,21 +17,7 @@ let key: string;
 beforeAll(async () => {
   api = await startTestApi();
   const tenant = await createTenant(api.url, api.operatorKey);
-  key = (
-    await createApplication(api.url, tenant.managementKey, {
-      name: 'bodies',
-      type: 'private',
-      rules: [
-        {
-          description: 'all',
-          priority: 1,
-          container: '/',
-          transform: 'reveal',
-          permissions: ['token:create', 'token:read'],
-        },
-      ],
-    })
-  ).key;
+  key = (await revealingApplication(api.url, tenant.managementKey, ['token:create', 'token:read'])).key;
 });
 
 afterAll(async () => {

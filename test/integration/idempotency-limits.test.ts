@@ -5,7 +5,14 @@
 // 900,000 live sessions of 2.5 KB (180 s of POST /sessions) took 2.2 GB.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, setTenantLimits, startTestApi, type TestApi } from '../support/api.js';
+import {
+  createApplication,
+  createTenant,
+  revealingApplication,
+  setTenantLimits,
+  startTestApi,
+  type TestApi,
+} from '../support/api.js';
 import { client } from '../support/http.js';
 import { eventually } from '../support/wait.js';
 
@@ -31,16 +38,7 @@ afterAll(async () => {
 
 async function tenantKeys() {
   const tenant = await createTenant(api.url, api.operatorKey);
-  const rules = [
-    {
-      description: 'all',
-      priority: 1,
-      container: '/',
-      transform: 'reveal',
-      permissions: ['token:create', 'token:read'],
-    },
-  ];
-  const backend = await createApplication(api.url, tenant.managementKey, { name: 'b', type: 'private', rules });
+  const backend = await revealingApplication(api.url, tenant.managementKey, ['token:create', 'token:read']);
   const web = await createApplication(api.url, tenant.managementKey, { name: 'w', type: 'public', permissions: [] });
   return { tenantId: tenant.tenantId, server: client(api.url, backend.key), browser: client(api.url, web.key) };
 }

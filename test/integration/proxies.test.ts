@@ -9,20 +9,19 @@ import { encode } from '../../src/store/codec.js';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
 import { getRecord } from '../../src/store/records.js';
-import { createApplication, createTenant, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
+import {
+  createApplication,
+  createTenant,
+  revealingApplication,
+  startTestApi,
+  testEtcdEndpoints,
+  type TestApi,
+} from '../support/api.js';
 import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { echo, send, type Sent } from '../support/proxy.js';
 
-const REVEAL_ALL = [
-  {
-    description: 'all',
-    priority: 1,
-    container: '/',
-    transform: 'reveal',
-    permissions: ['token:create', 'token:read', 'token:use'],
-  },
-];
+const TOKEN_PERMISSIONS = ['token:create', 'token:read', 'token:use'];
 
 let api: TestApi;
 let destination: HttpsTestServer;
@@ -62,20 +61,14 @@ beforeAll(async () => {
   const tenant = await createTenant(api.url, api.operatorKey);
   tenantId = tenant.tenantId;
   mgmt = client(api.url, tenant.managementKey);
-  const backend = await createApplication(api.url, tenant.managementKey, {
-    name: 'backend',
-    type: 'private',
-    rules: REVEAL_ALL,
-  });
+  const backend = await revealingApplication(api.url, tenant.managementKey, TOKEN_PERMISSIONS);
   backendAppId = backend.id;
   userKey = backend.key;
   user = client(api.url, userKey);
   secret = (await user.post('/tokens', { body: { type: 'token', data: 'top-secret' } })).body.id;
   const other = await createTenant(api.url, api.operatorKey);
   otherMgmt = client(api.url, other.managementKey);
-  otherUserKey = (
-    await createApplication(api.url, other.managementKey, { name: 'theirs', type: 'private', rules: REVEAL_ALL })
-  ).key;
+  otherUserKey = (await revealingApplication(api.url, other.managementKey, TOKEN_PERMISSIONS)).key;
 }, 60_000);
 
 afterAll(async () => {
@@ -516,11 +509,7 @@ describe('transforms (on the workers)', () => {
 
   test('a tenant whose workers may not be called: 503 before anything is detokenized or sent, even for a response transform', async () => {
     const tenant = await createTenant(api.url, api.operatorKey);
-    const backend = await createApplication(api.url, tenant.managementKey, {
-      name: 'backend',
-      type: 'private',
-      rules: REVEAL_ALL,
-    });
+    const backend = await revealingApplication(api.url, tenant.managementKey, TOKEN_PERMISSIONS);
     const card = (
       await client(api.url, backend.key).post('/tokens', { body: { type: 'token', data: '4242424242424242' } })
     ).body.id;

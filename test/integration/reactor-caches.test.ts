@@ -3,7 +3,7 @@
 // it runs at once.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
 import { eventually } from '../support/wait.js';
 
@@ -19,13 +19,7 @@ let userKey: string;
 beforeAll(async () => {
   [one, two] = await Promise.all([startTestApi(), startTestApi()]);
   ({ managementKey, tenantId } = await createTenant(one.url, one.operatorKey));
-  userKey = (
-    await createApplication(one.url, managementKey, {
-      name: 'caller',
-      type: 'private',
-      rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:use'] }],
-    })
-  ).key;
+  userKey = (await revealingApplication(one.url, managementKey, ['token:use'])).key;
 }, 30_000);
 
 afterAll(async () => {

@@ -4,7 +4,7 @@
 // processor records what arrived, so each test shows the detokenized data and the configured keys reaching it.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createHmac } from 'node:crypto';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { exampleFormula, type ExampleFormula } from '../support/example-formulas.js';
 import { client } from '../support/http.js';
 import { testCertificates } from '../support/https.js';
@@ -18,15 +18,7 @@ const DECLINED = '4000000000000002';
 const NOT_ENROLLED = '4000056655665556';
 const NETWORK_PAN = '4012888888881881';
 const REPLACEMENT = '5555555555554444';
-const REVEAL_ALL = [
-  {
-    description: 'all',
-    priority: 1,
-    container: '/',
-    transform: 'reveal',
-    permissions: ['token:create', 'token:read', 'token:use'],
-  },
-];
+const TOKEN_PERMISSIONS = ['token:create', 'token:read', 'token:use'];
 
 let api: TestApi;
 let processor: Processor;
@@ -125,18 +117,8 @@ beforeAll(async () => {
   });
   const tenant = await createTenant(api.url, api.operatorKey);
   mgmt = client(api.url, tenant.managementKey);
-  user = client(
-    api.url,
-    (await createApplication(api.url, tenant.managementKey, { name: 'backend', type: 'private', rules: REVEAL_ALL }))
-      .key,
-  );
-  reactorApplicationId = (
-    await createApplication(api.url, tenant.managementKey, {
-      name: 'network tokens',
-      type: 'private',
-      rules: REVEAL_ALL,
-    })
-  ).id;
+  user = client(api.url, (await revealingApplication(api.url, tenant.managementKey, TOKEN_PERMISSIONS)).key);
+  reactorApplicationId = (await revealingApplication(api.url, tenant.managementKey, TOKEN_PERMISSIONS)).id;
 }, 30_000);
 
 afterAll(async () => {

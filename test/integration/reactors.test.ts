@@ -1,7 +1,7 @@
 // Reactor formulas and reactors through HTTP: validation, visibility, ownership, and invocation rules 1–10 with the
 // error rows of spec section 7, run on a real worker with real sandboxes.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { type Answer, call, client } from '../support/http.js';
 
 const ECHO =
@@ -17,19 +17,11 @@ beforeAll(async () => {
   const tenant = await createTenant(api.url, api.operatorKey);
   tenantId = tenant.tenantId;
   mgmt = client(api.url, tenant.managementKey);
-  const backend = await createApplication(api.url, tenant.managementKey, {
-    name: 'backend',
-    type: 'private',
-    rules: [
-      {
-        description: 'all',
-        priority: 1,
-        container: '/',
-        transform: 'reveal',
-        permissions: ['token:create', 'token:read', 'token:use'],
-      },
-    ],
-  });
+  const backend = await revealingApplication(api.url, tenant.managementKey, [
+    'token:create',
+    'token:read',
+    'token:use',
+  ]);
   user = client(api.url, backend.key);
 }, 30_000);
 
@@ -494,18 +486,11 @@ describe('invocation rules', () => {
     const gated = await startTestApi({ TOKENVAULT_BULK_TENANT_CONCURRENCY: '1', TOKENVAULT_SCAN_QUEUE_LENGTH: '1' });
     try {
       const tenant = await createTenant(gated.url, gated.operatorKey);
-      const app = await createApplication(gated.url, tenant.managementKey, {
-        name: 'u',
-        type: 'private',
-        rules: [
-          {
-            priority: 1,
-            container: '/',
-            transform: 'reveal',
-            permissions: ['token:create', 'token:read', 'token:use'],
-          },
-        ],
-      });
+      const app = await revealingApplication(gated.url, tenant.managementKey, [
+        'token:create',
+        'token:read',
+        'token:use',
+      ]);
       const key = client(gated.url, app.key);
       const code = "module.exports = async (req) => ({ tokenize: Array.from({ length: 50 }, (_, i) => 'r-' + i) });";
       const created = await client(gated.url, tenant.managementKey).post('/reactors', {

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { keys } from '../../src/store/keys.js';
 import type { Store } from '../../src/store/store.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 
 let api: TestApi;
@@ -47,19 +47,12 @@ async function writeUnversioned(store: Store, prefixes: string[]): Promise<numbe
 test('records written without a version read back identically through the API', async () => {
   const { tenantId, managementKey } = await createTenant(api.url, api.operatorKey);
   const mgmt = client(api.url, managementKey);
-  const app = await createApplication(api.url, managementKey, {
-    name: 'reader',
-    type: 'private',
-    rules: [
-      {
-        description: 'all',
-        priority: 1,
-        container: '/',
-        transform: 'reveal',
-        permissions: ['token:create', 'token:read', 'token:update', 'token:use'],
-      },
-    ],
-  });
+  const app = await revealingApplication(api.url, managementKey, [
+    'token:create',
+    'token:read',
+    'token:update',
+    'token:use',
+  ]);
   const reader = client(api.url, app.key);
   const token = await reader.post('/tokens', {
     body: {

@@ -8,7 +8,7 @@ import { createApp } from '../../src/http/app.js';
 import { routeTable } from '../../src/http/route-table.js';
 import { MANAGEMENT_DEFAULT, permissionsFor } from '../../src/auth/permissions.js';
 import { UNSUPPORTED_FEATURES } from '../../src/http/routes/unsupported.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { call, client } from '../support/http.js';
 import { eventually, sleep } from '../support/wait.js';
 
@@ -251,21 +251,9 @@ beforeAll(async () => {
       permissions: ['token:read'],
     })
   ).id;
-  const allTokens = [
-    {
-      description: 'all',
-      priority: 1,
-      container: '/',
-      transform: 'reveal',
-      permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use', 'token:search'],
-    },
-  ];
-  tokenKey = (
-    await createApplication(api.url, tenant.managementKey, { name: 'tokens', type: 'private', rules: allTokens })
-  ).key;
-  const otherTokenKey = (
-    await createApplication(api.url, other.managementKey, { name: 'tokens', type: 'private', rules: allTokens })
-  ).key;
+  const allTokens = ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use', 'token:search'];
+  tokenKey = (await revealingApplication(api.url, tenant.managementKey, allTokens)).key;
+  const otherTokenKey = (await revealingApplication(api.url, other.managementKey, allTokens)).key;
   otherTokenId = (
     await call(api.url, 'POST', '/tokens', { key: otherTokenKey, body: { type: 'token', data: 'theirs' } })
   ).body.id;
@@ -696,26 +684,13 @@ describe('route x principal matrix', () => {
     ).key;
 
     // Sessions authorized by keys that may reveal and use every token of their tenant.
-    const revealAll = [
-      {
-        description: 'all',
-        priority: 1,
-        container: '/',
-        transform: 'reveal',
-        permissions: ['token:read', 'token:use'],
-      },
-    ];
     const session = async (url: string, managementKey: string, expiresAt?: string) => {
       const browser = await createApplication(url, managementKey, {
         name: 'web',
         type: 'public',
         permissions: ['token:create'],
       });
-      const authorizer = await createApplication(url, managementKey, {
-        name: 'server',
-        type: 'private',
-        rules: revealAll,
-      });
+      const authorizer = await revealingApplication(url, managementKey, ['token:read', 'token:use']);
       const created = (await client(url, browser.key).post('/sessions')).body;
       const body = {
         nonce: created.nonce,
@@ -730,13 +705,7 @@ describe('route x principal matrix', () => {
       session(api.url, tenant.managementKey, new Date(expiresAt).toISOString()),
       session(api.url, other.managementKey),
     ]);
-    otherTokenKey = (
-      await createApplication(api.url, other.managementKey, {
-        name: 'theirs',
-        type: 'private',
-        rules: revealAll.map((r) => ({ ...r, permissions: tokenPermissions })),
-      })
-    ).key;
+    otherTokenKey = (await revealingApplication(api.url, other.managementKey, tokenPermissions)).key;
 
     ids.application = (
       await createApplication(api.url, tenant.managementKey, {

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import http from 'node:http';
 import { Etcd3 } from 'etcd3';
 import { generateApiKey } from '../../src/auth/api-keys.js';
-import { createApplication, createTenant } from '../support/api.js';
+import { createTenant, revealingApplication } from '../support/api.js';
 import { freePorts } from '../support/etcd.js';
 import { startEtcdMembers, type EtcdMember, type EtcdMembers } from '../support/etcd-members.js';
 import { startReplica, type Replica } from '../support/fleet.js';
@@ -29,21 +29,7 @@ beforeAll(async () => {
     TOKENVAULT_RATE_LIMIT_API_PER_TENANT: '0',
   });
   const { managementKey } = await createTenant(api.url, operatorKey);
-  key = (
-    await createApplication(api.url, managementKey, {
-      name: 'backend',
-      type: 'private',
-      rules: [
-        {
-          description: 'all',
-          priority: 1,
-          container: '/',
-          transform: 'reveal',
-          permissions: ['token:create', 'token:read'],
-        },
-      ],
-    })
-  ).key;
+  key = (await revealingApplication(api.url, managementKey, ['token:create', 'token:read'])).key;
 }, 90_000);
 
 afterAll(async () => {

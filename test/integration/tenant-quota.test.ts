@@ -9,7 +9,14 @@ import { AuditRetention } from '../../src/audit/retention.js';
 import { verifyChain } from '../../src/audit/verify.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, setTenantLimits, startTestApi, type TestApi } from '../support/api.js';
+import {
+  createApplication,
+  createTenant,
+  revealingApplication,
+  setTenantLimits,
+  startTestApi,
+  type TestApi,
+} from '../support/api.js';
 import { call, client } from '../support/http.js';
 import { eventually } from '../support/wait.js';
 
@@ -35,16 +42,13 @@ afterAll(async () => {
 
 async function tenantKeys(tenant?: { tenantId: string; managementKey: string }) {
   tenant ??= await createTenant(api.url, api.operatorKey);
-  const rules = [
-    {
-      description: 'all',
-      priority: 1,
-      container: '/',
-      transform: 'reveal',
-      permissions: ['token:create', 'token:read', 'token:delete', 'token:update', 'token:use'],
-    },
-  ];
-  const backend = await createApplication(api.url, tenant.managementKey, { name: 'b', type: 'private', rules });
+  const backend = await revealingApplication(api.url, tenant.managementKey, [
+    'token:create',
+    'token:read',
+    'token:delete',
+    'token:update',
+    'token:use',
+  ]);
   const web = await createApplication(api.url, tenant.managementKey, {
     name: 'w',
     type: 'public',

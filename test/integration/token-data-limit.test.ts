@@ -3,7 +3,7 @@
 // tokens a reactor's result asks for. At the limit a token is created; one member or element more is 400
 // TV_TOKEN_DATA_TOO_MANY_NODES naming the limit, its value and the setting (docs/security.md, "Limits").
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 
 const LIMIT = 20;
@@ -45,18 +45,17 @@ beforeAll(async () => {
   api = await startTestApi({ TOKENVAULT_TOKEN_DATA_MAX_NODES: String(LIMIT) });
   const tenant = await createTenant(api.url, api.operatorKey);
   management = client(api.url, tenant.managementKey);
-  const rules = [
-    {
-      description: 'all',
-      priority: 1,
-      container: '/',
-      transform: 'reveal',
-      permissions: ['token:create', 'token:read', 'token:update', 'token:use', 'token-intent:read'],
-    },
-  ];
   writer = client(
     api.url,
-    (await createApplication(api.url, tenant.managementKey, { name: 'w', type: 'private', rules })).key,
+    (
+      await revealingApplication(api.url, tenant.managementKey, [
+        'token:create',
+        'token:read',
+        'token:update',
+        'token:use',
+        'token-intent:read',
+      ])
+    ).key,
   );
   browser = client(
     api.url,

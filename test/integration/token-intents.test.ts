@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { eventually, sleep } from '../support/wait.js';
 
@@ -16,21 +16,18 @@ let managementKey: string;
 let browser: ReturnType<typeof client>;
 let server: ReturnType<typeof client>;
 
-const revealAll = (permissions: string[]) => [
-  { description: 'all', priority: 1, container: '/', transform: 'reveal', permissions },
-];
-
 async function keysOf(url: string, key: string) {
   const web = await createApplication(url, key, {
     name: 'web',
     type: 'public',
     permissions: ['token-intent:create'],
   });
-  const backend = await createApplication(url, key, {
-    name: 'backend',
-    type: 'private',
-    rules: revealAll(['token:create', 'token:read', 'token-intent:read', 'token-intent:delete']),
-  });
+  const backend = await revealingApplication(url, key, [
+    'token:create',
+    'token:read',
+    'token-intent:read',
+    'token-intent:delete',
+  ]);
   return { browser: client(url, web.key), server: client(url, backend.key) };
 }
 

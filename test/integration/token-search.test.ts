@@ -10,6 +10,7 @@ import { execFile } from 'node:child_process';
 import {
   createApplication,
   createTenant,
+  revealingApplication,
   startTestApi,
   TEST_KEK,
   testEtcdEndpoints,
@@ -20,7 +21,6 @@ import { client } from '../support/http.js';
 import { sleep } from '../support/wait.js';
 
 const ALL = ['token:create', 'token:read', 'token:update', 'token:delete', 'token:search'];
-const REVEAL_ALL = [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ALL }];
 
 let api: TestApi;
 let app: ReturnType<typeof client>;
@@ -49,10 +49,7 @@ const sorted = (...names: string[]) => names.map((n) => ids[n]).sort();
 beforeAll(async () => {
   api = await startTestApi({ TOKENVAULT_EXPIRY_SWEEP_SECONDS: '1', TOKENVAULT_SEARCH_MAX_MATCHES: '100' });
   ({ managementKey, tenantId } = await createTenant(api.url, api.operatorKey));
-  app = client(
-    api.url,
-    (await createApplication(api.url, managementKey, { name: 'all', type: 'private', rules: REVEAL_ALL })).key,
-  );
+  app = client(api.url, (await revealingApplication(api.url, managementKey, ALL)).key);
   const ssnIndexes = ['{{ data }}', "{{ data | replace: '-', '' }}", '{{ data | last4 }}'];
   ids.ssn1 = await create({
     type: 'social_security_number',
@@ -214,10 +211,7 @@ describe('access', () => {
 
   test("another tenant's tokens are never found, even by its own id", async () => {
     const other = await createTenant(api.url, api.operatorKey);
-    const theirs = client(
-      api.url,
-      (await createApplication(api.url, other.managementKey, { name: 'all', type: 'private', rules: REVEAL_ALL })).key,
-    );
+    const theirs = client(api.url, (await revealingApplication(api.url, other.managementKey, ALL)).key);
     expect(await found('metadata.customer:alice', theirs)).toEqual([]);
     expect(await found(`id:${ids.card}`, theirs)).toEqual([]);
     expect(await found('data:6789', theirs)).toEqual([]);
@@ -421,9 +415,7 @@ describe('searches of one tenant running at once', () => {
     try {
       const searcher = async () => {
         const tenant = await createTenant(small.url, small.operatorKey);
-        const key = (
-          await createApplication(small.url, tenant.managementKey, { name: 's', type: 'private', rules: REVEAL_ALL })
-        ).key;
+        const key = (await revealingApplication(small.url, tenant.managementKey, ALL)).key;
         return { tenantId: tenant.tenantId, app: client(small.url, key) };
       };
       const busy = await searcher();

@@ -2,19 +2,9 @@
 // tokenize/detokenize, idempotency, usage, and other tenants.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { keys } from '../../src/store/keys.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { sleep } from '../support/wait.js';
-
-const REVEAL_ALL = [
-  {
-    description: 'all',
-    priority: 1,
-    container: '/',
-    transform: 'reveal',
-    permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'],
-  },
-];
 
 let api: TestApi;
 let mgmt: ReturnType<typeof client>;
@@ -23,11 +13,13 @@ let app: ReturnType<typeof client>;
 async function newTenantApp(settings?: Record<string, string>) {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
   if (settings) await client(api.url, managementKey).put('/tenants/self', { body: { name: 'settings', settings } });
-  const created = await createApplication(api.url, managementKey, {
-    name: 'backend',
-    type: 'private',
-    rules: REVEAL_ALL,
-  });
+  const created = await revealingApplication(api.url, managementKey, [
+    'token:create',
+    'token:read',
+    'token:update',
+    'token:delete',
+    'token:use',
+  ]);
   return { mgmt: client(api.url, managementKey), app: client(api.url, created.key) };
 }
 

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
 import { verify } from '../../src/webhooks/signature.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { startEtcd, type EtcdProcess } from '../support/etcd.js';
 import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
@@ -23,15 +23,7 @@ interface Received {
   at: number;
 }
 
-const ALL_TOKENS = [
-  {
-    description: 'all',
-    priority: 1,
-    container: '/',
-    transform: 'reveal',
-    permissions: ['token:create', 'token:read', 'token:update', 'token:delete'],
-  },
-];
+const TOKEN_PERMISSIONS = ['token:create', 'token:read', 'token:update', 'token:delete'];
 
 let env: Record<string, string>;
 /** An etcd of this file's own: every API process on an etcd serves its one outbox, so another test file's APIs on the
@@ -92,19 +84,11 @@ beforeAll(async () => {
   const tenant = await createTenant(api.url, api.operatorKey);
   tenantId = tenant.tenantId;
   mgmt = client(api.url, tenant.managementKey);
-  tokens = client(
-    api.url,
-    (await createApplication(api.url, tenant.managementKey, { name: 'server', type: 'private', rules: ALL_TOKENS }))
-      .key,
-  );
+  tokens = client(api.url, (await revealingApplication(api.url, tenant.managementKey, TOKEN_PERMISSIONS)).key);
   const theirs = await createTenant(api.url, api.operatorKey);
   other = {
     mgmt: client(api.url, theirs.managementKey),
-    tokens: client(
-      api.url,
-      (await createApplication(api.url, theirs.managementKey, { name: 'server', type: 'private', rules: ALL_TOKENS }))
-        .key,
-    ),
+    tokens: client(api.url, (await revealingApplication(api.url, theirs.managementKey, TOKEN_PERMISSIONS)).key),
   };
 }, 60_000);
 

@@ -2,29 +2,17 @@
 // the usage report's total_tokens, and BT-IDEMPOTENCY-KEY on every write the official node-sdk sends it on. Through
 // HTTP on a real etcd.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { createApplication, createTenant, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 
-const REVEAL_ALL = [
-  {
-    description: 'all',
-    priority: 1,
-    container: '/',
-    transform: 'reveal',
-    permissions: ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'],
-  },
-];
+const TOKEN_PERMISSIONS = ['token:create', 'token:read', 'token:update', 'token:delete', 'token:use'];
 const MERGE = { 'Content-Type': 'application/merge-patch+json' };
 
 let api: TestApi;
 
 async function newTenant() {
   const { managementKey } = await createTenant(api.url, api.operatorKey);
-  const created = await createApplication(api.url, managementKey, {
-    name: 'backend',
-    type: 'private',
-    rules: REVEAL_ALL,
-  });
+  const created = await revealingApplication(api.url, managementKey, TOKEN_PERMISSIONS);
   return { mgmt: client(api.url, managementKey), app: client(api.url, created.key) };
 }
 
@@ -88,10 +76,7 @@ describe('token list filters', () => {
     const small = await startTestApi({ TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT: '100' });
     try {
       const { managementKey } = await createTenant(small.url, small.operatorKey);
-      const app = client(
-        small.url,
-        (await createApplication(small.url, managementKey, { name: 'b', type: 'private', rules: REVEAL_ALL })).key,
-      );
+      const app = client(small.url, (await revealingApplication(small.url, managementKey, TOKEN_PERMISSIONS)).key);
       for (let i = 0; i < 101; i++)
         expect((await app.post('/tokens', { body: { type: 'token', data: `t${i}` } })).status).toBe(201);
       const answer = await app.get('/tokens?page=1');

@@ -143,6 +143,20 @@ export async function createApplication(url: string, managementKey: string, body
   return { id: answer.body.id as string, key: answer.body.key as string };
 }
 
+/** A private application whose one rule reveals every token of the tenant to it, with these permissions. */
+export async function revealingApplication(
+  url: string,
+  managementKey: string,
+  permissions: string[],
+  name = 'revealing',
+) {
+  return createApplication(url, managementKey, {
+    name,
+    type: 'private',
+    rules: [{ priority: 1, container: '/', transform: 'reveal', permissions }],
+  });
+}
+
 export interface ChildApi {
   url: string;
   /** The metrics listener's base URL, when TOKENVAULT_METRICS_PORT was given. */
