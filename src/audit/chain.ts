@@ -235,9 +235,10 @@ export class ChainAppender {
         return;
       }
       // The head and the tenant's record are read again: the record may have been updated (or the tenant deleted:
-      // TenantGone), or a change's own compare failed. A head that moved is another writer in this lane.
+      // TenantGone), a change's own compare failed, or the sweep removed the lane's head (all its entries had expired:
+      // the lane starts again). A head that moved is another writer in this lane.
       const fresh = await this.read(tenant);
-      if (fresh.headRevision !== state.headRevision) racesLost++;
+      if (fresh.headRevision !== state.headRevision && fresh.headRevision !== 0) racesLost++;
       this.heads.set(tenant, fresh);
       state = fresh;
       // A failed transaction with changes in it: which compare failed is unknown, so the changes go back to their

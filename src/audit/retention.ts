@@ -25,8 +25,9 @@ import type { Logger } from '../observability/logger.js';
 import { decode, encode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
 import type { Store, TxnOp } from '../store/store.js';
-import { atOrBefore, timeOfSortKey } from './chain.js';
+import { atOrBefore, timeOfSortKey, type ChainHead } from './chain.js';
 import type { AuditEntry } from './entry.js';
+import { anchorsByLane, headsByLane } from './lanes.js';
 
 const BATCH = 100;
 
@@ -79,6 +80,7 @@ export class AuditRetention {
       const keep = limits?.audit_entries ?? this.entriesPerTenant;
       deleted += await this.exclusively(tenantId, async () => {
         const expired = await this.deleteOlderThan(tenantId, cutoff);
+        await this.removeEndedLanes(tenantId, cutoff);
         return expired + (keep > 0 ? await this.deleteOldestPast(tenantId, keep) : 0);
       });
     }
@@ -119,9 +121,46 @@ export class AuditRetention {
     return this.exclusively(tenantId, () => this.deleteOldestPast(tenantId, keep));
   }
 
-  /** Deletes the tenant's entries older than `cutoff` (epoch ms); 0 when another process trims or sweeps it now. */
+  /**
+   * Deletes the tenant's entries older than `cutoff` (epoch ms), and the head and anchor of every lane left with none
+   * that wrote nothing since; 0 when another process trims or sweeps the tenant now.
+   */
   sweepTenant(tenantId: string, cutoff: number): Promise<number> {
-    return this.exclusively(tenantId, () => this.deleteOlderThan(tenantId, cutoff));
+    return this.exclusively(tenantId, async () => {
+      const deleted = await this.deleteOlderThan(tenantId, cutoff);
+      await this.removeEndedLanes(tenantId, cutoff);
+      return deleted;
+    });
+  }
+
+  /**
+   * A lane per process that ever wrote to the tenant would leave a head and an anchor per restart forever: a lane
+   * whose every entry is gone (its anchor is its head) and whose newest entry is older than `cutoff` has both removed,
+   * each lane in one transaction comparing both. Should its process still be running and append again, its cached
+   * head no longer compares; it reads the head, finds none, and starts the lane again from seq 1 after GENESIS, which
+   * verifies as any lane does.
+   */
+  private async removeEndedLanes(tenantId: string, cutoff: number): Promise<void> {
+    const [heads, anchors] = await Promise.all([
+      headsByLane(this.store, tenantId),
+      anchorsByLane(this.store, tenantId),
+    ]);
+    for (const [lane, headEntry] of heads) {
+      const anchorEntry = anchors.get(lane);
+      if (!anchorEntry) continue;
+      const head = decode<ChainHead>('audit-head', headEntry.value);
+      if (head.time >= cutoff || decode<Anchor>('audit-anchor', anchorEntry.value).seq !== head.seq) continue;
+      await this.store.txn({
+        compare: [
+          { key: headEntry.key, modRevision: headEntry.modRevision },
+          { key: anchorEntry.key, modRevision: anchorEntry.modRevision },
+        ],
+        success: [
+          { type: 'delete', key: headEntry.key },
+          { type: 'delete', key: anchorEntry.key },
+        ],
+      });
+    }
   }
 
   /** Runs `work` holding the tenant's trim lock; 0 without running it when another process holds the lock. */

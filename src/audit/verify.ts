@@ -7,9 +7,10 @@
 // head could not be seen before lanes). The audit lines the API logs for every entry are the copy outside etcd.
 import { decode } from '../store/codec.js';
 import { keys } from '../store/keys.js';
-import type { Entry, Store } from '../store/store.js';
+import type { Store } from '../store/store.js';
 import { seqAndLaneOfSortKey, type ChainHead } from './chain.js';
 import { GENESIS, hashOf, type AuditEntry } from './entry.js';
+import { anchorsByLane, headsByLane } from './lanes.js';
 import type { Anchor } from './retention.js';
 
 export interface Break {
@@ -45,7 +46,7 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
   // The heads are read before the walk: entries appended during the walk have a higher seq and are only link-checked.
   const lanes = new Map<string, LaneWalk>();
   const lane = (id: string) => lanes.get(id) ?? lanes.set(id, { headSeen: false }).get(id)!;
-  for (const [id, item] of await byLane(store, keys.auditHead(tenantId, ''), keys.auditHeads(tenantId)))
+  for (const [id, item] of await headsByLane(store, tenantId))
     lane(id).head = decode<ChainHead>('audit-head', item.value);
   const breaks: Break[] = [];
   let entries = 0;
@@ -97,7 +98,7 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
   }
   // The anchors are read after the walk: a sweep during the walk may have moved one past the oldest entry seen, which
   // is then gone and no longer needs to link anywhere.
-  const anchors = await byLane(store, keys.auditAnchor(tenantId, ''), keys.auditAnchors(tenantId));
+  const anchors = await anchorsByLane(store, tenantId);
   for (const [id, walk] of lanes) {
     const anchorEntry = anchors.get(id);
     const anchor = anchorEntry ? decode<Anchor>('audit-anchor', anchorEntry.value) : undefined;
@@ -121,12 +122,4 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
   }
   breaks.sort((a, b) => (a.lane === b.lane ? a.seq - b.seq : a.lane < b.lane ? -1 : 1));
   return { tenantId, entries, lanes: lanes.size, breaks };
-}
-
-/** The records at `legacy` (lane '') and under `prefix` (one per lane), by lane. */
-async function byLane(store: Store, legacy: string, prefix: string): Promise<Map<string, Entry>> {
-  const [old, current] = await Promise.all([store.get(legacy), store.range(prefix)]);
-  const found = new Map(current.map((item) => [item.key.slice(prefix.length), item] as const));
-  if (old) found.set('', old);
-  return found;
 }

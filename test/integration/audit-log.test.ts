@@ -398,9 +398,15 @@ describe('the hash chain', () => {
     // The retention sweep of the older half anchors each lane where its entries were cut, and every chain still
     // verifies; the writers' next entries link on.
     const middle = Date.parse(entries[75].created_at);
-    expect(await new AuditRetention(store, createLogger('silent'), 1, 3600).sweepTenant(id, middle)).toBeGreaterThan(0);
-    expect((await store.range(keys.auditAnchors(id))).length).toBeGreaterThanOrEqual(2);
-    expect((await verifyChain(store, id)).breaks).toEqual([]);
+    const swept = await new AuditRetention(store, createLogger('silent'), 1, 3600).sweepTenant(id, middle);
+    expect(swept).toBeGreaterThan(0);
+    const after = await verifyChain(store, id);
+    expect(after).toMatchObject({ entries: 151 - swept, breaks: [] });
+    // A lane cut in the middle is anchored there; a lane whose entries all went has no head or anchor left.
+    const anchored = (await store.range(keys.auditAnchors(id))).map((e) => e.key.slice(keys.auditAnchors(id).length));
+    const headed = (await store.range(keys.auditHeads(id))).map((e) => e.key.slice(keys.auditHeads(id).length));
+    expect(headed).toHaveLength(after.lanes);
+    for (const lane of anchored) expect(headed).toContain(lane);
   });
 
   test('entries written before lanes (one chain, audit/head) are read, verified and swept beside the lanes', async () => {
@@ -661,6 +667,34 @@ describe('retention', () => {
     // New entries keep chaining on.
     await tenant.post('/applications', { body: { name: 'newer', type: 'private', permissions: [] } });
     expect((await verifyChain(store, id)).breaks).toEqual([]);
+  });
+
+  test("a lane whose entries have all expired loses its head and anchor; its process's next entry starts it again", async () => {
+    const { tenantId: id } = await createTenant(api.url, api.operatorKey);
+    let conflicts = 0;
+    const counters = { entry: () => {}, batch: () => {}, conflicts: (count: number) => (conflicts += count) };
+    const writer = new AuditLog(store, createLogger('silent'), { scanLimit: 1000 }, counters);
+    const record = {
+      tenant_id: id,
+      actor_type: 'application' as const,
+      entity_type: 'token' as const,
+      operation: 'read' as const,
+      message: 'Read a token',
+    };
+    for (const entity of ['a', 'b']) await writer.record({ ...record, entity_id: entity });
+    expect((await store.range(keys.auditHeads(id))).length).toBe(2); // the API's (the tenant's creation) and this one
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    // Everything expires: both lanes end, and nothing of them is left.
+    expect(await new AuditRetention(store, createLogger('silent'), 1, 3600).sweepTenant(id, Date.now())).toBe(3);
+    expect(await store.range(keys.auditHeads(id))).toEqual([]);
+    expect(await store.range(keys.auditAnchors(id))).toEqual([]);
+    expect(await verifyChain(store, id)).toMatchObject({ entries: 0, lanes: 0, breaks: [] });
+    // The writer, whose cached head is gone, starts its lane again from seq 1; that is not a conflict.
+    await writer.record({ ...record, entity_id: 'c' });
+    const [entry] = (await store.range(keys.auditLog(id))).map((e) => JSON.parse(e.value) as AuditEntry);
+    expect(entry).toMatchObject({ entity_id: 'c', seq: 1, prev_hash: GENESIS });
+    expect(await verifyChain(store, id)).toMatchObject({ entries: 1, lanes: 1, breaks: [] });
+    expect(conflicts).toBe(0);
   });
 });
 
