@@ -395,8 +395,7 @@ describe('the hash chain', () => {
     const seqsByLane = lanesOf(entries);
     expect([...seqsByLane.values()].map((seqs) => seqs.length).sort((a, b) => a - b)).toEqual([1, 50, 50, 50]);
     for (const seqs of seqsByLane.values()) expect(seqs).toEqual(seqs.map((_, i) => seqs.length - i));
-    // The retention sweep of the older half anchors each lane where its entries were cut, and every chain still
-    // verifies; the writers' next entries link on.
+    // The retention sweep of the older half: what is left still verifies, each lane from where it was cut.
     const middle = Date.parse(entries[75].created_at);
     const swept = await new AuditRetention(store, createLogger('silent'), 1, 3600).sweepTenant(id, middle);
     expect(swept).toBeGreaterThan(0);
