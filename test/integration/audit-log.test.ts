@@ -408,6 +408,41 @@ describe('the hash chain', () => {
     for (const lane of anchored) expect(headed).toContain(lane);
   });
 
+  test('verify names the lane of a broken link: an entry removed from one lane, an entry moved under another lane', async () => {
+    const { tenantId: id } = await createTenant(api.url, api.operatorKey);
+    const writers = [0, 1].map(() => new AuditLog(store, createLogger('silent'), { scanLimit: 1000 }));
+    for (let i = 0; i < 6; i++)
+      await writers[i % 2].record({
+        tenant_id: id,
+        actor_type: 'application',
+        entity_type: 'token',
+        entity_id: String(i),
+        operation: 'read',
+        message: 'Read a token',
+      });
+    const stored = await store.range(keys.auditLog(id));
+    const entries = stored.map((e) => JSON.parse(e.value) as AuditEntry);
+    const [lane, other] = [entries[0].lane!, entries.find((e) => e.lane !== entries[0].lane && e.seq > 1)!.lane!];
+    // The middle entry of `lane` (seq 2 of 3) removed: its lane's seq 3 no longer links; the other lanes are intact.
+    const middle = stored[entries.findIndex((e) => e.lane === lane && e.seq === 2)];
+    await store.delete(middle.key);
+    expect((await verifyChain(store, id)).breaks).toEqual([
+      expect.objectContaining({ lane, seq: 3, reason: expect.stringContaining('does not link') }),
+    ]);
+    // Put back under the other lane's key (same time and seq): it is not where its content says it belongs.
+    const moved = middle.key.replace(new RegExp(`-${lane}$`), `-${other}`);
+    await store.put(moved, middle.value);
+    expect((await verifyChain(store, id)).breaks).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ lane: other, key: moved, reason: 'not a readable entry at its key' }),
+        expect.objectContaining({ lane, seq: 3 }),
+      ]),
+    );
+    await store.delete(moved);
+    await store.put(middle.key, middle.value);
+    expect((await verifyChain(store, id)).breaks).toEqual([]);
+  });
+
   test('entries written before lanes (one chain, audit/head) are read, verified and swept beside the lanes', async () => {
     const { tenantId: id } = await createTenant(api.url, api.operatorKey);
     // Three entries as a release without lanes wrote them: keys without a lane, the head at audit/head.
