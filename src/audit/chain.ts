@@ -119,13 +119,13 @@ export class ChainAppender {
   private readonly idle: Array<() => void> = [];
   /** Per tenant, the head this process committed last (one small entry per tenant it has written for). */
   private readonly heads = new Map<string, HeadState>();
+  /** This process's chain of each tenant. */
+  private readonly lane = newLane();
 
   constructor(
     private readonly store: Store,
     private readonly stats: AppendStats = {},
     private readonly now: () => number = Date.now,
-    /** This process's chain of each tenant (newLane); only a test gives one. */
-    readonly lane: string = newLane(),
   ) {}
 
   /** Queues the record; resolves with the stored entry once its transaction committed. */

@@ -79,8 +79,7 @@ export class AuditRetention {
       const { limits } = decode<{ limits?: TenantRecordLimits }>('tenant', tenant.value);
       const keep = limits?.audit_entries ?? this.entriesPerTenant;
       deleted += await this.exclusively(tenantId, async () => {
-        const expired = await this.deleteOlderThan(tenantId, cutoff);
-        await this.removeEndedLanes(tenantId, cutoff);
+        const expired = await this.expire(tenantId, cutoff);
         return expired + (keep > 0 ? await this.deleteOldestPast(tenantId, keep) : 0);
       });
     }
@@ -126,11 +125,14 @@ export class AuditRetention {
    * that wrote nothing since; 0 when another process trims or sweeps the tenant now.
    */
   sweepTenant(tenantId: string, cutoff: number): Promise<number> {
-    return this.exclusively(tenantId, async () => {
-      const deleted = await this.deleteOlderThan(tenantId, cutoff);
-      await this.removeEndedLanes(tenantId, cutoff);
-      return deleted;
-    });
+    return this.exclusively(tenantId, () => this.expire(tenantId, cutoff));
+  }
+
+  /** What sweepTenant does, for a caller holding the lock. */
+  private async expire(tenantId: string, cutoff: number): Promise<number> {
+    const deleted = await this.deleteOlderThan(tenantId, cutoff);
+    await this.removeEndedLanes(tenantId, cutoff);
+    return deleted;
   }
 
   /**

@@ -59,11 +59,19 @@ test('a tenant past its budget is refused, even a small body, until Retry-After;
   expect(created).toBeLessThanOrEqual(6);
   expectRefused(refusal);
   // In debt: A's 8-member body is refused before it is read, its connection closed; B's bodies are not refused.
-  const unread = await send(api.url, 'POST', '/tokens', {
-    // A keep-alive request: without the refusal's close, the server would keep the connection open.
-    headers: { 'BT-API-KEY': a.key, 'Content-Type': 'application/json', Connection: 'keep-alive' },
-    body: JSON.stringify(CARD),
-  });
+  const card = () =>
+    send(api.url, 'POST', '/tokens', {
+      // A keep-alive request: without the refusal's close, the server would keep the connection open.
+      headers: { 'BT-API-KEY': a.key, 'Content-Type': 'application/json', Connection: 'keep-alive' },
+      body: JSON.stringify(CARD),
+    });
+  let unread = await card();
+  // The debt is at most one body's worth (0.3 s at this budget): on a loaded machine it may be paid back before the
+  // card arrives, which is then created. A is put in debt again and the card sent again, at most five times.
+  for (let again = 0; again < 5 && unread.status === 201; again++) {
+    await untilRefused(() => a.client.post('/tokens', { body: LARGE }));
+    unread = await card();
+  }
   expect(unread.headers.connection).toBe('close');
   expectRefused({
     status: unread.status,
@@ -72,7 +80,7 @@ test('a tenant past its budget is refused, even a small body, until Retry-After;
   });
   expect((await b.client.post('/tokens', { body: LARGE })).status).toBe(201);
   expect((await b.client.post('/tokens', { body: CARD })).status).toBe(201);
-  await sleep(1000 * Number(refusal.headers.get('retry-after')));
+  await sleep(1000 * Number(unread.headers['retry-after']));
   expect((await a.client.post('/tokens', { body: CARD })).status).toBe(201);
 });
 
