@@ -105,6 +105,9 @@ export class AuditRetention {
     if (keep === 0 || this.trimming.has(tenantId) || (known !== undefined && known <= keep + Math.ceil(keep / 10)))
       return;
     this.trimming.add(tenantId);
+    // The trim sets the count it finds. Should another process hold the tenant's lock, that one is trimming: this one
+    // tries again a tenth of the count later, not at every entry (each try is a lease grant and a write in etcd).
+    this.known.set(tenantId, keep);
     try {
       await this.trimTenant(tenantId, keep);
     } finally {
