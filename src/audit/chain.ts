@@ -40,8 +40,13 @@ export interface ChainHead {
   time: number;
 }
 
-const MAX_TIME = 9_999_999_999_999;
-const MAX_SEQ = 999_999_999_999_999;
+/** A sort key is `<inverted time>-<inverted seq>[-<lane>]`, its numbers of these fixed widths. */
+const TIME_DIGITS = 13;
+const SEQ_DIGITS = 15;
+const MAX_TIME = 10 ** TIME_DIGITS - 1;
+const MAX_SEQ = 10 ** SEQ_DIGITS - 1;
+const SEQ_AT = TIME_DIGITS + 1;
+const LANE_AT = SEQ_AT + SEQ_DIGITS + 1;
 
 /** A new lane id: 12 hex digits, so that two processes picking the same one is not a concern. */
 export function newLane(): string {
@@ -53,23 +58,23 @@ export function newLane(): string {
  * its lane (entries of different lanes may share a time and a seq). Entries written before lanes have none.
  */
 export function sortKey(timeMs: number, seq: number, lane: string): string {
-  const key = `${String(MAX_TIME - timeMs).padStart(13, '0')}-${String(MAX_SEQ - seq).padStart(15, '0')}`;
+  const key = `${String(MAX_TIME - timeMs).padStart(TIME_DIGITS, '0')}-${String(MAX_SEQ - seq).padStart(SEQ_DIGITS, '0')}`;
   return lane === '' ? key : `${key}-${lane}`;
 }
 
 /** The seq and lane a sort key names (for an entry that cannot be read, its place in its chain). */
 export function seqAndLaneOfSortKey(key: string): { seq: number; lane: string } {
-  return { seq: MAX_SEQ - Number(key.slice(14, 29)), lane: key.slice(30) };
+  return { seq: MAX_SEQ - Number(key.slice(SEQ_AT, SEQ_AT + SEQ_DIGITS)), lane: key.slice(LANE_AT) };
 }
 
 /** The key just before every entry of time `timeMs` or earlier (a range start: entries at or before the time). */
 export function atOrBefore(timeMs: number): string {
-  return `${String(MAX_TIME - timeMs - 1).padStart(13, '0')}.`;
+  return `${String(MAX_TIME - timeMs - 1).padStart(TIME_DIGITS, '0')}.`;
 }
 
 /** The epoch milliseconds a sort key encodes. */
 export function timeOfSortKey(key: string): number {
-  return MAX_TIME - Number(key.slice(0, 13));
+  return MAX_TIME - Number(key.slice(0, TIME_DIGITS));
 }
 
 export const SORT_KEY_PATTERN = /^\d{13}-\d{15}(-[0-9a-f]{12})?$/;

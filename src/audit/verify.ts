@@ -49,6 +49,7 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
   for (const [id, item] of await headsByLane(store, tenantId))
     lane(id).head = decode<ChainHead>('audit-head', item.value);
   const breaks: Break[] = [];
+  const broken = (lane: string, seq: number, key: string, reason: string) => breaks.push({ lane, seq, key, reason });
   let entries = 0;
   let after: string | undefined;
   for (;;) {
@@ -62,22 +63,24 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
         entry = decode<AuditEntry>('audit-entry', item.value);
         if ((entry.lane ?? '') !== place.lane || entry.seq !== place.seq) throw new Error('not at its key');
       } catch {
-        breaks.push({ lane: place.lane, seq: place.seq, key: item.key, reason: 'not a readable entry at its key' });
+        broken(place.lane, place.seq, item.key, 'not a readable entry at its key');
         walk.newer = undefined;
         continue;
       }
-      const broken = (seq: number, key: string, reason: string) => breaks.push({ lane: place.lane, seq, key, reason });
-      if (hashOf(entry) !== entry.hash) broken(entry.seq, item.key, 'content does not match its hash (altered)');
+      if (hashOf(entry) !== entry.hash)
+        broken(place.lane, entry.seq, item.key, 'content does not match its hash (altered)');
       const { head } = walk;
       if (!head) {
-        if (!walk.headSeen) broken(entry.seq, item.key, 'entries exist but the chain head is missing');
+        if (!walk.headSeen) broken(place.lane, entry.seq, item.key, 'entries exist but the chain head is missing');
         walk.headSeen = true;
       } else if (entry.seq === head.seq) {
         walk.headSeen = true;
-        if (entry.hash !== head.hash) broken(entry.seq, item.key, 'the entry the chain head names was replaced');
+        if (entry.hash !== head.hash)
+          broken(place.lane, entry.seq, item.key, 'the entry the chain head names was replaced');
       } else if (entry.seq < head.seq && !walk.headSeen) {
         walk.headSeen = true;
         broken(
+          place.lane,
           head.seq,
           keys.auditHead(tenantId, place.lane),
           `the newest entries are gone: the chain head names seq ${head.seq}, the newest entry is seq ${entry.seq}`,
@@ -86,6 +89,7 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
       const { newer } = walk;
       if (newer && (newer.entry.prev_hash !== entry.hash || newer.entry.seq !== entry.seq + 1)) {
         broken(
+          place.lane,
           newer.entry.seq,
           newer.key,
           `does not link to the entry before it (seq ${entry.seq}): removed, reordered or altered`,
@@ -102,13 +106,13 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
   for (const [id, walk] of lanes) {
     const anchorEntry = anchors.get(id);
     const anchor = anchorEntry ? decode<Anchor>('audit-anchor', anchorEntry.value) : undefined;
-    const broken = (seq: number, key: string, reason: string) => breaks.push({ lane: id, seq, key, reason });
     const { newer, head } = walk;
     if (newer) {
       const start = anchor ?? { seq: 0, hash: GENESIS };
       const swept = anchor !== undefined && newer.entry.seq <= anchor.seq;
       if (!swept && (newer.entry.prev_hash !== start.hash || newer.entry.seq !== start.seq + 1)) {
         broken(
+          id,
           newer.entry.seq,
           newer.key,
           anchor
@@ -117,7 +121,7 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
         );
       }
     } else if (head && head.seq !== (anchor?.seq ?? 0)) {
-      broken(head.seq, keys.auditHead(tenantId, id), 'the chain head names entries that are gone');
+      broken(id, head.seq, keys.auditHead(tenantId, id), 'the chain head names entries that are gone');
     }
   }
   breaks.sort((a, b) => (a.lane === b.lane ? a.seq - b.seq : a.lane < b.lane ? -1 : 1));
