@@ -10,7 +10,9 @@
 // `bench`, BENCH_CONTROLLER_APPLY_CONCURRENCY requests in flight) until a watch of the Reactors (an informer started
 // before the applies) has seen every one Ready for its generation: the time of the watch event of the last one.
 // Progress is printed every 2 s. Peak memory is the controller's VmHWM (/proc/<pid>/status) at the end; its RSS is
-// also sampled every 2 s.
+// also sampled every 2 s. The CPU each process spent until all Ready is reported per Reactor: kube-apiserver's (from
+// its metrics), the controller's, the vault API's, its etcd's, the worker's and this process's (the applies and the
+// watch), since on a shared machine they compete for the same cores.
 // Then the resync: with every object Ready and unchanged, the writes counted by kube-apiserver
 // (apiserver_request_total, by verb and resource; the Lease renewals of leader election are shown apart) and by the
 // vault API (tokenvault_http_requests_total, by method) are read before and after the controller's next periodic
@@ -243,7 +245,16 @@ spec:
     const kubeMetricsText = async () => (await plane!.kubectl(['get', '--raw', '/metrics'])).stdout;
     const metricsText = async (url: string) => (await fetch(url)).text();
     const [kubeAtStart, controllerAtStart] = await Promise.all([kubeMetricsText(), metricsText(controllerMetricsUrl)]);
-    const controllerCpuAtStart = processCpuSeconds(child.pid!);
+    // The other processes on the machine share its CPUs with kube-apiserver: what each spent per Reactor says where
+    // the machine's time went. kube-apiserver's own CPU comes from its metrics; the control plane's etcd is left out.
+    const otherCpu = () => ({
+      controller: processCpuSeconds(child.pid!) ?? NaN,
+      'vault API': processCpuSeconds(api!.pid) ?? NaN,
+      'vault etcd': etcd?.pid === undefined ? NaN : (processCpuSeconds(etcd.pid) ?? NaN),
+      worker: processCpuSeconds(worker!.pid) ?? NaN,
+      benchmark: ((usage) => (usage.user + usage.system) / 1e6)(process.cpuUsage()),
+    });
+    const cpuAtStart = otherCpu();
     // Readiness is followed with a watch (an informer), not by listing all the Reactors at each poll: a list of
     // 10,000 objects costs kube-apiserver and this process CPU the controller is competing for, and a poll only every
     // 2 s made the time up to 2 s late. The moments the first, the half and the last Reactor turn Ready are taken
@@ -328,7 +339,12 @@ spec:
     // CPU seconds spent until all Ready: on a shared machine these vary less than the wall time.
     const kubeCpu =
       sumSamples(kubeAtReady, 'process_cpu_seconds_total') - sumSamples(kubeAtStart, 'process_cpu_seconds_total');
-    const controllerCpu = (processCpuSeconds(child.pid!) ?? NaN) - (controllerCpuAtStart ?? NaN);
+    const cpuAtReady = otherCpu();
+    const cpuUntilReady = Object.entries(cpuAtReady).map(([name, seconds]) => ({
+      name,
+      seconds: seconds - cpuAtStart[name as keyof typeof cpuAtStart],
+    }));
+    const controllerCpu = cpuAtReady.controller - cpuAtStart.controller;
     const firstPassReconciles =
       sumSamples(controllerAtReady, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor') -
       sumSamples(controllerAtStart, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor');
@@ -473,6 +489,10 @@ spec:
             [
               'CPU until all Ready: kube-apiserver / controller',
               `${kubeCpu.toFixed(1)} s (${((1000 * kubeCpu) / total).toFixed(2)} ms per Reactor) / ${controllerCpu.toFixed(1)} s (${((1000 * controllerCpu) / total).toFixed(2)} ms)`,
+            ],
+            [
+              'CPU until all Ready, ms per Reactor: ' + cpuUntilReady.map((c) => c.name).join(' / '),
+              cpuUntilReady.map((c) => ((1000 * c.seconds) / total).toFixed(2)).join(' / '),
             ],
             ['controller error log lines', String(errorLines)],
           ],
