@@ -558,6 +558,44 @@ describe('the hash chain', () => {
     expect((await verifyChain(store, id)).breaks).toEqual([]);
   });
 
+  test('reactor creates, updates and patches commit with their entries in one transaction (same etcd revision)', async () => {
+    const { tenantId: id, managementKey } = await createTenant(api.url, api.operatorKey);
+    const manager = client(api.url, managementKey);
+    const created = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => manager.post('/reactors', { body: { name: `r-${i}`, code: ECHO } })),
+    );
+    expect(created.map((a) => a.status)).toEqual(Array(5).fill(201));
+    const reactorIds = created.map((a) => a.body.id as string);
+    const entryRevisions = async (operation: string) =>
+      new Map(
+        (await store.range(keys.auditLog(id)))
+          .map((e) => ({ entry: JSON.parse(e.value) as AuditEntry, revision: e.modRevision }))
+          .filter(({ entry }) => entry.entity_type === 'reactor' && entry.operation === operation)
+          .map(({ entry, revision }) => [entry.entity_id, revision] as const),
+      );
+    const storedRevisions = async () =>
+      [...(await store.getMany(reactorIds.map((r) => keys.reactor(id, r)))).values()].map((e) => e.modRevision);
+    const creates = await entryRevisions('create');
+    const byNumber = (a: number, b: number) => a - b;
+    expect((await storedRevisions()).sort(byNumber)).toEqual(reactorIds.map((r) => creates.get(r)!).sort(byNumber));
+
+    const [put, patch] = [reactorIds[0], reactorIds[1]];
+    expect((await manager.put(`/reactors/${put}`, { body: { name: 'renamed', code: ECHO } })).status).toBe(200);
+    const patched = await manager.patch(`/reactors/${patch}`, {
+      body: { name: 'patched' },
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+    });
+    expect(patched.status).toBe(200);
+    const updates = await entryRevisions('update');
+    const now = await store.getMany([put, patch].map((r) => keys.reactor(id, r)));
+    expect(now.get(keys.reactor(id, put))?.modRevision).toBe(updates.get(put));
+    expect(now.get(keys.reactor(id, patch))?.modRevision).toBe(updates.get(patch));
+
+    expect((await manager.delete(`/reactors/${reactorIds[2]}`)).status).toBe(204);
+    expect([...(await entryRevisions('delete')).keys()]).toEqual([reactorIds[2]]);
+    expect((await verifyChain(store, id)).breaks).toEqual([]);
+  });
+
   test('a change whose compare fails is handed back unwritten, and the records beside it are still appended', async () => {
     const { tenantId: id } = await createTenant(api.url, api.operatorKey);
     let conflicts = 0;

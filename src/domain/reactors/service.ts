@@ -13,6 +13,7 @@ import { getRecord } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import { assertMayAttach, assertMayDelegate, assertMayRedirect, changedFields } from '../applications/delegation.js';
+import { commitChange, type ChangeOptions } from '../audited-commit.js';
 import { mergePatch } from '../merge-patch.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
@@ -162,7 +163,7 @@ export class ReactorService {
     this.events = events;
   }
 
-  async create(principal: TenantPrincipal, body: ReactorBody): Promise<Reactor> {
+  async create(principal: TenantPrincipal, body: ReactorBody, options: ChangeOptions = {}): Promise<Reactor> {
     const tenantId = principal.tenantId;
     if ((body.formula === undefined) === (body.code === undefined)) {
       throw new Errors.InvalidBody({ errors: { formula: ['give exactly one of formula.id and code'] } });
@@ -194,7 +195,8 @@ export class ReactorService {
     ];
     if (formula) ops.push({ type: 'put', key: keys.formulaRef(formula.id, tenantId, id), value: '' });
     ops.push(...(await this.events.ops(tenantId, 'reactor.created', reactorEventData(record, actorOf(principal)))));
-    if (!(await this.store.txn({ compare: [{ key: keys.reactor(tenantId, id), modRevision: 0 }], success: ops }))) {
+    const txn = { compare: [{ key: keys.reactor(tenantId, id), modRevision: 0 }], success: ops };
+    if (!(await commitChange(this.store, id, txn, options))) {
       throw new Errors.Conflict(`A reactor with the id ${id} already exists.`);
     }
     // The first call then reads the reactor and its formula in the same round trip (see `react`).
@@ -221,32 +223,47 @@ export class ReactorService {
   }
 
   /** PUT: name, configuration and application are replaced; the formula cannot change. */
-  async update(principal: TenantPrincipal, id: string, body: ReactorBody): Promise<Reactor> {
-    return this.replace(principal, id, () => body);
+  async update(
+    principal: TenantPrincipal,
+    id: string,
+    body: ReactorBody,
+    options: ChangeOptions = {},
+  ): Promise<Reactor> {
+    return this.replace(principal, id, () => body, options);
   }
 
   /** JSON merge patch over name, configuration and application. */
-  async patch(principal: TenantPrincipal, id: string, patch: Partial<ReactorBody>): Promise<Reactor> {
-    return this.replace(principal, id, (current, configuration) => {
-      const merged: ReactorBody = {
-        name: patch.name ?? current.name,
-        application: current.application_id ? { id: current.application_id } : undefined,
-      };
-      if (patch.application !== undefined) merged.application = patch.application;
-      merged.configuration =
-        patch.configuration === undefined
-          ? configuration
-          : patch.configuration === null
-            ? {}
-            : (mergePatch(configuration, patch.configuration) as ConfigurationValues);
-      if (patch.formula) merged.formula = patch.formula;
-      if (patch.code) merged.code = patch.code;
-      // What a patch makes is held to what a PUT accepts: patches of 100 names each merged past the 100 a body may hold.
-      return validateUpdateReactor(merged);
-    });
+  async patch(
+    principal: TenantPrincipal,
+    id: string,
+    patch: Partial<ReactorBody>,
+    options: ChangeOptions = {},
+  ): Promise<Reactor> {
+    return this.replace(
+      principal,
+      id,
+      (current, configuration) => {
+        const merged: ReactorBody = {
+          name: patch.name ?? current.name,
+          application: current.application_id ? { id: current.application_id } : undefined,
+        };
+        if (patch.application !== undefined) merged.application = patch.application;
+        merged.configuration =
+          patch.configuration === undefined
+            ? configuration
+            : patch.configuration === null
+              ? {}
+              : (mergePatch(configuration, patch.configuration) as ConfigurationValues);
+        if (patch.formula) merged.formula = patch.formula;
+        if (patch.code) merged.code = patch.code;
+        // What a patch makes is held to what a PUT accepts: patches of 100 names each merged past the 100 a body may hold.
+        return validateUpdateReactor(merged);
+      },
+      options,
+    );
   }
 
-  async delete(principal: TenantPrincipal, id: string): Promise<void> {
+  async delete(principal: TenantPrincipal, id: string, options: ChangeOptions = {}): Promise<void> {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'reactor');
@@ -259,12 +276,8 @@ export class ReactorService {
     ops.push(
       ...(await this.events.ops(tenantId, 'reactor.deleted', reactorEventData(current.value, actorOf(principal)))),
     );
-    if (
-      !(await this.store.txn({
-        compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }],
-        success: ops,
-      }))
-    ) {
+    const txn = { compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }], success: ops };
+    if (!(await commitChange(this.store, id, txn, options))) {
       throw new Errors.Conflict('The reactor was changed while it was being deleted; retry.');
     }
   }
@@ -391,6 +404,7 @@ export class ReactorService {
     principal: TenantPrincipal,
     id: string,
     next: (current: ReactorRecord, configuration: ConfigurationValues) => ReactorBody,
+    options: ChangeOptions,
   ): Promise<Reactor> {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
@@ -417,13 +431,18 @@ export class ReactorService {
       modified_at: new Date().toISOString(),
       modified_by: actorId(principal),
     };
-    const written = await this.store.txn({
-      compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }],
-      success: [
-        { type: 'put', key: keys.reactor(tenantId, id), value: encode('reactor', record) },
-        ...(await this.events.ops(tenantId, 'reactor.updated', reactorEventData(record, actorOf(principal)))),
-      ],
-    });
+    const written = await commitChange(
+      this.store,
+      id,
+      {
+        compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }],
+        success: [
+          { type: 'put', key: keys.reactor(tenantId, id), value: encode('reactor', record) },
+          ...(await this.events.ops(tenantId, 'reactor.updated', reactorEventData(record, actorOf(principal)))),
+        ],
+      },
+      options,
+    );
     if (!written) {
       throw new Errors.Conflict('The reactor was changed by another request; retry.');
     }

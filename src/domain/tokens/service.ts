@@ -40,6 +40,7 @@ import {
 } from '../tenant-gate.js';
 import { changedVisibility, mayChangeVisibility } from './visibility.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
+import { commitChange, type ChangeOptions } from '../audited-commit.js';
 import { mergePatch } from '../merge-patch.js';
 import { TenantLimit } from '../tenant-limits.js';
 import type { Page } from '../paging.js';
@@ -78,15 +79,6 @@ export interface CreateGuard {
   compare: Compare[];
   success: TxnOp[];
   lost(): Promise<void>;
-}
-
-/** How a create may be written: with its audit entry, in one transaction (the HTTP route's audit trail). */
-export interface CreateOptions {
-  /**
-   * Commits the create's compares and writes together with the audit entry about the token `id`: true once both are
-   * stored, false when neither was written (then the create writes alone, and its entry is recorded after).
-   */
-  commitWithEntry?: (id: string, writes: { compare: Compare[]; success: TxnOp[] }) => Promise<boolean>;
 }
 
 /** What bounds one tenant's share of etcd (docs/security.md, "Limits"); 0: no bound. */
@@ -164,7 +156,7 @@ export class TokenService {
     principal: TenantPrincipal,
     given: CreateTokenBody,
     guard?: CreateGuard,
-    options: CreateOptions = {},
+    options: ChangeOptions = {},
   ): Promise<Token> {
     const body = applyPrivacy(given);
     const tenantId = principal.tenantId;
@@ -244,8 +236,9 @@ export class TokenService {
       };
       // First with the audit entry (one round trip for both); when that transaction fails, alone, to learn why.
       const written =
-        (attempt === 0 && guard === undefined && (await options.commitWithEntry?.(id, txn))) ||
-        (await this.store.txn(txn));
+        attempt === 0 && guard === undefined
+          ? await commitChange(this.store, id, txn, options)
+          : await this.store.txn(txn);
       if (written) return this.asSeenBy(principal, record, { d: body.data, m: derived.masked });
       await guard?.lost();
       if (await this.store.get(keys.token(tenantId, id)))

@@ -8,8 +8,8 @@ import type { NextFunction, Request, Response } from 'express';
 import { actorId, type Principal } from '../../auth/principal.js';
 import type { AuditRecord } from '../../audit/entry.js';
 import { AUDITED_ROUTES, type AuditDeclaration } from '../../audit/routes.js';
-import type { ChangeWrites } from '../../audit/chain.js';
 import type { AuditLog } from '../../audit/service.js';
+import type { ChangeOptions, CommitWithEntry } from '../../domain/audited-commit.js';
 
 /** What a route handler may leave for the audit trail in res.locals. */
 export interface AuditLocals {
@@ -24,7 +24,12 @@ export interface AuditLocals {
    * stored (the response then records nothing more), false when neither was written (the route writes its change
    * alone, and the entry is recorded before the response ends, as for any route). Set by this middleware.
    */
-  auditWith?: (entityId: string, writes: ChangeWrites) => Promise<boolean>;
+  auditWith?: CommitWithEntry;
+}
+
+/** For a route's service call: write the change with the request's audit entry (`auditWith`), one transaction. */
+export function withEntry(res: Response): ChangeOptions {
+  return { commitWithEntry: (res.locals as AuditLocals).auditWith };
 }
 
 export function auditTrail(audit: AuditLog, declarations = AUDITED_ROUTES) {

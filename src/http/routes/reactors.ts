@@ -14,14 +14,14 @@ import {
 import { CustomResponse, type ReactResponse, type ReactorService } from '../../domain/reactors/service.js';
 import { sendOnce } from '../idempotent.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
-import type { AuditLocals } from '../middleware/audit.js';
+import { withEntry, type AuditLocals } from '../middleware/audit.js';
 
 export function reactorRoutes(reactors: ReactorService, idempotency: IdempotencyService): Router {
   const router = Router();
 
   router.post('/reactors', requirePermission('reactor:create'), async (req, res) => {
     await sendOnce(idempotency, req, res, 201, async () =>
-      reactors.create(tenantPrincipal(req), validateCreateReactor(req.body)),
+      reactors.create(tenantPrincipal(req), validateCreateReactor(req.body), withEntry(res)),
     );
   });
 
@@ -39,7 +39,7 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
     await sendOnce(idempotency, req, res, 200, async () =>
-      reactors.update(principal, id, validateUpdateReactor(req.body)),
+      reactors.update(principal, id, validateUpdateReactor(req.body), withEntry(res)),
     );
   });
 
@@ -52,12 +52,12 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
     await sendOnce(idempotency, req, res, 200, async () =>
-      reactors.patch(principal, id, validatePatchReactor(req.body)),
+      reactors.patch(principal, id, validatePatchReactor(req.body), withEntry(res)),
     );
   });
 
   router.delete('/reactors/:id', requirePermission('reactor:delete'), async (req, res) => {
-    await reactors.delete(tenantPrincipal(req), uuidParam(req, 'id'));
+    await reactors.delete(tenantPrincipal(req), uuidParam(req, 'id'), withEntry(res));
     res.status(204).end();
   });
 

@@ -11,7 +11,7 @@ import type { TokenListQuery, TokenService } from '../../domain/tokens/service.j
 import { tokenize } from '../../domain/tokens/tokenize.js';
 import { TOKEN_TYPE_NAMES } from '../../domain/tokens/types.js';
 import { sendOnce } from '../idempotent.js';
-import type { AuditLocals } from '../middleware/audit.js';
+import { withEntry } from '../middleware/audit.js';
 import { validateConvertTokenIntent } from '../../domain/token-intents/schema.js';
 import type { TokenIntentService } from '../../domain/token-intents/service.js';
 import type { ClientKeyService } from '../../domain/client-keys/service.js';
@@ -44,9 +44,7 @@ export function tokenRoutes(
           body:
             intents && isObject(body) && 'token_intent_id' in body
               ? await intents.convert(principal, validateConvertTokenIntent(body))
-              : await tokens.create(principal, validateCreateToken(body), undefined, {
-                  commitWithEntry: (res.locals as AuditLocals).auditWith,
-                }),
+              : await tokens.create(principal, validateCreateToken(body), undefined, withEntry(res)),
         };
       },
     );
