@@ -4,18 +4,14 @@
 // first; the controller's reactor writes followed, because at thousands of Reactors applied at once each of the
 // vault API's round trips was paid alone (one request at a time per controller worker) and the API shared its two
 // CPUs with kube-apiserver.
-import type { Compare, Store, TxnOp } from '../store/store.js';
-
-export interface ChangeTxn {
-  compare: Compare[];
-  success: TxnOp[];
-}
+import type { ChangeWrites } from '../audit/chain.js';
+import type { Store } from '../store/store.js';
 
 /**
  * Commits the change's compares and writes together with the request's audit entry about `entityId`: true once both
  * are stored, false when neither was written (then the change is written alone, and its entry recorded after).
  */
-export type CommitWithEntry = (entityId: string, writes: ChangeTxn) => Promise<boolean>;
+export type CommitWithEntry = (entityId: string, writes: ChangeWrites) => Promise<boolean>;
 
 /** How a change may be written: with the request's audit entry, when the caller offers it. */
 export interface ChangeOptions {
@@ -29,7 +25,7 @@ export interface ChangeOptions {
 export async function commitChange(
   store: Store,
   entityId: string,
-  txn: ChangeTxn,
+  txn: ChangeWrites,
   options: ChangeOptions = {},
 ): Promise<boolean> {
   if (options.commitWithEntry && (await options.commitWithEntry(entityId, txn))) return true;
