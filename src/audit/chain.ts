@@ -47,10 +47,12 @@ const MAX_TIME = 10 ** TIME_DIGITS - 1;
 const MAX_SEQ = 10 ** SEQ_DIGITS - 1;
 const SEQ_AT = TIME_DIGITS + 1;
 const LANE_AT = SEQ_AT + SEQ_DIGITS + 1;
+/** A lane id's random bytes: 12 hex digits, so that two processes picking the same one is not a concern. */
+const LANE_BYTES = 6;
 
-/** A new lane id: 12 hex digits, so that two processes picking the same one is not a concern. */
+/** A new lane id. */
 export function newLane(): string {
-  return randomBytes(6).toString('hex');
+  return randomBytes(LANE_BYTES).toString('hex');
 }
 
 /**
@@ -77,7 +79,7 @@ export function timeOfSortKey(key: string): number {
   return MAX_TIME - Number(key.slice(0, TIME_DIGITS));
 }
 
-export const SORT_KEY_PATTERN = /^\d{13}-\d{15}(-[0-9a-f]{12})?$/;
+export const SORT_KEY_PATTERN = new RegExp(`^\\d{${TIME_DIGITS}}-\\d{${SEQ_DIGITS}}(-[0-9a-f]{${2 * LANE_BYTES}})?$`);
 
 export class TenantGone extends Error {
   constructor(tenantId: string) {
