@@ -10,6 +10,7 @@ import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { checkRules, type AccessRule } from '../../auth/access/rules.js';
+import { commitChange, type ChangeOptions } from '../audited-commit.js';
 import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
 import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import type { Page, PageRequest } from '../paging.js';
@@ -111,6 +112,8 @@ function revokeKeys(gone: StoredApplicationKey[]): TxnOp[] {
   return gone.map((k) => ({ type: 'delete', key: keys.apiKey(k.key_hash) }));
 }
 
+const NO_KEY_CHANGE = { fresh: [], gone: [] };
+
 export interface NewApplication {
   record: ApplicationRecord;
   key?: string;
@@ -163,7 +166,11 @@ export class ApplicationService {
     return { record, key: fresh?.key };
   }
 
-  async create(principal: TenantPrincipal, body: CreateApplicationBody): Promise<Application> {
+  async create(
+    principal: TenantPrincipal,
+    body: CreateApplicationBody,
+    options: ChangeOptions = {},
+  ): Promise<Application> {
     chosenId(principal, body.id);
     assertMayGrant(principal, body.type, body.permissions ?? []);
     assertMayOutlive(principal, body.expires_at);
@@ -175,16 +182,17 @@ export class ApplicationService {
       managedByOf(principal),
     );
     await this.limit.assertRoomFor(principal.tenantId);
-    await this.insert(record);
+    await this.insert(record, options);
     return toApplication(record, key);
   }
 
   /** Stores a prepared application; its id and key must not be in use. */
-  async insert(record: ApplicationRecord): Promise<void> {
-    const created = await this.store.txn({
+  async insert(record: ApplicationRecord, options: ChangeOptions = {}): Promise<void> {
+    const txn = {
       compare: [{ key: keys.application(record.tenant_id, record.id), modRevision: 0 }, ...keysAreFree(record.keys)],
       success: createApplicationOps(record),
-    });
+    };
+    const created = await commitChange(this.store, record.id, txn, options);
     if (created) return;
     if (await this.store.get(keys.application(record.tenant_id, record.id))) {
       throw new Errors.Conflict(`An application with the id ${record.id} already exists.`);
@@ -204,7 +212,12 @@ export class ApplicationService {
     return toApplication((await this.load(tenantId, id)).value);
   }
 
-  async update(principal: TenantPrincipal, id: string, body: UpdateApplicationBody): Promise<Application> {
+  async update(
+    principal: TenantPrincipal,
+    id: string,
+    body: UpdateApplicationBody,
+    options: ChangeOptions = {},
+  ): Promise<Application> {
     const actor = actorId(principal);
     const current = await this.load(principal.tenantId, id);
     assertMayChange(current.value, principal, 'application');
@@ -223,12 +236,12 @@ export class ApplicationService {
       modified_at: new Date().toISOString(),
       modified_by: actor,
     };
-    await this.replace(current.modRevision, record);
+    await this.replace(current.modRevision, record, NO_KEY_CHANGE, { entityId: id, ...options });
     return toApplication(record);
   }
 
   /** One new key in place of all the application's keys; the old ones stop working at once. */
-  async regenerate(principal: TenantPrincipal, id: string): Promise<Application> {
+  async regenerate(principal: TenantPrincipal, id: string, options: ChangeOptions = {}): Promise<Application> {
     const actor = actorId(principal);
     const current = await this.loadForKeyChange(principal, id);
     const { key, stored } = newKey(actor);
@@ -238,12 +251,17 @@ export class ApplicationService {
       modified_at: new Date().toISOString(),
       modified_by: actor,
     };
-    await this.replace(current.modRevision, record, { fresh: [stored], gone: current.value.keys });
+    await this.replace(
+      current.modRevision,
+      record,
+      { fresh: [stored], gone: current.value.keys },
+      { entityId: id, ...options },
+    );
     return toApplication(record, key);
   }
 
   /** One more live key (the others keep working): how a key is rotated without downtime. The key is shown once. */
-  async createKey(principal: TenantPrincipal, id: string): Promise<ApplicationKey> {
+  async createKey(principal: TenantPrincipal, id: string, options: ChangeOptions = {}): Promise<ApplicationKey> {
     const actor = actorId(principal);
     const current = await this.loadForKeyChange(principal, id);
     if (current.value.keys.length >= this.options.maxKeys) {
@@ -259,7 +277,8 @@ export class ApplicationService {
       modified_at: new Date().toISOString(),
       modified_by: actor,
     };
-    await this.replace(current.modRevision, record, { fresh: [stored], gone: [] });
+    // The entry is about the new key (its audit entity is the application key).
+    await this.replace(current.modRevision, record, { fresh: [stored], gone: [] }, { entityId: stored.id, ...options });
     return { ...toApplicationKey(stored), key };
   }
 
@@ -279,7 +298,7 @@ export class ApplicationService {
    * here and, through the watched key cache, on every other replica as fast as a watch event; sessions it authorized
    * end with it (their grant names the key, see directory.ts).
    */
-  async deleteKey(principal: TenantPrincipal, id: string, keyId: string): Promise<void> {
+  async deleteKey(principal: TenantPrincipal, id: string, keyId: string, options: ChangeOptions = {}): Promise<void> {
     const current = await this.load(principal.tenantId, id);
     assertMayChange(current.value, principal, 'application');
     const gone = current.value.keys.find((k) => k.id === keyId);
@@ -290,21 +309,22 @@ export class ApplicationService {
       modified_at: new Date().toISOString(),
       modified_by: actorId(principal),
     };
-    await this.replace(current.modRevision, record, { fresh: [], gone: [gone] });
+    await this.replace(current.modRevision, record, { fresh: [], gone: [gone] }, { entityId: keyId, ...options });
   }
 
-  async delete(principal: TenantPrincipal, id: string): Promise<void> {
+  async delete(principal: TenantPrincipal, id: string, options: ChangeOptions = {}): Promise<void> {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'application');
-    const deleted = await this.store.txn({
+    const txn = {
       compare: [{ key: keys.application(tenantId, id), modRevision: current.modRevision }],
       success: [
-        { type: 'delete', key: keys.application(tenantId, id) },
+        { type: 'delete' as const, key: keys.application(tenantId, id) },
         orderDelete(tenantId, 'applications', current.value),
         ...revokeKeys(current.value.keys),
       ],
-    });
+    };
+    const deleted = await commitChange(this.store, id, txn, options);
     if (!deleted) throw new Errors.Conflict('The application changed while it was being deleted; retry.');
   }
 
@@ -323,19 +343,24 @@ export class ApplicationService {
     return current;
   }
 
-  /** Rewrites the record and every key's index entry; `fresh` keys must be unused, `gone` keys are revoked. */
+  /**
+   * Rewrites the record and every key's index entry; `fresh` keys must be unused, `gone` keys are revoked. `entityId`:
+   * what the request's audit entry is about (the application, or the key created or deleted).
+   */
   private async replace(
     expected: number,
     record: ApplicationRecord,
-    change: { fresh: StoredApplicationKey[]; gone: StoredApplicationKey[] } = { fresh: [], gone: [] },
+    change: { fresh: StoredApplicationKey[]; gone: StoredApplicationKey[] },
+    { entityId, ...options }: ChangeOptions & { entityId: string },
   ): Promise<void> {
-    const written = await this.store.txn({
+    const txn = {
       compare: [
         { key: keys.application(record.tenant_id, record.id), modRevision: expected },
         ...keysAreFree(change.fresh),
       ],
       success: [...revokeKeys(change.gone), ...storeApplicationOps(record)],
-    });
+    };
+    const written = await commitChange(this.store, entityId, txn, options);
     if (!written) throw new Errors.Conflict('The application was changed by another request; retry.');
   }
 }

@@ -9,6 +9,7 @@ import type { ApplicationService } from '../../domain/applications/service.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
 import { APPLICATION_TEMPLATES, ROLES } from '../../domain/applications/catalogue.js';
 import { sendOnce } from '../idempotent.js';
+import { withEntry } from '../middleware/audit.js';
 
 export function applicationRoutes(applications: ApplicationService, idempotency: IdempotencyService): Router {
   const router = Router();
@@ -21,7 +22,7 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
       { route: 'POST /applications', body: req.body },
       async () => ({
         status: 201,
-        body: await applications.create(principal, validateCreateApplication(req.body)),
+        body: await applications.create(principal, validateCreateApplication(req.body), withEntry(res)),
       }),
     );
     res.status(answer.status).json(answer.body);
@@ -52,17 +53,17 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
     await sendOnce(idempotency, req, res, 200, async () =>
-      applications.update(principal, id, validateUpdateApplication(req.body)),
+      applications.update(principal, id, validateUpdateApplication(req.body), withEntry(res)),
     );
   });
 
   router.delete('/applications/:id', requirePermission('application:delete'), async (req, res) => {
-    await applications.delete(tenantPrincipal(req), uuidParam(req, 'id'));
+    await applications.delete(tenantPrincipal(req), uuidParam(req, 'id'), withEntry(res));
     res.status(204).end();
   });
 
   router.post('/applications/:id/regenerate', requirePermission('application:update'), async (req, res) => {
-    res.json(await applications.regenerate(tenantPrincipal(req), uuidParam(req, 'id')));
+    res.json(await applications.regenerate(tenantPrincipal(req), uuidParam(req, 'id'), withEntry(res)));
   });
 
   // Application keys: several live keys per application, so a key is rotated without downtime (create the new one,
@@ -71,7 +72,7 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
   router.post('/applications/:id/keys', requirePermission('application:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    await sendOnce(idempotency, req, res, 201, async () => applications.createKey(principal, id));
+    await sendOnce(idempotency, req, res, 201, async () => applications.createKey(principal, id, withEntry(res)));
   });
 
   router.get('/applications/:id/keys', requirePermission('application:read'), async (req, res) => {
@@ -86,7 +87,7 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
 
   router.delete('/applications/:id/keys/:keyId', requirePermission('application:update'), async (req, res) => {
     const id = uuidParam(req, 'id');
-    await applications.deleteKey(tenantPrincipal(req), id, uuidParam(req, 'keyId'));
+    await applications.deleteKey(tenantPrincipal(req), id, uuidParam(req, 'keyId'), withEntry(res));
     res.status(204).end();
   });
 
