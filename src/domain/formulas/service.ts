@@ -9,6 +9,7 @@ import { keys } from '../../store/keys.js';
 import { getRecord, listRecords } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
+import { commitChange, type ChangeOptions } from '../audited-commit.js';
 import { byCreation, CreationOrder, orderDelete, orderPut } from '../creation-order.js';
 import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
@@ -101,7 +102,7 @@ export class FormulaService {
     await this.records.stop();
   }
 
-  async create(owner: FormulaOwner, body: FormulaBody): Promise<Formula> {
+  async create(owner: FormulaOwner, body: FormulaBody, options: ChangeOptions = {}): Promise<Formula> {
     checkBody(owner, body);
     const formula: Formula = {
       ...fields(body),
@@ -113,18 +114,19 @@ export class FormulaService {
     };
     const key = storeKey(owner, formula.id);
     if (!('official' in owner)) await this.limit.assertRoomFor(owner.tenantId);
-    const created = await this.store.txn({
+    const txn = {
       compare: [{ key, modRevision: 0 }],
       success: [
-        { type: 'put', key, value: encode('formula', formula) },
+        { type: 'put' as const, key, value: encode('formula', formula) },
         ...('official' in owner ? [] : [orderPut(owner.tenantId, 'formulas', formula)]),
       ],
-    });
+    };
+    const created = await commitChange(this.store, formula.id, txn, options);
     if (!created) throw new Errors.Conflict(`A reactor formula with the id ${formula.id} already exists.`);
     return formula;
   }
 
-  async update(owner: FormulaOwner, id: string, body: FormulaBody): Promise<Formula> {
+  async update(owner: FormulaOwner, id: string, body: FormulaBody, options: ChangeOptions = {}): Promise<Formula> {
     checkBody(owner, body);
     const current = await this.loadOwned(owner, id);
     assertMayChange(current.value, owner, 'reactor formula');
@@ -134,7 +136,12 @@ export class FormulaService {
       modified_at: new Date().toISOString(),
       modified_by: 'official' in owner ? OPERATOR_ACTOR_ID : owner.actor,
     };
-    if (!(await this.store.compareAndSwap(storeKey(owner, id), current.modRevision, encode('formula', formula)))) {
+    const key = storeKey(owner, id);
+    const txn = {
+      compare: [{ key, modRevision: current.modRevision }],
+      success: [{ type: 'put' as const, key, value: encode('formula', formula) }],
+    };
+    if (!(await commitChange(this.store, id, txn, options))) {
       throw new Errors.Conflict('The formula was changed by another request; retry.');
     }
     return formula;
@@ -144,6 +151,7 @@ export class FormulaService {
     owner: FormulaOwner,
     id: string,
     reactorName: (usage: ReactorUsage) => Promise<string | undefined>,
+    options: ChangeOptions = {},
   ): Promise<void> {
     const current = await this.loadOwned(owner, id);
     assertMayChange(current.value, owner, 'reactor formula');
@@ -159,13 +167,14 @@ export class FormulaService {
       );
     }
     const key = storeKey(owner, id);
-    const deleted = await this.store.txn({
+    const txn = {
       compare: [{ key, modRevision: current.modRevision }],
       success: [
-        { type: 'delete', key },
+        { type: 'delete' as const, key },
         ...('official' in owner ? [] : [orderDelete(owner.tenantId, 'formulas', current.value)]),
       ],
-    });
+    };
+    const deleted = await commitChange(this.store, id, txn, options);
     if (!deleted) throw new Errors.Conflict('The formula was changed while it was being deleted; retry.');
   }
 

@@ -5,12 +5,15 @@ import { parsePaging } from '../../domain/paging.js';
 import type { ReactorService } from '../../domain/reactors/service.js';
 import { validateFormula } from '../../domain/formulas/schema.js';
 import { operatorOwner, ownerOf, type FormulaService } from '../../domain/formulas/service.js';
+import { withEntry } from '../middleware/audit.js';
 
 export function formulaRoutes(formulas: FormulaService, reactors: ReactorService): Router {
   const router = Router();
 
   router.post('/reactor-formulas', requirePermission('reactor:create'), async (req, res) => {
-    res.status(201).json(await formulas.create(ownerOf(tenantPrincipal(req)), validateFormula(req.body)));
+    res
+      .status(201)
+      .json(await formulas.create(ownerOf(tenantPrincipal(req)), validateFormula(req.body), withEntry(res)));
   });
 
   router.get('/reactor-formulas', requirePermission('reactor:read'), async (req, res) => {
@@ -27,12 +30,15 @@ export function formulaRoutes(formulas: FormulaService, reactors: ReactorService
     const id = uuidParam(req, 'id');
     const body = validateFormula(req.body);
     await reactors.assertMayRewriteFormula(principal, id);
-    res.json(await formulas.update(ownerOf(principal), id, body));
+    res.json(await formulas.update(ownerOf(principal), id, body, withEntry(res)));
   });
 
   router.delete('/reactor-formulas/:id', requirePermission('reactor:delete'), async (req, res) => {
-    await formulas.delete(ownerOf(tenantPrincipal(req)), uuidParam(req, 'id'), (usage) =>
-      reactors.nameOf(usage.tenantId, usage.reactorId),
+    await formulas.delete(
+      ownerOf(tenantPrincipal(req)),
+      uuidParam(req, 'id'),
+      (usage) => reactors.nameOf(usage.tenantId, usage.reactorId),
+      withEntry(res),
     );
     res.status(204).end();
   });
