@@ -16,6 +16,7 @@ import { assertMayAttach, assertMayDelegate, assertMayRedirect, changedFields } 
 import { mergePatch } from '../merge-patch.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
+import { commitChange, type ChangeOptions } from '../audited-commit.js';
 import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
 import { TenantLimit } from '../tenant-limits.js';
 import type { Page, PageRequest } from '../paging.js';
@@ -126,7 +127,11 @@ export class ProxyService {
     return this.cache.stop();
   }
 
-  async create(principal: TenantPrincipal, body: ProxyBody & { id?: string }): Promise<Proxy> {
+  async create(
+    principal: TenantPrincipal,
+    body: ProxyBody & { id?: string },
+    options: ChangeOptions = {},
+  ): Promise<Proxy> {
     const tenantId = principal.tenantId;
     const { id: givenId, ...rest } = body;
     assertMayDelegate(principal, rest.application?.id, 'proxy');
@@ -150,17 +155,18 @@ export class ProxyService {
       this.limit.assertRoomFor(tenantId),
     ]);
     if (existing) throw new Errors.Conflict(`A proxy with the id ${id} already exists.`);
-    const written = await this.store.txn({
+    const txn = {
       compare: [
         { key: keys.proxyKey(record.key_hash), modRevision: 0 },
         { key: keys.proxy(tenantId, id), modRevision: 0 },
       ],
       success: [
-        { type: 'put', key: keys.proxy(tenantId, id), value: encode('proxy', toStored(record)) },
-        { type: 'put', key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
+        { type: 'put' as const, key: keys.proxy(tenantId, id), value: encode('proxy', toStored(record)) },
+        { type: 'put' as const, key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
         orderPut(tenantId, 'proxies', record),
       ],
-    });
+    };
+    const written = await commitChange(this.store, id, txn, options);
     if (!written) throw new Errors.Conflict('A generated proxy key collided; retry.');
     return this.toProxy(record, { withKey: true });
   }
@@ -185,43 +191,49 @@ export class ProxyService {
   }
 
   /** PUT: everything but the key is replaced; optional fields left out are cleared (require_auth back to true). */
-  async update(principal: TenantPrincipal, id: string, body: ProxyBody): Promise<Proxy> {
-    return this.replace(principal, id, () => body);
+  async update(principal: TenantPrincipal, id: string, body: ProxyBody, options: ChangeOptions = {}): Promise<Proxy> {
+    return this.replace(principal, id, () => body, options);
   }
 
   /** JSON merge patch (RFC 7396): present fields replace, null clears; configuration merges name by name. */
-  async patch(principal: TenantPrincipal, id: string, patch: ProxyPatch): Promise<Proxy> {
-    return this.replace(principal, id, (current, configuration) => {
-      const merged: ProxyBody = {
-        name: patch.name ?? current.name,
-        destination_url: patch.destination_url ?? current.destination_url,
-        request_transform: 'request_transform' in patch ? patch.request_transform : current.request_transform,
-        response_transform: 'response_transform' in patch ? patch.response_transform : current.response_transform,
-        application:
-          'application' in patch ? patch.application : current.application_id ? { id: current.application_id } : null,
-        require_auth: patch.require_auth ?? current.require_auth,
-        configuration: configuration,
-      };
-      if (patch.configuration === null) merged.configuration = {};
-      else if (patch.configuration !== undefined)
-        merged.configuration = mergePatch(configuration, patch.configuration) as Record<string, string>;
-      // What a patch makes is held to what a PUT accepts: patches of 100 names each merged past the 100 a body may hold.
-      return validateUpdateProxy(merged);
-    });
+  async patch(principal: TenantPrincipal, id: string, patch: ProxyPatch, options: ChangeOptions = {}): Promise<Proxy> {
+    return this.replace(
+      principal,
+      id,
+      (current, configuration) => {
+        const merged: ProxyBody = {
+          name: patch.name ?? current.name,
+          destination_url: patch.destination_url ?? current.destination_url,
+          request_transform: 'request_transform' in patch ? patch.request_transform : current.request_transform,
+          response_transform: 'response_transform' in patch ? patch.response_transform : current.response_transform,
+          application:
+            'application' in patch ? patch.application : current.application_id ? { id: current.application_id } : null,
+          require_auth: patch.require_auth ?? current.require_auth,
+          configuration: configuration,
+        };
+        if (patch.configuration === null) merged.configuration = {};
+        else if (patch.configuration !== undefined)
+          merged.configuration = mergePatch(configuration, patch.configuration) as Record<string, string>;
+        // What a patch makes is held to what a PUT accepts: patches of 100 names each merged past the 100 a body may hold.
+        return validateUpdateProxy(merged);
+      },
+      options,
+    );
   }
 
-  async delete(principal: TenantPrincipal, id: string): Promise<void> {
+  async delete(principal: TenantPrincipal, id: string, options: ChangeOptions = {}): Promise<void> {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'proxy');
-    const deleted = await this.store.txn({
+    const txn = {
       compare: [{ key: keys.proxy(tenantId, id), modRevision: current.modRevision }],
       success: [
-        { type: 'delete', key: keys.proxy(tenantId, id) },
-        { type: 'delete', key: keys.proxyKey(current.value.key_hash) },
+        { type: 'delete' as const, key: keys.proxy(tenantId, id) },
+        { type: 'delete' as const, key: keys.proxyKey(current.value.key_hash) },
         orderDelete(tenantId, 'proxies', current.value),
       ],
-    });
+    };
+    const deleted = await commitChange(this.store, id, txn, options);
     if (!deleted) throw new Errors.Conflict('The proxy was changed while it was being deleted; retry.');
   }
 
@@ -267,6 +279,7 @@ export class ProxyService {
     principal: TenantPrincipal,
     id: string,
     next: (current: ProxyRecord, configuration: Record<string, string>) => ProxyBody,
+    options: ChangeOptions,
   ): Promise<Proxy> {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
@@ -285,13 +298,14 @@ export class ProxyService {
       modified_at: new Date().toISOString(),
       modified_by: actorId(principal),
     };
-    const written = await this.store.txn({
+    const txn = {
       compare: [{ key: keys.proxy(tenantId, id), modRevision: current.modRevision }],
       success: [
-        { type: 'put', key: keys.proxy(tenantId, id), value: encode('proxy', toStored(record)) },
-        { type: 'put', key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
+        { type: 'put' as const, key: keys.proxy(tenantId, id), value: encode('proxy', toStored(record)) },
+        { type: 'put' as const, key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
       ],
-    });
+    };
+    const written = await commitChange(this.store, id, txn, options);
     if (!written) throw new Errors.Conflict('The proxy was changed by another request; retry.');
     return this.toProxy(record, { withKey: mayReadKey(principal) });
   }

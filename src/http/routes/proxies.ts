@@ -8,6 +8,7 @@ import { parsePaging } from '../../domain/paging.js';
 import { validateCreateProxy, validatePatchProxy, validateUpdateProxy } from '../../domain/proxies/schema.js';
 import type { ProxyService } from '../../domain/proxies/service.js';
 import { sendOnce } from '../idempotent.js';
+import { withEntry } from '../middleware/audit.js';
 
 /** CRUD and merge-patch on /proxies (proxy:* permissions). Mounted after the JSON body parser. */
 export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencyService): Router {
@@ -21,7 +22,7 @@ export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencySer
       { route: 'POST /proxies', body: req.body },
       async () => ({
         status: 201,
-        body: await proxies.create(principal, validateCreateProxy(req.body)),
+        body: await proxies.create(principal, validateCreateProxy(req.body), withEntry(res)),
       }),
     );
     res.status(answer.status).json(answer.body);
@@ -41,7 +42,7 @@ export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencySer
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
     await sendOnce(idempotency, req, res, 200, async () =>
-      proxies.update(principal, id, validateUpdateProxy(req.body)),
+      proxies.update(principal, id, validateUpdateProxy(req.body), withEntry(res)),
     );
   });
 
@@ -53,11 +54,13 @@ export function proxiesRoutes(proxies: ProxyService, idempotency: IdempotencySer
     }
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    await sendOnce(idempotency, req, res, 200, async () => proxies.patch(principal, id, validatePatchProxy(req.body)));
+    await sendOnce(idempotency, req, res, 200, async () =>
+      proxies.patch(principal, id, validatePatchProxy(req.body), withEntry(res)),
+    );
   });
 
   router.delete('/proxies/:id', requirePermission('proxy:delete'), async (req, res) => {
-    await proxies.delete(tenantPrincipal(req), uuidParam(req, 'id'));
+    await proxies.delete(tenantPrincipal(req), uuidParam(req, 'id'), withEntry(res));
     res.status(204).end();
   });
 
