@@ -18,6 +18,7 @@ import { LRUCache } from 'lru-cache';
 import { randomUUID } from 'node:crypto';
 import { actorId, type TenantPrincipal } from '../auth/principal.js';
 import { SETTINGS } from '../config/config.js';
+import { commitChange, type ChangeOptions } from '../domain/audited-commit.js';
 import type { TenantLimitsSource } from '../domain/tenant-limits.js';
 import { Errors } from '../errors/registry.js';
 import type { Logger } from '../observability/logger.js';
@@ -129,7 +130,11 @@ export class WebhookService implements EventSink {
   }
 
   /** The new webhook, with its signing secret: the only time the secret is shown. */
-  async create(principal: TenantPrincipal, body: WebhookBody): Promise<Webhook & { signing_secret: string }> {
+  async create(
+    principal: TenantPrincipal,
+    body: WebhookBody,
+    options: ChangeOptions = {},
+  ): Promise<Webhook & { signing_secret: string }> {
     const tenantId = principal.tenantId;
     const events = eventTypes(body.events);
     assertMayFeed(principal, 'create a webhook');
@@ -148,7 +153,7 @@ export class WebhookService implements EventSink {
       created_at: new Date().toISOString(),
       created_by: actorId(principal),
     };
-    await this.writeWithSummary(tenantId, (summary) => {
+    await this.writeWithSummary(tenantId, id, options, (summary) => {
       if (summary.webhooks.length >= this.options.maxPerTenant) {
         throw new Errors.WebhookLimit(
           `The tenant has ${summary.webhooks.length} webhooks, as many as allowed (TOKENVAULT_WEBHOOKS_PER_TENANT = ${this.options.maxPerTenant}); delete one first.`,
@@ -174,7 +179,12 @@ export class WebhookService implements EventSink {
     return { pagination: { page_size: records.length }, data: records.map(toWebhook) };
   }
 
-  async update(principal: TenantPrincipal, id: string, body: WebhookBody): Promise<Webhook> {
+  async update(
+    principal: TenantPrincipal,
+    id: string,
+    body: WebhookBody,
+    options: ChangeOptions = {},
+  ): Promise<Webhook> {
     const tenantId = principal.tenantId;
     const events = eventTypes(body.events);
     const current = await this.load(tenantId, id);
@@ -192,7 +202,7 @@ export class WebhookService implements EventSink {
       modified_at: new Date().toISOString(),
       modified_by: actorId(principal),
     };
-    await this.writeWithSummary(tenantId, (summary) => ({
+    await this.writeWithSummary(tenantId, id, options, (summary) => ({
       summary: {
         webhooks: summary.webhooks.map((w) => (w.id === id ? { id, status: record.status, events } : w)),
       },
@@ -202,10 +212,10 @@ export class WebhookService implements EventSink {
     return toWebhook(record);
   }
 
-  async delete(principal: TenantPrincipal, id: string): Promise<void> {
+  async delete(principal: TenantPrincipal, id: string, options: ChangeOptions = {}): Promise<void> {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
-    await this.writeWithSummary(tenantId, (summary) => ({
+    await this.writeWithSummary(tenantId, id, options, (summary) => ({
       summary: { webhooks: summary.webhooks.filter((w) => w.id !== id) },
       ops: [{ type: 'delete', key: keys.webhook(tenantId, id) }],
       compare: [{ key: keys.webhook(tenantId, id), modRevision: current.modRevision }],
@@ -299,9 +309,14 @@ export class WebhookService implements EventSink {
     return found;
   }
 
-  /** Writes a change together with the summary it implies, retrying when a concurrent write moved the summary. */
+  /**
+   * Writes a change of the webhook `id` together with the summary it implies (and with the request's audit entry, when
+   * offered), retrying when a concurrent write moved the summary.
+   */
   private async writeWithSummary(
     tenantId: string,
+    id: string,
+    options: ChangeOptions,
     change: (summary: Subscriptions) => {
       summary: Subscriptions;
       ops: TxnOp[];
@@ -313,10 +328,18 @@ export class WebhookService implements EventSink {
       const entry = await this.store.get(summaryKey);
       const summary = entry ? decode<Subscriptions>('webhook-subscriptions', entry.value) : EMPTY;
       const next = change(summary);
-      const written = await this.store.txn({
-        compare: [{ key: summaryKey, modRevision: entry?.modRevision ?? 0 }, ...next.compare],
-        success: [...next.ops, { type: 'put', key: summaryKey, value: encode('webhook-subscriptions', next.summary) }],
-      });
+      const written = await commitChange(
+        this.store,
+        id,
+        {
+          compare: [{ key: summaryKey, modRevision: entry?.modRevision ?? 0 }, ...next.compare],
+          success: [
+            ...next.ops,
+            { type: 'put', key: summaryKey, value: encode('webhook-subscriptions', next.summary) },
+          ],
+        },
+        options,
+      );
       if (written) return;
       // The webhook itself changed (not only the summary): the caller's view is stale.
       const moved = await this.store.getMany(next.compare.map((c) => c.key));

@@ -8,6 +8,7 @@ import { EVENT_TYPES } from '../../webhooks/events.js';
 import { validateCreateWebhook, validateUpdateWebhook } from '../../webhooks/schema.js';
 import type { WebhookService } from '../../webhooks/service.js';
 import { sendOnce } from '../idempotent.js';
+import { withEntry } from '../middleware/audit.js';
 
 export function webhookRoutes(webhooks: WebhookService, idempotency: IdempotencyService): Router {
   const router = Router();
@@ -25,7 +26,10 @@ export function webhookRoutes(webhooks: WebhookService, idempotency: Idempotency
       principal,
       singleHeader(req, 'BT-IDEMPOTENCY-KEY'),
       { route: 'POST /webhooks', body: req.body },
-      async () => ({ status: 201, body: await webhooks.create(principal, validateCreateWebhook(req.body)) }),
+      async () => ({
+        status: 201,
+        body: await webhooks.create(principal, validateCreateWebhook(req.body), withEntry(res)),
+      }),
     );
     res.status(answer.status).json(answer.body);
   });
@@ -43,12 +47,12 @@ export function webhookRoutes(webhooks: WebhookService, idempotency: Idempotency
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
     await sendOnce(idempotency, req, res, 200, async () =>
-      webhooks.update(principal, id, validateUpdateWebhook(req.body)),
+      webhooks.update(principal, id, validateUpdateWebhook(req.body), withEntry(res)),
     );
   });
 
   router.delete('/webhooks/:id', requirePermission('webhook:delete'), async (req, res) => {
-    await webhooks.delete(tenantPrincipal(req), uuidParam(req, 'id'));
+    await webhooks.delete(tenantPrincipal(req), uuidParam(req, 'id'), withEntry(res));
     res.status(204).end();
   });
 
