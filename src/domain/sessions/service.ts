@@ -17,6 +17,7 @@ import type { Store, TxnOp } from '../../store/store.js';
 import { mayEver, type TokenPermission } from '../../auth/access/evaluate.js';
 import { checkRules, type AccessRule } from '../../auth/access/rules.js';
 import type { ApplicationDirectory } from '../applications/directory.js';
+import { commitChange, type ChangeOptions } from '../audited-commit.js';
 import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import { SESSION_PERMISSIONS } from '../../auth/permissions.js';
 import { validateAuthorizeSession } from './schema.js';
@@ -103,7 +104,7 @@ export class SessionService {
    * The caller's key type is checked before the body, so a public key learns nothing from a malformed body. Returns
    * the authorized session's id (for the audit log; the response has no body).
    */
-  async authorize(principal: TenantPrincipal, requestBody: unknown): Promise<string> {
+  async authorize(principal: TenantPrincipal, requestBody: unknown, options: ChangeOptions = {}): Promise<string> {
     if (principal.kind !== 'application' || principal.applicationType === 'public') {
       throw new Errors.Forbidden('Sessions are authorized with a private or management application key.');
     }
@@ -165,13 +166,14 @@ export class SessionService {
       },
       expires_at: new Date(expiry).toISOString(),
     };
-    const committed = await this.store.txn({
+    const txn = {
       compare: [
         { key: nonceKey, modRevision: nonce.modRevision },
         { key: keys.session(session.tenant_id, session.id), modRevision: found.modRevision },
       ],
-      success: [{ type: 'delete', key: nonceKey }, ...sessionOps(session, now)],
-    });
+      success: [{ type: 'delete' as const, key: nonceKey }, ...sessionOps(session, now)],
+    };
+    const committed = await commitChange(this.store, session.id, txn, options);
     if (!committed) throw spent();
     return session.id;
   }

@@ -2,6 +2,7 @@ import { Router } from 'express';
 import { tenantPrincipal } from '../middleware/auth.js';
 import type { SessionService } from '../../domain/sessions/service.js';
 import { sendOnce } from '../idempotent.js';
+import { withEntry } from '../middleware/audit.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
 
 export function sessionRoutes(sessions: SessionService, idempotency: IdempotencyService): Router {
@@ -14,7 +15,7 @@ export function sessionRoutes(sessions: SessionService, idempotency: Idempotency
 
   router.post('/sessions/authorize', async (req, res) => {
     await sendOnce(idempotency, req, res, 204, async () => {
-      res.locals.auditEntityId = await sessions.authorize(tenantPrincipal(req), req.body);
+      res.locals.auditEntityId = await sessions.authorize(tenantPrincipal(req), req.body, withEntry(res));
     });
   });
 
