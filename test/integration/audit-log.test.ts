@@ -596,6 +596,98 @@ describe('the hash chain', () => {
     expect((await verifyChain(store, id)).breaks).toEqual([]);
   });
 
+  test('application, formula, proxy, webhook and session writes commit with their entries in one transaction', async () => {
+    const { tenantId: id, managementKey } = await createTenant(api.url, api.operatorKey);
+    const manager = client(api.url, managementKey);
+    /** The etcd revision of the newest entry about the entity, and the entity's id in it. */
+    const entryOf = async (entity: string, operation: string, entityId?: string) => {
+      const about = (await store.range(keys.auditLog(id)))
+        .map((e) => ({ entry: JSON.parse(e.value) as AuditEntry, revision: e.modRevision }))
+        .filter(({ entry }) => entry.entity_type === entity && entry.operation === operation)
+        .filter(({ entry }) => entityId === undefined || entry.entity_id === entityId);
+      expect(about.length).toBeGreaterThan(0);
+      return about.sort((a, b) => a.revision - b.revision).pop()!;
+    };
+    /** The record's key was last written at the revision of the entry: one transaction. */
+    const writtenWith = async (key: string, entity: string, operation: string, entityId: string) =>
+      expect((await store.get(key))?.modRevision).toBe((await entryOf(entity, operation, entityId)).revision);
+
+    const app = (await manager.post('/applications', { body: { name: 'a', type: 'private', permissions: [] } })).body;
+    const appKey = keys.application(id, app.id as string);
+    await writtenWith(appKey, 'application', 'create', app.id);
+    const put = await manager.put(`/applications/${app.id}`, { body: { name: 'b', permissions: ['token:read'] } });
+    expect(put.status).toBe(200);
+    await writtenWith(appKey, 'application', 'update', app.id);
+    const second = await manager.post(`/applications/${app.id}/keys`);
+    expect(second.status).toBe(201);
+    await writtenWith(appKey, 'application_key', 'create', second.body.id);
+    expect((await manager.delete(`/applications/${app.id}/keys/${second.body.id}`)).status).toBe(204);
+    await writtenWith(appKey, 'application_key', 'delete', second.body.id);
+    expect((await manager.post(`/applications/${app.id}/regenerate`)).status).toBe(200);
+    await writtenWith(appKey, 'application', 'update', app.id);
+
+    const formulaBody = { name: 'f', type: 'private', code: ECHO, configuration: [], request_parameters: [] };
+    const formula = (await manager.post('/reactor-formulas', { body: formulaBody })).body;
+    await writtenWith(keys.formula(id, formula.id), 'reactor_formula', 'create', formula.id);
+    expect((await manager.put(`/reactor-formulas/${formula.id}`, { body: { ...formulaBody, name: 'g' } })).status).toBe(
+      200,
+    );
+    await writtenWith(keys.formula(id, formula.id), 'reactor_formula', 'update', formula.id);
+
+    const proxyBody = { name: 'p', destination_url: destination.url, require_auth: false };
+    const proxy = (await manager.post('/proxies', { body: proxyBody })).body;
+    await writtenWith(keys.proxy(id, proxy.id), 'proxy', 'create', proxy.id);
+    expect((await manager.put(`/proxies/${proxy.id}`, { body: { ...proxyBody, name: 'q' } })).status).toBe(200);
+    await writtenWith(keys.proxy(id, proxy.id), 'proxy', 'update', proxy.id);
+    const patched = await manager.patch(`/proxies/${proxy.id}`, {
+      body: { name: 'r' },
+      headers: { 'Content-Type': 'application/merge-patch+json' },
+    });
+    expect(patched.status).toBe(200);
+    await writtenWith(keys.proxy(id, proxy.id), 'proxy', 'update', proxy.id);
+
+    const hookBody = { name: 'h', url: destination.url, events: ['token.created'] };
+    const hook = (await manager.post('/webhooks', { body: hookBody })).body;
+    await writtenWith(keys.webhook(id, hook.id), 'webhook', 'create', hook.id);
+    expect((await manager.put(`/webhooks/${hook.id}`, { body: { ...hookBody, name: 'i' } })).status).toBe(200);
+    await writtenWith(keys.webhook(id, hook.id), 'webhook', 'update', hook.id);
+
+    const web = await createApplication(api.url, managementKey, {
+      name: 'w',
+      type: 'public',
+      permissions: ['token:create'],
+    });
+    const server = await createApplication(api.url, managementKey, {
+      name: 's',
+      type: 'private',
+      permissions: ['token:read'],
+    });
+    const session = await client(api.url, web.key).post('/sessions');
+    expect(session.status).toBe(201);
+    const authorized = await client(api.url, server.key).post('/sessions/authorize', {
+      body: { nonce: session.body.nonce, permissions: ['token:read'] },
+    });
+    expect(authorized.status).toBe(204);
+    const sessionId = (await entryOf('session', 'update')).entry.entity_id!;
+    await writtenWith(keys.session(id, sessionId), 'session', 'update', sessionId);
+
+    for (const path of [
+      `/applications/${app.id}`,
+      `/reactor-formulas/${formula.id}`,
+      `/proxies/${proxy.id}`,
+      `/webhooks/${hook.id}`,
+    ])
+      expect((await manager.delete(path)).status).toBe(204);
+    for (const [entity, entityId] of [
+      ['application', app.id],
+      ['reactor_formula', formula.id],
+      ['proxy', proxy.id],
+      ['webhook', hook.id],
+    ])
+      await entryOf(entity, 'delete', entityId);
+    expect((await verifyChain(store, id)).breaks).toEqual([]);
+  });
+
   test('a change whose compare fails is handed back unwritten, and the records beside it are still appended', async () => {
     const { tenantId: id } = await createTenant(api.url, api.operatorKey);
     let conflicts = 0;
