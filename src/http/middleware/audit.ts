@@ -85,7 +85,7 @@ function recordOf(
   req: Request,
   res: Response,
   declarations: typeof AUDITED_ROUTES,
-  /** The entity's id when the route tells it before answering (auditWith). */
+  /** The entity's id when the route tells it before answering (auditWith); a path's id is taken from the path. */
   entityIdGiven?: string,
 ): AuditRecord | undefined {
   const declared = declarationOf(req, declarations);
@@ -100,17 +100,19 @@ function recordOf(
       ? param?.toLowerCase() // tenant ids are stored lower-case; the route accepts either
       : (locals.auditTenant ?? (principal && principal.kind !== 'operator' ? principal.tenantId : undefined));
   if (tenantId === undefined && declared.store !== 'line') return undefined;
+  // A path's id is recorded as sent, also when the route tells it (auditWith, after uuidParam lower-cased it): the
+  // entry is the same whether it was written with the change or after it.
   const entityId =
-    entityIdGiven ??
-    (declared.id === 'param'
+    declared.id === 'param'
       ? param
-      : declared.id === 'body'
-        ? locals.auditBodyId
-        : declared.id === 'locals'
-          ? locals.auditEntityId
-          : declared.entity === 'tenant'
-            ? tenantId
-            : undefined);
+      : (entityIdGiven ??
+        (declared.id === 'body'
+          ? locals.auditBodyId
+          : declared.id === 'locals'
+            ? locals.auditEntityId
+            : declared.entity === 'tenant'
+              ? tenantId
+              : undefined));
   return {
     tenant_id: tenantId ?? '',
     ...actorOf(principal),
