@@ -11,6 +11,7 @@ import { ensureEtcdBinary } from './support/processes.js';
 import { controllerScaleBenchmark } from './controller-scale.js';
 import { growthBenchmark } from './growth.js';
 import { listsBenchmark } from './lists.js';
+import { oneClientBenchmark } from './one-client.js';
 import { scalingBenchmark } from './scaling.js';
 import { proxyBenchmark } from './proxy.js';
 import { reactorsBenchmark } from './reactors.js';
@@ -21,6 +22,7 @@ const BENCHMARKS: Benchmark[] = [
   tokensBenchmark,
   proxyBenchmark,
   reactorsBenchmark,
+  oneClientBenchmark,
   controllerScaleBenchmark,
   searchBenchmark,
   listsBenchmark,

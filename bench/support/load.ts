@@ -22,6 +22,7 @@ export interface LoadResult {
   seconds: number;
   opsPerSecond: number;
   p50Ms: number;
+  p90Ms: number;
   p99Ms: number;
   /**
    * CPU cores each process used on average over the window (1.0 = one core busy throughout); `all` is the machine,
@@ -76,6 +77,7 @@ export async function runLoad(operation: Operation, options: LoadOptions): Promi
     seconds,
     opsPerSecond: completed / seconds,
     p50Ms: percentile(sorted, 0.5),
+    p90Ms: percentile(sorted, 0.9),
     p99Ms: percentile(sorted, 0.99),
     cores,
     startUs,
