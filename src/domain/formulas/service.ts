@@ -6,7 +6,7 @@ import type { TenantPrincipal } from '../../auth/principal.js';
 import { actorId, OPERATOR_ACTOR_ID } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
-import { getRecord, listRecords } from '../../store/records.js';
+import { getRecord, listRecords, type Versioned } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import { commitChange, type ChangeOptions } from '../audited-commit.js';
@@ -59,6 +59,11 @@ export function operatorOwner(managedBy?: ManagedBy): FormulaOwner {
   return { operator: true, official: true, managedBy };
 }
 
+/** A stored formula with where it is stored and its revision there (what a write referencing it compares). */
+export interface FormulaReference extends Versioned<Formula> {
+  key: string;
+}
+
 export interface ReactorUsage {
   tenantId: string;
   reactorId: string;
@@ -73,7 +78,7 @@ export class FormulaService {
    * The records invocations read (`cached`): every react needs its formula, and the code may be 50,000 characters.
    * Watched per tenant (and the official prefix), so a changed formula applies at once on every replica.
    */
-  private readonly records: PrefixWatchedCache<Formula>;
+  private readonly records: PrefixWatchedCache<FormulaReference>;
   private readonly order: CreationOrder<Formula>;
   /** Private formulas of one tenant; official ones are the operator's and not counted. */
   private readonly limit: TenantLimit;
@@ -93,7 +98,7 @@ export class FormulaService {
     this.records = new PrefixWatchedCache(store, {
       max: CACHED_FORMULAS,
       maxSize: CACHED_FORMULA_CHARS,
-      sizeOf: (formula) => (formula?.code.length ?? 0) + 1024,
+      sizeOf: (formula) => (formula?.value.code.length ?? 0) + 1024,
       ttlSeconds: options.cacheSeconds ?? 300,
     });
   }
@@ -183,27 +188,37 @@ export class FormulaService {
    * (ids do not move between the two), so only that place is read; both are read when it is not there.
    */
   async get(tenantId: string, id: string, official?: boolean): Promise<Formula> {
-    return this.find(
-      tenantId,
-      id,
-      official,
-      async (_prefix, key) => (await getRecord<Formula>(this.store, 'formula', key))?.value,
-    );
+    return (await this.find(tenantId, id, official, (_prefix, key) => this.read(key))).value;
   }
 
   /** `get` through the watched cache of formula records: what invocations read. */
   async cached(tenantId: string, id: string, official?: boolean): Promise<Formula> {
+    return (await this.reference(tenantId, id, official)).value;
+  }
+
+  /**
+   * A formula a write is about to reference (a new reactor), from the watched cache, with the key and revision the
+   * write compares: a formula deleted or changed meanwhile, on this replica or another (whose event may not have
+   * arrived yet), then fails the write instead of leaving a reactor on a formula that is gone or on a configuration it
+   * no longer declares. After such a failure, read it with `fresh`.
+   */
+  async reference(tenantId: string, id: string, official?: boolean, fresh = false): Promise<FormulaReference> {
     return this.find(tenantId, id, official, (prefix, key) =>
-      this.records.get(prefix, key, async () => (await getRecord<Formula>(this.store, 'formula', key))?.value),
+      fresh ? this.read(key) : this.records.get(prefix, key, () => this.read(key)),
     );
+  }
+
+  private async read(key: string): Promise<FormulaReference | undefined> {
+    const found = await getRecord<Formula>(this.store, 'formula', key);
+    return found && { ...found, key };
   }
 
   private async find(
     tenantId: string,
     id: string,
     official: boolean | undefined,
-    read: (prefix: string, key: string) => Promise<Formula | undefined>,
-  ): Promise<Formula> {
+    read: (prefix: string, key: string) => Promise<FormulaReference | undefined>,
+  ): Promise<FormulaReference> {
     const own = () => read(keys.formulas(tenantId), keys.formula(tenantId, id));
     const shared = () => read(keys.officialFormulas, keys.officialFormula(id));
     if (official !== undefined) {

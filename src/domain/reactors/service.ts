@@ -169,19 +169,39 @@ export class ReactorService {
       throw new Errors.InvalidBody({ errors: { formula: ['give exactly one of formula.id and code'] } });
     }
     assertMayDelegate(principal, body.application?.id, 'reactor');
-    const [formula] = await Promise.all([
-      body.formula ? this.formulaOf(tenantId, body.formula.id) : undefined,
-      this.limit.assertRoomFor(tenantId),
+    await this.limit.assertRoomFor(tenantId);
+    // The formula comes from the watched cache (the operator creates thousands of reactors on a few formulas: this
+    // saves each create a round trip), and the write compares its revision and the application's. A formula or an
+    // application that changed or went since it was read (a cached formula may be a watch event behind) fails that
+    // compare, and the create is made again once, on a fresh read of both.
+    const created = await this.createOn(principal, body, options, false);
+    return created ?? (await this.createOn(principal, body, options, true)) ?? this.referenceChanged();
+  }
+
+  /** The new reactor; undefined when its formula or its application changed (or went) since they were read. */
+  private async createOn(
+    principal: TenantPrincipal,
+    body: ReactorBody,
+    options: ChangeOptions,
+    freshFormula: boolean,
+  ): Promise<Reactor | undefined> {
+    const tenantId = principal.tenantId;
+    const formulaId = body.formula?.id;
+    const [formula, application] = await Promise.all([
+      formulaId
+        ? this.formulaOf(() => this.formulas.reference(tenantId, formulaId, undefined, freshFormula))
+        : undefined,
+      this.applicationOf(tenantId, body.application?.id),
     ]);
     const configuration = body.configuration ?? {};
-    await this.check(principal, body, formula, configuration);
+    this.check(principal, body, formula?.value, application?.value, configuration);
     const id = chosenId(principal, body.id) ?? randomUUID();
     const managedBy = managedByOf(principal);
     const record: ReactorRecord = {
       id,
       tenant_id: tenantId,
       name: body.name,
-      formula_id: formula?.id,
+      formula_id: formula?.value.id,
       code: body.code,
       application_id: body.application?.id,
       sealed_configuration: await this.sealConfiguration(tenantId, id, configuration),
@@ -193,16 +213,29 @@ export class ReactorService {
       { type: 'put', key: keys.reactor(tenantId, id), value: encode('reactor', record) },
       orderPut(tenantId, 'reactors', record),
     ];
-    if (formula) ops.push({ type: 'put', key: keys.formulaRef(formula.id, tenantId, id), value: '' });
+    if (formula) ops.push({ type: 'put', key: keys.formulaRef(formula.value.id, tenantId, id), value: '' });
     ops.push(...(await this.events.ops(tenantId, 'reactor.created', reactorEventData(record, actorOf(principal)))));
-    const txn = { compare: [{ key: keys.reactor(tenantId, id), modRevision: 0 }], success: ops };
-    if (!(await commitChange(this.store, id, txn, options))) {
-      throw new Errors.Conflict(`A reactor with the id ${id} already exists.`);
+    const compare = [{ key: keys.reactor(tenantId, id), modRevision: 0 }];
+    if (formula) compare.push({ key: formula.key, modRevision: formula.modRevision });
+    if (application) compare.push({ key: application.key, modRevision: application.modRevision });
+    if (!(await commitChange(this.store, id, { compare, success: ops }, options))) {
+      if ((!formula && !application) || (await this.store.get(keys.reactor(tenantId, id)))) {
+        throw new Errors.Conflict(`A reactor with the id ${id} already exists.`);
+      }
+      return undefined;
     }
     // The first call then reads the reactor and its formula in the same round trip (see `react`).
-    if (formula)
-      this.formulaIds.set(keys.reactor(tenantId, id), { id: formula.id, official: formula.type === 'official' });
-    return this.toReactor(record, configuration, formula);
+    if (formula) {
+      const official = formula.value.type === 'official';
+      this.formulaIds.set(keys.reactor(tenantId, id), { id: formula.value.id, official });
+    }
+    return this.toReactor(record, configuration, formula?.value);
+  }
+
+  private referenceChanged(): never {
+    throw new Errors.Conflict(
+      "The reactor's formula or application changed while the reactor was being created; retry.",
+    );
   }
 
   async get(tenantId: string, id: string): Promise<Reactor> {
@@ -339,7 +372,9 @@ export class ReactorService {
         reactorKey,
         async () => (await getRecord<ReactorRecord>(this.store, 'reactor', reactorKey))?.value,
       ),
-      known ? this.formulaOf(tenantId, known.id, known.official, true) : Promise.resolve(undefined),
+      known
+        ? this.formulaOf(() => this.formulas.cached(tenantId, known.id, known.official))
+        : Promise.resolve(undefined),
       this.detokenizer.read(principal, args ?? {}),
     ]);
     // The reactor's own errors (404) come before the args' (400).
@@ -347,14 +382,15 @@ export class ReactorService {
     const record = loaded.value;
     if (!record) throw new Errors.NotFound('Reactor not found.');
     let formula: Formula | undefined;
-    if (record.formula_id !== undefined) {
-      if (record.formula_id === known?.id) {
+    const formulaId = record.formula_id;
+    if (formulaId !== undefined) {
+      if (formulaId === known?.id) {
         // The formula read alongside is this reactor's, so its failure is the answer: a second read would give the
         // same one, and while etcd does not answer, only after a second store deadline.
         if (knownFormula.status === 'rejected') throw knownFormula.reason;
         formula = knownFormula.value;
       } else {
-        formula = await this.formulaOf(tenantId, record.formula_id, undefined, true);
+        formula = await this.formulaOf(() => this.formulas.cached(tenantId, formulaId));
         this.formulaIds.set(reactorKey, { id: formula.id, official: formula.type === 'official' });
       }
     }
@@ -417,9 +453,13 @@ export class ReactorService {
     }
     if (body.code !== undefined && current.value.formula_id)
       throw new Errors.InvalidBody({ errors: { code: ['this reactor runs a formula'] } });
-    const formula = current.value.formula_id ? await this.formulaOf(tenantId, current.value.formula_id) : undefined;
+    const formulaId = current.value.formula_id;
+    const [formula, application] = await Promise.all([
+      formulaId ? this.formulaOf(() => this.formulas.get(tenantId, formulaId)) : undefined,
+      this.applicationOf(tenantId, body.application?.id),
+    ]);
     const configuration = body.configuration ?? {};
-    await this.check(principal, body, formula, configuration);
+    this.check(principal, body, formula, application?.value, configuration);
     const code = formula ? undefined : (body.code ?? current.value.code);
     assertMayRedirect(principal, changedFields(before, { code, configuration }, ['code', 'configuration']), 'reactor');
     const record: ReactorRecord = {
@@ -450,12 +490,14 @@ export class ReactorService {
   }
 
   /** Configuration against the formula's contract, the application, and inline code that compiles. */
-  private async check(
+  /** The body against its formula and its application (`application`: as read, undefined when there is none). */
+  private check(
     principal: TenantPrincipal,
     body: ReactorBody,
     formula: Formula | undefined,
+    application: ApplicationRecord | undefined,
     configuration: ConfigurationValues,
-  ) {
+  ): void {
     const errors: Record<string, string[]> = {};
     if (formula) {
       for (const element of formula.configuration) {
@@ -469,26 +511,28 @@ export class ReactorService {
       }
     }
     if (body.application) {
-      const application = await getRecord<ApplicationRecord>(
-        this.store,
-        'application',
-        keys.application(principal.tenantId, body.application.id),
-      );
       if (!application) errors['application.id'] = ['no such application'];
-      else if (application.value.type === 'management')
+      else if (application.type === 'management')
         errors['application.id'] = ['must be a public or private application'];
-      else assertMayAttach(principal, application.value, 'reactor');
+      else assertMayAttach(principal, application, 'reactor');
     }
     if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
     if (body.code !== undefined) assertCompiles(body.code);
   }
 
+  /** The application a reactor is attached to, as stored, with its key and revision (what a create compares). */
+  private async applicationOf(tenantId: string, applicationId: string | undefined) {
+    if (applicationId === undefined) return undefined;
+    const key = keys.application(tenantId, applicationId);
+    const found = await getRecord<ApplicationRecord>(this.store, 'application', key);
+    return found && { ...found, key };
+  }
+
   /** The formula, or 400 naming formula.id when there is none; `cached` for invocations (FormulaService.cached). */
-  private async formulaOf(tenantId: string, formulaId: string, official?: boolean, cached = false): Promise<Formula> {
+  /** A formula read by `read`; one that does not exist is the body's error (400), not the route's 404. */
+  private async formulaOf<T>(read: () => Promise<T>): Promise<T> {
     try {
-      return await (cached
-        ? this.formulas.cached(tenantId, formulaId, official)
-        : this.formulas.get(tenantId, formulaId, official));
+      return await read();
     } catch (error) {
       if (error instanceof VaultError && error.status === 404) {
         throw new Errors.InvalidBody({ errors: { 'formula.id': ['no such reactor formula'] } });

@@ -1,0 +1,170 @@
+// A reactor created while its formula or its application is deleted or changed: the create read them, then one changed
+// before the create was written (through another request, or another replica whose watch event had not arrived). The
+// reactor must not be left on a formula or an application that is gone, or with a configuration the formula no longer
+// declares. The store here is the embedded one (MemoryStore) with the interleaving forced: the change comes right
+// after the create's read. The token, runtime and key collaborators are fakes: create does not use them.
+import { afterEach, expect, test } from '@jest/globals';
+import type { TenantPrincipal } from '../../src/auth/principal.js';
+import type { FormulaBody } from '../../src/domain/formulas/schema.js';
+import { FormulaService } from '../../src/domain/formulas/service.js';
+import type { BtKeys } from '../../src/domain/reactors/bt-keys.js';
+import { ReactorService } from '../../src/domain/reactors/service.js';
+import type { Detokenizer } from '../../src/domain/tokens/detokenizer.js';
+import type { DataCipher } from '../../src/domain/tokens/records.js';
+import type { TokenService } from '../../src/domain/tokens/service.js';
+import { toProblem, VaultError } from '../../src/errors/registry.js';
+import type { RuntimeRouter } from '../../src/runtime/client/router.js';
+import { encode } from '../../src/store/codec.js';
+import { keys } from '../../src/store/keys.js';
+import { MemoryStore } from '../../src/store/memory.js';
+import type { Entry, Store } from '../../src/store/store.js';
+
+const tenantId = '00000000-0000-4000-8000-00000000000a';
+
+const principal: TenantPrincipal = {
+  kind: 'application',
+  tenantId,
+  applicationId: 'app',
+  applicationType: 'management',
+  permissions: new Set(['reactor:create', 'application:update']),
+  rules: [],
+};
+
+const cipher = {
+  encrypt: async (_tenant: string, _aad: string, plain: string) => Buffer.from(plain).toString('base64'),
+} as unknown as DataCipher;
+
+const formulaBody = (configuration: FormulaBody['configuration'] = []): FormulaBody => ({
+  name: 'f',
+  type: 'private',
+  code: 'module.exports = async () => ({ raw: 1 });',
+  configuration,
+  request_parameters: [],
+});
+
+let services: Array<{ stop(): Promise<void> }> = [];
+afterEach(async () => {
+  await Promise.all(services.map((s) => s.stop()));
+  services = [];
+});
+
+/**
+ * The store with a hook: the next read of `key` answers what is stored, and `then` runs (changing the formula)
+ * before the reader sees the answer.
+ */
+function interleaving(store: MemoryStore) {
+  let armed: { key: string; then: () => Promise<void> } | undefined;
+  const hooked = new Proxy(store, {
+    get(target, property, receiver) {
+      if (property !== 'get') return Reflect.get(target, property, receiver) as unknown;
+      return async (key: string): Promise<Entry | undefined> => {
+        const entry = await target.get(key);
+        if (armed?.key === key) {
+          const { then } = armed;
+          armed = undefined;
+          await then();
+        }
+        return entry;
+      };
+    },
+  }) as Store;
+  return { store: hooked, afterReadOf: (key: string, then: () => Promise<void>) => (armed = { key, then }) };
+}
+
+function servicesOn(store: Store) {
+  const formulas = new FormulaService(store, { perTenant: 0 });
+  const reactors = new ReactorService(
+    store,
+    cipher,
+    formulas,
+    {} as TokenService,
+    {} as Detokenizer,
+    {} as RuntimeRouter,
+    {} as BtKeys,
+    { perTenant: 0 },
+  );
+  services.push(reactors, formulas);
+  return { formulas, reactors };
+}
+
+async function refusal(promise: Promise<unknown>): Promise<VaultError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(VaultError);
+  return error as VaultError;
+}
+
+test('a reactor is not created on a formula deleted after the create read it', async () => {
+  const memory = new MemoryStore();
+  const { store, afterReadOf } = interleaving(memory);
+  const { formulas, reactors } = servicesOn(store);
+  const owner = { tenantId, actor: 'app' };
+  const formula = await formulas.create(owner, formulaBody());
+
+  afterReadOf(keys.formula(tenantId, formula.id), async () => {
+    await formulas.delete(owner, formula.id, async () => undefined);
+  });
+  const error = await refusal(reactors.create(principal, { name: 'r', formula: { id: formula.id } }));
+  expect(error.status).toBe(400);
+  expect(JSON.stringify(toProblem(error))).toContain('no such reactor formula');
+  expect(await memory.range(keys.reactors(tenantId))).toEqual([]);
+  expect(await memory.range(keys.formulaRefs(formula.id))).toEqual([]);
+});
+
+test('a reactor is checked against the formula as it is when written, not as the create read it', async () => {
+  const memory = new MemoryStore();
+  const { store, afterReadOf } = interleaving(memory);
+  const { formulas, reactors } = servicesOn(store);
+  const owner = { tenantId, actor: 'app' };
+  const formula = await formulas.create(owner, formulaBody());
+
+  // The formula now requires a configuration value the create does not give.
+  afterReadOf(keys.formula(tenantId, formula.id), async () => {
+    await formulas.update(owner, formula.id, formulaBody([{ name: 'greeting', type: 'string' }]));
+  });
+  const error = await refusal(reactors.create(principal, { name: 'r', formula: { id: formula.id } }));
+  expect(error.status).toBe(400);
+  expect(JSON.stringify(toProblem(error))).toContain('is required by the formula');
+  expect(await memory.range(keys.reactors(tenantId))).toEqual([]);
+
+  // Given it, the same create succeeds, on the formula as it now is.
+  const created = await reactors.create(principal, {
+    name: 'r',
+    formula: { id: formula.id },
+    configuration: { greeting: 'hello' },
+  });
+  expect(created.configuration).toEqual({ greeting: 'hello' });
+});
+
+test('a reactor is not attached to an application deleted after the create read it', async () => {
+  const memory = new MemoryStore();
+  const { store, afterReadOf } = interleaving(memory);
+  const { formulas, reactors } = servicesOn(store);
+  const formula = await formulas.create({ tenantId, actor: 'app' }, formulaBody());
+  const applicationId = '00000000-0000-4000-8000-0000000000a1';
+  const applicationKey = keys.application(tenantId, applicationId);
+  await memory.put(
+    applicationKey,
+    encode('application', {
+      id: applicationId,
+      tenant_id: tenantId,
+      name: 'attached',
+      type: 'private',
+      permissions: [],
+      rules: [],
+      keys: [],
+      created_at: new Date().toISOString(),
+      created_by: 'app',
+    }),
+  );
+
+  afterReadOf(applicationKey, async () => void (await memory.delete(applicationKey)));
+  const error = await refusal(
+    reactors.create(principal, { name: 'r', formula: { id: formula.id }, application: { id: applicationId } }),
+  );
+  expect(error.status).toBe(400);
+  expect(JSON.stringify(toProblem(error))).toContain('no such application');
+  expect(await memory.range(keys.reactors(tenantId))).toEqual([]);
+});
