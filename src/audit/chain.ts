@@ -234,7 +234,7 @@ export class ChainAppender {
         head = { seq: entry.seq, hash: entry.hash, time };
       }
       ops.push({ type: 'put', key: headKey, value: encode('audit-head', head) });
-      const revision = await this.store.commit({ compare, success: withoutOverwritten(ops) });
+      const revision = await this.store.commit({ compare: withoutRepeated(compare), success: withoutOverwritten(ops) });
       if (revision > 0) {
         this.heads.set(tenant, { head, headRevision: revision, tenantRevision: state.tenantRevision });
         this.stats.onCommit?.(entries.length, racesLost);
@@ -277,14 +277,17 @@ export class ChainAppender {
 
 /**
  * The next batch off the queue: entries and changes' writes up to etcd's operation limit and MAX_BATCH_BYTES. A change
- * whose keys meet another's in the batch (a compare of one on a key the other writes or compares, or a key deleted)
- * waits for the next batch: one after the other, the later one's compare would see the earlier one's write. Two
- * changes that only put the same key (the type's last-created time) go together; the later put is the one written, as
- * it would be one after the other.
+ * whose keys meet another's in the batch (a compare of one on a key the other writes, or a key deleted) waits for the
+ * next batch: one after the other, the later one's compare would see the earlier one's write. Two changes that only
+ * put the same key (the type's last-created time) go together; the later put is the one written, as it would be one
+ * after the other. So do two that only compare the same key (reactors created on one formula compare its revision):
+ * neither changes what the other's compare sees, and an identical compare is sent once.
  */
 function takeBatch(queue: Pending[]): Pending[] {
   const batch: Pending[] = [];
+  /** Keys compared in the batch, and each distinct compare (key and revision), which the transaction holds once. */
   const compared = new Set<string>();
+  const distinctCompares = new Set<string>();
   /** Keys put (without a lease): another change may put them too. */
   const put = new Set<string>();
   /** Keys deleted, or put with a lease: no other change may touch them. */
@@ -300,15 +303,16 @@ function takeBatch(queue: Pending[]): Pending[] {
       continue;
     }
     const size = writes.success.reduce((sum, op) => sum + (op.type === 'put' ? op.key.length + op.value.length : 0), 0);
+    const newCompares = writes.compare.filter((c) => !distinctCompares.has(compareId(c)));
     const fits =
       batch.length === 0 ||
       (opCount + writes.success.length + 1 <= MAX_TXN_OPS &&
-        compareCount + writes.compare.length <= MAX_TXN_OPS &&
+        compareCount + newCompares.length <= MAX_TXN_OPS &&
         bytes + size <= MAX_BATCH_BYTES);
     if (!fits) break;
     const meets =
       batch.length > 0 &&
-      (writes.compare.some((c) => compared.has(c.key) || put.has(c.key) || exclusive.has(c.key)) ||
+      (writes.compare.some((c) => put.has(c.key) || exclusive.has(c.key)) ||
         writes.success.some((op) =>
           op.type === 'deletePrefix'
             ? true
@@ -320,17 +324,28 @@ function takeBatch(queue: Pending[]): Pending[] {
       i++;
       continue;
     }
-    for (const c of writes.compare) compared.add(c.key);
+    for (const c of writes.compare) {
+      compared.add(c.key);
+      distinctCompares.add(compareId(c));
+    }
     for (const op of writes.success) {
       if (op.type === 'deletePrefix') continue;
       (op.type === 'put' && op.ttlSeconds === undefined ? put : exclusive).add(op.key);
     }
     opCount += writes.success.length + 1;
-    compareCount += writes.compare.length;
+    compareCount += newCompares.length;
     bytes += size;
     batch.push(...queue.splice(i, 1));
   }
   return batch;
+}
+
+const compareId = (c: Compare) => `${c.modRevision} ${c.key}`;
+
+/** The compares with each identical one (same key, same revision) once. */
+function withoutRepeated(compares: Compare[]): Compare[] {
+  const seen = new Set<string>();
+  return compares.filter((c) => !seen.has(compareId(c)) && seen.add(compareId(c)));
 }
 
 /** The operations with each key put only once, by its last put (etcd refuses a transaction that puts a key twice). */
