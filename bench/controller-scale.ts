@@ -45,6 +45,7 @@ import {
   type BenchEtcd,
   type BenchWorker,
 } from './support/processes.js';
+import { callsPer, etcdCalls } from './support/etcd-calls.js';
 import { processCpuSeconds } from './support/load.js';
 import { heading, table } from './support/report.js';
 import type { Benchmark } from './support/settings.js';
@@ -255,6 +256,7 @@ spec:
       benchmark: ((usage) => (usage.user + usage.system) / 1e6)(process.cpuUsage()),
     });
     const cpuAtStart = otherCpu();
+    const vaultEtcdAtStart = await etcdCalls(etcd.endpoint);
     // Readiness is followed with a watch (an informer), not by listing all the Reactors at each poll: a list of
     // 10,000 objects costs kube-apiserver and this process CPU the controller is competing for, and a poll only every
     // 2 s made the time up to 2 s late. The moments the first, the half and the last Reactor turn Ready are taken
@@ -340,6 +342,7 @@ spec:
     const kubeCpu =
       sumSamples(kubeAtReady, 'process_cpu_seconds_total') - sumSamples(kubeAtStart, 'process_cpu_seconds_total');
     const cpuAtReady = otherCpu();
+    const vaultEtcdAtReady = await etcdCalls(etcd.endpoint);
     const cpuUntilReady = [
       { name: 'kube-apiserver', seconds: kubeCpu },
       ...Object.entries(cpuAtReady).map(([name, seconds]) => ({
@@ -492,6 +495,7 @@ spec:
               'CPU until all Ready, ms per Reactor: ' + cpuUntilReady.map((c) => c.name).join(' / '),
               cpuUntilReady.map((c) => ((1000 * c.seconds) / total).toFixed(2)).join(' / '),
             ],
+            ['vault etcd calls until all Ready, per Reactor', callsPer(vaultEtcdAtStart, vaultEtcdAtReady, total)],
             ['controller error log lines', String(errorLines)],
           ],
           ['l', 'r'],

@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import { Etcd3 } from 'etcd3';
 import { Pool } from 'undici';
 import { apiPool, createTenantWithApplication, send } from './support/api-client.js';
+import { callsPer, etcdCalls } from './support/etcd-calls.js';
 import { processCpuSeconds, runLoad } from './support/load.js';
 import { spawnApi, spawnWorker, startBenchEtcd } from './support/processes.js';
 import { formatCount, formatMs, heading, table } from './support/report.js';
@@ -250,11 +251,6 @@ async function run(settings: Settings): Promise<void> {
       },
     ];
 
-    progress(`the API's idle CPU over ${IDLE_SECONDS} s`);
-    const idleBefore = processCpuSeconds(apiPid) ?? NaN;
-    await new Promise((resolve) => setTimeout(resolve, IDLE_SECONDS * 1000));
-    idleMsPerSecond = (((processCpuSeconds(apiPid) ?? NaN) - idleBefore) * 1000) / IDLE_SECONDS;
-
     for (const row of rows) {
       progress(row.label);
       const warmup = await runLoad(row.operation, {
@@ -272,10 +268,6 @@ async function run(settings: Settings): Promise<void> {
       });
       if (result.errors > 0) throw new Error(`${row.label}: ${result.firstError}`);
       const callsAfter = await etcdCalls(etcd.endpoint);
-      const calls = [...callsAfter]
-        .map(([method, count]) => [method, (count - (callsBefore.get(method) ?? 0)) / result.ops] as const)
-        .filter(([, perRequest]) => perRequest >= CALLS_SHOWN_FROM)
-        .map(([method, perRequest]) => `${perRequest.toFixed(2)} ${method}`);
       const apiCpuUs = ((result.cores.api ?? NaN) / result.opsPerSecond) * 1e6;
       results.push([
         row.label,
@@ -283,9 +275,15 @@ async function run(settings: Settings): Promise<void> {
         formatMs(result.p50Ms),
         formatMs(result.p90Ms),
         row.throughApi ? formatCount(apiCpuUs) : '-',
-        calls.join(', ') || '-',
+        callsPer(callsBefore, callsAfter, result.ops, CALLS_SHOWN_FROM),
       ]);
     }
+    // After the rows, not after set-up: right after set-up the API measured 100 ms of CPU a second (start-up work still
+    // going on), after the rows 10 ms, which is the API at rest.
+    progress(`the API's idle CPU over ${IDLE_SECONDS} s`);
+    const idleBefore = processCpuSeconds(apiPid) ?? NaN;
+    await new Promise((resolve) => setTimeout(resolve, IDLE_SECONDS * 1000));
+    idleMsPerSecond = (((processCpuSeconds(apiPid) ?? NaN) - idleBefore) * 1000) / IDLE_SECONDS;
   } catch (error) {
     if (api) process.stderr.write(`one-client: API log tail:\n${api.logTail()}\n`);
     throw error;
@@ -314,23 +312,11 @@ async function run(settings: Settings): Promise<void> {
         'l',
       ]),
       '',
-      `The API idle: ${formatCount(idleMsPerSecond)} ms of CPU a second (over ${IDLE_SECONDS} s, after set-up). At one client its CPU per`,
+      `The API idle: ${formatCount(idleMsPerSecond)} ms of CPU a second (over ${IDLE_SECONDS} s, after the rows). At one client its CPU per`,
       "request is mostly the machine's cost of waking it at each step that waits for I/O, not its work (docs/performance.md).",
       'API CPU: utime + stime of its process (/proc/<pid>/stat, 10 ms ticks) over the measured requests. etcd calls:',
       `growth of etcd's grpc_server_handled_total by method over the same requests (below ${CALLS_SHOWN_FROM} a request not shown).`,
       '',
     ].join('\n'),
   );
-}
-
-/** etcd's completed gRPC calls so far, by method (grpc_server_handled_total from its /metrics, summed over codes). */
-async function etcdCalls(endpoint: string): Promise<Map<string, number>> {
-  const response = await fetch(`${endpoint}/metrics`);
-  if (!response.ok) throw new Error(`etcd ${endpoint}/metrics answered ${response.status}`);
-  const calls = new Map<string, number>();
-  for (const line of (await response.text()).split('\n')) {
-    const match = /^grpc_server_handled_total\{.*grpc_method="(\w+)".*\} (\S+)$/.exec(line);
-    if (match) calls.set(match[1], (calls.get(match[1]) ?? 0) + Number(match[2]));
-  }
-  return calls;
 }
