@@ -574,10 +574,12 @@ export class ReactorService {
     configuration: ConfigurationValues,
     formula?: Formula,
   ): Promise<Reactor> {
+    // Through the watched formula cache, as invocations read it: a GET or a page of reactors (and the operator's
+    // resync, a GET per Reactor object) reads no formula from etcd once the tenant's formulas are cached.
     const resolved =
       formula ??
       (record.formula_id
-        ? await this.formulas.get(record.tenant_id, record.formula_id).catch(() => undefined)
+        ? await this.formulas.cached(record.tenant_id, record.formula_id).catch(() => undefined)
         : undefined);
     return {
       id: record.id,
