@@ -7,6 +7,8 @@
 import type { ChangeWrites } from '../audit/chain.js';
 import type { Store } from '../store/store.js';
 
+export type { ChangeWrites };
+
 /**
  * Commits the change's compares and writes together with the request's audit entry about `entityId`: true once both
  * are stored, false when neither was written (then the change is written alone, and its entry recorded after).

@@ -12,6 +12,16 @@ export async function getRecord<T>(store: Store, kind: RecordKind, key: string):
   return entry && { value: decode<T>(kind, entry.value), modRevision: entry.modRevision };
 }
 
+/** A record with where it is stored: what a write that must not outlive it compares (its key and revision). */
+export interface StoredAt<T> extends Versioned<T> {
+  key: string;
+}
+
+export async function getRecordAt<T>(store: Store, kind: RecordKind, key: string): Promise<StoredAt<T> | undefined> {
+  const found = await getRecord<T>(store, kind, key);
+  return found && { ...found, key };
+}
+
 /** Records read per etcd request while listing: each response stays small whatever the prefix holds. */
 const LIST_PAGE = 500;
 

@@ -10,7 +10,7 @@ import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { checkRules, type AccessRule } from '../../auth/access/rules.js';
-import { commitChange, type ChangeOptions } from '../audited-commit.js';
+import { commitChange, type ChangeOptions, type ChangeWrites } from '../audited-commit.js';
 import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
 import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import type { Page, PageRequest } from '../paging.js';
@@ -188,7 +188,7 @@ export class ApplicationService {
 
   /** Stores a prepared application; its id and key must not be in use. */
   async insert(record: ApplicationRecord, options: ChangeOptions = {}): Promise<void> {
-    const txn = {
+    const txn: ChangeWrites = {
       compare: [{ key: keys.application(record.tenant_id, record.id), modRevision: 0 }, ...keysAreFree(record.keys)],
       success: createApplicationOps(record),
     };
@@ -316,10 +316,10 @@ export class ApplicationService {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'application');
-    const txn = {
+    const txn: ChangeWrites = {
       compare: [{ key: keys.application(tenantId, id), modRevision: current.modRevision }],
       success: [
-        { type: 'delete' as const, key: keys.application(tenantId, id) },
+        { type: 'delete', key: keys.application(tenantId, id) },
         orderDelete(tenantId, 'applications', current.value),
         ...revokeKeys(current.value.keys),
       ],
@@ -353,7 +353,7 @@ export class ApplicationService {
     change: { fresh: StoredApplicationKey[]; gone: StoredApplicationKey[] },
     { entityId, ...options }: ChangeOptions & { entityId: string },
   ): Promise<void> {
-    const txn = {
+    const txn: ChangeWrites = {
       compare: [
         { key: keys.application(record.tenant_id, record.id), modRevision: expected },
         ...keysAreFree(change.fresh),

@@ -6,10 +6,10 @@ import type { TenantPrincipal } from '../../auth/principal.js';
 import { actorId, OPERATOR_ACTOR_ID } from '../../auth/principal.js';
 import { Errors } from '../../errors/registry.js';
 import { keys } from '../../store/keys.js';
-import { getRecord, listRecords, type Versioned } from '../../store/records.js';
+import { getRecord, getRecordAt, listRecords, type StoredAt } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
-import { commitChange, type ChangeOptions } from '../audited-commit.js';
+import { commitChange, type ChangeOptions, type ChangeWrites } from '../audited-commit.js';
 import { byCreation, CreationOrder, orderDelete, orderPut } from '../creation-order.js';
 import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import { paginate, type Page, type PageRequest } from '../paging.js';
@@ -60,9 +60,7 @@ export function operatorOwner(managedBy?: ManagedBy): FormulaOwner {
 }
 
 /** A stored formula with where it is stored and its revision there (what a write referencing it compares). */
-export interface FormulaReference extends Versioned<Formula> {
-  key: string;
-}
+export type FormulaReference = StoredAt<Formula>;
 
 export interface ReactorUsage {
   tenantId: string;
@@ -119,10 +117,10 @@ export class FormulaService {
     };
     const key = storeKey(owner, formula.id);
     if (!('official' in owner)) await this.limit.assertRoomFor(owner.tenantId);
-    const txn = {
+    const txn: ChangeWrites = {
       compare: [{ key, modRevision: 0 }],
       success: [
-        { type: 'put' as const, key, value: encode('formula', formula) },
+        { type: 'put', key, value: encode('formula', formula) },
         ...('official' in owner ? [] : [orderPut(owner.tenantId, 'formulas', formula)]),
       ],
     };
@@ -142,9 +140,9 @@ export class FormulaService {
       modified_by: 'official' in owner ? OPERATOR_ACTOR_ID : owner.actor,
     };
     const key = storeKey(owner, id);
-    const txn = {
+    const txn: ChangeWrites = {
       compare: [{ key, modRevision: current.modRevision }],
-      success: [{ type: 'put' as const, key, value: encode('formula', formula) }],
+      success: [{ type: 'put', key, value: encode('formula', formula) }],
     };
     if (!(await commitChange(this.store, id, txn, options))) {
       throw new Errors.Conflict('The formula was changed by another request; retry.');
@@ -172,10 +170,10 @@ export class FormulaService {
       );
     }
     const key = storeKey(owner, id);
-    const txn = {
+    const txn: ChangeWrites = {
       compare: [{ key, modRevision: current.modRevision }],
       success: [
-        { type: 'delete' as const, key },
+        { type: 'delete', key },
         ...('official' in owner ? [] : [orderDelete(owner.tenantId, 'formulas', current.value)]),
       ],
     };
@@ -208,9 +206,8 @@ export class FormulaService {
     );
   }
 
-  private async read(key: string): Promise<FormulaReference | undefined> {
-    const found = await getRecord<Formula>(this.store, 'formula', key);
-    return found && { ...found, key };
+  private read(key: string): Promise<FormulaReference | undefined> {
+    return getRecordAt<Formula>(this.store, 'formula', key);
   }
 
   private async find(

@@ -16,7 +16,7 @@ import { assertMayAttach, assertMayDelegate, assertMayRedirect, changedFields } 
 import { mergePatch } from '../merge-patch.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
-import { commitChange, type ChangeOptions } from '../audited-commit.js';
+import { commitChange, type ChangeOptions, type ChangeWrites } from '../audited-commit.js';
 import { CreationOrder, orderDelete, orderPut } from '../creation-order.js';
 import { TenantLimit } from '../tenant-limits.js';
 import type { Page, PageRequest } from '../paging.js';
@@ -155,14 +155,14 @@ export class ProxyService {
       this.limit.assertRoomFor(tenantId),
     ]);
     if (existing) throw new Errors.Conflict(`A proxy with the id ${id} already exists.`);
-    const txn = {
+    const txn: ChangeWrites = {
       compare: [
         { key: keys.proxyKey(record.key_hash), modRevision: 0 },
         { key: keys.proxy(tenantId, id), modRevision: 0 },
       ],
       success: [
-        { type: 'put' as const, key: keys.proxy(tenantId, id), value: encode('proxy', toStored(record)) },
-        { type: 'put' as const, key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
+        { type: 'put', key: keys.proxy(tenantId, id), value: encode('proxy', toStored(record)) },
+        { type: 'put', key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
         orderPut(tenantId, 'proxies', record),
       ],
     };
@@ -225,11 +225,11 @@ export class ProxyService {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'proxy');
-    const txn = {
+    const txn: ChangeWrites = {
       compare: [{ key: keys.proxy(tenantId, id), modRevision: current.modRevision }],
       success: [
-        { type: 'delete' as const, key: keys.proxy(tenantId, id) },
-        { type: 'delete' as const, key: keys.proxyKey(current.value.key_hash) },
+        { type: 'delete', key: keys.proxy(tenantId, id) },
+        { type: 'delete', key: keys.proxyKey(current.value.key_hash) },
         orderDelete(tenantId, 'proxies', current.value),
       ],
     };
@@ -298,11 +298,11 @@ export class ProxyService {
       modified_at: new Date().toISOString(),
       modified_by: actorId(principal),
     };
-    const txn = {
+    const txn: ChangeWrites = {
       compare: [{ key: keys.proxy(tenantId, id), modRevision: current.modRevision }],
       success: [
-        { type: 'put' as const, key: keys.proxy(tenantId, id), value: encode('proxy', toStored(record)) },
-        { type: 'put' as const, key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
+        { type: 'put', key: keys.proxy(tenantId, id), value: encode('proxy', toStored(record)) },
+        { type: 'put', key: keys.proxyKey(record.key_hash), value: indexEntry(record) },
       ],
     };
     const written = await commitChange(this.store, id, txn, options);

@@ -9,7 +9,7 @@ import type { RuntimeRouter } from '../../runtime/client/router.js';
 import type { InvocationFailure } from '../../runtime/contract.js';
 import { allowedCustomStatus, customResponseHeaders, refusedCustomStatus } from '../../runtime/custom-response.js';
 import { keys } from '../../store/keys.js';
-import { getRecord } from '../../store/records.js';
+import { getRecord, getRecordAt } from '../../store/records.js';
 import type { Store, TxnOp } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import { assertMayAttach, assertMayDelegate, assertMayRedirect, changedFields } from '../applications/delegation.js';
@@ -489,8 +489,10 @@ export class ReactorService {
     return this.toReactor(record, configuration, formula);
   }
 
-  /** Configuration against the formula's contract, the application, and inline code that compiles. */
-  /** The body against its formula and its application (`application`: as read, undefined when there is none). */
+  /**
+   * Configuration against the formula's contract, the application (as read; undefined when there is none), and inline
+   * code that compiles.
+   */
   private check(
     principal: TenantPrincipal,
     body: ReactorBody,
@@ -523,13 +525,10 @@ export class ReactorService {
   /** The application a reactor is attached to, as stored, with its key and revision (what a create compares). */
   private async applicationOf(tenantId: string, applicationId: string | undefined) {
     if (applicationId === undefined) return undefined;
-    const key = keys.application(tenantId, applicationId);
-    const found = await getRecord<ApplicationRecord>(this.store, 'application', key);
-    return found && { ...found, key };
+    return getRecordAt<ApplicationRecord>(this.store, 'application', keys.application(tenantId, applicationId));
   }
 
-  /** The formula, or 400 naming formula.id when there is none; `cached` for invocations (FormulaService.cached). */
-  /** A formula read by `read`; one that does not exist is the body's error (400), not the route's 404. */
+  /** A formula read by `read`; one that does not exist is the body's error (400 naming formula.id), not a 404. */
   private async formulaOf<T>(read: () => Promise<T>): Promise<T> {
     try {
       return await read();

@@ -17,7 +17,7 @@ import type { Store, TxnOp } from '../../store/store.js';
 import { mayEver, type TokenPermission } from '../../auth/access/evaluate.js';
 import { checkRules, type AccessRule } from '../../auth/access/rules.js';
 import type { ApplicationDirectory } from '../applications/directory.js';
-import { commitChange, type ChangeOptions } from '../audited-commit.js';
+import { commitChange, type ChangeOptions, type ChangeWrites } from '../audited-commit.js';
 import { TenantLimit, type TenantLimitsSource } from '../tenant-limits.js';
 import { SESSION_PERMISSIONS } from '../../auth/permissions.js';
 import { validateAuthorizeSession } from './schema.js';
@@ -166,12 +166,12 @@ export class SessionService {
       },
       expires_at: new Date(expiry).toISOString(),
     };
-    const txn = {
+    const txn: ChangeWrites = {
       compare: [
         { key: nonceKey, modRevision: nonce.modRevision },
         { key: keys.session(session.tenant_id, session.id), modRevision: found.modRevision },
       ],
-      success: [{ type: 'delete' as const, key: nonceKey }, ...sessionOps(session, now)],
+      success: [{ type: 'delete', key: nonceKey }, ...sessionOps(session, now)],
     };
     const committed = await commitChange(this.store, session.id, txn, options);
     if (!committed) throw spent();
