@@ -9,8 +9,8 @@ import type { RuntimeRouter } from '../../runtime/client/router.js';
 import type { InvocationFailure } from '../../runtime/contract.js';
 import { allowedCustomStatus, customResponseHeaders, refusedCustomStatus } from '../../runtime/custom-response.js';
 import { keys } from '../../store/keys.js';
-import { getRecord, getRecordAt } from '../../store/records.js';
-import type { Store, TxnOp } from '../../store/store.js';
+import { getRecord, getRecordAt, type StoredAt } from '../../store/records.js';
+import type { Compare, Store, TxnOp } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import { assertMayAttach, assertMayDelegate, assertMayRedirect, changedFields } from '../applications/delegation.js';
 import { commitChange, type ChangeOptions } from '../audited-commit.js';
@@ -183,16 +183,10 @@ export class ReactorService {
     principal: TenantPrincipal,
     body: ReactorBody,
     options: ChangeOptions,
-    freshFormula: boolean,
+    fresh: boolean,
   ): Promise<Reactor | undefined> {
     const tenantId = principal.tenantId;
-    const formulaId = body.formula?.id;
-    const [formula, application] = await Promise.all([
-      formulaId
-        ? this.formulaOf(() => this.formulas.reference(tenantId, formulaId, undefined, freshFormula))
-        : undefined,
-      this.applicationOf(tenantId, body.application?.id),
-    ]);
+    const { formula, application } = await this.referencesOf(tenantId, body.formula?.id, body, fresh);
     const configuration = body.configuration ?? {};
     this.check(principal, body, formula?.value, application?.value, configuration);
     const id = chosenId(principal, body.id) ?? randomUUID();
@@ -215,9 +209,7 @@ export class ReactorService {
     ];
     if (formula) ops.push({ type: 'put', key: keys.formulaRef(formula.value.id, tenantId, id), value: '' });
     ops.push(...(await this.events.ops(tenantId, 'reactor.created', reactorEventData(record, actorOf(principal)))));
-    const compare = [{ key: keys.reactor(tenantId, id), modRevision: 0 }];
-    if (formula) compare.push({ key: formula.key, modRevision: formula.modRevision });
-    if (application) compare.push({ key: application.key, modRevision: application.modRevision });
+    const compare = [{ key: keys.reactor(tenantId, id), modRevision: 0 }, ...comparesOf(formula, application)];
     if (!(await commitChange(this.store, id, { compare, success: ops }, options))) {
       if ((!formula && !application) || (await this.store.get(keys.reactor(tenantId, id)))) {
         throw new Errors.Conflict(`A reactor with the id ${id} already exists.`);
@@ -234,7 +226,7 @@ export class ReactorService {
 
   private referenceChanged(): never {
     throw new Errors.Conflict(
-      "The reactor's formula or application changed while the reactor was being created; retry.",
+      "The reactor's formula or application changed while the reactor was being written; retry.",
     );
   }
 
@@ -436,12 +428,29 @@ export class ReactorService {
     return response;
   }
 
+  /**
+   * PUT and PATCH. Like a create, the write compares the revisions of the formula and the application it was checked
+   * against: one that changed or went since it was read fails the compare, and the change is made again once on a
+   * fresh read of everything (409 if they changed again meanwhile).
+   */
   private async replace(
     principal: TenantPrincipal,
     id: string,
     next: (current: ReactorRecord, configuration: ConfigurationValues) => ReactorBody,
     options: ChangeOptions,
   ): Promise<Reactor> {
+    const replaced = await this.replaceOn(principal, id, next, options, false);
+    return replaced ?? (await this.replaceOn(principal, id, next, options, true)) ?? this.referenceChanged();
+  }
+
+  /** The reactor as written; undefined when its formula or its application changed (or went) since they were read. */
+  private async replaceOn(
+    principal: TenantPrincipal,
+    id: string,
+    next: (current: ReactorRecord, configuration: ConfigurationValues) => ReactorBody,
+    options: ChangeOptions,
+    fresh: boolean,
+  ): Promise<Reactor | undefined> {
     const tenantId = principal.tenantId;
     const current = await this.load(tenantId, id);
     assertMayChange(current.value, principal, 'reactor');
@@ -453,13 +462,9 @@ export class ReactorService {
     }
     if (body.code !== undefined && current.value.formula_id)
       throw new Errors.InvalidBody({ errors: { code: ['this reactor runs a formula'] } });
-    const formulaId = current.value.formula_id;
-    const [formula, application] = await Promise.all([
-      formulaId ? this.formulaOf(() => this.formulas.get(tenantId, formulaId)) : undefined,
-      this.applicationOf(tenantId, body.application?.id),
-    ]);
+    const { formula, application } = await this.referencesOf(tenantId, current.value.formula_id, body, fresh);
     const configuration = body.configuration ?? {};
-    this.check(principal, body, formula, application?.value, configuration);
+    this.check(principal, body, formula?.value, application?.value, configuration);
     const code = formula ? undefined : (body.code ?? current.value.code);
     assertMayRedirect(principal, changedFields(before, { code, configuration }, ['code', 'configuration']), 'reactor');
     const record: ReactorRecord = {
@@ -471,22 +476,40 @@ export class ReactorService {
       modified_at: new Date().toISOString(),
       modified_by: actorId(principal),
     };
+    const key = keys.reactor(tenantId, id);
     const written = await commitChange(
       this.store,
       id,
       {
-        compare: [{ key: keys.reactor(tenantId, id), modRevision: current.modRevision }],
+        compare: [{ key, modRevision: current.modRevision }, ...comparesOf(formula, application)],
         success: [
-          { type: 'put', key: keys.reactor(tenantId, id), value: encode('reactor', record) },
+          { type: 'put', key, value: encode('reactor', record) },
           ...(await this.events.ops(tenantId, 'reactor.updated', reactorEventData(record, actorOf(principal)))),
         ],
       },
       options,
     );
-    if (!written) {
-      throw new Errors.Conflict('The reactor was changed by another request; retry.');
-    }
-    return this.toReactor(record, configuration, formula);
+    if (written) return this.toReactor(record, configuration, formula?.value);
+    if (!formula && !application) throw this.reactorChanged();
+    const now = await this.store.get(key);
+    if (now?.modRevision !== current.modRevision) throw this.reactorChanged();
+    return undefined;
+  }
+
+  private reactorChanged(): VaultError {
+    return new Errors.Conflict('The reactor was changed by another request; retry.');
+  }
+
+  /**
+   * The formula (from the watched formula cache unless `fresh`) and the application a reactor is checked against, read
+   * in one turn, each with its key and revision: what the reactor's write compares.
+   */
+  private async referencesOf(tenantId: string, formulaId: string | undefined, body: ReactorBody, fresh: boolean) {
+    const [formula, application] = await Promise.all([
+      formulaId ? this.formulaOf(() => this.formulas.reference(tenantId, formulaId, undefined, fresh)) : undefined,
+      this.applicationOf(tenantId, body.application?.id),
+    ]);
+    return { formula, application };
   }
 
   /**
@@ -597,6 +620,11 @@ export class ReactorService {
 }
 
 /** How a failed invocation is answered (docs/api.md, "Reactor errors"). */
+/** What a reactor's write compares of the records it was checked against: each as it was read. */
+function comparesOf(...read: Array<StoredAt<unknown> | undefined>): Compare[] {
+  return read.flatMap((r) => (r ? [{ key: r.key, modRevision: r.modRevision }] : []));
+}
+
 export function failureToError(failure: InvocationFailure): VaultError | CustomResponse {
   if (failure.kind === 'custom_response') {
     // Checked again where the frame is written: the API does not rely on the worker for it (custom-response.ts).

@@ -1,8 +1,8 @@
-// A reactor created while its formula or its application is deleted or changed: the create read them, then one changed
-// before the create was written (through another request, or another replica whose watch event had not arrived). The
-// reactor must not be left on a formula or an application that is gone, or with a configuration the formula no longer
-// declares. The store here is the embedded one (MemoryStore) with the interleaving forced: the change comes right
-// after the create's read. The token, runtime and key collaborators are fakes: create does not use them.
+// A reactor created or changed (PUT, PATCH) while its formula or its application is deleted or changed: the write read
+// them, then one changed before the write (through another request, or another replica whose watch event had not
+// arrived). The reactor must not be left on a formula or an application that is gone, or with a configuration the
+// formula no longer declares. The store here is the embedded one (MemoryStore) with the interleaving forced: the change
+// comes right after the write's read. The token, runtime and key collaborators are fakes: writes do not use them.
 import { afterEach, expect, test } from '@jest/globals';
 import type { TenantPrincipal } from '../../src/auth/principal.js';
 import type { FormulaBody } from '../../src/domain/formulas/schema.js';
@@ -32,6 +32,7 @@ const principal: TenantPrincipal = {
 
 const cipher = {
   encrypt: async (_tenant: string, _aad: string, plain: string) => Buffer.from(plain).toString('base64'),
+  decrypt: async (_tenant: string, _aad: string, sealed: string) => Buffer.from(sealed, 'base64'),
 } as unknown as DataCipher;
 
 const formulaBody = (configuration: FormulaBody['configuration'] = []): FormulaBody => ({
@@ -85,6 +86,28 @@ function servicesOn(store: Store) {
   );
   services.push(reactors, formulas);
   return { formulas, reactors };
+}
+
+const applicationId = '00000000-0000-4000-8000-0000000000a1';
+
+/** A private application, written straight to the store; its key. */
+async function putApplication(memory: MemoryStore): Promise<string> {
+  const key = keys.application(tenantId, applicationId);
+  await memory.put(
+    key,
+    encode('application', {
+      id: applicationId,
+      tenant_id: tenantId,
+      name: 'attached',
+      type: 'private',
+      permissions: [],
+      rules: [],
+      keys: [],
+      created_at: new Date().toISOString(),
+      created_by: 'app',
+    }),
+  );
+  return key;
 }
 
 async function refusal(promise: Promise<unknown>): Promise<VaultError> {
@@ -143,22 +166,7 @@ test('a reactor is not attached to an application deleted after the create read 
   const { store, afterReadOf } = interleaving(memory);
   const { formulas, reactors } = servicesOn(store);
   const formula = await formulas.create({ tenantId, actor: 'app' }, formulaBody());
-  const applicationId = '00000000-0000-4000-8000-0000000000a1';
-  const applicationKey = keys.application(tenantId, applicationId);
-  await memory.put(
-    applicationKey,
-    encode('application', {
-      id: applicationId,
-      tenant_id: tenantId,
-      name: 'attached',
-      type: 'private',
-      permissions: [],
-      rules: [],
-      keys: [],
-      created_at: new Date().toISOString(),
-      created_by: 'app',
-    }),
-  );
+  const applicationKey = await putApplication(memory);
 
   afterReadOf(applicationKey, async () => void (await memory.delete(applicationKey)));
   const error = await refusal(
@@ -167,4 +175,53 @@ test('a reactor is not attached to an application deleted after the create read 
   expect(error.status).toBe(400);
   expect(JSON.stringify(toProblem(error))).toContain('no such application');
   expect(await memory.range(keys.reactors(tenantId))).toEqual([]);
+});
+
+test('a PUT does not attach an application deleted after the PUT read it', async () => {
+  const memory = new MemoryStore();
+  const { store, afterReadOf } = interleaving(memory);
+  const { formulas, reactors } = servicesOn(store);
+  const formula = await formulas.create({ tenantId, actor: 'app' }, formulaBody());
+  const reactor = await reactors.create(principal, { name: 'r', formula: { id: formula.id } });
+  const applicationKey = await putApplication(memory);
+
+  afterReadOf(applicationKey, async () => void (await memory.delete(applicationKey)));
+  const error = await refusal(
+    reactors.update(principal, reactor.id, {
+      name: 'r',
+      formula: { id: formula.id },
+      application: { id: applicationId },
+    }),
+  );
+  expect(error.status).toBe(400);
+  expect(JSON.stringify(toProblem(error))).toContain('no such application');
+  expect((await reactors.get(tenantId, reactor.id)).application).toBeUndefined();
+});
+
+test('a PATCH is checked against the formula as it is when written, not as the PATCH read it', async () => {
+  const memory = new MemoryStore();
+  const { store, afterReadOf } = interleaving(memory);
+  const { formulas, reactors } = servicesOn(store);
+  const owner = { tenantId, actor: 'app' };
+  const formula = await formulas.create(owner, formulaBody());
+  const reactor = await reactors.create(principal, { name: 'r', formula: { id: formula.id } });
+  const applicationKey = await putApplication(memory);
+
+  // The PATCH takes the formula from the cache and reads the application; right after, the formula comes to require
+  // a configuration value the reactor does not have.
+  afterReadOf(applicationKey, async () => {
+    await formulas.update(owner, formula.id, formulaBody([{ name: 'greeting', type: 'string' }]));
+  });
+  const error = await refusal(reactors.patch(principal, reactor.id, { application: { id: applicationId } }));
+  expect(error.status).toBe(400);
+  expect(JSON.stringify(toProblem(error))).toContain('is required by the formula');
+  expect((await reactors.get(tenantId, reactor.id)).application).toBeUndefined();
+
+  // Given the value, the same change is made, on the formula as it now is.
+  const patched = await reactors.patch(principal, reactor.id, {
+    application: { id: applicationId },
+    configuration: { greeting: 'hello' },
+  });
+  expect(patched.application?.id).toBe(applicationId);
+  expect(patched.configuration).toEqual({ greeting: 'hello' });
 });
