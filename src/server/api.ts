@@ -188,6 +188,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
     cacheSeconds: config.limits.keyCacheSeconds,
     perTenant: config.perTenant.reactors,
     tenantLimits: tenantDirectory,
+    applications: applicationDirectory,
   });
   const auditRetention = new AuditRetention(
     store,

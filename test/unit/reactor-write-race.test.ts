@@ -5,6 +5,8 @@
 // comes right after the write's read. The token, runtime and key collaborators are fakes: writes do not use them.
 import { afterEach, expect, test } from '@jest/globals';
 import type { TenantPrincipal } from '../../src/auth/principal.js';
+import type { ApplicationDirectory } from '../../src/domain/applications/directory.js';
+import type { ApplicationRecord } from '../../src/domain/applications/service.js';
 import type { FormulaBody } from '../../src/domain/formulas/schema.js';
 import { FormulaService } from '../../src/domain/formulas/service.js';
 import type { BtKeys } from '../../src/domain/reactors/bt-keys.js';
@@ -14,7 +16,7 @@ import type { DataCipher } from '../../src/domain/tokens/records.js';
 import type { TokenService } from '../../src/domain/tokens/service.js';
 import { toProblem, VaultError } from '../../src/errors/registry.js';
 import type { RuntimeRouter } from '../../src/runtime/client/router.js';
-import { encode } from '../../src/store/codec.js';
+import { decode, encode } from '../../src/store/codec.js';
 import { keys } from '../../src/store/keys.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import type { Entry, Store } from '../../src/store/store.js';
@@ -72,7 +74,7 @@ function interleaving(store: MemoryStore) {
   return { store: hooked, afterReadOf: (key: string, then: () => Promise<void>) => (armed = { key, then }) };
 }
 
-function servicesOn(store: Store) {
+function servicesOn(store: Store, applications?: ApplicationDirectory) {
   const formulas = new FormulaService(store, { perTenant: 0 });
   const reactors = new ReactorService(
     store,
@@ -82,7 +84,7 @@ function servicesOn(store: Store) {
     {} as Detokenizer,
     {} as RuntimeRouter,
     {} as BtKeys,
-    { perTenant: 0 },
+    { perTenant: 0, applications },
   );
   services.push(reactors, formulas);
   return { formulas, reactors };
@@ -224,4 +226,28 @@ test('a PATCH is checked against the formula as it is when written, not as the P
   });
   expect(patched.application?.id).toBe(applicationId);
   expect(patched.configuration).toEqual({ greeting: 'hello' });
+});
+
+test('a reactor is not attached to an application deleted on another replica, whose watch event has not arrived', async () => {
+  const memory = new MemoryStore();
+  const applicationKey = await putApplication(memory);
+  const stored = (await memory.get(applicationKey))!;
+  // This replica's application cache, a watch event behind: it still holds the application as it was.
+  const stale = {
+    storedAt: async () => ({
+      key: applicationKey,
+      modRevision: stored.modRevision,
+      value: decode<ApplicationRecord>('application', stored.value),
+    }),
+  } as unknown as ApplicationDirectory;
+  const { formulas, reactors } = servicesOn(memory, stale);
+  const formula = await formulas.create({ tenantId, actor: 'app' }, formulaBody());
+  await memory.delete(applicationKey);
+
+  const error = await refusal(
+    reactors.create(principal, { name: 'r', formula: { id: formula.id }, application: { id: applicationId } }),
+  );
+  expect(error.status).toBe(400);
+  expect(JSON.stringify(toProblem(error))).toContain('no such application');
+  expect(await memory.range(keys.reactors(tenantId))).toEqual([]);
 });

@@ -7,9 +7,12 @@ import type { Store } from '../../store/store.js';
 import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import type { ApplicationRecord } from './service.js';
 import { decode } from '../../store/codec.js';
+import type { StoredAt } from '../../store/records.js';
 
 export interface LiveApplication {
   record: ApplicationRecord;
+  /** The record's etcd revision when it was read (what a write that must not outlive it compares). */
+  modRevision: number;
   /** `grantOf(record)`, computed once per cached read. */
   grant: string;
   /** Per key id, `keyGrantOf(record, key)`. */
@@ -46,9 +49,10 @@ function digest(keyMaterial: string | null, record: ApplicationRecord): string {
   return createHash('sha256').update(material).digest('base64url');
 }
 
-function liveOf(record: ApplicationRecord): LiveApplication {
+function liveOf(record: ApplicationRecord, modRevision: number): LiveApplication {
   return {
     record,
+    modRevision,
     grant: grantOf(record),
     keyGrants: new Map(record.keys.map((k) => [k.id, keyGrantOf(record, k)])),
   };
@@ -70,13 +74,28 @@ export class ApplicationDirectory {
 
   /** The application as stored now (within a watch event), or undefined when it is gone or has expired. */
   async get(tenantId: string, applicationId: string): Promise<LiveApplication | undefined> {
-    const key = keys.application(tenantId, applicationId);
-    const live = await this.cache.get(keys.applications(tenantId), key, async () => {
-      const entry = await this.store.get(key);
-      if (!entry) return undefined;
-      return liveOf(decode<ApplicationRecord>('application', entry.value));
-    });
+    const live = await this.read(tenantId, applicationId);
     if (live?.record.expires_at !== undefined && Date.parse(live.record.expires_at) <= Date.now()) return undefined;
     return live;
+  }
+
+  /**
+   * The application as stored (within a watch event; an expired one too), with its key and revision: what a reactor
+   * attached to it checks and compares, so that thousands of reactors created on one application read it once.
+   */
+  async storedAt(tenantId: string, applicationId: string): Promise<StoredAt<ApplicationRecord> | undefined> {
+    const live = await this.read(tenantId, applicationId);
+    return (
+      live && { value: live.record, modRevision: live.modRevision, key: keys.application(tenantId, applicationId) }
+    );
+  }
+
+  private read(tenantId: string, applicationId: string): Promise<LiveApplication | undefined> {
+    const key = keys.application(tenantId, applicationId);
+    return this.cache.get(keys.applications(tenantId), key, async () => {
+      const entry = await this.store.get(key);
+      if (!entry) return undefined;
+      return liveOf(decode<ApplicationRecord>('application', entry.value), entry.modRevision);
+    });
   }
 }

@@ -15,6 +15,7 @@ import { PrefixWatchedCache } from '../../store/watched-cache.js';
 import { assertMayAttach, assertMayDelegate, assertMayRedirect, changedFields } from '../applications/delegation.js';
 import { commitChange, type ChangeOptions } from '../audited-commit.js';
 import { mergePatch } from '../merge-patch.js';
+import type { ApplicationDirectory } from '../applications/directory.js';
 import type { ApplicationRecord } from '../applications/service.js';
 import { assertCompiles, codeHash } from '../formulas/code.js';
 import type { Formula, FormulaService } from '../formulas/service.js';
@@ -120,6 +121,7 @@ export class ReactorService {
   private events: EventSink = { ops: async () => [] };
   private readonly order: CreationOrder<ReactorRecord>;
   private readonly limit: TenantLimit;
+  private readonly applications: ApplicationDirectory | undefined;
 
   constructor(
     private readonly store: Store,
@@ -135,8 +137,11 @@ export class ReactorService {
       perTenant: number;
       /** The tenants' own limits (Tenant spec.limits): the TenantDirectory; without it, perTenant applies to all. */
       tenantLimits?: TenantLimitsSource;
+      /** The watched application cache the attached applications are read from; without it, from the store. */
+      applications?: ApplicationDirectory;
     },
   ) {
+    this.applications = options.applications;
     this.order = new CreationOrder(store, 'reactors', 'reactor', keys.reactors, keys.reactor);
     this.limit = new TenantLimit(store, 'reactors', options.perTenant, keys.reactors, options.tenantLimits);
     this.records = new PrefixWatchedCache(store, {
@@ -507,7 +512,7 @@ export class ReactorService {
   private async referencesOf(tenantId: string, formulaId: string | undefined, body: ReactorBody, fresh: boolean) {
     const [formula, application] = await Promise.all([
       formulaId ? this.formulaOf(() => this.formulas.reference(tenantId, formulaId, undefined, fresh)) : undefined,
-      this.applicationOf(tenantId, body.application?.id),
+      this.applicationOf(tenantId, body.application?.id, fresh),
     ]);
     return { formula, application };
   }
@@ -545,9 +550,13 @@ export class ReactorService {
     if (body.code !== undefined) assertCompiles(body.code);
   }
 
-  /** The application a reactor is attached to, as stored, with its key and revision (what a create compares). */
-  private async applicationOf(tenantId: string, applicationId: string | undefined) {
+  /**
+   * The application a reactor is attached to, as stored, with its key and revision (what its write compares): from the
+   * watched application cache unless `fresh`.
+   */
+  private async applicationOf(tenantId: string, applicationId: string | undefined, fresh: boolean) {
     if (applicationId === undefined) return undefined;
+    if (this.applications && !fresh) return this.applications.storedAt(tenantId, applicationId);
     return getRecordAt<ApplicationRecord>(this.store, 'application', keys.application(tenantId, applicationId));
   }
 
