@@ -191,7 +191,7 @@ export class ReactorService {
     fresh: boolean,
   ): Promise<Reactor | undefined> {
     const tenantId = principal.tenantId;
-    const { formula, application } = await this.referencesOf(tenantId, body.formula?.id, body, fresh);
+    const { formula, application } = await this.referencesOf(tenantId, body.formula?.id, body.application?.id, fresh);
     const configuration = body.configuration ?? {};
     this.check(principal, body, formula?.value, application?.value, configuration);
     const id = chosenId(principal, body.id) ?? randomUUID();
@@ -467,7 +467,12 @@ export class ReactorService {
     }
     if (body.code !== undefined && current.value.formula_id)
       throw new Errors.InvalidBody({ errors: { code: ['this reactor runs a formula'] } });
-    const { formula, application } = await this.referencesOf(tenantId, current.value.formula_id, body, fresh);
+    const { formula, application } = await this.referencesOf(
+      tenantId,
+      current.value.formula_id,
+      body.application?.id,
+      fresh,
+    );
     const configuration = body.configuration ?? {};
     this.check(principal, body, formula?.value, application?.value, configuration);
     const code = formula ? undefined : (body.code ?? current.value.code);
@@ -509,10 +514,15 @@ export class ReactorService {
    * The formula (from the watched formula cache unless `fresh`) and the application a reactor is checked against, read
    * in one turn, each with its key and revision: what the reactor's write compares.
    */
-  private async referencesOf(tenantId: string, formulaId: string | undefined, body: ReactorBody, fresh: boolean) {
+  private async referencesOf(
+    tenantId: string,
+    formulaId: string | undefined,
+    applicationId: string | undefined,
+    fresh: boolean,
+  ) {
     const [formula, application] = await Promise.all([
       formulaId ? this.formulaOf(() => this.formulas.reference(tenantId, formulaId, undefined, fresh)) : undefined,
-      this.applicationOf(tenantId, body.application?.id, fresh),
+      this.applicationOf(tenantId, applicationId, fresh),
     ]);
     return { formula, application };
   }
