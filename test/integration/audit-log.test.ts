@@ -68,7 +68,9 @@ interface Log {
 
 beforeAll(async () => {
   const { caFile } = await testCertificates();
-  destination = await startHttpsServer((_req, res) => {
+  destination = await startHttpsServer((req, res) => {
+    // A destination that takes the request and then fails: the connection drops before any answer.
+    if (req.url === '/drop') return void req.socket.destroy();
     res.setHeader('content-type', 'application/json');
     res.end('{"ok":true}');
   });
@@ -233,6 +235,21 @@ describe('what is recorded', () => {
     expect(page.data[1]).toMatchObject({ operation: 'create', entity_id: proxy.body.id });
     expect(page.data[2]).toMatchObject({ operation: 'use', actor_id: userAppId, actor_type: 'application' });
     expect(page.data[2].entity_id).toBeUndefined();
+  });
+
+  test('a proxy call is recorded once it goes to the destination, also when the destination then fails', async () => {
+    const newest = (await logs('?entity_type=proxy')).data[0]?.id;
+    const dropped = await fetch(`${api.url}/proxy/drop`, {
+      method: 'POST',
+      headers: { 'BT-API-KEY': user.key(), 'BT-PROXY-URL': destination.url, 'Content-Type': 'application/json' },
+      body: '{}',
+    });
+    expect(dropped.status).toBe(502);
+    expect(await dropped.json()).toHaveProperty('proxy_error');
+    // The request, its token data detokenized, was sent: whatever became of it, the entry is there.
+    const page = await logs('?entity_type=proxy');
+    expect(page.data[0].id).not.toBe(newest);
+    expect(page.data[0]).toMatchObject({ operation: 'use', actor_id: userAppId, actor_type: 'application' });
   });
 
   test('failed requests are not recorded', async () => {

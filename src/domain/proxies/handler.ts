@@ -37,6 +37,8 @@ export interface ProxyInput {
   rawHeaders: string[];
   body: Buffer;
   signal?: AbortSignal;
+  /** Called once the request is ready to go to the destination, detokenized and transformed, right before it is sent. */
+  sending?: () => void;
   /**
    * Bodies over `bytes` (TOKENVAULT_LARGE_BODY_BYTES) are large: the work that reads into one runs in `turn`, one of
    * the tenant's large-body turns. The request's (detokenization, the request transform) is refused 429
@@ -158,6 +160,7 @@ export class ProxyHandler {
       body: body.length === 0 && BODYLESS.has(input.method) ? null : body,
       signal: input.signal,
     };
+    input.sending?.();
     if (!proxy?.responseTransform) {
       const response = await this.forwarder.stream(input.label, request);
       return {

@@ -3,10 +3,12 @@
 // Each step is one small function; the request's label (which proxy) and outcome travel in a ProxyCall, so the
 // request counter is written once, whatever step ended the request.
 import { Router, type Request, type Response } from 'express';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError } from '../../errors/registry.js';
+import type { AuditLocals } from '../middleware/audit.js';
 import { sendCustomResponse, sendProblem } from '../middleware/errors.js';
 import { tenantPrincipal } from '../middleware/auth.js';
 import { singleHeader } from '../params.js';
@@ -95,12 +97,23 @@ async function serve(options: ProxyRouteOptions, req: Request, res: Response): P
     if (!accepted) return;
     const destination = destinationOf(options, call, accepted);
     const body = await readBody(req, options.maxRequestBytes);
-    const answer = await forward(options, call, accepted, destination, body);
-    // The call reached the destination: the audit trail records it (middleware/audit.ts), in this tenant.
-    res.locals.auditTenant = accepted.principal?.tenantId ?? accepted.proxy?.tenantId;
-    res.locals.auditEntityId = accepted.proxy?.id;
-    // Stored before the first byte of the answer (the answer streams; see middleware/audit.ts).
-    await (res.locals.auditNow as (() => Promise<void>) | undefined)?.();
+    // The audit trail records the call (middleware/audit.ts), in this tenant, once the request (its token data
+    // detokenized) goes to the destination, whatever the destination then answers or fails to. The entry is stored
+    // while the destination works, and the answer, success or failure, waits for it: it is stored before the first
+    // byte of the answer (which streams), without one more etcd round trip after the destination's.
+    let audited: Promise<void> | undefined;
+    const sending = () => {
+      const locals = res.locals as AuditLocals;
+      locals.auditTenant = accepted.principal?.tenantId ?? accepted.proxy?.tenantId;
+      locals.auditEntityId = accepted.proxy?.id;
+      audited = locals.auditNow?.();
+    };
+    let answer: ProxyAnswer;
+    try {
+      answer = await forward(options, call, accepted, destination, body, sending);
+    } finally {
+      await audited;
+    }
     await writeAnswer(call, answer);
   } catch (error) {
     writeError(options, call, error);
@@ -228,6 +241,7 @@ async function forward(
   { principal, proxy }: Accepted,
   { base, suffix }: Destination,
   body: Buffer,
+  sending: () => void,
 ): Promise<ProxyAnswer> {
   const abort = new AbortController();
   res.once('close', () => {
@@ -243,6 +257,7 @@ async function forward(
     rawHeaders: req.rawHeaders,
     body,
     signal: abort.signal,
+    sending,
     largeBodies: largeBodies && {
       bytes: largeBodies.bytes,
       turn: (work, whenBusy) => largeBodies.turn({ principal, tenantId: proxy?.tenantId }, work, whenBusy),
@@ -253,9 +268,14 @@ async function forward(
 /** Step 5, the destination's answer: status, headers and the body, whole or streamed. */
 async function writeAnswer(call: ProxyCall, answer: ProxyAnswer): Promise<void> {
   const { res } = call;
-  // A body that failed before it could be sent (while the audit entry was stored) is answered as that failure, not as
-  // the destination's status line followed by a broken connection.
-  if (!Buffer.isBuffer(answer.body) && answer.body.errored) throw answer.body.errored;
+  // The status line waits for the body's first bytes (or its end): a body that fails before any of it (a 204 with a
+  // body, a broken first chunk) is answered as that failure, not as the destination's status line followed by a
+  // broken connection. A destination that sends its headers long before its body (a stream of events) is answered when
+  // the body starts.
+  if (!Buffer.isBuffer(answer.body)) {
+    await started(answer.body);
+    if (answer.body.errored) throw answer.body.errored;
+  }
   res.status(answer.status);
   for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
   res.setHeader('BT-PROXY-DESTINATION-STATUS', String(answer.status));
@@ -270,6 +290,18 @@ async function writeAnswer(call: ProxyCall, answer: ProxyAnswer): Promise<void> 
     // The status line is gone: the only thing left to say is a broken connection (already destroyed).
     call.outcome = error instanceof VaultError ? error.code : 'TV_ABORTED';
   }
+}
+
+/** Resolves once the stream has bytes to read, has ended, or has failed or closed; nothing is read from it. */
+function started(body: Readable): Promise<void> {
+  if (body.readableLength > 0 || body.readableEnded || body.errored || body.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      body.off('readable', done).off('error', done).off('close', done);
+      resolve();
+    };
+    body.on('readable', done).on('error', done).on('close', done);
+  });
 }
 
 /**
