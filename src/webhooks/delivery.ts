@@ -61,19 +61,27 @@ export function policySender(policy: DestinationPolicy, timeoutMs: number): Send
 }
 
 /**
- * Checks a webhook URL when it is set: the URL's shape, and where its host resolves now. A host that does not resolve
- * is accepted (its DNS may not be set up yet); every delivery checks again at connect time.
+ * How long the check at creation waits for DNS. The host's resolution runs on libuv's thread pool (getaddrinfo) and
+ * waits as long as the resolver does (5 s and more per attempt when a name server does not answer); past this, the host
+ * is taken as not resolving yet, so a slow resolver cannot hold a webhook write.
  */
-export function destinationChecker(policy: DestinationPolicy): (url: string) => Promise<void> {
+export const CREATION_LOOKUP_MS = 2_000;
+
+type Lookup = (hostname: string, options: { all: true }) => Promise<Array<{ address: string }>>;
+
+/**
+ * Checks a webhook URL when it is set: the URL's shape, and where its host resolves now. A host that does not resolve,
+ * or not within `lookupMs`, is accepted (its DNS may not be set up yet); every delivery checks again at connect time.
+ */
+export function destinationChecker(
+  policy: DestinationPolicy,
+  { lookup = dns.lookup, lookupMs = CREATION_LOOKUP_MS }: { lookup?: Lookup; lookupMs?: number } = {},
+): (url: string) => Promise<void> {
   return async (url) => {
     try {
       const parsed = policy.checkUrl(url);
-      let addresses: string[];
-      try {
-        addresses = (await dns.lookup(parsed.hostname, { all: true })).map((a) => a.address);
-      } catch {
-        return;
-      }
+      const addresses = await addressesWithin(lookup, parsed.hostname, lookupMs);
+      if (!addresses) return;
       policy.checkAddresses(parsed.hostname, addresses);
     } catch (error) {
       // Named as the body's field, so the answer says which input was refused.
@@ -82,4 +90,17 @@ export function destinationChecker(policy: DestinationPolicy): (url: string) => 
       throw error;
     }
   };
+}
+
+/** The host's addresses; undefined when it does not resolve, or has not within `ms`. */
+function addressesWithin(lookup: Lookup, hostname: string, ms: number): Promise<string[] | undefined> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), ms);
+    lookup(hostname, { all: true })
+      .then(
+        (found) => resolve(found.map((a) => a.address)),
+        () => resolve(undefined),
+      )
+      .finally(() => clearTimeout(timer));
+  });
 }

@@ -1,6 +1,9 @@
 // Webhook pieces without a server: the signature a receiver checks, the backoff schedule, event names.
 import { describe, expect, test } from '@jest/globals';
 import { createHmac } from 'node:crypto';
+import { toProblem, VaultError } from '../../src/errors/registry.js';
+import { DestinationPolicy } from '../../src/proxy/destination-policy.js';
+import { destinationChecker } from '../../src/webhooks/delivery.js';
 import { backoff } from '../../src/webhooks/dispatcher.js';
 import { isEventType, normalizeEventType } from '../../src/webhooks/events.js';
 import { generateSigningSecret, sign, verify } from '../../src/webhooks/signature.js';
@@ -45,4 +48,26 @@ test('event names: the SDK examples spell them with a colon', () => {
   expect(normalizeEventType('token:created')).toBe('token.created');
   expect(isEventType(normalizeEventType('reactor:deleted'))).toBe(true);
   expect(isEventType('token.exploded')).toBe(false);
+});
+
+describe('the destination check when a webhook is set', () => {
+  const policy = new DestinationPolicy({ allowedHosts: [] });
+  const never: Parameters<typeof destinationChecker>[1] = { lookup: () => new Promise(() => {}), lookupMs: 50 };
+
+  test('a host whose DNS does not answer is accepted once the wait is over, not held as long as the resolver', async () => {
+    const started = Date.now();
+    await expect(destinationChecker(policy, never)('https://hooks.example.com/tokenvault')).resolves.toBeUndefined();
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
+  test('a host that resolves in time to a private address is refused, naming url', async () => {
+    const lookup = async () => [{ address: '10.0.0.7' }];
+    const error = await destinationChecker(policy, { lookup, lookupMs: 1_000 })('https://hooks.example.com/x').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(VaultError);
+    expect((error as VaultError).code).toBe('TV_DESTINATION_REFUSED');
+    expect(toProblem(error as VaultError)).toMatchObject({ errors: { url: [expect.any(String)] } });
+  });
 });
