@@ -19,6 +19,7 @@ import type { RuntimeRouter } from '../../src/runtime/client/router.js';
 import { decode, encode } from '../../src/store/codec.js';
 import { keys } from '../../src/store/keys.js';
 import { MemoryStore } from '../../src/store/memory.js';
+import type { StoredAt } from '../../src/store/records.js';
 import type { Entry, Store } from '../../src/store/store.js';
 
 const tenantId = '00000000-0000-4000-8000-00000000000a';
@@ -112,6 +113,20 @@ async function putApplication(memory: MemoryStore): Promise<string> {
   return key;
 }
 
+const owner = { tenantId, actor: 'app' };
+
+/**
+ * The embedded store with the interleaving hook, the formula and reactor services on it (the reactors reading
+ * applications through `applications` when given), and a formula that declares no configuration.
+ */
+async function setUp(applications?: ApplicationDirectory) {
+  const memory = new MemoryStore();
+  const { store, afterReadOf } = interleaving(memory);
+  const { formulas, reactors } = servicesOn(store, applications);
+  const formula = await formulas.create(owner, formulaBody());
+  return { memory, afterReadOf, formulas, reactors, formula };
+}
+
 async function refusal(promise: Promise<unknown>): Promise<VaultError> {
   const error = await promise.then(
     () => undefined,
@@ -122,11 +137,7 @@ async function refusal(promise: Promise<unknown>): Promise<VaultError> {
 }
 
 test('a reactor is not created on a formula deleted after the create read it', async () => {
-  const memory = new MemoryStore();
-  const { store, afterReadOf } = interleaving(memory);
-  const { formulas, reactors } = servicesOn(store);
-  const owner = { tenantId, actor: 'app' };
-  const formula = await formulas.create(owner, formulaBody());
+  const { memory, afterReadOf, formulas, reactors, formula } = await setUp();
 
   afterReadOf(keys.formula(tenantId, formula.id), async () => {
     await formulas.delete(owner, formula.id, async () => undefined);
@@ -139,11 +150,7 @@ test('a reactor is not created on a formula deleted after the create read it', a
 });
 
 test('a reactor is checked against the formula as it is when written, not as the create read it', async () => {
-  const memory = new MemoryStore();
-  const { store, afterReadOf } = interleaving(memory);
-  const { formulas, reactors } = servicesOn(store);
-  const owner = { tenantId, actor: 'app' };
-  const formula = await formulas.create(owner, formulaBody());
+  const { memory, afterReadOf, formulas, reactors, formula } = await setUp();
 
   // The formula now requires a configuration value the create does not give.
   afterReadOf(keys.formula(tenantId, formula.id), async () => {
@@ -164,10 +171,7 @@ test('a reactor is checked against the formula as it is when written, not as the
 });
 
 test('a reactor is not attached to an application deleted after the create read it', async () => {
-  const memory = new MemoryStore();
-  const { store, afterReadOf } = interleaving(memory);
-  const { formulas, reactors } = servicesOn(store);
-  const formula = await formulas.create({ tenantId, actor: 'app' }, formulaBody());
+  const { memory, afterReadOf, reactors, formula } = await setUp();
   const applicationKey = await putApplication(memory);
 
   afterReadOf(applicationKey, async () => void (await memory.delete(applicationKey)));
@@ -180,10 +184,7 @@ test('a reactor is not attached to an application deleted after the create read 
 });
 
 test('a PUT does not attach an application deleted after the PUT read it', async () => {
-  const memory = new MemoryStore();
-  const { store, afterReadOf } = interleaving(memory);
-  const { formulas, reactors } = servicesOn(store);
-  const formula = await formulas.create({ tenantId, actor: 'app' }, formulaBody());
+  const { memory, afterReadOf, reactors, formula } = await setUp();
   const reactor = await reactors.create(principal, { name: 'r', formula: { id: formula.id } });
   const applicationKey = await putApplication(memory);
 
@@ -201,11 +202,7 @@ test('a PUT does not attach an application deleted after the PUT read it', async
 });
 
 test('a PATCH is checked against the formula as it is when written, not as the PATCH read it', async () => {
-  const memory = new MemoryStore();
-  const { store, afterReadOf } = interleaving(memory);
-  const { formulas, reactors } = servicesOn(store);
-  const owner = { tenantId, actor: 'app' };
-  const formula = await formulas.create(owner, formulaBody());
+  const { memory, afterReadOf, formulas, reactors, formula } = await setUp();
   const reactor = await reactors.create(principal, { name: 'r', formula: { id: formula.id } });
   const applicationKey = await putApplication(memory);
 
@@ -229,19 +226,17 @@ test('a PATCH is checked against the formula as it is when written, not as the P
 });
 
 test('a reactor is not attached to an application deleted on another replica, whose watch event has not arrived', async () => {
-  const memory = new MemoryStore();
+  // This replica's application cache, a watch event behind: it still holds the application as it was.
+  const cached: { copy?: StoredAt<ApplicationRecord> } = {};
+  const stale = { storedAt: async () => cached.copy } as unknown as ApplicationDirectory;
+  const { memory, reactors, formula } = await setUp(stale);
   const applicationKey = await putApplication(memory);
   const stored = (await memory.get(applicationKey))!;
-  // This replica's application cache, a watch event behind: it still holds the application as it was.
-  const stale = {
-    storedAt: async () => ({
-      key: applicationKey,
-      modRevision: stored.modRevision,
-      value: decode<ApplicationRecord>('application', stored.value),
-    }),
-  } as unknown as ApplicationDirectory;
-  const { formulas, reactors } = servicesOn(memory, stale);
-  const formula = await formulas.create({ tenantId, actor: 'app' }, formulaBody());
+  cached.copy = {
+    key: applicationKey,
+    modRevision: stored.modRevision,
+    value: decode<ApplicationRecord>('application', stored.value),
+  };
   await memory.delete(applicationKey);
 
   const error = await refusal(
