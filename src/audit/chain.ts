@@ -280,14 +280,15 @@ export class ChainAppender {
  * whose keys meet another's in the batch (a compare of one on a key the other writes, or a key deleted) waits for the
  * next batch: one after the other, the later one's compare would see the earlier one's write. Two changes that only
  * put the same key (the type's last-created time) go together; the later put is the one written, as it would be one
- * after the other. So do two that only compare the same key (reactors created on one formula compare its revision):
- * neither changes what the other's compare sees, and an identical compare is sent once.
+ * after the other. So do two that only compare the same key at the same revision (reactors created on one formula
+ * compare its revision): neither changes what the other's compare sees, and the compare is sent once. Two compares of
+ * one key at different revisions cannot both hold: together they would fail the whole transaction, and every change in
+ * it would be written alone, so the second waits.
  */
 function takeBatch(queue: Pending[]): Pending[] {
   const batch: Pending[] = [];
-  /** Keys compared in the batch, and each distinct compare (key and revision), which the transaction holds once. */
-  const compared = new Set<string>();
-  const distinctCompares = new Set<string>();
+  /** Keys compared in the batch, each at the one revision its compares name (the transaction holds it once). */
+  const compared = new Map<string, number>();
   /** Keys put (without a lease): another change may put them too. */
   const put = new Set<string>();
   /** Keys deleted, or put with a lease: no other change may touch them. */
@@ -303,7 +304,7 @@ function takeBatch(queue: Pending[]): Pending[] {
       continue;
     }
     const size = writes.success.reduce((sum, op) => sum + (op.type === 'put' ? op.key.length + op.value.length : 0), 0);
-    const newCompares = writes.compare.filter((c) => !distinctCompares.has(compareId(c)));
+    const newCompares = writes.compare.filter((c) => !compared.has(c.key));
     const fits =
       batch.length === 0 ||
       (opCount + writes.success.length + 1 <= MAX_TXN_OPS &&
@@ -312,7 +313,9 @@ function takeBatch(queue: Pending[]): Pending[] {
     if (!fits) break;
     const meets =
       batch.length > 0 &&
-      (writes.compare.some((c) => put.has(c.key) || exclusive.has(c.key)) ||
+      (writes.compare.some(
+        (c) => put.has(c.key) || exclusive.has(c.key) || (compared.get(c.key) ?? c.modRevision) !== c.modRevision,
+      ) ||
         writes.success.some((op) =>
           op.type === 'deletePrefix'
             ? true
@@ -324,10 +327,7 @@ function takeBatch(queue: Pending[]): Pending[] {
       i++;
       continue;
     }
-    for (const c of writes.compare) {
-      compared.add(c.key);
-      distinctCompares.add(compareId(c));
-    }
+    for (const c of writes.compare) compared.set(c.key, c.modRevision);
     for (const op of writes.success) {
       if (op.type === 'deletePrefix') continue;
       (op.type === 'put' && op.ttlSeconds === undefined ? put : exclusive).add(op.key);
@@ -340,12 +340,13 @@ function takeBatch(queue: Pending[]): Pending[] {
   return batch;
 }
 
-const compareId = (c: Compare) => `${c.modRevision} ${c.key}`;
-
 /** The compares with each identical one (same key, same revision) once. */
 function withoutRepeated(compares: Compare[]): Compare[] {
   const seen = new Set<string>();
-  return compares.filter((c) => !seen.has(compareId(c)) && seen.add(compareId(c)));
+  return compares.filter((c) => {
+    const id = `${c.modRevision} ${c.key}`;
+    return !seen.has(id) && seen.add(id);
+  });
 }
 
 /** The operations with each key put only once, by its last put (etcd refuses a transaction that puts a key twice). */

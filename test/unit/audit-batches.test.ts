@@ -75,3 +75,28 @@ test('a change that writes a key another one compares waits for the next transac
   expect(commits).toHaveLength(2);
   expect((await store.get(shared))?.value).toBe('v2');
 });
+
+test('changes that compare one key at different revisions go in different transactions', async () => {
+  const { store, commits } = await recordingStore();
+  const shared = '/test/formula';
+  const old = await store.put(shared, 'v1');
+  const current = await store.put(shared, 'v2');
+  const chain = new ChainAppender(store);
+  // One change read the key before its last write (a cache a watch event behind), the other after it.
+  const [stale, fresh] = await Promise.all([
+    chain.appendWith(record(1), {
+      compare: [{ key: shared, modRevision: old }],
+      success: [{ type: 'put', key: '/test/reactor/1', value: '1' }],
+    }),
+    chain.appendWith(record(2), {
+      compare: [{ key: shared, modRevision: current }],
+      success: [{ type: 'put', key: '/test/reactor/2', value: '2' }],
+    }),
+  ]);
+
+  // Together they would fail as one, and the fresh change would go back to its caller unwritten as well.
+  expect(stale).toBeUndefined();
+  expect(fresh).toBeDefined();
+  expect(await store.range('/test/reactor/')).toHaveLength(1);
+  expect(commits.filter((txn) => txn.compare!.some((c) => c.key === shared))).toHaveLength(2);
+});

@@ -179,8 +179,7 @@ export class ReactorService {
     // saves each create a round trip), and the write compares its revision and the application's. A formula or an
     // application that changed or went since it was read (a cached formula may be a watch event behind) fails that
     // compare, and the create is made again once, on a fresh read of both.
-    const created = await this.createOn(principal, body, options, false);
-    return created ?? (await this.createOn(principal, body, options, true)) ?? this.referenceChanged();
+    return this.onReferences((fresh) => this.createOn(principal, body, options, fresh));
   }
 
   /** The new reactor; undefined when its formula or its application changed (or went) since they were read. */
@@ -229,7 +228,13 @@ export class ReactorService {
     return this.toReactor(record, configuration, formula?.value);
   }
 
-  private referenceChanged(): never {
+  /**
+   * A write on the formula and application as read (cached), and once more on a fresh read when one of them changed or
+   * went meanwhile (`write` answers undefined); 409 when they changed again.
+   */
+  private async onReferences(write: (fresh: boolean) => Promise<Reactor | undefined>): Promise<Reactor> {
+    const written = (await write(false)) ?? (await write(true));
+    if (written) return written;
     throw new Errors.Conflict(
       "The reactor's formula or application changed while the reactor was being written; retry.",
     );
@@ -444,8 +449,7 @@ export class ReactorService {
     next: (current: ReactorRecord, configuration: ConfigurationValues) => ReactorBody,
     options: ChangeOptions,
   ): Promise<Reactor> {
-    const replaced = await this.replaceOn(principal, id, next, options, false);
-    return replaced ?? (await this.replaceOn(principal, id, next, options, true)) ?? this.referenceChanged();
+    return this.onReferences((fresh) => this.replaceOn(principal, id, next, options, fresh));
   }
 
   /** The reactor as written; undefined when its formula or its application changed (or went) since they were read. */
