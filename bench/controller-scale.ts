@@ -24,7 +24,9 @@
 // 10), BENCH_SCALE_WORKERS (TOKENVAULT_CONTROLLER_WORKERS, default the CLI's), BENCH_CONTROLLER_FINALIZER_POLICY
 // (default 1: the finalizer MutatingAdmissionPolicy of config/finalizer-policy/finalizer_policy.yaml is installed, as
 // the chart does, so kube-apiserver adds the controller's finalizer at create; 0: left out, the controller PATCHes it
-// in).
+// in), BENCH_CONTROLLER_APPLY_FIRST (default 0; 1: the controller process is stopped with SIGSTOP during the applies
+// and continued after them, and the report splits the CPU per Reactor into the applies alone and the controller's
+// catching up: what a user's apply costs kube-apiserver, apart from what reconciling it costs everyone).
 import { execFileSync, spawn } from 'node:child_process';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
@@ -83,6 +85,7 @@ async function run(): Promise<void> {
   const applyConcurrency = Number(process.env.BENCH_CONTROLLER_APPLY_CONCURRENCY ?? 16);
   const resyncSeconds = Math.max(10, Number(process.env.BENCH_CONTROLLER_RESYNC_SECONDS ?? 60));
   const finalizerPolicy = process.env.BENCH_CONTROLLER_FINALIZER_POLICY !== '0';
+  const applyFirst = process.env.BENCH_CONTROLLER_APPLY_FIRST === '1';
   let plane: ControlPlane | undefined;
   let etcd: BenchEtcd | undefined;
   let worker: BenchWorker | undefined;
@@ -159,6 +162,7 @@ async function run(): Promise<void> {
     process.once('exit', killOnExit);
     stopController = async () => {
       if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGCONT'); // stopped for the applies (BENCH_CONTROLLER_APPLY_FIRST) if they failed
         child.kill('SIGTERM');
         const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
         await exited;
@@ -256,6 +260,7 @@ spec:
       benchmark: ((usage) => (usage.user + usage.system) / 1e6)(process.cpuUsage()),
     });
     const cpuAtStart = otherCpu();
+    type CpuReading = { kube: number; others: ReturnType<typeof otherCpu> };
     const vaultEtcdAtStart = await etcdCalls(etcd.endpoint);
     // Readiness is followed with a watch (an informer), not by listing all the Reactors at each poll: a list of
     // 10,000 objects costs kube-apiserver and this process CPU the controller is competing for, and a poll only every
@@ -285,6 +290,7 @@ spec:
     await watched.waitForSync(60_000);
     const nextPoll = () => Promise.race([allReady, new Promise<void>((resolve) => setTimeout(resolve, POLL_MS))]);
     let allReadyOrPoll = nextPoll();
+    if (applyFirst) child.kill('SIGSTOP');
     const started = performance.now();
     const applyMs: number[] = [];
     let next = 0;
@@ -303,6 +309,13 @@ spec:
       }),
     );
     const appliedMs = performance.now() - started;
+    // With the controller stopped during the applies, the CPU they alone cost (kube-apiserver's includes its admission
+    // of the finalizer policy and the watch events to this process).
+    let cpuAtApplied: CpuReading | undefined;
+    if (applyFirst) {
+      cpuAtApplied = { kube: sumSamples(await kubeMetricsText(), 'process_cpu_seconds_total'), others: otherCpu() };
+      child.kill('SIGCONT');
+    }
     progress(`applied in ${(appliedMs / 1000).toFixed(1)} s; waiting for Ready`);
 
     let peakRss = rssBefore ?? 0;
@@ -343,13 +356,30 @@ spec:
       sumSamples(kubeAtReady, 'process_cpu_seconds_total') - sumSamples(kubeAtStart, 'process_cpu_seconds_total');
     const cpuAtReady = otherCpu();
     const vaultEtcdAtReady = await etcdCalls(etcd.endpoint);
-    const cpuUntilReady = [
-      { name: 'kube-apiserver', seconds: kubeCpu },
-      ...Object.entries(cpuAtReady).map(([name, seconds]) => ({
+    // CPU seconds per process between two readings, and a report row of them per Reactor.
+    const cpuBetween = (from: CpuReading, to: CpuReading) => [
+      { name: 'kube-apiserver', seconds: to.kube - from.kube },
+      ...Object.entries(to.others).map(([name, seconds]) => ({
         name,
-        seconds: seconds - cpuAtStart[name as keyof typeof cpuAtStart],
+        seconds: seconds - from.others[name as keyof typeof from.others],
       })),
     ];
+    const perReactorRow = (label: string, cpu: Array<{ name: string; seconds: number }>) => [
+      `${label}, ms per Reactor: ${cpu.map((c) => c.name).join(' / ')}`,
+      cpu.map((c) => ((1000 * c.seconds) / total).toFixed(2)).join(' / '),
+    ];
+    const atStart: CpuReading = { kube: sumSamples(kubeAtStart, 'process_cpu_seconds_total'), others: cpuAtStart };
+    const atReady: CpuReading = { kube: atStart.kube + kubeCpu, others: cpuAtReady };
+    const splitRows = cpuAtApplied
+      ? [
+          perReactorRow('CPU of the applies alone (controller stopped)', cpuBetween(atStart, cpuAtApplied)),
+          [
+            'after the applies, until all Ready (the controller catching up)',
+            allReadyMs === undefined ? '-' : `${((allReadyMs - appliedMs) / 1000).toFixed(1)} s`,
+          ],
+          perReactorRow('CPU after the applies until all Ready', cpuBetween(cpuAtApplied, atReady)),
+        ]
+      : [];
     const firstPassReconciles =
       sumSamples(controllerAtReady, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor') -
       sumSamples(controllerAtStart, 'tokenvault_controller_reconciles_total', (l) => l.kind === 'Reactor');
@@ -491,10 +521,8 @@ spec:
             ['Reactor reconciles until all Ready', String(firstPassReconciles)],
             ['Reactor reconcile mean duration until all Ready', `${reconcileMeanMs.toFixed(1)} ms`],
             ['kube-apiserver writes until all Ready (leases apart)', describe(firstPassWrites)],
-            [
-              'CPU until all Ready, ms per Reactor: ' + cpuUntilReady.map((c) => c.name).join(' / '),
-              cpuUntilReady.map((c) => ((1000 * c.seconds) / total).toFixed(2)).join(' / '),
-            ],
+            perReactorRow('CPU until all Ready', cpuBetween(atStart, atReady)),
+            ...splitRows,
             ['vault etcd calls until all Ready, per Reactor', callsPer(vaultEtcdAtStart, vaultEtcdAtReady, total)],
             ['controller error log lines', String(errorLines)],
           ],
@@ -518,7 +546,7 @@ spec:
                 ['l', 'r'],
               ),
             ].join('\n'),
-        `controller: ${process.env.BENCH_SCALE_WORKERS ?? 'default'} workers, leader election on; Ready followed by a watch${finalizerPolicy ? '; the finalizer added by the MutatingAdmissionPolicy' : '; no finalizer policy (the controller PATCHes it in)'}.`,
+        `controller: ${process.env.BENCH_SCALE_WORKERS ?? 'default'} workers, leader election on; Ready followed by a watch${finalizerPolicy ? '; the finalizer added by the MutatingAdmissionPolicy' : '; no finalizer policy (the controller PATCHes it in)'}${applyFirst ? '; stopped (SIGSTOP) during the applies, continued after them (BENCH_CONTROLLER_APPLY_FIRST=1)' : ''}.`,
         '',
       ].join('\n'),
     );
