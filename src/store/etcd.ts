@@ -13,6 +13,7 @@ import { readFileSync } from 'node:fs';
 import {
   ClientClosedError,
   Etcd3,
+  EtcdLeaseInvalidError,
   GRPCDeadlineExceededError,
   isRecoverableError,
   type IKeyValue,
@@ -23,6 +24,7 @@ import {
 import { TurnBatches } from '../batching/turn-batches.js';
 import { Errors } from '../errors/registry.js';
 import { hostBreaker } from './breaker.js';
+import { LeasePool } from './lease-pool.js';
 import {
   assertDeletablePrefix,
   checkTxn,
@@ -123,6 +125,8 @@ export class EtcdStore implements Store {
     () => ({ keys: new Set(), readers: [] }),
     (batch) => void this.flushReads(batch),
   );
+  /** Leases shared by keys put with about the same time to live (lease-pool.ts). */
+  private readonly leases = new LeasePool((seconds) => this.grant(seconds));
   /** The transactions waiting to be sent together (see `batchedTxn`). */
   private readonly writes = new TurnBatches<WriteBatch>(
     () => ({ txns: [], keys: new Map(), puts: new Map(), deletes: [], compares: [], bytes: 0 }),
@@ -182,9 +186,18 @@ export class EtcdStore implements Store {
   }
 
   async put(key: string, value: string, options: PutOptions = {}): Promise<number> {
-    const lease = options.ttlSeconds === undefined ? undefined : await this.grant(options.ttlSeconds);
-    const response = await this.call(ONCE, (options) =>
-      this.client.kv.put({ key: Buffer.from(key), value: Buffer.from(value), lease }, options),
+    const ttls = options.ttlSeconds === undefined ? [] : [options.ttlSeconds];
+    const response = await this.onLeases(ttls, (leases) =>
+      this.call(ONCE, (callOptions) =>
+        this.client.kv.put(
+          {
+            key: Buffer.from(key),
+            value: Buffer.from(value),
+            lease: options.ttlSeconds === undefined ? undefined : leases.get(leaseSeconds(options.ttlSeconds)),
+          },
+          callOptions,
+        ),
+      ),
     );
     return Number(response.header.revision);
   }
@@ -383,6 +396,27 @@ export class EtcdStore implements Store {
     }
   }
 
+  /**
+   * Runs a write with a lease for each of these times to live (from the pool, keyed by whole seconds). etcd refuses a
+   * write naming a lease it no longer has (revoked meanwhile, or lost when etcd was restored from a snapshot): then
+   * nothing was written, the pool forgets those leases, and the write is sent once more on new ones.
+   */
+  private async onLeases<T>(ttls: number[], write: (leases: Map<number, string>) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const leases = new Map<number, string>();
+      for (const ttl of ttls) {
+        const seconds = leaseSeconds(ttl);
+        if (!leases.has(seconds)) leases.set(seconds, await this.leases.leaseFor(seconds));
+      }
+      try {
+        return await write(leases);
+      } catch (error) {
+        if (!(error instanceof EtcdLeaseInvalidError) || attempt > 1) throw error;
+        for (const id of leases.values()) this.leases.forget(id);
+      }
+    }
+  }
+
   private async grant(ttlSeconds: number): Promise<string> {
     const seconds = leaseSeconds(ttlSeconds);
     // A retried grant at worst leaves an unused lease, which expires on its own.
@@ -394,20 +428,17 @@ export class EtcdStore implements Store {
 
   /** The revision the transaction was applied at, or 0 when a compare failed. */
   private async sendTxn(txn: Txn): Promise<number> {
-    // Leases are granted before the transaction; one that ends up unused (compare failed) expires with no keys.
-    const leases = new Map<number, string>();
-    for (const op of txn.success) {
-      if (op.type !== 'put' || op.ttlSeconds === undefined) continue;
-      const seconds = leaseSeconds(op.ttlSeconds);
-      if (!leases.has(seconds)) leases.set(seconds, await this.grant(seconds));
-    }
-    const response = await this.call(ONCE, (options) =>
-      this.client.kv.txn(
-        {
-          compare: (txn.compare ?? []).map((c) => modRevisionIs(c.key, c.modRevision)),
-          success: txn.success.map((op) => requestOp(op, leases)),
-        },
-        options,
+    // Leases come before the transaction; one granted for it and left unused (compare failed) expires with no keys.
+    const ttls = txn.success.flatMap((op) => (op.type === 'put' && op.ttlSeconds !== undefined ? [op.ttlSeconds] : []));
+    const response = await this.onLeases(ttls, (leases) =>
+      this.call(ONCE, (options) =>
+        this.client.kv.txn(
+          {
+            compare: (txn.compare ?? []).map((c) => modRevisionIs(c.key, c.modRevision)),
+            success: txn.success.map((op) => requestOp(op, leases)),
+          },
+          options,
+        ),
       ),
     );
     return response.succeeded ? Number(response.header.revision) : 0;

@@ -613,7 +613,7 @@ describe('the hash chain', () => {
     expect((await verifyChain(store, id)).breaks).toEqual([]);
   });
 
-  test('application, formula, proxy, webhook and session writes commit with their entries in one transaction', async () => {
+  test('application, formula, proxy, webhook, session and token intent writes commit with their entries in one transaction', async () => {
     const { tenantId: id, managementKey } = await createTenant(api.url, api.operatorKey);
     const manager = client(api.url, managementKey);
     /** The etcd revision of the newest entry about the entity, and the entity's id in it. */
@@ -689,6 +689,16 @@ describe('the hash chain', () => {
     expect(authorized.status).toBe(204);
     const sessionId = (await entryOf('session', 'update')).entry.entity_id!;
     await writtenWith(keys.session(id, sessionId), 'session', 'update', sessionId);
+
+    const collector = await createApplication(api.url, managementKey, {
+      name: 'c',
+      type: 'public',
+      permissions: ['token-intent:create'],
+    });
+    const card = { number: '4242424242424242', expiration_month: 12, expiration_year: 2040 };
+    const intent = await client(api.url, collector.key).post('/token-intents', { body: { type: 'card', data: card } });
+    expect(intent.status).toBe(201);
+    await writtenWith(keys.tokenIntent(id, intent.body.id), 'token_intent', 'create', intent.body.id);
 
     for (const path of [
       `/applications/${app.id}`,

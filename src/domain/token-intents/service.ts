@@ -3,7 +3,9 @@
 // the tenant's data key like a token's (its associated data names the tenant and the intent, so the ciphertext cannot
 // be moved), and fingerprinted as a token of its type would be, so that a converted token has the same fingerprint.
 // An intent lives on an etcd lease that ends at its expires_at (TOKENVAULT_TOKEN_INTENT_TTL_SECONDS after creation);
-// reads also compare expires_at, since etcd revokes an expired lease up to a moment late. Converting deletes the
+// reads also compare expires_at, since etcd revokes an expired lease late (a moment, or up to a minute: leases are
+// shared by keys of about the same lifetime, src/store/lease-pool.ts). The intent is written in the same etcd
+// transaction as the request's audit entry when the route offers it (one round trip). Converting deletes the
 // intent in the same transaction that writes the token: an intent converts once; a second conversion finds no intent.
 // An intent is held where its type puts tokens (its default container, /pci/high/ for a card) and access rules judge
 // it there as they would a token of its type: creating, reading, deleting or converting one needs token-intent:create,
@@ -17,6 +19,7 @@ import { encode } from '../../store/codec.js';
 import { keys } from '../../store/keys.js';
 import { getRecord } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
+import { commitChange, type ChangeOptions } from '../audited-commit.js';
 import type { DataCipher, Token } from '../tokens/records.js';
 import type { TokenService } from '../tokens/service.js';
 import { TOKEN_TYPES } from '../tokens/types.js';
@@ -69,7 +72,11 @@ export class TokenIntentService {
     this.limit = new TenantLimit(store, 'tokenIntents', options.perTenant, keys.tokenIntents, options.tenantLimits);
   }
 
-  async create(principal: TenantPrincipal, body: CreateTokenIntentBody): Promise<TokenIntent> {
+  async create(
+    principal: TenantPrincipal,
+    body: CreateTokenIntentBody,
+    options: ChangeOptions = {},
+  ): Promise<TokenIntent> {
     const tenantId = principal.tenantId;
     this.tokens.assertDataNodes(body.data);
     const type = TOKEN_TYPES.get(body.type)!;
@@ -90,9 +97,13 @@ export class TokenIntentService {
       expires_at: new Date(now.getTime() + this.options.ttlSeconds * 1000).toISOString(),
       sealed: await this.cipher.encrypt(tenantId, aad(tenantId, id), JSON.stringify({ d: body.data })),
     };
-    await this.store.put(keys.tokenIntent(tenantId, id), encode('token-intent', record), {
+    const put = {
+      type: 'put' as const,
+      key: keys.tokenIntent(tenantId, id),
+      value: encode('token-intent', record),
       ttlSeconds: this.options.ttlSeconds,
-    });
+    };
+    await commitChange(this.store, id, { compare: [], success: [put] }, options);
     return toIntent(record, body.data);
   }
 

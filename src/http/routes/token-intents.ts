@@ -10,6 +10,7 @@ import type { TokenIntentService } from '../../domain/token-intents/service.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
 import type { ClientKeyService } from '../../domain/client-keys/service.js';
 import { sendOnce } from '../idempotent.js';
+import { withEntry } from '../middleware/audit.js';
 
 export function tokenIntentRoutes(
   intents: TokenIntentService,
@@ -22,7 +23,11 @@ export function tokenIntentRoutes(
     const principal = allowed(req, 'token-intent:create');
     // `encrypted` (a JWE of the data, client-side encryption) is opened first, then validated as `data` would be.
     await sendOnce(idempotency, req, res, 201, async () =>
-      intents.create(principal, validateCreateTokenIntent(await clientKeys.withData(principal.tenantId, req.body))),
+      intents.create(
+        principal,
+        validateCreateTokenIntent(await clientKeys.withData(principal.tenantId, req.body)),
+        withEntry(res),
+      ),
     );
   });
 
