@@ -261,6 +261,11 @@ spec:
     });
     const cpuAtStart = otherCpu();
     type CpuReading = { kube: number; others: ReturnType<typeof otherCpu> };
+    /** Every process's CPU seconds now, kube-apiserver's from a reading of its metrics. */
+    const cpuReading = (kubeMetrics: string): CpuReading => ({
+      kube: sumSamples(kubeMetrics, 'process_cpu_seconds_total'),
+      others: otherCpu(),
+    });
     const vaultEtcdAtStart = await etcdCalls(etcd.endpoint);
     // Readiness is followed with a watch (an informer), not by listing all the Reactors at each poll: a list of
     // 10,000 objects costs kube-apiserver and this process CPU the controller is competing for, and a poll only every
@@ -313,7 +318,7 @@ spec:
     // of the finalizer policy and the watch events to this process).
     let cpuAtApplied: CpuReading | undefined;
     if (applyFirst) {
-      cpuAtApplied = { kube: sumSamples(await kubeMetricsText(), 'process_cpu_seconds_total'), others: otherCpu() };
+      cpuAtApplied = cpuReading(await kubeMetricsText());
       child.kill('SIGCONT');
     }
     progress(`applied in ${(appliedMs / 1000).toFixed(1)} s; waiting for Ready`);
@@ -352,9 +357,7 @@ spec:
     // them, as APPLY reactors), read once every Reactor is Ready.
     const [kubeAtReady, controllerAtReady] = await Promise.all([kubeMetricsText(), metricsText(controllerMetricsUrl)]);
     // CPU seconds spent until all Ready: on a shared machine these vary less than the wall time.
-    const kubeCpu =
-      sumSamples(kubeAtReady, 'process_cpu_seconds_total') - sumSamples(kubeAtStart, 'process_cpu_seconds_total');
-    const cpuAtReady = otherCpu();
+    const atReady = cpuReading(kubeAtReady);
     const vaultEtcdAtReady = await etcdCalls(etcd.endpoint);
     // CPU seconds per process between two readings, and a report row of them per Reactor.
     const cpuBetween = (from: CpuReading, to: CpuReading) => [
@@ -369,7 +372,6 @@ spec:
       cpu.map((c) => ((1000 * c.seconds) / total).toFixed(2)).join(' / '),
     ];
     const atStart: CpuReading = { kube: sumSamples(kubeAtStart, 'process_cpu_seconds_total'), others: cpuAtStart };
-    const atReady: CpuReading = { kube: atStart.kube + kubeCpu, others: cpuAtReady };
     const splitRows = cpuAtApplied
       ? [
           perReactorRow('CPU of the applies alone (controller stopped)', cpuBetween(atStart, cpuAtApplied)),
