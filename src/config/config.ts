@@ -209,6 +209,12 @@ export interface Config {
     reactorResultBytes: number;
     /** Bytes reactor code may copy into the host (hash inputs, fetch and bt bodies) in one invocation. */
     sandboxHostBytes: number;
+    /**
+     * Bytes of reactor and transform results (worker answers) one API process holds at once, all tenants together and
+     * one tenant's, from their first byte arriving to the answer sent (src/runtime/client/result-budget.ts).
+     */
+    resultBytesInFlight: number;
+    resultBytesInFlightPerTenant: number;
   };
   /**
    * Requests per window (0: no limit), per key and per tenant, for the REST API and separately for proxy and reactor
@@ -707,6 +713,20 @@ export const SETTINGS = {
     description: 'Largest result (JSON) of one reactor or transform invocation (worker and API)',
     default: String(4 * 1024 * 1024),
   },
+  resultBytesInFlight: {
+    flag: 'result-bytes-in-flight',
+    env: 'TOKENVAULT_RESULT_BYTES_IN_FLIGHT',
+    description:
+      'api: bytes of reactor and proxy transform results one API process holds at once, all tenants together (from their arrival from the worker to the answer sent); more are answered 503 TV_RESULT_BYTES_IN_FLIGHT',
+    default: String(64 * 1024 * 1024),
+  },
+  resultBytesInFlightPerTenant: {
+    flag: 'result-bytes-in-flight-per-tenant',
+    env: 'TOKENVAULT_RESULT_BYTES_IN_FLIGHT_PER_TENANT',
+    description:
+      "api: bytes of one tenant's reactor and proxy transform results one API process holds at once; more are answered 429 TV_TENANT_RESULT_BYTES_IN_FLIGHT",
+    default: String(16 * 1024 * 1024),
+  },
   sandboxHostLimit: {
     flag: 'sandbox-host-limit-bytes',
     env: 'TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES',
@@ -1190,6 +1210,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const decoded = {
     proxyResponseBytes: integer('proxyDecodedResponseLimit', 1024, 1024 * 1024 * 1024),
     reactorResultBytes: integer('reactorResultLimit', 1024, 256 * 1024 * 1024),
+    resultBytesInFlight: integer('resultBytesInFlight', 64 * 1024, 64 * 1024 * 1024 * 1024),
+    resultBytesInFlightPerTenant: integer('resultBytesInFlightPerTenant', 64 * 1024, 64 * 1024 * 1024 * 1024),
     sandboxHostBytes: integer('sandboxHostLimit', 1024, 1024 * 1024 * 1024),
   };
 

@@ -308,6 +308,14 @@ export const Errors = {
     "The tenant's queue of asynchronous reactor requests on this API process is full (TOKENVAULT_ASYNC_QUEUE_LENGTH); retry later.",
     LIMIT,
   ),
+  // Bytes of results from the reactor workers held in one API process (src/runtime/client/result-budget.ts).
+  TenantResultBytesInFlight: define(
+    'TV_TENANT_RESULT_BYTES_IN_FLIGHT',
+    429,
+    'Too Many Requests',
+    "The tenant's reactor and transform results held on this API process are at their limit (TOKENVAULT_RESULT_BYTES_IN_FLIGHT_PER_TENANT); retry later.",
+    LIMIT,
+  ),
   // 408: the API's own backstop of an invocation's time limit (the worker answers its own timeouts first).
   RuntimeTimeout: define(
     'TV_RUNTIME_TIMEOUT',
@@ -318,6 +326,13 @@ export const Errors = {
   // 5xx
   Internal: define('TV_INTERNAL', 500, 'Internal Server Error', 'An unexpected error occurred.'),
   DecryptionFailed: define('TV_DECRYPTION_FAILED', 500, 'Internal Server Error', 'Stored data could not be decrypted.'),
+  ResultBytesInFlight: define(
+    'TV_RESULT_BYTES_IN_FLIGHT',
+    503,
+    'Service Unavailable',
+    'The reactor and transform results held on this API process are at their limit (TOKENVAULT_RESULT_BYTES_IN_FLIGHT); retry later.',
+    LIMIT,
+  ),
   UpstreamUnreachable: define('TV_UPSTREAM_UNREACHABLE', 502, 'Bad Gateway', 'The destination could not be reached.'),
   UpstreamResponseTooLarge: define(
     'TV_UPSTREAM_RESPONSE_TOO_LARGE',

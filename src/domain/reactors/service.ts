@@ -358,9 +358,17 @@ export class ReactorService {
 
   /**
    * Runs the reactor with `args`. `invoking` is called once the detokenized args are handed to the runtime (not when
-   * the call is refused before: unknown reactor, bad args, no workers).
+   * the call is refused before: unknown reactor, bad args, no workers). `hold`, when given, is handed the release of
+   * the result's bytes in the process's result budget (runtime/client/result-budget.ts), for the caller to call once
+   * its answer is sent; without it they are released as the invocation returns.
    */
-  async react(principal: TenantPrincipal, id: string, args: unknown, invoking?: () => void): Promise<ReactResponse> {
+  async react(
+    principal: TenantPrincipal,
+    id: string,
+    args: unknown,
+    invoking?: () => void,
+    hold?: (release: () => void) => void,
+  ): Promise<ReactResponse> {
     const tenantId = principal.tenantId;
     // At most one store round trip on the hot path: the reactor and its formula come from the watched caches (or are
     // read in the same turn as the tokens the args name, which the store sends as one transaction). A reactor's
@@ -411,16 +419,19 @@ export class ReactorService {
     const validated = formula ? applyParameters(detokenized, formula.request_parameters) : detokenized;
     const bt = record.application_id ? { apiKey: await this.btKeys.keyFor(tenantId, record.application_id) } : null;
     invoking?.();
-    const result = await runtime.invoke({
-      tenantId,
-      codeHash: codeHash(code),
-      code,
-      args: validated,
-      configuration,
-      bt,
-      kind: 'reactor',
-      contextKey: `reactor:${record.id}`,
-    });
+    const result = await runtime.invoke(
+      {
+        tenantId,
+        codeHash: codeHash(code),
+        code,
+        args: validated,
+        configuration,
+        bt,
+        kind: 'reactor',
+        contextKey: `reactor:${record.id}`,
+      },
+      { hold },
+    );
     if (!result.ok) throw failureToError(result.error);
     const output = (result.result ?? {}) as { raw?: unknown; tokenize?: unknown };
     const response: ReactResponse = {};

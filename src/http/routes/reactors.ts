@@ -74,9 +74,20 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
     const invoking = () => {
       audited = (res.locals as AuditLocals).auditNow?.();
     };
+    // The result's bytes stay counted in the process's result budget until the answer made of them is sent (or the
+    // connection goes): what a result costs the API lasts until then (runtime/client/result-budget.ts).
+    const releases: Array<() => void> = [];
+    let done = false;
+    const releaseAll = () => {
+      done = true;
+      for (const release of releases.splice(0)) release();
+    };
+    res.once('finish', releaseAll);
+    res.once('close', releaseAll);
+    const hold = (release: () => void) => (done ? release() : releases.push(release));
     let answer: ReactResponse | CustomResponse;
     try {
-      answer = await reactors.react(principal, id, body.args, invoking);
+      answer = await reactors.react(principal, id, body.args, invoking, hold);
     } catch (error) {
       if (!(error instanceof CustomResponse)) throw error;
       answer = error;

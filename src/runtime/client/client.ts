@@ -14,6 +14,7 @@ import { TurnBatches } from '../../batching/turn-batches.js';
 import type { Config } from '../../config/config.js';
 import { Errors, VaultError } from '../../errors/registry.js';
 import { MAX_BATCH_ITEMS, type BatchLine, type InvocationRequest, type InvocationResult } from '../contract.js';
+import { ResultBudget, type ResultLease } from './result-budget.js';
 
 export interface RuntimeClientOptions {
   /** Base URL of the worker pool (a Service in Kubernetes), or of the dev worker. */
@@ -33,11 +34,30 @@ export interface RuntimeClientOptions {
   maxResultBytes?: number;
   /** Sent in X-TokenVault-Worker-Secret with every invocation (config.workerSecret). */
   secret?: string;
+  /**
+   * Bytes of results this process holds at once, shared by every client of the process (result-budget.ts); without
+   * it results are not counted (tests of the client).
+   */
+  budget?: ResultBudget;
 }
+
+/** How the caller keeps a result's bytes counted past the invocation (result-budget.ts). */
+export interface InvokeOptions {
+  /**
+   * Given the release of the result's reservation once the invocation succeeded: the caller calls it when its answer
+   * is sent. Without it the reservation ends as the invocation settles.
+   */
+  hold?: (release: () => void) => void;
+}
+
+/** One budget per process (per config object): the shared pool's client and every dedicated one count together. */
+const budgets = new WeakMap<Config, ResultBudget>();
 
 interface Answer {
   status: number;
   body: string;
+  /** The answer's bytes, counted as they arrived. */
+  lease?: ResultLease;
 }
 
 /** One invocation's request body, and how to send it again with its code when the worker asks for it. */
@@ -48,6 +68,8 @@ interface Outgoing {
   withCode?: () => string;
   /** Remembered in `codeSent` once a worker has answered an invocation that carried the code. */
   codeKey: string;
+  tenantId: string;
+  hold?: (release: () => void) => void;
 }
 
 /** An invocation waiting for its turn's batch. */
@@ -94,6 +116,7 @@ export class RuntimeClient {
   private readonly maxAnswerBytes: number;
   private readonly maxResultBytes: number;
   private readonly secretHeader: Record<string, string>;
+  private readonly budget?: ResultBudget;
   /** Invocations started in this turn (see `invoke`). */
   private readonly batches = new TurnBatches<Batch>(
     () => ({ items: [], chars: 0 }),
@@ -112,6 +135,7 @@ export class RuntimeClient {
     this.maxResultBytes = options.maxResultBytes ?? 4 * 1024 * 1024;
     this.maxAnswerBytes = this.maxResultBytes + ANSWER_OVERHEAD_BYTES;
     this.secretHeader = options.secret === undefined ? {} : { 'x-tokenvault-worker-secret': options.secret };
+    this.budget = options.budget;
     const timeout = options.defaultTimeoutMs + this.marginMs;
     this.pool =
       options.dispatcher ??
@@ -127,7 +151,13 @@ export class RuntimeClient {
 
   static fromConfig(config: Config, workerUrl = config.workerUrl): RuntimeClient {
     if (!workerUrl) throw new Error('no worker URL: set TOKENVAULT_WORKER_URL (dev starts its own worker)');
+    let budget = budgets.get(config);
+    if (!budget) {
+      budget = new ResultBudget(config.decoded.resultBytesInFlight, config.decoded.resultBytesInFlightPerTenant);
+      budgets.set(config, budget);
+    }
     return new RuntimeClient({
+      budget,
       workerUrl,
       defaultTimeoutMs: config.runtime.timeoutMs,
       maxResultBytes: config.decoded.reactorResultBytes,
@@ -136,9 +166,11 @@ export class RuntimeClient {
     });
   }
 
-  invoke(request: InvocationRequest): Promise<InvocationResult> {
+  invoke(request: InvocationRequest, options: InvokeOptions = {}): Promise<InvocationResult> {
     const timeoutMs = (request.limits?.timeoutMs ?? this.defaultTimeoutMs) + this.marginMs;
     const codeKey = `${request.tenantId}\u0000${request.codeHash}`;
+    const { tenantId } = request;
+    const { hold } = options;
     const outgoing: Outgoing =
       request.code !== undefined && this.codeSent.has(codeKey)
         ? {
@@ -146,8 +178,10 @@ export class RuntimeClient {
             withCode: () => JSON.stringify(request),
             timeoutMs,
             codeKey,
+            tenantId,
+            hold,
           }
-        : { body: JSON.stringify(request), timeoutMs, codeKey };
+        : { body: JSON.stringify(request), timeoutMs, codeKey, tenantId, hold };
     const { body } = outgoing;
     if (body.length > BATCH_CHARS) return this.invokeOne(outgoing);
     return new Promise((resolve, reject) => {
@@ -175,27 +209,38 @@ export class RuntimeClient {
 
   /** One invocation on its own; sent again with its code when the worker asks for it. */
   private async invokeOne(outgoing: Outgoing): Promise<InvocationResult> {
-    const answer = await this.exchange(outgoing.body, outgoing.timeoutMs);
-    // 409: the worker does not have the code (400 from a worker that predates leaving it out); nothing ran.
-    if ((answer.status === 409 || answer.status === 400) && outgoing.withCode)
-      return this.invokeOne(carryingCode(outgoing));
-    if (answer.status === 200) {
-      this.codeSent.set(outgoing.codeKey, true);
-      return asResult(parseOrUndefined(answer.body));
+    const answer = await this.exchange(outgoing);
+    const { lease } = answer;
+    try {
+      // 409: the worker does not have the code (400 from a worker that predates leaving it out); nothing ran.
+      if ((answer.status === 409 || answer.status === 400) && outgoing.withCode) {
+        lease?.release();
+        return await this.invokeOne(carryingCode(outgoing));
+      }
+      if (answer.status === 200) {
+        this.codeSent.set(outgoing.codeKey, true);
+        const result = asResult(parseOrUndefined(answer.body));
+        if (lease && outgoing.hold) outgoing.hold(() => lease.release());
+        else lease?.release();
+        return result;
+      }
+      throw refusal(answer.status);
+    } catch (error) {
+      lease?.release();
+      throw error;
     }
-    throw refusal(answer.status);
   }
 
   /** One POST /invoke and its answer, retried once when nothing of it was written. */
-  private async exchange(body: string, timeoutMs: number): Promise<Answer> {
+  private async exchange(outgoing: Outgoing): Promise<Answer> {
     let answer: Answer;
     try {
-      answer = await this.post(body, timeoutMs);
+      answer = await this.post(outgoing);
     } catch (error) {
       // Retried once, and only when no byte of the request was written (refused, reset or timed-out connection).
       if (!(error instanceof SendError) || error.sent) throw unavailable(error);
       try {
-        answer = await this.post(body, timeoutMs);
+        answer = await this.post(outgoing);
       } catch (second) {
         throw unavailable(second);
       }
@@ -210,14 +255,49 @@ export class RuntimeClient {
    */
   private postBatch(items: Queued[]): void {
     const answered = new Array<boolean>(items.length).fill(false);
+    // Each line's bytes are counted to its invocation's tenant as they arrive (the line's index leads it).
+    const leases = items.map((item) => this.budget?.lease(item.tenantId));
     const settle = (i: number, outcome: () => InvocationResult) => {
       if (answered[i]) return;
       answered[i] = true;
+      const lease = leases[i];
       try {
-        items[i].resolve(outcome());
+        const result = outcome();
+        if (lease && items[i].hold) items[i].hold!(() => lease.release());
+        else lease?.release();
+        items[i].resolve(result);
       } catch (error) {
+        lease?.release();
         items[i].reject(error);
       }
+    };
+    /** The current line's invocation and the characters of it already counted; skipping: a refused line's rest. */
+    let current = -1;
+    let counted = 0;
+    let skipping = false;
+    const count = (text: string, whole: boolean): boolean => {
+      if (current < 0) {
+        const lead = /^\{"i":(\d+)[,}]/.exec(text);
+        if (!lead) {
+          if (!whole) return true;
+        } else current = Number(lead[1]);
+      }
+      const lease = current >= 0 && current < items.length && !answered[current] ? leases[current] : undefined;
+      if (!lease) return true;
+      try {
+        lease.grow(text.length - counted);
+        counted = text.length;
+        return true;
+      } catch (error) {
+        // Over the budget: this invocation is answered with the refusal and the rest of its line is not kept.
+        settle(current, () => thrown(error));
+        return false;
+      }
+    };
+    const endLine = () => {
+      current = -1;
+      counted = 0;
+      skipping = false;
     };
     const unanswered = () => items.filter((_, i) => !answered[i]);
     const decoder = new StringDecoder('utf8');
@@ -231,6 +311,7 @@ export class RuntimeClient {
       if ((status === 409 || status === 400) && item.withCode && !answered[i]) {
         // This worker does not have the code: this one goes again with it (nothing of it ran).
         answered[i] = true;
+        leases[i]?.release();
         this.invokeOne(carryingCode(item)).then(item.resolve, item.reject);
         return;
       }
@@ -244,15 +325,25 @@ export class RuntimeClient {
         onData: (status, chunk) => {
           if (status !== 200) return;
           pending += decoder.write(chunk);
-          if (pending.length > this.maxAnswerBytes && pending.indexOf('\n') < 0) throw new AnswerTooLarge();
           let end: number;
           while ((end = pending.indexOf('\n')) >= 0) {
-            line(pending.slice(0, end));
+            const text = pending.slice(0, end);
             pending = pending.slice(end + 1);
+            if (!skipping && count(text, true)) line(text);
+            endLine();
           }
+          if (skipping) pending = '';
+          else if (pending && !count(pending, false)) {
+            skipping = true;
+            pending = '';
+          }
+          if (pending.length > this.maxAnswerBytes) throw new AnswerTooLarge();
         },
         onComplete: (status) => {
-          if (status === 400) return this.resend(unanswered());
+          if (status === 400) {
+            for (const lease of leases) lease?.release();
+            return this.resend(unanswered());
+          }
           for (const [i] of items.entries()) {
             settle(i, () =>
               thrown(
@@ -266,7 +357,10 @@ export class RuntimeClient {
           }
         },
         onError: (error, sent) => {
-          if (!sent) return this.resend(unanswered());
+          if (!sent) {
+            for (const lease of leases) lease?.release();
+            return this.resend(unanswered());
+          }
           for (const [i] of items.entries()) settle(i, () => thrown(unavailable(error)));
         },
       },
@@ -279,18 +373,26 @@ export class RuntimeClient {
   }
 
   /** One POST /invoke; rejects with SendError telling whether any of the request was written. */
-  private post(body: string, timeoutMs: number): Promise<Answer> {
+  private post(outgoing: Outgoing): Promise<Answer> {
     return new Promise<Answer>((resolve, reject) => {
-      const chunks: Buffer[] = [];
+      // Decoded chunk by chunk: each chunk can go as soon as it is text, where collecting the chunks, joining them
+      // into one Buffer and decoding that held the answer three times over at the end.
+      const decoder = new StringDecoder('utf8');
+      let body = '';
       let received = 0;
-      this.dispatch(body, timeoutMs, {
+      const lease = this.budget?.lease(outgoing.tenantId);
+      this.dispatch(outgoing.body, outgoing.timeoutMs, {
         onData: (_status, chunk) => {
           received += chunk.length;
           if (received > this.maxAnswerBytes) throw new AnswerTooLarge();
-          chunks.push(chunk);
+          lease?.grow(chunk.length);
+          body += decoder.write(chunk);
         },
-        onComplete: (status) => resolve({ status, body: Buffer.concat(chunks).toString('utf8') }),
-        onError: (error, sent) => reject(new SendError(error, sent)),
+        onComplete: (status) => resolve({ status, body: body + decoder.end(), lease }),
+        onError: (error, sent) => {
+          lease?.release();
+          reject(new SendError(error, sent));
+        },
       });
     });
   }
@@ -357,7 +459,7 @@ export class RuntimeClient {
 
 /** The invocation again, this time with its code. */
 function carryingCode(outgoing: Outgoing): Outgoing {
-  return { body: outgoing.withCode!(), timeoutMs: outgoing.timeoutMs, codeKey: outgoing.codeKey };
+  return { ...outgoing, body: outgoing.withCode!(), withCode: undefined };
 }
 
 function parseOrUndefined(text: string): unknown {
@@ -399,6 +501,8 @@ function codeOf(error: unknown): string {
 
 function unavailable(error: unknown): VaultError {
   const cause = error instanceof SendError ? error.cause : error;
+  // The result budget's own refusal (result-budget.ts), answered as it is.
+  if (cause instanceof VaultError) return cause;
   if (cause instanceof AnswerTooLarge) {
     return new Errors.ReactorResultTooLarge({
       detail: 'The reactor runtime answered with a result larger than allowed (TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES).',

@@ -13,6 +13,7 @@
 // Errors.RuntimeTimeout, and the caller does not wait for the connection's own timeouts.
 import { Errors } from '../../errors/registry.js';
 import type { InvocationRequest, InvocationResult } from '../contract.js';
+import type { InvokeOptions } from './client.js';
 import type { FairShare } from './fair-share.js';
 import type { WorkerUrlAllowList } from './worker-urls.js';
 
@@ -21,7 +22,7 @@ export const DEADLINE_GRACE_MS = 1000;
 
 /** What an invocation needs of a worker client (RuntimeClient). */
 export interface InvocationTarget {
-  invoke(request: InvocationRequest): Promise<InvocationResult>;
+  invoke(request: InvocationRequest, options?: InvokeOptions): Promise<InvocationResult>;
   close(): Promise<void>;
 }
 
@@ -60,7 +61,7 @@ export class RuntimeRouter {
     }
     const client = !url || this.closed ? this.options.defaultClient : this.dedicated(url);
     if (!client) return undefined;
-    return { invoke: (request) => this.invoke(client, request), close: () => client.close() };
+    return { invoke: (request, options) => this.invoke(client, request, options), close: () => client.close() };
   }
 
   private dedicated(url: string): InvocationTarget {
@@ -73,10 +74,14 @@ export class RuntimeRouter {
   }
 
   /** The invocation within its tenant's and reactor's share, answered by its deadline at the latest. */
-  private invoke(client: InvocationTarget, request: InvocationRequest): Promise<InvocationResult> {
+  private invoke(
+    client: InvocationTarget,
+    request: InvocationRequest,
+    options?: InvokeOptions,
+  ): Promise<InvocationResult> {
     const { fairShare, defaultTimeoutMs } = this.options;
     const limitMs = request.limits?.timeoutMs ?? defaultTimeoutMs;
-    const run = () => withDeadline(client.invoke(request), limitMs);
+    const run = () => withDeadline(client.invoke(request, options), limitMs);
     if (!fairShare) return run().answer;
     // The slot is held until the worker has let go (`settled`), the caller is answered at the deadline (`answer`).
     return new Promise((resolve, reject) => {
