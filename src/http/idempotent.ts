@@ -13,13 +13,15 @@ export async function sendOnce(
   res: Response,
   status: number,
   handle: () => Promise<unknown>,
+  /** The answer carries a credential minted for the caller: replayed only to that exact key (IdempotencyService). */
+  options: { credential?: boolean } = {},
 ): Promise<void> {
   // The path as sent: token ids are case-sensitive, so /tokens/ABC and /tokens/abc are different resources.
   const route = `${req.method} ${req.path}`;
   const answer = await idempotency.run(
     tenantPrincipal(req),
     singleHeader(req, 'BT-IDEMPOTENCY-KEY'),
-    { route, body: req.body },
+    { route, body: req.body, credential: options.credential === true },
     async () => ({
       status,
       body: await handle(),

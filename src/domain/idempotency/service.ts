@@ -8,6 +8,13 @@
 // request with a new key is refused before it runs once the tenant has `keysPerTenant` answers kept, so nothing is
 // made without its answer kept; an answer over `answerMaxBytes` is sent but kept only as a marker, and replays of it
 // are refused (409 TV_IDEMPOTENCY_ANSWER_NOT_KEPT): a retry never runs the request a second time.
+//
+// Replays are scoped to who may see the answer. Keys are claimed per application, and every key of an application
+// (and every browser holding a public key) is the same application: an answer that carries a credential minted for
+// its caller (a session key, an application key, a webhook's signing secret: `credential` routes) is replayed only to
+// the exact credential that made the request (the same application key, session or operator). A public key is shared
+// by every browser, so its credential answers are never kept: a reuse of the idempotency key is refused 409
+// TV_IDEMPOTENCY_ANSWER_NOT_KEPT, and is not run again either.
 import { createHash } from 'node:crypto';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { actorId, rightsOf } from '../../auth/principal.js';
@@ -41,8 +48,16 @@ interface StoredAnswer {
    * (for the 24 hours they live), so that a retry across an upgrade gets its answer rather than a 409 it cannot act on.
    */
   rights?: string;
-  /** 'unkept': done, but its answer (`bytes` long) was over the size limit; earlier versions replay it as pending. */
-  state: 'pending' | 'done' | 'unkept';
+  /**
+   * For a credential answer: a hash of the exact credential that made the request (credentialHolder), the only one
+   * it is replayed to. Credential answers stored by earlier versions have none and are not replayed.
+   */
+  holder?: string;
+  /**
+   * 'unkept': done, but its answer (`bytes` long) was over the size limit; earlier versions replay it as pending.
+   * 'withheld': done, but its answer carries a credential and its caller is not one credential (a public key).
+   */
+  state: 'pending' | 'done' | 'unkept' | 'withheld';
   sealed?: string;
   bytes?: number;
 }
@@ -78,7 +93,7 @@ export class IdempotencyService {
   async run(
     principal: TenantPrincipal,
     idempotencyKey: string | undefined,
-    request: { route: string; body: unknown },
+    request: { route: string; body: unknown; credential?: boolean },
     handle: () => Promise<Answer>,
   ): Promise<Answer> {
     if (idempotencyKey === undefined) return handle();
@@ -90,12 +105,15 @@ export class IdempotencyService {
     const key = keys.idempotency(tenantId, hash);
     const requestHash = sha256(JSON.stringify(request.body ?? null));
     const rights = rightsOf(principal);
+    const scope: Scope = { rights, idempotencyKey, credential: request.credential === true };
+    const holder = scope.credential ? credentialHolder(principal) : undefined;
+    scope.holder = holder;
 
     try {
       await this.limit.assertRoomFor(tenantId);
     } catch (error) {
       // Only new keys are refused: a retry of a request whose answer is kept still gets it.
-      if (await this.store.get(key)) return this.replay(tenantId, key, requestHash, rights);
+      if (await this.store.get(key)) return this.replay(tenantId, key, requestHash, scope);
       throw error;
     }
     const claimed = await this.store.create(
@@ -103,7 +121,7 @@ export class IdempotencyService {
       encode('idempotency', { request: requestHash, rights, state: 'pending' } satisfies StoredAnswer),
       { ttlSeconds: this.pendingSeconds },
     );
-    if (!claimed) return this.replay(tenantId, key, requestHash, rights);
+    if (!claimed) return this.replay(tenantId, key, requestHash, scope);
 
     let answer: Answer;
     try {
@@ -119,24 +137,27 @@ export class IdempotencyService {
     const json = JSON.stringify(answer);
     const bytes = Buffer.byteLength(json);
     const stored: StoredAnswer =
-      this.limits.answerMaxBytes > 0 && bytes > this.limits.answerMaxBytes
-        ? { request: requestHash, rights, state: 'unkept', bytes }
-        : {
-            request: requestHash,
-            rights,
-            state: 'done',
-            sealed: await this.cipher.encrypt(tenantId, `idempotency:${tenantId}:${hash}`, json),
-          };
+      scope.credential && holder === undefined
+        ? { request: requestHash, rights, state: 'withheld' }
+        : this.limits.answerMaxBytes > 0 && bytes > this.limits.answerMaxBytes
+          ? { request: requestHash, rights, state: 'unkept', bytes }
+          : {
+              request: requestHash,
+              rights,
+              ...(holder !== undefined ? { holder } : {}),
+              state: 'done',
+              sealed: await this.cipher.encrypt(tenantId, `idempotency:${tenantId}:${hash}`, json),
+            };
     await this.store.put(key, encode('idempotency', stored), { ttlSeconds: TTL_SECONDS });
     return answer;
   }
 
-  private async replay(tenantId: string, key: string, requestHash: string, rights: string): Promise<Answer> {
+  private async replay(tenantId: string, key: string, requestHash: string, scope: Scope): Promise<Answer> {
     const entry = await this.store.get(key);
     if (!entry) throw new Errors.Conflict('A request with this BT-IDEMPOTENCY-KEY just failed or expired; retry.');
     const stored = decode<StoredAnswer>('idempotency', entry.value);
     if (stored.request !== requestHash) throw new Errors.IdempotencyConflict();
-    if (stored.rights !== undefined && stored.rights !== rights) {
+    if (stored.rights !== undefined && stored.rights !== scope.rights) {
       throw new Errors.IdempotencyConflict(
         "The key's rights changed since this BT-IDEMPOTENCY-KEY was first used, so its answer is not replayed; send the request with a new BT-IDEMPOTENCY-KEY.",
       );
@@ -146,6 +167,16 @@ export class IdempotencyService {
         `The request with this BT-IDEMPOTENCY-KEY succeeded, but its answer (${stored.bytes} bytes) was larger than ${SETTINGS.idempotencyAnswerMaxBytes.env} = ${this.limits.answerMaxBytes} and was not kept; it is not run again: read what it made or changed instead.`,
       );
     }
+    if (
+      stored.state === 'withheld' ||
+      (scope.credential && stored.state === 'done' && stored.holder !== scope.holder)
+    ) {
+      // Not "a different request": the caller may be another browser with the same public key, which must learn
+      // neither the credential nor anything else of the first request.
+      throw new Errors.IdempotencyAnswerNotKept(
+        `BT-IDEMPOTENCY-KEY ${JSON.stringify(scope.idempotencyKey)} was already used for this request, and its answer carries a credential, which is replayed only to the exact key that made the request (never to a public key, which every browser shares); it is not run again: send the request with a new BT-IDEMPOTENCY-KEY.`,
+      );
+    }
     if (stored.state === 'pending' || !stored.sealed) {
       throw new Errors.Conflict('A request with this BT-IDEMPOTENCY-KEY is still in progress; retry shortly.');
     }
@@ -153,6 +184,24 @@ export class IdempotencyService {
     const plaintext = await this.cipher.decrypt(tenantId, `idempotency:${tenantId}:${hash}`, stored.sealed);
     return JSON.parse(plaintext.toString('utf8')) as Answer;
   }
+}
+
+interface Scope {
+  rights: string;
+  idempotencyKey: string;
+  credential: boolean;
+  holder?: string;
+}
+
+/**
+ * The one credential a credential answer may be replayed to: a session, an application key of a private or
+ * management application, or the operator. A public key is held by every browser of the application, so none.
+ */
+function credentialHolder(principal: TenantPrincipal): string | undefined {
+  if (principal.operator) return sha256('operator');
+  if (principal.sessionId !== undefined) return sha256(`session\n${principal.sessionId}`);
+  if (principal.applicationType === 'public' || principal.keyId === undefined) return undefined;
+  return sha256(`key\n${principal.keyId}`);
 }
 
 function sha256(text: string): string {

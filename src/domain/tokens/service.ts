@@ -75,6 +75,17 @@ const NO_EVENTS: EventSink = { ops: async () => [] };
  * Something a create consumes in the same transaction (a token intent): its compares and writes join the token's, and
  * `lost` is asked after a failed transaction (it throws when the consumed thing is gone).
  */
+/** A create checked and derived (TokenService.prepareCreate), not yet written. */
+export interface PreparedCreate {
+  body: CreateTokenBody;
+  id: string;
+  type: NonNullable<ReturnType<typeof TOKEN_TYPES.get>>;
+  containers: string[];
+  tenant: Awaited<ReturnType<TenantDirectory['get']>>;
+  derived: { fingerprint?: string; masked?: unknown; searchHashes?: string[] };
+  deduplicate: boolean;
+}
+
 export interface CreateGuard {
   compare: Compare[];
   success: TxnOp[];
@@ -158,6 +169,15 @@ export class TokenService {
     guard?: CreateGuard,
     options: ChangeOptions = {},
   ): Promise<Token> {
+    return this.createPrepared(principal, await this.prepareCreate(principal, given), guard, options);
+  }
+
+  /**
+   * Every check of a create that can refuse its body (schema-valid already: the type's data checks, templates, the
+   * container permission, sizes, expiry), and what is derived from the data; nothing is written. A bulk create
+   * (POST /tokenize) prepares every token before it writes any, so a refusal writes nothing.
+   */
+  async prepareCreate(principal: TenantPrincipal, given: CreateTokenBody): Promise<PreparedCreate> {
     const body = applyPrivacy(given);
     const tenantId = principal.tenantId;
     const type = TOKEN_TYPES.get(body.type)!;
@@ -180,7 +200,18 @@ export class TokenService {
     if (body.expires_at && Date.parse(body.expires_at) <= Date.now()) {
       throw new Errors.InvalidBody({ errors: { expires_at: ['must be in the future'] } });
     }
+    return { body, id, type, containers, tenant, derived, deduplicate };
+  }
 
+  /** Writes a token prepared by prepareCreate. */
+  async createPrepared(
+    principal: TenantPrincipal,
+    prepared: PreparedCreate,
+    guard?: CreateGuard,
+    options: ChangeOptions = {},
+  ): Promise<Token> {
+    const { body, id, type, containers, tenant, derived, deduplicate } = prepared;
+    const tenantId = principal.tenantId;
     for (let attempt = 0; attempt < 5; attempt++) {
       const { existing, indexRevision } =
         deduplicate && derived.fingerprint

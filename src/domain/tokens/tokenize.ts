@@ -2,9 +2,9 @@
 // that token (the token object is returned in its place); every other leaf becomes a `token`-type token and its id
 // takes the leaf's place; null stays null. Reactor results are tokenized the same way.
 import type { TenantPrincipal } from '../../auth/principal.js';
-import { Errors } from '../../errors/registry.js';
+import { Errors, VaultError, type FieldErrors, type VaultErrorClass } from '../../errors/registry.js';
 import { validateCreateToken } from './schema.js';
-import type { TokenService } from './service.js';
+import type { PreparedCreate, TokenService } from './service.js';
 import { MAX_TOKENS_PER_REQUEST } from './detokenizer.js';
 import type { WhenBusy } from '../tenant-gate.js';
 
@@ -26,13 +26,59 @@ export async function tokenize(
       `At most ${MAX_TOKENS_PER_REQUEST} tokens can be created in one request; this one holds ${requests}.`,
     );
   }
-  const create = () =>
-    walk(
-      value,
-      async (request) => tokens.create(principal, validateCreateToken(request)),
-      async (leaf) => (await tokens.create(principal, validateCreateToken({ type: 'token', data: leaf }))).id,
-    );
+  const create = async () => {
+    // All or nothing: every token is checked (and its data derived) before any is written, so a refusal writes
+    // nothing, and a retry with the same BT-IDEMPOTENCY-KEY (refusals are not kept) finds nothing half made. The
+    // refusal names the element it is about, as Basis Theory's bulk errors do: `[1].data.number`, `card.data`.
+    const prepared = new Map<string, PreparedCreate>();
+    const ids = new Map<string, string>();
+    await walk(value, '', async (element, path, leaf) => {
+      const item = await atPath(path, leaf, async () => {
+        const body = validateCreateToken(leaf ? { type: 'token', data: element } : element);
+        return tokens.prepareCreate(principal, body);
+      });
+      if (item.body.id !== undefined) {
+        const first = ids.get(item.body.id.toLowerCase());
+        if (first !== undefined) {
+          throw new Errors.InvalidBody({
+            errors: { [join(path, 'id')]: [`is the id of ${first || 'another token'} too; ids are unique`] },
+          });
+        }
+        ids.set(item.body.id.toLowerCase(), path);
+      }
+      prepared.set(path, item);
+      return undefined;
+    });
+    return walk(value, '', async (_element, path, leaf) => {
+      const token = await tokens.createPrepared(principal, prepared.get(path)!);
+      return leaf ? token.id : token;
+    });
+  };
   return tokens.createMany(principal.tenantId, requests, create, whenBusy);
+}
+
+/** Runs one element's checks; a refusal is answered with its field errors (or its detail) under the element's path. */
+async function atPath<T>(path: string, leaf: boolean, check: () => Promise<T>): Promise<T> {
+  try {
+    return await check();
+  } catch (error) {
+    if (path === '' || !(error instanceof VaultError) || error.status >= 500) throw error;
+    const errors: FieldErrors = {};
+    for (const [field, problems] of Object.entries(error.errors ?? {})) {
+      // A leaf is the data itself: its `data` is the element.
+      errors[leaf && field === 'data' ? path : join(path, field)] = problems;
+    }
+    const ErrorClass = error.constructor as VaultErrorClass;
+    throw new ErrorClass({
+      detail: `${path}: ${error.detail}`,
+      ...(error.errors ? { errors } : {}),
+      ...(error.headers ? { headers: error.headers } : {}),
+    });
+  }
+}
+
+function join(path: string, field: string): string {
+  return path === '' ? field : `${path}.${field}`;
 }
 
 function isTokenRequest(value: unknown): value is Record<string, unknown> {
@@ -45,17 +91,26 @@ function countRequests(value: unknown): number {
   return Object.values(value as Record<string, unknown>).reduce<number>((n, v) => n + countRequests(v), 0);
 }
 
-/** Sequential on purpose: tokens of one request are created in document order, so a failure leaves a clear prefix. */
+/** A member's place in the body: `.name` for a plain name, `["a.b"]` for any other. */
+function member(path: string, name: string): string {
+  const part = /^[A-Za-z_$][\w$]*$/.test(name) ? name : `[${JSON.stringify(name)}]`;
+  return path === '' ? part : part.startsWith('[') ? path + part : `${path}.${part}`;
+}
+
+/**
+ * Sequential on purpose: tokens of one request are created in document order. `onToken` gets each token request or
+ * leaf (`leaf`: a value that becomes a `token`-type token) and its path, and its answer takes the element's place.
+ */
 async function walk(
   value: unknown,
-  onRequest: (request: Record<string, unknown>) => Promise<unknown>,
-  onLeaf: (leaf: unknown) => Promise<unknown>,
+  path: string,
+  onToken: (element: unknown, path: string, leaf: boolean) => Promise<unknown>,
 ): Promise<unknown> {
   if (value === null) return null;
-  if (isTokenRequest(value)) return onRequest(value);
+  if (isTokenRequest(value)) return onToken(value, path, false);
   if (Array.isArray(value)) {
     const out: unknown[] = [];
-    for (const item of value) out.push(await walk(item, onRequest, onLeaf));
+    for (let i = 0; i < value.length; i++) out.push(await walk(value[i], `${path}[${i}]`, onToken));
     return out;
   }
   if (typeof value === 'object') {
@@ -63,8 +118,8 @@ async function walk(
     // rather than set as the result's prototype and lost from the answer.
     const out: Array<[string, unknown]> = [];
     for (const [name, item] of Object.entries(value as Record<string, unknown>))
-      out.push([name, await walk(item, onRequest, onLeaf)]);
+      out.push([name, await walk(item, member(path, name), onToken)]);
     return Object.fromEntries(out);
   }
-  return onLeaf(value);
+  return onToken(value, path, true);
 }

@@ -19,7 +19,8 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
     const answer = await idempotency.run(
       principal,
       singleHeader(req, 'BT-IDEMPOTENCY-KEY'),
-      { route: 'POST /applications', body: req.body },
+      // The answer holds the new application's key: replayed only to the exact key that made it.
+      { route: 'POST /applications', body: req.body, credential: true },
       async () => ({
         status: 201,
         body: await applications.create(principal, validateCreateApplication(req.body), withEntry(res)),
@@ -72,7 +73,9 @@ export function applicationRoutes(applications: ApplicationService, idempotency:
   router.post('/applications/:id/keys', requirePermission('application:update'), async (req, res) => {
     const principal = tenantPrincipal(req);
     const id = uuidParam(req, 'id');
-    await sendOnce(idempotency, req, res, 201, async () => applications.createKey(principal, id, withEntry(res)));
+    await sendOnce(idempotency, req, res, 201, async () => applications.createKey(principal, id, withEntry(res)), {
+      credential: true,
+    });
   });
 
   router.get('/applications/:id/keys', requirePermission('application:read'), async (req, res) => {

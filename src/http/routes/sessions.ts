@@ -9,8 +9,9 @@ export function sessionRoutes(sessions: SessionService, idempotency: Idempotency
   const router = Router();
 
   // No body and no permission: the key's application type decides (public creates, private/management authorize).
+  // The answer is the session's key: never replayed to another browser holding the same public key.
   router.post('/sessions', async (req, res) => {
-    await sendOnce(idempotency, req, res, 201, async () => sessions.create(tenantPrincipal(req)));
+    await sendOnce(idempotency, req, res, 201, async () => sessions.create(tenantPrincipal(req)), { credential: true });
   });
 
   router.post('/sessions/authorize', async (req, res) => {

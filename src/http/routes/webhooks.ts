@@ -21,11 +21,12 @@ export function webhookRoutes(webhooks: WebhookService, idempotency: Idempotency
 
   router.post('/webhooks', requirePermission('webhook:create'), async (req, res) => {
     const principal = tenantPrincipal(req);
-    // The answer holds the signing secret: a replay (BT-IDEMPOTENCY-KEY) answers it again, sealed while kept.
+    // The answer holds the signing secret: a replay (BT-IDEMPOTENCY-KEY) answers it again, sealed while kept, and only
+    // to the exact key that made the request.
     const answer = await idempotency.run(
       principal,
       singleHeader(req, 'BT-IDEMPOTENCY-KEY'),
-      { route: 'POST /webhooks', body: req.body },
+      { route: 'POST /webhooks', body: req.body, credential: true },
       async () => ({
         status: 201,
         body: await webhooks.create(principal, validateCreateWebhook(req.body), withEntry(res)),
