@@ -12,7 +12,10 @@ export type RateLimitClass = 'api' | 'calls';
 
 export interface RateLimitSubject {
   tenantId: string;
-  /** The caller's API key (its application or session id), or the proxy key of an unauthenticated proxy call. */
+  /**
+   * The caller's application (a session's: the public application that created it, so a public key and all its
+   * sessions share one budget), or the proxy key of an unauthenticated proxy call.
+   */
   keyId: string;
   /** The tenant's own limits, where it has any. */
   tenantLimits?: TenantRateLimits;

@@ -149,6 +149,47 @@ describe('REST API', () => {
     expect(cleared.body.rate_limits).toBeUndefined();
   }, 30_000);
 
+  test("a public key and its sessions share the key's budget, and the management key is not starved", async () => {
+    // Issue 35: each session had a budget of its own, so a public key that made sessions took the tenant's budget.
+    const { tenantId, managementKey } = await freshKey();
+    const set = await call(api.url, 'PUT', `/admin/tenants/${tenantId}`, {
+      key: api.operatorKey,
+      body: { name: 'sessions', rate_limits: { api_per_key: 15, api_per_tenant: 40 } },
+    });
+    expect(set.status).toBe(200);
+    const { key: publicKey } = await createApplication(api.url, managementKey, {
+      name: 'web',
+      type: 'public',
+      permissions: ['token:create'],
+    });
+    // The tenant directory learns of the limits by watch: the key's 15 is then the closest to running out.
+    await eventually(async () => {
+      const answer = await client(api.url, publicKey).get('/applications/key');
+      expect(answer.headers.get('ratelimit-limit')).toBe('15');
+    }, 2000);
+    const sessions: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const created = await client(api.url, publicKey).post('/sessions');
+      expect(created.status).toBe(201);
+      sessions.push(created.body.session_key as string);
+    }
+    // A fresh window for every counter, then the public key and its five sessions at once, 10 requests each.
+    await sleep(WINDOW_SECONDS * 1000 + 200);
+    const answers = (
+      await Promise.all(
+        [publicKey, ...sessions].map((key) => burst(10, () => client(api.url, key).get('/applications/key'))),
+      )
+    ).flat();
+    const through = answers.filter((a) => a.status !== 429);
+    expect(through.length).toBeLessThanOrEqual(15);
+    const refused = answers.filter((a) => a.status === 429);
+    expect(refused.length).toBeGreaterThanOrEqual(60 - 15);
+    expectRateLimited(refused[0], 15, /Tenant's spec\.rateLimits\.api\.perKey/);
+    // What the family took of the tenant's 40 was its key's 15: the management key still gets its own 15 through.
+    const mine = await burst(15, () => client(api.url, managementKey).get('/applications/key'));
+    expect(mine.map((a) => a.status)).toEqual(Array(15).fill(200));
+  }, 30_000);
+
   test('a tenant key cannot set its own limits; the operator key is not limited', async () => {
     const { managementKey } = await freshKey();
     const refused = await client(api.url, managementKey).put('/tenants/self', {

@@ -17,7 +17,10 @@ export async function takeRateLimit(
   const principal = caller.principal;
   if (principal?.kind === 'operator' || (principal && principal.operator)) return;
   const tenantId = principal?.tenantId ?? caller.tenantId;
-  const keyId = principal ? (principal.sessionId ?? principal.applicationId) : caller.keyId;
+  // A session counts against the public application that created it (its applicationId), authorized or not: a public
+  // key mints sessions at will, and a budget per session would let it multiply its own budget until it held the
+  // tenant's whole one (issue 35). Minted reactor keys count against their application the same way.
+  const keyId = principal ? principal.applicationId : caller.keyId;
   if (tenantId === undefined || keyId === undefined) return;
   const tenant = await tenants.get(tenantId);
   const state = await limiter.take(kind, { tenantId, keyId, tenantLimits: tenant?.rate_limits });
