@@ -718,14 +718,14 @@ export const SETTINGS = {
     env: 'TOKENVAULT_RESULT_BYTES_IN_FLIGHT',
     description:
       'api: bytes of reactor and proxy transform results one API process holds at once, all tenants together (from their arrival from the worker to the answer sent); more are answered 503 TV_RESULT_BYTES_IN_FLIGHT',
-    default: String(64 * 1024 * 1024),
+    default: String(32 * 1024 * 1024),
   },
   resultBytesInFlightPerTenant: {
     flag: 'result-bytes-in-flight-per-tenant',
     env: 'TOKENVAULT_RESULT_BYTES_IN_FLIGHT_PER_TENANT',
     description:
       "api: bytes of one tenant's reactor and proxy transform results one API process holds at once; more are answered 429 TV_TENANT_RESULT_BYTES_IN_FLIGHT",
-    default: String(16 * 1024 * 1024),
+    default: String(8 * 1024 * 1024),
   },
   sandboxHostLimit: {
     flag: 'sandbox-host-limit-bytes',

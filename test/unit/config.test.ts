@@ -120,6 +120,8 @@ test('expression budget and decoded-size limits: defaults, variables, and bad va
   expect(defaults.decoded).toEqual({
     proxyResponseBytes: 10 * 1024 * 1024,
     reactorResultBytes: 4 * 1024 * 1024,
+    resultBytesInFlight: 32 * 1024 * 1024,
+    resultBytesInFlightPerTenant: 8 * 1024 * 1024,
     sandboxHostBytes: 64 * 1024 * 1024,
   });
   const set = loadConfig({
@@ -132,10 +134,18 @@ test('expression budget and decoded-size limits: defaults, variables, and bad va
       TOKENVAULT_PROXY_DECODED_RESPONSE_LIMIT_BYTES: '2048',
       TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES: '4096',
       TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES: '8192',
+      TOKENVAULT_RESULT_BYTES_IN_FLIGHT: '1048576',
+      TOKENVAULT_RESULT_BYTES_IN_FLIGHT_PER_TENANT: '524288',
     },
   });
   expect(set.expressions).toEqual({ renderMs: 5, budgetMs: 50, deadlineMs: 1000, memoryUnits: 100_000 });
-  expect(set.decoded).toEqual({ proxyResponseBytes: 2048, reactorResultBytes: 4096, sandboxHostBytes: 8192 });
+  expect(set.decoded).toEqual({
+    proxyResponseBytes: 2048,
+    reactorResultBytes: 4096,
+    sandboxHostBytes: 8192,
+    resultBytesInFlight: 1_048_576,
+    resultBytesInFlightPerTenant: 524_288,
+  });
   expect(() =>
     loadConfig({
       env: {
