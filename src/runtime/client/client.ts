@@ -263,7 +263,8 @@ export class RuntimeClient {
       const lease = leases[i];
       try {
         const result = outcome();
-        if (lease && items[i].hold) items[i].hold!(() => lease.release());
+        const { hold } = items[i];
+        if (lease && hold) hold(() => lease.release());
         else lease?.release();
         items[i].resolve(result);
       } catch (error) {
@@ -271,37 +272,51 @@ export class RuntimeClient {
         items[i].reject(error);
       }
     };
-    /** The current line's invocation and the characters of it already counted; skipping: a refused line's rest. */
+    // Bytes are counted before they are decoded, and a refused line's rest is dropped as it comes, undecoded: a
+    // refusal then costs no more than what was already counted.
+    const decoder = new StringDecoder('utf8');
+    /** The current line: its text so far, its invocation once its lead is read, bytes not yet counted to it. */
+    let pending = '';
     let current = -1;
-    let counted = 0;
+    let uncounted = 0;
     let skipping = false;
-    const count = (text: string, whole: boolean): boolean => {
-      if (current < 0) {
-        const lead = /^\{"i":(\d+)[,}]/.exec(text);
-        if (!lead) {
-          if (!whole) return true;
-        } else current = Number(lead[1]);
-      }
-      const lease = current >= 0 && current < items.length && !answered[current] ? leases[current] : undefined;
-      if (!lease) return true;
+    const charge = (bytes: number): boolean => {
+      uncounted += bytes;
+      if (current < 0) return true;
+      const lease = current < items.length && !answered[current] ? leases[current] : undefined;
       try {
-        lease.grow(text.length - counted);
-        counted = text.length;
+        lease?.grow(uncounted);
+        uncounted = 0;
         return true;
       } catch (error) {
         // Over the budget: this invocation is answered with the refusal and the rest of its line is not kept.
         settle(current, () => thrown(error));
+        skipping = true;
+        pending = '';
         return false;
       }
     };
-    const endLine = () => {
-      current = -1;
-      counted = 0;
-      skipping = false;
+    const piece = (bytes: Buffer, complete: boolean) => {
+      if (!skipping) {
+        if (current >= 0) {
+          if (charge(bytes.length)) pending += decoder.write(bytes);
+        } else {
+          pending += decoder.write(bytes);
+          const lead = /^\{"i":(\d+)[,}]/.exec(pending);
+          if (lead) current = Number(lead[1]);
+          charge(bytes.length);
+        }
+      }
+      if (complete) {
+        const text = pending + decoder.end();
+        if (!skipping) line(text);
+        pending = '';
+        current = -1;
+        uncounted = 0;
+        skipping = false;
+      } else if (pending.length > this.maxAnswerBytes) throw new AnswerTooLarge();
     };
     const unanswered = () => items.filter((_, i) => !answered[i]);
-    const decoder = new StringDecoder('utf8');
-    let pending = '';
     const line = (text: string) => {
       const parsed = parseOrUndefined(text) as Partial<BatchLine> | undefined;
       const i = parsed?.i;
@@ -324,20 +339,17 @@ export class RuntimeClient {
       {
         onData: (status, chunk) => {
           if (status !== 200) return;
-          pending += decoder.write(chunk);
-          let end: number;
-          while ((end = pending.indexOf('\n')) >= 0) {
-            const text = pending.slice(0, end);
-            pending = pending.slice(end + 1);
-            if (!skipping && count(text, true)) line(text);
-            endLine();
+          // A newline byte is never part of a UTF-8 sequence, nor inside a JSON line: lines split on the bytes.
+          let start = 0;
+          for (;;) {
+            const end = chunk.indexOf(0x0a, start);
+            if (end < 0) {
+              if (start < chunk.length) piece(chunk.subarray(start), false);
+              break;
+            }
+            piece(chunk.subarray(start, end), true);
+            start = end + 1;
           }
-          if (skipping) pending = '';
-          else if (pending && !count(pending, false)) {
-            skipping = true;
-            pending = '';
-          }
-          if (pending.length > this.maxAnswerBytes) throw new AnswerTooLarge();
         },
         onComplete: (status) => {
           if (status === 400) {

@@ -88,7 +88,7 @@ export class ResultLease {
 }
 
 function refusal(
-  kind: typeof Errors.TenantResultBytesInFlight | typeof Errors.ResultBytesInFlight,
+  kind: typeof Errors.TenantResultBytesInFlight,
   detail: string,
   setting: string,
 ): VaultError {
