@@ -87,11 +87,7 @@ export class ResultLease {
   }
 }
 
-function refusal(
-  kind: typeof Errors.TenantResultBytesInFlight,
-  detail: string,
-  setting: string,
-): VaultError {
+function refusal(kind: typeof Errors.TenantResultBytesInFlight, detail: string, setting: string): VaultError {
   return new kind({
     detail,
     errors: { limit: [setting] },
