@@ -312,10 +312,12 @@ export interface Config {
   };
   /** Client-side encryption keys (domain/client-keys, docs/api.md "Client-side encryption"). */
   clientKeys: {
-    /** Unexpired keys one tenant may have. */
+    /** Keys one tenant keeps, expired ones included (a create past it removes the longest-expired). */
     perTenant: number;
     /** Lifetime of a key created without expires_at. */
     defaultTtlSeconds: number;
+    /** Shortest lifetime a key may be given. */
+    minTtlSeconds: number;
     /** Longest lifetime a key may be given. */
     maxTtlSeconds: number;
   };
@@ -1000,8 +1002,15 @@ export const SETTINGS = {
   clientKeysPerTenant: {
     flag: 'client-keys-per-tenant',
     env: 'TOKENVAULT_CLIENT_KEYS_PER_TENANT',
-    description: 'api: unexpired client-side encryption keys (/keys) one tenant may have (more: 409 TV_CLIENT_KEY_LIMIT)',
+    description:
+      'api: client-side encryption keys (/keys) one tenant keeps, expired ones included: a create past it removes the longest-expired; with none expired, 409 TV_CLIENT_KEY_LIMIT',
     default: '20',
+  },
+  clientKeyMinTtl: {
+    flag: 'client-key-min-ttl-seconds',
+    env: 'TOKENVAULT_CLIENT_KEY_MIN_TTL_SECONDS',
+    description: 'api: earliest expires_at a client-side encryption key may be given, from its creation (sooner: 400 naming expires_at)',
+    default: '60',
   },
   clientKeyDefaultTtl: {
     flag: 'client-key-default-ttl-seconds',
@@ -1274,8 +1283,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const clientKeys = {
     perTenant: integer('clientKeysPerTenant', 0, 10_000),
     defaultTtlSeconds: integer('clientKeyDefaultTtl', 60, 10 * 365 * 24 * 3600),
+    minTtlSeconds: integer('clientKeyMinTtl', 1, 10 * 365 * 24 * 3600),
     maxTtlSeconds: integer('clientKeyMaxTtl', 60, 10 * 365 * 24 * 3600),
   };
+  if (clientKeys.minTtlSeconds > clientKeys.defaultTtlSeconds) {
+    problems.push(`${label('clientKeyMinTtl')} must not exceed ${label('clientKeyDefaultTtl')}`);
+  }
   if (clientKeys.defaultTtlSeconds > clientKeys.maxTtlSeconds) {
     problems.push(
       `${label('clientKeyDefaultTtl')} must not exceed ${label('clientKeyMaxTtl')}`,

@@ -44,7 +44,11 @@ async function newKey(owner = mgmt, body: Record<string, unknown> = {}) {
 }
 
 beforeAll(async () => {
-  api = await startTestApi({ TOKENVAULT_CLIENT_KEYS_PER_TENANT: String(PER_TENANT) });
+  // A 1 s minimum lifetime: the expired-key test makes a key that lives 1.5 s.
+  api = await startTestApi({
+    TOKENVAULT_CLIENT_KEYS_PER_TENANT: String(PER_TENANT),
+    TOKENVAULT_CLIENT_KEY_MIN_TTL_SECONDS: '1',
+  });
   let managementKey: string;
   ({ tenantId, managementKey } = await createTenant(api.url, api.operatorKey));
   other = await createTenant(api.url, api.operatorKey);

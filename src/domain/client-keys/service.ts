@@ -8,8 +8,12 @@
 // A key expires (expires_at: at most TOKENVAULT_CLIENT_KEY_MAX_TTL_SECONDS away; default
 // TOKENVAULT_CLIENT_KEY_DEFAULT_TTL_SECONDS). An expired key decrypts nothing (400 TV_CLIENT_KEY_EXPIRED) and stays
 // listed for EXPIRED_RETENTION_SECONDS, on an etcd lease, so a late caller hears "expired" rather than "unknown"; then
-// it is gone. Live keys per tenant are capped (TOKENVAULT_CLIENT_KEYS_PER_TENANT): each create rewrites one guard key
-// in the same transaction, compared by revision, so concurrent creates cannot both take the last place.
+// it is gone. The keys a tenant keeps, expired ones included, are capped (TOKENVAULT_CLIENT_KEYS_PER_TENANT): a create
+// that would pass the cap removes the longest-expired keys in its own transaction, and with none expired it is
+// refused, so the records every create and list reads stay bounded by the cap (counting unexpired keys alone let 100
+// keys expiring at once be kept under a cap of 20, issue 35). A key lives at least TOKENVAULT_CLIENT_KEY_MIN_TTL_SECONDS.
+// Each create rewrites one guard key in the same transaction, compared by revision, so concurrent creates cannot both
+// take the last place.
 import { createPrivateKey, generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto';
 import { compactDecrypt, decodeProtectedHeader, errors as joseErrors } from 'jose';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
@@ -37,10 +41,15 @@ export interface KeyCipher {
 }
 
 export interface ClientKeyOptions {
-  /** Live (unexpired) keys one tenant may have (TOKENVAULT_CLIENT_KEYS_PER_TENANT). */
+  /**
+   * Keys one tenant keeps, expired ones included (TOKENVAULT_CLIENT_KEYS_PER_TENANT): unexpired ones up to it, and the
+   * expired ones while there is room.
+   */
   perTenant: number;
   /** Lifetime of a key created without expires_at (TOKENVAULT_CLIENT_KEY_DEFAULT_TTL_SECONDS). */
   defaultTtlSeconds: number;
+  /** Shortest lifetime a key may be given (TOKENVAULT_CLIENT_KEY_MIN_TTL_SECONDS). */
+  minTtlSeconds: number;
   /** Longest lifetime a key may be given (TOKENVAULT_CLIENT_KEY_MAX_TTL_SECONDS). */
   maxTtlSeconds: number;
   /** Deepest JSON nesting of decrypted data, as of a request body (TOKENVAULT_JSON_MAX_DEPTH). */
@@ -101,12 +110,20 @@ export class ClientKeyService {
     const ttlSeconds = secondsUntil(expiresAt, now) + EXPIRED_RETENTION_SECONDS;
     for (let attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
       const guard = await this.store.get(keys.clientKeysGuard(tenantId));
-      const live = (await this.records(tenantId)).filter((k) => Date.parse(k.expires_at) > Date.now()).length;
-      if (live >= this.options.perTenant) {
+      const kept = await this.records(tenantId);
+      const at = Date.now();
+      const expired = kept
+        .filter((k) => Date.parse(k.expires_at) <= at)
+        .sort((a, b) => a.expires_at.localeCompare(b.expires_at));
+      // Room for one more within the cap, made by removing the longest-expired keys; refused exactly when the
+      // unexpired keys alone fill the cap. More than one goes only where the cap was lowered or the records predate it.
+      const excess = kept.length + 1 - this.options.perTenant;
+      if (excess > expired.length) {
         throw new Errors.ClientKeyLimit(
-          `The tenant has ${live} unexpired client encryption keys, as many as allowed (TOKENVAULT_CLIENT_KEYS_PER_TENANT = ${this.options.perTenant}); delete one first.`,
+          `The tenant has ${kept.length - expired.length} unexpired client encryption keys, as many as allowed (TOKENVAULT_CLIENT_KEYS_PER_TENANT = ${this.options.perTenant}); delete one first.`,
         );
       }
+      const pruned = excess > 0 ? expired.slice(0, excess) : [];
       const written = await this.store.txn({
         compare: [
           { key: keys.clientKeysGuard(tenantId), modRevision: guard?.modRevision ?? 0 },
@@ -115,6 +132,7 @@ export class ClientKeyService {
         success: [
           { type: 'put', key: keys.clientKeysGuard(tenantId), value: record.created_at },
           { type: 'put', key: keys.clientKey(tenantId, id), value: encode('client-key', record), ttlSeconds },
+          ...pruned.map((k) => ({ type: 'delete' as const, key: keys.clientKey(tenantId, k.id) })),
         ],
       });
       if (written) {
@@ -234,6 +252,11 @@ export class ClientKeyService {
     const problem = (message: string) => new Errors.InvalidBody({ errors: { expires_at: [message] } });
     if (Number.isNaN(at)) throw problem('must be a date-time (ISO 8601)');
     if (at <= now) throw problem('must be in the future');
+    // A key that expires at once would only churn the records the cap keeps (each create removes an expired one).
+    if (at < now + this.options.minTtlSeconds * 1000)
+      throw problem(
+        `must be at least ${this.options.minTtlSeconds} seconds away (TOKENVAULT_CLIENT_KEY_MIN_TTL_SECONDS)`,
+      );
     if (at > now + this.options.maxTtlSeconds * 1000)
       throw problem(
         `must be at most ${this.options.maxTtlSeconds} seconds away (TOKENVAULT_CLIENT_KEY_MAX_TTL_SECONDS)`,
