@@ -46,7 +46,7 @@ const SCOPES: Record<RateLimitClass, [Scope, Scope]> = {
       tenantField: 'api_per_key',
       setting: 'TOKENVAULT_RATE_LIMIT_API_PER_KEY',
       tenantSetting: 'spec.rateLimits.api.perKey',
-      what: "this API key's REST requests",
+      what: "this API key's REST requests (with its application's other keys and sessions)",
     },
     {
       scope: 'tenant',
@@ -64,7 +64,7 @@ const SCOPES: Record<RateLimitClass, [Scope, Scope]> = {
       tenantField: 'calls_per_key',
       setting: 'TOKENVAULT_RATE_LIMIT_CALLS_PER_KEY',
       tenantSetting: 'spec.rateLimits.calls.perKey',
-      what: "this key's proxy and reactor calls",
+      what: "this key's proxy and reactor calls (with its application's other keys and sessions)",
     },
     {
       scope: 'tenant',
