@@ -64,7 +64,7 @@ const SCOPES: Record<RateLimitClass, [Scope, Scope]> = {
       tenantField: 'calls_per_key',
       setting: 'TOKENVAULT_RATE_LIMIT_CALLS_PER_KEY',
       tenantSetting: 'spec.rateLimits.calls.perKey',
-      what: "this key's proxy and reactor calls (with its application's other keys and sessions)",
+      what: "this key's proxy and reactor calls (an application's keys and sessions count as one)",
     },
     {
       scope: 'tenant',
