@@ -19,6 +19,7 @@ let mgmt: ReturnType<typeof client>;
 let browser: ReturnType<typeof client>;
 let server: ReturnType<typeof client>;
 let other: { tenantId: string; managementKey: string };
+let managementKey: string;
 
 /** What a browser does with POST /keys' answer: the PEM's 32 raw bytes are the X25519 key; encrypt the data to it. */
 async function encrypt(
@@ -49,7 +50,6 @@ beforeAll(async () => {
     TOKENVAULT_CLIENT_KEYS_PER_TENANT: String(PER_TENANT),
     TOKENVAULT_CLIENT_KEY_MIN_TTL_SECONDS: '1',
   });
-  let managementKey: string;
   ({ tenantId, managementKey } = await createTenant(api.url, api.operatorKey));
   other = await createTenant(api.url, api.operatorKey);
   mgmt = client(api.url, managementKey);
@@ -197,7 +197,9 @@ describe('tokens from encrypted data', () => {
       body: { type: 'card', encrypted: await encrypt(key.public_key_pem, key.id, CARD) },
     });
     expect(intent.status).toBe(201);
-    expect(intent.body.card).toEqual({ bin: '42424242', last4: '4242', expiration_month: 12, expiration_year: 2031 });
+    // The public key never saw the card: the intent shows it no details (it reads no plaintext).
+    expect(intent.body).not.toHaveProperty('card');
+    expect(JSON.stringify(intent.body)).not.toContain('4242');
     const converted = await server.post('/tokens', { body: { token_intent_id: intent.body.id } });
     expect(converted.status).toBe(201);
     expect((await server.get(`/tokens/${converted.body.id}`)).body.data).toEqual(CARD);
@@ -288,5 +290,89 @@ describe('tokens from encrypted data', () => {
       headers: { 'Content-Type': 'application/merge-patch+json' },
     });
     expect([answer.status, Object.keys(answer.body.errors ?? {})]).toEqual([400, ['encrypted']]);
+  });
+});
+
+// Issue 35, points 1, 2 and 5: a JWE is opened only into the token its sender asked for. A caller-chosen mask,
+// fingerprint expression, search index, container or id over JWE plaintext needs a key that reveals it; an intent
+// shows a JWE's card details only to such a key; and the decrypted text is checked exactly as a body in the clear.
+describe('what a key may learn of encrypted data it cannot read: nothing', () => {
+  let key: { id: string; public_key_pem: string };
+  let masked: ReturnType<typeof client>;
+
+  beforeAll(async () => {
+    key = await newKey();
+    const reader = await createApplication(api.url, managementKey, {
+      name: 'masked reader',
+      type: 'private',
+      rules: [{ priority: 1, container: '/', transform: 'mask', permissions: ['token:create', 'token:read'] }],
+    });
+    masked = client(api.url, reader.key);
+  });
+
+  async function cards(): Promise<number> {
+    const listed = (await server.get('/v2/tokens?type=card&size=100')).body as { data: unknown[] };
+    return listed.data.length;
+  }
+
+  test('a masked reader posting a JWE with a mask of {{ data.number }} → 403, and nothing is stored', async () => {
+    const before = await cards();
+    const encrypted = await encrypt(key.public_key_pem, key.id, CARD);
+    for (const mask of ['{{ data.number }}', '{{ data.cvc }}']) {
+      const answer = await masked.post('/tokens', { body: { type: 'card', encrypted, mask } });
+      expect([answer.status, answer.body.code]).toEqual([403, 'TV_FORBIDDEN']);
+      expect(answer.body.detail).toContain('mask');
+      expect(JSON.stringify(answer.body)).not.toContain('4242');
+    }
+    expect(await cards()).toBe(before);
+    // Without a chosen mask the masked reader may still create from a JWE, and sees the card masked.
+    const plain = await masked.post('/tokens', { body: { type: 'card', encrypted } });
+    expect(plain.status).toBe(201);
+    expect(JSON.stringify(plain.body)).not.toContain('4242424242424242');
+  });
+
+  test('a public key with fingerprint_expression and deduplication over a JWE → 403 (no oracle)', async () => {
+    const encrypted = await encrypt(key.public_key_pem, key.id, CARD);
+    for (const extra of [
+      { fingerprint_expression: '{{ data.number | slice: 0, 1 }}', deduplicate_token: true },
+      { search_indexes: ['{{ data.number }}'] },
+      { mask: '{{ data.number | slice: 0, 1 }}' },
+      { containers: ['/mine/'] },
+    ]) {
+      const answer = await browser.post('/tokens', { body: { type: 'card', encrypted, ...extra } });
+      expect([answer.status, answer.body.code]).toEqual([403, 'TV_FORBIDDEN']);
+    }
+    // The revealing server key may choose them.
+    const allowed = await server.post('/tokens', {
+      body: { type: 'card', encrypted, fingerprint_expression: '{{ data.number }}', deduplicate_token: true },
+    });
+    expect(allowed.status).toBe(201);
+  });
+
+  test('a JWE of {"acct":12345678901234567891} → 400 naming encrypted, as the body in the clear is refused', async () => {
+    const clear = await server.post('/tokens', { raw: '{"type":"token","data":{"acct":12345678901234567891}}' });
+    expect(clear.status).toBe(400);
+    const encrypted = await encrypt(key.public_key_pem, key.id, '{"acct":12345678901234567891}', { raw: true });
+    const answer = await server.post('/tokens', { body: { type: 'token', encrypted } });
+    expect([answer.status, answer.body.code, Object.keys(answer.body.errors ?? {})]).toEqual([
+      400,
+      'TV_INVALID_ENCRYPTED',
+      ['encrypted'],
+    ]);
+    expect(answer.body.errors.encrypted[0]).toContain('exactly');
+    expect(JSON.stringify(answer.body)).not.toContain('1234567890123456');
+    const intent = await browser.post('/token-intents', { body: { type: 'token', encrypted } });
+    expect(intent.status).toBe(400);
+  });
+
+  test('an intent from a JWE answers no card details to a public key, and to a revealing key its details', async () => {
+    const encrypted = await encrypt(key.public_key_pem, key.id, CARD);
+    const intent = await browser.post('/token-intents', { body: { type: 'card', encrypted } });
+    expect(intent.status).toBe(201);
+    expect(intent.body).not.toHaveProperty('card');
+    expect(intent.body).not.toHaveProperty('data');
+    // The same card sent in the clear: the public key supplied it, so it is shown its details (Basis Theory's rule).
+    const clear = await browser.post('/token-intents', { body: { type: 'card', data: CARD } });
+    expect(clear.body.card).toMatchObject({ bin: '42424242', last4: '4242' });
   });
 });

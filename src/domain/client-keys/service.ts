@@ -22,7 +22,7 @@ import { encode } from '../../store/codec.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, listRecords, secondsUntil } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
-import { nestsDeeperThan } from '../../validation/json-depth.js';
+import { nestsDeeperThan, scanBytes } from '../../validation/json-depth.js';
 
 /** Expired keys stay (answering "expired") this long, then their lease ends. */
 export const EXPIRED_RETENTION_SECONDS = 7 * 24 * 3600;
@@ -179,6 +179,11 @@ export class ClientKeyService {
     return { ...rest, data: await this.decrypt(tenantId, 'encrypted', encrypted) };
   }
 
+  /** Whether a create body carries `encrypted`: its data is then judged as data the caller may not have seen. */
+  static isEncrypted(body: unknown): boolean {
+    return body !== null && typeof body === 'object' && !Array.isArray(body) && 'encrypted' in body;
+  }
+
   /**
    * The data a compact JWE carries, decrypted with the tenant's key its `kid` names, parsed as JSON. Every way it can
    * fail is a 400 naming the field: malformed, an algorithm other than ECDH-ES/AES-GCM, an unknown (or deleted, or
@@ -227,6 +232,12 @@ export class ClientKeyService {
     if (nestsDeeperThan(text, this.options.jsonMaxDepth))
       throw invalid(
         `decrypts to JSON nested deeper than allowed (TOKENVAULT_JSON_MAX_DEPTH = ${this.options.jsonMaxDepth})`,
+      );
+    // Checked exactly as the same body in the clear (http/middleware/json-body.ts): a number JSON.parse would alter is
+    // refused, not stored altered. The answer names the problem, never the number.
+    if (scanBytes(plaintext, Infinity, Infinity, true) === 'inexact-number')
+      throw invalid(
+        'decrypts to JSON with a number that cannot be held exactly (an integer beyond 2^53 - 1, a value beyond a double, or one so small a double holds it as 0): send it as a string',
       );
     try {
       return JSON.parse(text) as unknown;

@@ -12,7 +12,7 @@
 // token-intent:read, token-intent:delete or token:create in that container, else 403 as for a token the key may not
 // act on.
 import { randomUUID } from 'node:crypto';
-import { decide, type TokenFacts, type TokenPermission } from '../../auth/access/evaluate.js';
+import { decide, revealsPlaintext, type TokenFacts, type TokenPermission } from '../../auth/access/evaluate.js';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
 import { Errors, type FieldErrors } from '../../errors/registry.js';
 import { encode } from '../../store/codec.js';
@@ -76,6 +76,8 @@ export class TokenIntentService {
     principal: TenantPrincipal,
     body: CreateTokenIntentBody,
     options: ChangeOptions = {},
+    /** `encrypted`: the data came from a JWE, which the caller need not have made (nor seen). */
+    source: { encrypted?: boolean } = {},
   ): Promise<TokenIntent> {
     const tenantId = principal.tenantId;
     this.tokens.assertDataNodes(body.data);
@@ -104,6 +106,10 @@ export class TokenIntentService {
       ttlSeconds: this.options.ttlSeconds,
     };
     await commitChange(this.store, id, { compare: [], success: [put] }, options);
+    // Basis Theory shows an intent's card details to whoever supplied the data; a JWE's sender is not known to be the
+    // caller (a public key's holder may post anyone's JWE), so such an intent shows no details (BIN, last four, masked
+    // data) unless the key reveals the plaintext where the type's tokens go.
+    if (source.encrypted && !revealsPlaintext(principal, facts(record))) return withoutData(record);
     return toIntent(record, body.data);
   }
 

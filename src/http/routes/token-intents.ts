@@ -8,7 +8,7 @@ import { uuidParam } from '../params.js';
 import { validateCreateTokenIntent } from '../../domain/token-intents/schema.js';
 import type { TokenIntentService } from '../../domain/token-intents/service.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
-import type { ClientKeyService } from '../../domain/client-keys/service.js';
+import { ClientKeyService } from '../../domain/client-keys/service.js';
 import { sendOnce } from '../idempotent.js';
 import { withEntry } from '../middleware/audit.js';
 
@@ -27,6 +27,7 @@ export function tokenIntentRoutes(
         principal,
         validateCreateTokenIntent(await clientKeys.withData(principal.tenantId, req.body)),
         withEntry(res),
+        { encrypted: ClientKeyService.isEncrypted(req.body) },
       ),
     );
   });

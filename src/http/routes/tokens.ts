@@ -14,7 +14,8 @@ import { sendOnce } from '../idempotent.js';
 import { withEntry } from '../middleware/audit.js';
 import { validateConvertTokenIntent } from '../../domain/token-intents/schema.js';
 import type { TokenIntentService } from '../../domain/token-intents/service.js';
-import type { ClientKeyService } from '../../domain/client-keys/service.js';
+import { ClientKeyService } from '../../domain/client-keys/service.js';
+import { assertEncryptedCreateVisibility } from '../../domain/tokens/visibility.js';
 
 const TOKEN_ID = new RegExp(TOKEN_ID_PATTERN);
 
@@ -39,13 +40,11 @@ export function tokenRoutes(
       { route: 'POST /tokens', body: req.body },
       async () => {
         const body: unknown = clientKeys ? await clientKeys.withData(principal.tenantId, req.body) : req.body;
-        return {
-          status: 201,
-          body:
-            intents && isObject(body) && 'token_intent_id' in body
-              ? await intents.convert(principal, validateConvertTokenIntent(body))
-              : await tokens.create(principal, validateCreateToken(body), undefined, withEntry(res)),
-        };
+        if (intents && isObject(body) && 'token_intent_id' in body)
+          return { status: 201, body: await intents.convert(principal, validateConvertTokenIntent(body)) };
+        const create = validateCreateToken(body);
+        if (ClientKeyService.isEncrypted(req.body)) assertEncryptedCreateVisibility(principal, create);
+        return { status: 201, body: await tokens.create(principal, create, undefined, withEntry(res)) };
       },
     );
     res.status(answer.status).json(answer.body);
