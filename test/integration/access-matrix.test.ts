@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
+import { CompactEncrypt, importJWK } from 'jose';
 
 const CARD = { number: '4242424242424242', expiration_month: 12, expiration_year: 2030, cvc: '123' };
 const MASKED_CARD = { number: 'XXXXXXXXXXXX4242', expiration_month: 12, expiration_year: 2030 };
@@ -164,4 +165,58 @@ test('a listing shows each token the way a read does, and leaves out what the ke
   expect((byId.get(ids.card) as { data: unknown }).data).toEqual(CARD);
   expect(byId.get(ids.general)).not.toHaveProperty('data');
   expect(byId.has(ids.ssn)).toBe(false);
+});
+
+// The `encrypted` (JWE) create and intent paths × principal (issue 35): a caller-chosen mask over a JWE needs a key
+// that reveals; an intent from a JWE shows card details only to such a key.
+describe('encrypted create and intent × principal', () => {
+  const cells: Record<string, { mask: number; plain: number; intentCard: boolean }> = {
+    public: { mask: 403, plain: 201, intentCard: false },
+    narrow: { mask: 403, plain: 201, intentCard: false },
+    masked: { mask: 403, plain: 201, intentCard: false },
+    revealing: { mask: 201, plain: 201, intentCard: true },
+  };
+  const principals: Record<string, ReturnType<typeof client>> = {};
+  let jwe: () => Promise<string>;
+
+  beforeAll(async () => {
+    const { managementKey } = await createTenant(api.url, api.operatorKey);
+    const perms = ['token:create', 'token-intent:create'];
+    const make = async (body: Record<string, unknown>) =>
+      client(api.url, (await createApplication(api.url, managementKey, body)).key);
+    principals.public = await make({ name: 'public', type: 'public', permissions: perms });
+    principals.narrow = await make({ name: 'narrow', type: 'private', permissions: perms });
+    principals.masked = await make({
+      name: 'masked',
+      type: 'private',
+      rules: [{ priority: 1, container: '/', transform: 'mask', permissions: [...perms, 'token:read'] }],
+    });
+    principals.revealing = client(
+      api.url,
+      (await revealingApplication(api.url, managementKey, [...perms, 'token:read'])).key,
+    );
+    const key = (await client(api.url, managementKey).post('/keys', { body: {} })).body as {
+      id: string;
+      public_key_jwk: { x: string };
+    };
+    const publicKey = await importJWK({ kty: 'OKP', crv: 'X25519', x: key.public_key_jwk.x }, 'ECDH-ES');
+    jwe = () =>
+      new CompactEncrypt(new TextEncoder().encode(JSON.stringify(CARD)))
+        .setProtectedHeader({ alg: 'ECDH-ES', enc: 'A256GCM', kid: key.id })
+        .encrypt(publicKey);
+  });
+
+  test.each(Object.keys(cells))('%s', async (kind) => {
+    const who = principals[kind];
+    const cell = cells[kind];
+    const masked = await who.post('/tokens', {
+      body: { type: 'card', encrypted: await jwe(), mask: '{{ data.number }}' },
+    });
+    expect(masked.status).toBe(cell.mask);
+    const plain = await who.post('/tokens', { body: { type: 'card', encrypted: await jwe() } });
+    expect(plain.status).toBe(cell.plain);
+    const intent = await who.post('/token-intents', { body: { type: 'card', encrypted: await jwe() } });
+    expect(intent.status).toBe(201);
+    expect('card' in intent.body).toBe(cell.intentCard);
+  });
 });
