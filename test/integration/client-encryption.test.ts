@@ -338,6 +338,8 @@ describe('what a key may learn of encrypted data it cannot read: nothing', () =>
       { search_indexes: ['{{ data.number }}'] },
       { mask: '{{ data.number | slice: 0, 1 }}' },
       { containers: ['/mine/'] },
+      // Deduplication alone answers whether the JWE's data equals a token the caller seeded with a guess.
+      { deduplicate_token: true },
     ]) {
       const answer = await browser.post('/tokens', { body: { type: 'card', encrypted, ...extra } });
       expect([answer.status, answer.body.code]).toEqual([403, 'TV_FORBIDDEN']);

@@ -40,6 +40,8 @@ export function assertEncryptedCreateVisibility(principal: TenantPrincipal, give
   const held = [type.defaultContainer];
   const containers = body.containers ?? held;
   const chosen = changedVisibility({ containers: held }, { ...body, containers });
+  // Asking to deduplicate answers whether the JWE's data equals a token the caller may have seeded with a guess.
+  if (body.deduplicate_token === true) chosen.push('deduplicate_token');
   // The id is not known yet when the caller chose none: judged as any id, by a placeholder no rule names.
   const id = body.id ?? '00000000-0000-4000-8000-000000000000';
   if (
