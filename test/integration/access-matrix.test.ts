@@ -175,6 +175,8 @@ describe('encrypted create and intent × principal', () => {
     narrow: { mask: 403, plain: 201, intentCard: false },
     masked: { mask: 403, plain: 201, intentCard: false },
     revealing: { mask: 201, plain: 201, intentCard: true },
+    // A session the public key made, authorized for the same permissions by the server: no more than a narrow key.
+    session: { mask: 403, plain: 201, intentCard: false },
   };
   const principals: Record<string, ReturnType<typeof client>> = {};
   let jwe: () => Promise<string>;
@@ -195,6 +197,22 @@ describe('encrypted create and intent × principal', () => {
       api.url,
       (await revealingApplication(api.url, managementKey, [...perms, 'token:read'])).key,
     );
+    const session = (await principals.public.post('/sessions', { body: {} })).body as {
+      session_key: string;
+      nonce: string;
+    };
+    // Authorized by a private key that holds what it grants (a key never grants more than it holds).
+    const authorized = await principals.narrow.post('/sessions/authorize', {
+      body: { nonce: session.nonce, permissions: perms },
+    });
+    expect(authorized.status).toBe(204);
+    principals.session = client(api.url, session.session_key);
+    // The authorization reaches the authenticator's cache shortly after the 204; bounded wait for it.
+    for (let i = 0; i < 50; i++) {
+      const probe = await principals.session.post('/token-intents', { body: { type: 'token', data: 'probe' } });
+      if (probe.status === 201) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     const key = (await client(api.url, managementKey).post('/keys', { body: {} })).body as {
       id: string;
       public_key_jwk: { x: string };
