@@ -302,15 +302,17 @@ describe('BT-IDEMPOTENCY-KEY on every write node-sdk sends it on', () => {
     expect((await t.mgmt.get('/tenants/self')).body.name).toBe('renamed');
   });
 
-  test('sessions: create replays the same session; authorize replays its 204', async () => {
+  test('sessions: create is not replayed to a public key (its session key is a credential); authorize replays its 204', async () => {
     const publicKey = (
       await createApplication(api.url, t.mgmt.key(), { name: 'browser', type: 'public', permissions: ['token:create'] })
     ).key;
     const headers = key('s');
     const first = await client(api.url, publicKey).post('/sessions', { headers });
     expect(first.status).toBe(201);
+    // Every browser shares the public key: a replay would hand the first caller's session key to another caller.
     const again = await client(api.url, publicKey).post('/sessions', { headers });
-    expect(again.body).toEqual(first.body);
+    expect([again.status, again.body.code]).toEqual([409, 'TV_IDEMPOTENCY_ANSWER_NOT_KEPT']);
+    expect(JSON.stringify(again.body)).not.toContain(first.body.session_key);
     const authorize = { nonce: first.body.nonce, permissions: ['token:read'] };
     const authHeaders = key('a');
     expect((await t.app.post('/sessions/authorize', { body: authorize, headers: authHeaders })).status).toBe(204);

@@ -65,8 +65,9 @@ async function atPath<T>(path: string, leaf: boolean, check: () => Promise<T>): 
     if (path === '' || !(error instanceof VaultError) || error.status >= 500) throw error;
     const errors: FieldErrors = {};
     for (const [field, problems] of Object.entries(error.errors ?? {})) {
+      // `limit` names the setting a limit refusal is about (errors.limit), not a field of the element: kept as it is.
       // A leaf is the data itself: its `data` is the element.
-      errors[leaf && field === 'data' ? path : join(path, field)] = problems;
+      errors[field === 'limit' ? field : leaf && field === 'data' ? path : join(path, field)] = problems;
     }
     const ErrorClass = error.constructor as VaultErrorClass;
     throw new ErrorClass({
