@@ -94,7 +94,8 @@ test('tokens.create({ type, encrypted }) and tokenIntents.create({ type, encrypt
     type: 'card',
     encrypted: await encrypt(key.publicKeyPem!, key.keyId!, CARD),
   });
-  expect(intent.card?.last4).toBe('4242');
+  // The public key may not be the one that encrypted the data: an intent from a JWE shows it no card details.
+  expect(intent.card).toBeUndefined();
   const converted = await server.tokens.create({ tokenIntentId: intent.id });
   expect((await server.tokens.get(converted.id!)).data).toEqual(CARD);
 });
