@@ -22,7 +22,7 @@ import { encode } from '../../store/codec.js';
 import { keys } from '../../store/keys.js';
 import { getRecord, listRecords, secondsUntil } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
-import { nestsDeeperThan, scanBytes } from '../../validation/json-depth.js';
+import { scanBytes } from '../../validation/json-depth.js';
 
 /** Expired keys stay (answering "expired") this long, then their lease ends. */
 export const EXPIRED_RETENTION_SECONDS = 7 * 24 * 3600;
@@ -168,7 +168,7 @@ export class ClientKeyService {
    * without `encrypted` as it is. The result is then validated exactly as a body that sent `data`.
    */
   async withData(tenantId: string, body: unknown): Promise<unknown> {
-    if (body === null || typeof body !== 'object' || Array.isArray(body) || !('encrypted' in body)) return body;
+    if (!ClientKeyService.isEncrypted(body)) return body;
     const { encrypted, ...rest } = body as Record<string, unknown>;
     if ('data' in rest)
       throw new Errors.InvalidBody({
@@ -229,13 +229,14 @@ export class ClientKeyService {
       throw invalid('could not be decrypted with the key it names (altered, or encrypted to another key)');
     }
     const text = Buffer.from(plaintext).toString('utf8');
-    if (nestsDeeperThan(text, this.options.jsonMaxDepth))
+    // Checked exactly as the same body in the clear (http/middleware/json-body.ts), in one pass as there: its depth, and
+    // a number JSON.parse would alter is refused, not stored altered. The answer names the problem, never the number.
+    const problem = scanBytes(plaintext, this.options.jsonMaxDepth, Infinity, true);
+    if (problem === 'too-deep')
       throw invalid(
         `decrypts to JSON nested deeper than allowed (TOKENVAULT_JSON_MAX_DEPTH = ${this.options.jsonMaxDepth})`,
       );
-    // Checked exactly as the same body in the clear (http/middleware/json-body.ts): a number JSON.parse would alter is
-    // refused, not stored altered. The answer names the problem, never the number.
-    if (scanBytes(plaintext, Infinity, Infinity, true) === 'inexact-number')
+    if (problem === 'inexact-number')
       throw invalid(
         'decrypts to JSON with a number that cannot be held exactly (an integer beyond 2^53 - 1, a value beyond a double, or one so small a double holds it as 0): send it as a string',
       );

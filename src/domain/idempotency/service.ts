@@ -105,9 +105,9 @@ export class IdempotencyService {
     const key = keys.idempotency(tenantId, hash);
     const requestHash = sha256(JSON.stringify(request.body ?? null));
     const rights = rightsOf(principal);
-    const scope: Scope = { rights, idempotencyKey, credential: request.credential === true };
-    const holder = scope.credential ? credentialHolder(principal) : undefined;
-    scope.holder = holder;
+    const credential = request.credential === true;
+    const holder = credential ? credentialHolder(principal) : undefined;
+    const scope: Scope = { rights, idempotencyKey, credential, holder };
 
     try {
       await this.limit.assertRoomFor(tenantId);
