@@ -355,7 +355,8 @@ export const SETTINGS = {
   store: {
     flag: 'store',
     env: 'TOKENVAULT_STORE',
-    description: "Store: 'memory' or 'etcd://host:port[,host:port...]' (https:// endpoints use TLS)",
+    description:
+      "Store: 'memory', 'etcd://host:port[,host:port...]' ('etcds://' for TLS), or 'postgres://user@host:port/db[?sslmode=disable|require|verify-ca|verify-full]'",
   },
   etcdCa: { flag: 'etcd-ca-file', env: 'TOKENVAULT_ETCD_CA_FILE', description: 'CA bundle for etcd TLS' },
   etcdCert: { flag: 'etcd-cert-file', env: 'TOKENVAULT_ETCD_CERT_FILE', description: 'Client certificate for etcd' },
@@ -365,6 +366,30 @@ export const SETTINGS = {
     env: 'TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS',
     description: 'Deadline of every etcd call (and of opening a watch); past it the request answers 503 TV_STORE_UNAVAILABLE',
     default: '5000',
+  },
+  // No default here: unset, etcd keeps reading TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS (what deployments already set), and
+  // PostgreSQL gets the same 5000.
+  storeRequestTimeout: {
+    flag: 'store-request-timeout-ms',
+    env: 'TOKENVAULT_STORE_REQUEST_TIMEOUT_MS',
+    description:
+      'Deadline of every store call, etcd or PostgreSQL (default 5000; for etcd, TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS when this is unset); past it the request answers 503 TV_STORE_UNAVAILABLE',
+  },
+  postgresCa: {
+    flag: 'postgres-ca-file',
+    env: 'TOKENVAULT_POSTGRES_CA_FILE',
+    description: "PEM CA bundle the PostgreSQL server's certificate must chain to (with sslmode=verify-ca or verify-full)",
+  },
+  postgresPasswordFile: {
+    flag: 'postgres-password-file',
+    env: 'TOKENVAULT_POSTGRES_PASSWORD_FILE',
+    description: "File holding the PostgreSQL user's password (read at every new connection, so it can rotate); instead of a password in the URL",
+  },
+  postgresPoolSize: {
+    flag: 'postgres-pool-size',
+    env: 'TOKENVAULT_POSTGRES_POOL_SIZE',
+    description: 'PostgreSQL connections each process keeps open at most',
+    default: '16',
   },
   logLevel: { flag: 'log-level', env: 'TOKENVAULT_LOG_LEVEL', description: 'Log level', default: 'info' },
   operatorKey: { flag: 'operator-key', env: 'TOKENVAULT_OPERATOR_KEY', description: 'Operator key (prefer the file)' },
@@ -575,8 +600,9 @@ export const SETTINGS = {
   tokensPerTenant: {
     flag: 'tokens-per-tenant',
     env: 'TOKENVAULT_TOKENS_PER_TENANT',
-    description: "api: tokens one tenant may have (more: 409 TV_TOKEN_LIMIT); 0: no limit; a Tenant's spec.limits.tokens wins",
-    default: '100000',
+    // The default depends on the store (DEFAULT_TOKENS_PER_TENANT), so none here.
+    description:
+      "api: tokens one tenant may have (more: 409 TV_TOKEN_LIMIT); 0: no limit; default 100000, 0 (no limit) on PostgreSQL; a Tenant's spec.limits.tokens wins",
   },
   tokenIntentsPerTenant: {
     flag: 'token-intents-per-tenant',
@@ -1055,8 +1081,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
   };
   const label = (name: keyof typeof SETTINGS) => `--${SETTINGS[name].flag} / ${SETTINGS[name].env}`;
 
-  const integer = (name: keyof typeof SETTINGS, min: number, max: number): number => {
-    const value = raw(name);
+  const integer = (name: keyof typeof SETTINGS, min: number, max: number, fallback?: string): number => {
+    const value = raw(name) ?? fallback;
     const n = Number(value);
     if (!Number.isInteger(n) || n < min || n > max) {
       problems.push(`${label(name)}: must be a whole number from ${min} to ${max}, got ${JSON.stringify(value)}`);
@@ -1087,9 +1113,32 @@ export function loadConfig(options: LoadOptions = {}): Config {
   if (store?.kind === 'etcd') {
     const tls = { caFile: raw('etcdCa'), certFile: raw('etcdCert'), keyFile: raw('etcdKey') };
     if (tls.caFile || tls.certFile || tls.keyFile) store.tls = tls;
-    store.requestTimeoutMs = integer('etcdRequestTimeout', 100, 600_000);
+    store.requestTimeoutMs =
+      raw('storeRequestTimeout') !== undefined
+        ? integer('storeRequestTimeout', 100, 600_000)
+        : integer('etcdRequestTimeout', 100, 600_000);
     if (Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
       problems.push(`${label('etcdCert')} and ${label('etcdKey')}: set both or neither`);
+    }
+  }
+  if (store?.kind === 'postgres') {
+    store.requestTimeoutMs = integer('storeRequestTimeout', 100, 600_000, '5000');
+    store.poolSize = integer('postgresPoolSize', 1, 1000);
+    const caFile = raw('postgresCa');
+    const passwordFile = raw('postgresPasswordFile');
+    const sslmode = new URL(store.url).searchParams.get('sslmode') ?? 'disable';
+    if (caFile !== undefined) {
+      // libpq would quietly turn require into verify-ca when a CA is given; saying which check is wanted is clearer.
+      if (sslmode !== 'verify-ca' && sslmode !== 'verify-full') {
+        problems.push(`${label('postgresCa')}: is read only with sslmode=verify-ca or verify-full in ${label('store')} (it has sslmode=${sslmode})`);
+      }
+      if (readable(caFile, label('postgresCa'), problems)) store.caFile = caFile;
+    }
+    if (passwordFile !== undefined) {
+      if (new URL(store.url).password !== '') {
+        problems.push(`${label('postgresPasswordFile')}: the URL in ${label('store')} has a password too; keep one of them`);
+      }
+      if (readable(passwordFile, label('postgresPasswordFile'), problems)) store.passwordFile = passwordFile;
     }
   }
 
@@ -1191,7 +1240,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
   };
 
   const perTenant: PerTenantLimits = {
-    tokens: integer('tokensPerTenant', 0, 1_000_000_000),
+    tokens: integer('tokensPerTenant', 0, 1_000_000_000, String(DEFAULT_TOKENS_PER_TENANT[store?.kind ?? 'memory'])),
     tokenIntents: integer('tokenIntentsPerTenant', 0, 1_000_000_000),
     reactors: integer('reactorsPerTenant', 0, 1_000_000),
     applications: integer('applicationsPerTenant', 0, 1_000_000),
@@ -1333,15 +1382,69 @@ export function loadConfig(options: LoadOptions = {}): Config {
   };
 }
 
+/**
+ * TOKENVAULT_TOKENS_PER_TENANT when it is unset, per store. etcd keeps every token in a keyspace of a few GiB
+ * (--quota-backend-bytes, docs/scaling.md), so one tenant must not fill it; PostgreSQL's table grows with its disk,
+ * so there is no count limit unless the operator sets one. The memory store (dev) behaves as etcd, the usual store.
+ */
+export const DEFAULT_TOKENS_PER_TENANT: Record<StoreSpec['kind'], number> = { etcd: 100_000, postgres: 0, memory: 100_000 };
+
+const SSL_MODES = ['disable', 'require', 'verify-ca', 'verify-full'];
+
+/** Whether `file` can be read now; a problem naming the setting (and the file, not its content) otherwise. */
+function readable(file: string, label: string, problems: string[]): boolean {
+  try {
+    readFileSync(file);
+    return true;
+  } catch (error) {
+    problems.push(`${label}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+    return false;
+  }
+}
+
+/**
+ * postgres://user[:password]@host[:port]/db[?sslmode=...] (or postgresql://). A problem never repeats the URL: it
+ * may hold a password, so it names the part that is wrong instead.
+ */
+function parsePostgresUrl(value: string, problems: string[], label: string): StoreSpec | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    problems.push(`${label}: is not a valid postgres://user@host:port/database URL`);
+    return undefined;
+  }
+  const before = problems.length;
+  if (url.hostname === '') problems.push(`${label}: the PostgreSQL URL names no host`);
+  if (url.username === '') problems.push(`${label}: the PostgreSQL URL names no user (postgres://user@host/database)`);
+  const database = url.pathname.replace(/^\//, '');
+  if (database === '' || database.includes('/')) {
+    problems.push(`${label}: the PostgreSQL URL must name one database (postgres://user@host:port/database)`);
+  }
+  if (url.hash !== '') problems.push(`${label}: the PostgreSQL URL must not have a #fragment`);
+  for (const name of new Set(url.searchParams.keys())) {
+    if (name !== 'sslmode') {
+      problems.push(`${label}: the PostgreSQL URL has parameter ${JSON.stringify(name)}; only sslmode is read`);
+    }
+  }
+  const sslmode = url.searchParams.get('sslmode');
+  if (sslmode !== null && !SSL_MODES.includes(sslmode)) {
+    problems.push(`${label}: sslmode must be one of ${SSL_MODES.join(', ')} (got ${JSON.stringify(sslmode.slice(0, 20))})`);
+  }
+  return problems.length === before ? { kind: 'postgres', url: value } : undefined;
+}
+
 function parseStore(value: string | undefined, problems: string[], label: string): StoreSpec | undefined {
   if (value === undefined) {
-    problems.push(`${label}: required ('memory' or 'etcd://host:port')`);
+    problems.push(`${label}: required ('memory', 'etcd://host:port' or 'postgres://user@host:port/database')`);
     return undefined;
   }
   if (value === 'memory') return { kind: 'memory' };
+  if (/^postgres(ql)?:\/\//i.test(value)) return parsePostgresUrl(value, problems, label);
   const match = /^etcd(s?):\/\/(.+)$/.exec(value);
   if (!match) {
-    problems.push(`${label}: must be 'memory' or 'etcd://host:port[,host:port...]', got ${JSON.stringify(value)}`);
+    // Not repeated: a mistyped PostgreSQL URL (postgress://user:password@...) would print its password.
+    problems.push(`${label}: must be 'memory', 'etcd://host:port[,host:port...]' or 'postgres://user@host:port/database'`);
     return undefined;
   }
   const scheme = match[1] === 's' ? 'https' : 'http';

@@ -6,7 +6,8 @@ import { loadConfig } from '../config/config.js';
 import { keys } from '../store/keys.js';
 import { openStore } from '../store/open.js';
 
-const USAGE = 'usage: tokenvault audit verify [--tenant <tenant id>] --store etcd://host:port';
+const USAGE =
+  'usage: tokenvault audit verify [--tenant <tenant id>] --store etcd://host:port|postgres://user@host:port/database';
 
 export async function auditCommand(argv: string[]): Promise<number> {
   const [subcommand, ...rest] = argv;
@@ -34,8 +35,11 @@ export async function auditCommand(argv: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig({ argv: others });
-  if (config.store.kind !== 'etcd') {
-    process.stderr.write('tokenvault audit verify: needs the etcd store the api uses (--store etcd://host:port)\n');
+  // The memory store would be a new, empty one: only the api's own store (etcd or PostgreSQL) has anything to work on.
+  if (config.store.kind === 'memory') {
+    process.stderr.write(
+      'tokenvault audit verify: needs the store the api uses (--store etcd://host:port or postgres://user@host:port/database)\n',
+    );
     return 1;
   }
   const store = openStore(config.store);

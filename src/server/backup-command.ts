@@ -199,7 +199,12 @@ function missingKeks(needed: Set<string>, ring: Buffer[]): string[] {
 
 function openKeyspace(config: Config, command: string): EtcdKeyspace | undefined {
   if (config.store.kind !== 'etcd') {
-    process.stderr.write(`tokenvault ${command}: needs the etcd store (--store etcd://host:port)\n`);
+    // A PostgreSQL store has no export of its own yet: its database is backed up with PostgreSQL's tools.
+    process.stderr.write(
+      config.store.kind === 'postgres'
+        ? `tokenvault ${command}: reads and writes etcd only; back up a PostgreSQL store with pg_dump (docs/operations.md)\n`
+        : `tokenvault ${command}: needs the etcd store (--store etcd://host:port)\n`,
+    );
     return undefined;
   }
   return new EtcdKeyspace({ endpoints: config.store.endpoints, tls: config.store.tls });

@@ -100,7 +100,7 @@ export function devBanner(dev: RunningDev, config: Config): string {
     `  URL:            ${dev.url}`,
     `  Management key: ${dev.managementKey}`,
     ...(dev.operatorKey ? [`  Operator key:   ${dev.operatorKey}`] : []),
-    `  Store:          ${config.store.kind === 'memory' ? 'memory (everything is lost on exit)' : 'etcd'}`,
+    `  Store:          ${config.store.kind === 'memory' ? 'memory (everything is lost on exit)' : config.store.kind === 'etcd' ? 'etcd' : 'PostgreSQL'}`,
     '',
     'Try:',
     `  curl -H "BT-API-KEY: ${dev.managementKey}" ${dev.url}/tenants/self`,

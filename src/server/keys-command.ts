@@ -12,7 +12,7 @@ export async function keysCommand(argv: string[]): Promise<number> {
   const [subcommand, ...rest] = argv;
   if (subcommand !== 'rotate') {
     process.stderr.write(
-      'usage: tokenvault keys rotate --store etcd://host:port (with TOKENVAULT_KEK_FILE or TOKENVAULT_KEK: new key first, then the old ones)\n',
+      'usage: tokenvault keys rotate --store etcd://host:port|postgres://user@host:port/database (with TOKENVAULT_KEK_FILE or TOKENVAULT_KEK: new key first, then the old ones)\n',
     );
     return 2;
   }
@@ -23,8 +23,11 @@ export async function keysCommand(argv: string[]): Promise<number> {
     );
     return 1;
   }
-  if (config.store.kind !== 'etcd') {
-    process.stderr.write('tokenvault keys rotate: needs the etcd store the api uses (--store etcd://host:port)\n');
+  // The memory store would be a new, empty one: only the api's own store (etcd or PostgreSQL) has anything to work on.
+  if (config.store.kind === 'memory') {
+    process.stderr.write(
+      'tokenvault keys rotate: needs the store the api uses (--store etcd://host:port or postgres://user@host:port/database)\n',
+    );
     return 1;
   }
   const ring = new KeyRing(config.keyEncryptionKeys);

@@ -13,7 +13,7 @@ export async function searchCommand(argv: string[]): Promise<number> {
   const [subcommand, ...rest] = argv;
   if (subcommand !== 'reindex') {
     process.stderr.write(
-      "usage: tokenvault search reindex --store etcd://host:port (with the API's TOKENVAULT_KEK_FILE or TOKENVAULT_KEK)\n",
+      "usage: tokenvault search reindex --store etcd://host:port|postgres://user@host:port/database (with the API's TOKENVAULT_KEK_FILE or TOKENVAULT_KEK)\n",
     );
     return 2;
   }
@@ -24,8 +24,11 @@ export async function searchCommand(argv: string[]): Promise<number> {
     );
     return 1;
   }
-  if (config.store.kind !== 'etcd') {
-    process.stderr.write('tokenvault search reindex: needs the etcd store the api uses (--store etcd://host:port)\n');
+  // The memory store would be a new, empty one: only the api's own store (etcd or PostgreSQL) has anything to work on.
+  if (config.store.kind === 'memory') {
+    process.stderr.write(
+      'tokenvault search reindex: needs the store the api uses (--store etcd://host:port or postgres://user@host:port/database)\n',
+    );
     return 1;
   }
   // Logs go to stderr so stdout carries only the summary.

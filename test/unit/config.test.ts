@@ -1,4 +1,4 @@
-import { expect, test } from '@jest/globals';
+import { describe, expect, test } from '@jest/globals';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -346,4 +346,147 @@ test('a JSON body may hold more members and elements than one token’s data: a 
       env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_JSON_MAX_NODES: '100', TOKENVAULT_TOKEN_DATA_MAX_NODES: '50' },
     }).limits.jsonMaxNodes,
   ).toBe(100);
+});
+
+describe('a PostgreSQL store', () => {
+  const password = 'hunter2-secret';
+  const files = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tv-config-pg-'));
+    writeFileSync(join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\n');
+    writeFileSync(join(dir, 'password'), `${password}\n`);
+    return { ca: join(dir, 'ca.pem'), password: join(dir, 'password'), missing: join(dir, 'missing') };
+  };
+  /** The problems loadConfig reports, as one text (and the test fails when it reports none). */
+  const problems = (env: Record<string, string>, argv: string[] = []): string => {
+    try {
+      loadConfig({ argv, env });
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      return (error as Error).message;
+    }
+    throw new Error('loadConfig accepted it');
+  };
+
+  test('postgres:// and postgresql:// URLs, from the variable or the flag, with the pool, CA and password file', () => {
+    const { ca, password: passwordFile } = files();
+    const config = loadConfig({
+      env: {
+        TOKENVAULT_STORE: 'postgres://tokenvault@db.example:5433/vault?sslmode=verify-full',
+        TOKENVAULT_POSTGRES_CA_FILE: ca,
+        TOKENVAULT_POSTGRES_PASSWORD_FILE: passwordFile,
+        TOKENVAULT_POSTGRES_POOL_SIZE: '4',
+      },
+    });
+    expect(config.store).toEqual({
+      kind: 'postgres',
+      url: 'postgres://tokenvault@db.example:5433/vault?sslmode=verify-full',
+      caFile: ca,
+      passwordFile,
+      poolSize: 4,
+      requestTimeoutMs: 5000,
+    });
+    const flag = loadConfig({
+      argv: ['--store', `postgresql://tokenvault:${password}@127.0.0.1/vault`, '--store-request-timeout-ms', '800'],
+      env: { TOKENVAULT_STORE: 'etcd://a:2379' },
+    });
+    expect(flag.store).toEqual({
+      kind: 'postgres',
+      url: `postgresql://tokenvault:${password}@127.0.0.1/vault`,
+      poolSize: 16,
+      requestTimeoutMs: 800,
+    });
+  });
+
+  test.each([
+    ['postgres:///vault', /names no host/],
+    ['postgres://db.example:5432/vault', /names no user/],
+    ['postgres://tokenvault@db.example:5432/', /must name one database/],
+    ['postgres://tokenvault@db.example:5432/a/b', /must name one database/],
+    ['postgres://tokenvault@db.example:99999/vault', /not a valid postgres/],
+    [
+      'postgres://tokenvault@db.example/vault?sslmode=prefer',
+      /sslmode must be one of disable, require, verify-ca, verify-full/,
+    ],
+    ['postgres://tokenvault@db.example/vault?sslrootcert=/ca.pem', /parameter "sslrootcert"; only sslmode is read/],
+    [
+      'postgress://tokenvault@db.example/vault',
+      /must be 'memory', 'etcd:\/\/host:port\[,host:port...\]' or 'postgres:/,
+    ],
+  ])('%s is refused, naming the setting', (url, problem) => {
+    const text = problems({ TOKENVAULT_STORE: url.replace('tokenvault@', `tokenvault:${password}@`) });
+    expect(text).toMatch(/--store \/ TOKENVAULT_STORE: /);
+    expect(text).toMatch(problem);
+    // The URL can hold a password: no problem repeats it.
+    expect(text).not.toContain(password);
+  });
+
+  test('a CA file needs sslmode verify-ca or verify-full, and must be readable', () => {
+    const { ca, missing } = files();
+    for (const url of ['postgres://u@h/d', 'postgres://u@h/d?sslmode=disable', 'postgres://u@h/d?sslmode=require']) {
+      expect(problems({ TOKENVAULT_STORE: url, TOKENVAULT_POSTGRES_CA_FILE: ca })).toMatch(
+        /--postgres-ca-file \/ TOKENVAULT_POSTGRES_CA_FILE: is read only with sslmode=verify-ca or verify-full/,
+      );
+    }
+    expect(
+      loadConfig({ env: { TOKENVAULT_STORE: 'postgres://u@h/d?sslmode=verify-ca', TOKENVAULT_POSTGRES_CA_FILE: ca } })
+        .store,
+    ).toMatchObject({ caFile: ca });
+    expect(
+      problems({ TOKENVAULT_STORE: 'postgres://u@h/d?sslmode=verify-ca', TOKENVAULT_POSTGRES_CA_FILE: missing }),
+    ).toMatch(/TOKENVAULT_POSTGRES_CA_FILE: cannot read .*missing \(ENOENT\)/);
+  });
+
+  test('a password in the URL and a password file: one of them, and the password is never printed', () => {
+    const { password: passwordFile, missing } = files();
+    const text = problems({
+      TOKENVAULT_STORE: `postgres://tokenvault:${password}@h/d`,
+      TOKENVAULT_POSTGRES_PASSWORD_FILE: passwordFile,
+    });
+    expect(text).toMatch(
+      /TOKENVAULT_POSTGRES_PASSWORD_FILE: the URL in --store \/ TOKENVAULT_STORE has a password too/,
+    );
+    expect(text).not.toContain(password);
+    expect(
+      problems({ TOKENVAULT_STORE: 'postgres://tokenvault@h/d', TOKENVAULT_POSTGRES_PASSWORD_FILE: missing }),
+    ).toMatch(/TOKENVAULT_POSTGRES_PASSWORD_FILE: cannot read/);
+  });
+
+  test('pool size and request timeout are checked by name', () => {
+    const text = problems({
+      TOKENVAULT_STORE: 'postgres://u@h/d',
+      TOKENVAULT_POSTGRES_POOL_SIZE: '0',
+      TOKENVAULT_STORE_REQUEST_TIMEOUT_MS: '10',
+    });
+    expect(text).toMatch(/TOKENVAULT_POSTGRES_POOL_SIZE: must be a whole number from 1 to 1000/);
+    expect(text).toMatch(/TOKENVAULT_STORE_REQUEST_TIMEOUT_MS: must be a whole number from 100/);
+    // The etcd deadline is etcd's: a chart that sets it does not change PostgreSQL's.
+    expect(
+      loadConfig({ env: { TOKENVAULT_STORE: 'postgres://u@h/d', TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS: '900' } }).store,
+    ).toMatchObject({ requestTimeoutMs: 5000 });
+  });
+
+  test('TOKENVAULT_STORE_REQUEST_TIMEOUT_MS is the etcd deadline too, winning over TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS', () => {
+    const env = { TOKENVAULT_STORE: 'etcd://a:2379', TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS: '900' };
+    expect(loadConfig({ env }).store).toMatchObject({ requestTimeoutMs: 900 });
+    expect(loadConfig({ env: { ...env, TOKENVAULT_STORE_REQUEST_TIMEOUT_MS: '700' } }).store).toMatchObject({
+      requestTimeoutMs: 700,
+    });
+  });
+
+  test('no token limit per tenant by default on PostgreSQL; 100,000 on etcd; a set one on either', () => {
+    expect(loadConfig({ env: { TOKENVAULT_STORE: 'postgres://u@h/d' } }).perTenant.tokens).toBe(0);
+    expect(loadConfig({ env: { TOKENVAULT_STORE: 'etcd://a:2379' } }).perTenant.tokens).toBe(100_000);
+    expect(
+      loadConfig({ env: { TOKENVAULT_STORE: 'postgres://u@h/d', TOKENVAULT_TOKENS_PER_TENANT: '500' } }).perTenant
+        .tokens,
+    ).toBe(500);
+    expect(
+      loadConfig({ argv: ['--tokens-per-tenant', '0'], env: { TOKENVAULT_STORE: 'etcd://a:2379' } }).perTenant.tokens,
+    ).toBe(0);
+  });
+
+  test('the store settings of PostgreSQL are ignored by etcd and memory stores', () => {
+    const config = loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_POSTGRES_POOL_SIZE: '4' } });
+    expect(config.store).toEqual({ kind: 'memory' });
+  });
 });
