@@ -46,7 +46,72 @@ StatefulSet's name plus its 11-character revision hash must fit a 63-character l
 
 {{/* Whether the chart's etcd runs with TLS and client-certificate authentication. */}}
 {{- define "tokenvault.etcd.tls" -}}
-{{- if and .Values.etcd.enabled .Values.etcd.tls.enabled -}}true{{- end -}}
+{{- if and (include "tokenvault.etcd.enabled" .) .Values.etcd.tls.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The store: etcd (the default, as before store.type existed) or postgres. */}}
+{{- define "tokenvault.store.type" -}}
+{{- (.Values.store | default dict).type | default "etcd" -}}
+{{- end -}}
+
+{{- define "tokenvault.store.postgres" -}}
+{{- if eq (include "tokenvault.store.type" .) "postgres" -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether the chart runs etcd: etcd.enabled, and only with the etcd store (with postgres, no etcd object at all). */}}
+{{- define "tokenvault.etcd.enabled" -}}
+{{- if and (not (include "tokenvault.store.postgres" .)) .Values.etcd.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The CloudNativePG Cluster the chart renders (store.postgres.cloudnativepg), its Services and Secrets. */}}
+{{- define "tokenvault.postgres.cnpg" -}}
+{{- if and (include "tokenvault.store.postgres" .) .Values.store.postgres.cloudnativepg.enabled -}}true{{- end -}}
+{{- end -}}
+{{- define "tokenvault.postgres.clusterName" -}}{{ include "tokenvault.fullname" . }}-postgres{{- end -}}
+
+{{/* A {name, key} Secret reference is set when both are. */}}
+{{- define "tokenvault.secretRefSet" -}}
+{{- if and . .name .key -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+How the API reaches PostgreSQL, as JSON (fromJson): url (a value: never with a password) or urlSecretRef, and the
+optional passwordSecretRef and caSecretRef ({name, key}). With cloudnativepg: the URL of the Cluster's -rw Service
+(verify-full against its server certificate, whose names include <cluster>-rw.<namespace>.svc), the owner's password
+from the <cluster>-app Secret CNPG makes (key password, as a file: the Secret's uri key carries it in clear and no
+sslmode), and CNPG's server CA from <cluster>-ca (key ca.crt). Refuses, with what to set, an incomplete configuration.
+*/}}
+{{- define "tokenvault.postgres.connection" -}}
+{{- $pg := .Values.store.postgres -}}
+{{- $out := dict -}}
+{{- $hasUrlRef := include "tokenvault.secretRefSet" $pg.urlSecretRef -}}
+{{- if include "tokenvault.postgres.cnpg" . -}}
+{{- if or $hasUrlRef $pg.host -}}
+{{- fail "store.postgres.cloudnativepg.enabled: the chart connects the API to the Cluster it renders; leave store.postgres.urlSecretRef and store.postgres.host empty (or turn cloudnativepg off to use your own database)" -}}
+{{- end -}}
+{{- $cluster := include "tokenvault.postgres.clusterName" . -}}
+{{- $_ := set $out "url" (printf "postgres://tokenvault@%s-rw.%s.svc:5432/tokenvault?sslmode=verify-full" $cluster .Release.Namespace) -}}
+{{- $_ := set $out "passwordSecretRef" (dict "name" (printf "%s-app" $cluster) "key" "password") -}}
+{{- $_ := set $out "caSecretRef" (dict "name" (printf "%s-ca" $cluster) "key" "ca.crt") -}}
+{{- else -}}
+{{- if $hasUrlRef -}}
+{{- $_ := set $out "urlSecretRef" (dict "name" $pg.urlSecretRef.name "key" $pg.urlSecretRef.key) -}}
+{{- else if and $pg.host $pg.database $pg.user -}}
+{{- $sslmode := $pg.sslmode | default "verify-full" -}}
+{{- $_ := set $out "url" (printf "postgres://%s@%s:%d/%s?sslmode=%s" $pg.user $pg.host (int ($pg.port | default 5432)) $pg.database $sslmode) -}}
+{{- if and (include "tokenvault.secretRefSet" $pg.caSecretRef) (not (has $sslmode (list "verify-ca" "verify-full"))) -}}
+{{- fail (printf "store.postgres.caSecretRef is read only with sslmode verify-ca or verify-full (store.postgres.sslmode is %s)" $sslmode) -}}
+{{- end -}}
+{{- else -}}
+{{- fail "store.type=postgres: set store.postgres.urlSecretRef ({name, key} of a Secret holding the whole postgres:// URL), or store.postgres.host, .database and .user (with .passwordSecretRef for the password), or store.postgres.cloudnativepg.enabled=true" -}}
+{{- end -}}
+{{- range $ref := list "passwordSecretRef" "caSecretRef" -}}
+{{- if include "tokenvault.secretRefSet" (index $pg $ref) -}}
+{{- $_ := set $out $ref (dict "name" (index $pg $ref).name "key" (index $pg $ref).key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
 {{- end -}}
 
 {{/* The namespace whose custom resources the controller reconciles (namespaced scope). */}}
@@ -123,9 +188,16 @@ controller.dedicatedWorkers.allowedUrls. Empty: none, every tenant runs on the s
 {{- end -}}
 
 {{/* TOKENVAULT_STORE: the etcd members here (each by its stable DNS name, so the client fails over between them),
-or the external endpoints. */}}
+or the external endpoints; with postgres, the URL (never a password: that is a file) or where it comes from. */}}
 {{- define "tokenvault.store" -}}
-{{- if .Values.etcd.enabled -}}
+{{- if include "tokenvault.store.postgres" . -}}
+{{- $connection := include "tokenvault.postgres.connection" . | fromJson -}}
+{{- if $connection.url -}}
+{{- $connection.url -}}
+{{- else -}}
+{{- printf "postgres:// from Secret %s, key %s" $connection.urlSecretRef.name $connection.urlSecretRef.key -}}
+{{- end -}}
+{{- else if .Values.etcd.enabled -}}
 {{- $members := list -}}
 {{- range $i := until (int .Values.etcd.replicas) -}}
 {{- $members = append $members (printf "%s-%d.%s.%s.svc:2379" (include "tokenvault.etcd.name" $) $i (include "tokenvault.etcd.headless" $) $.Release.Namespace) -}}
