@@ -185,8 +185,10 @@ export class ChainAppender {
       } catch (error) {
         for (const p of batch) p.reject(error);
         // etcd did not answer within the request deadline: what queued behind this batch would wait that deadline and
-        // then its own, so it fails now, unwritten, and its callers answer 503 after one deadline, not two.
-        if (error instanceof Errors.StoreUnavailable) for (const p of queue.splice(0)) p.reject(error);
+        // then its own, so it fails now, unwritten, and its callers answer 503 after one deadline, not two. A full
+        // store would refuse it as it refused this batch (507), until the operator makes room.
+        if (error instanceof Errors.StoreUnavailable || error instanceof Errors.StoreFull)
+          for (const p of queue.splice(0)) p.reject(error);
       }
     }
     this.queues.delete(tenant);

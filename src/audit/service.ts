@@ -81,18 +81,20 @@ export class AuditLog {
   /**
    * Appends the record and resolves once it is stored. Never rejects: a failure is logged (at error, with the entry,
    * so the log pipeline still has it) and counted (tokenvault_audit_entries_total{outcome="failed"}); the change it
-   * describes has happened already and must still be answered.
+   * describes has happened already and must still be answered. Resolves to what kept the entry out (undefined once it
+   * is stored, or written as a line only), for the HTTP trail, which refuses a read on a full store instead.
    */
-  async record(record: AuditRecord): Promise<void> {
+  async record(record: AuditRecord): Promise<unknown> {
     if (record.line_only) {
       this.lines.info({ audit: { ...record, stored: false } }, 'audit');
-      return;
+      return undefined;
     }
     try {
       const entry = await this.appender.append(record);
       this.counters?.entry('committed');
       this.options.retention?.appended(entry.tenant_id);
       this.lines.info({ audit: logged(entry) }, 'audit');
+      return undefined;
     } catch (error) {
       const gone = error instanceof TenantGone;
       this.counters?.entry(gone ? 'tenant_deleted' : 'failed');
@@ -100,6 +102,7 @@ export class AuditLog {
         { audit: { ...record, stored: false }, err: gone ? undefined : error },
         gone ? 'audit entry of a deleted tenant not stored' : 'audit entry not stored',
       );
+      return error;
     }
   }
 

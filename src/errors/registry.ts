@@ -375,6 +375,15 @@ export const Errors = {
     'Service Unavailable',
     'The store is unavailable; retry later.',
   ),
+  // The store answers, but refuses new data: etcd past its quota (its NOSPACE alarm) or PostgreSQL out of disk. Not
+  // a 503: it lasts until the operator makes room, so no Retry-After and no "retry later" (src/store/store-full.ts).
+  StoreFull: define(
+    'TV_STORE_FULL',
+    507,
+    'Insufficient Storage',
+    "The store is full and refuses new data until the operator makes room: for etcd, raise its quota (--quota-backend-bytes, the chart's etcd.quotaBackendBytes) or compact and defragment it, then disarm its NOSPACE alarm; for PostgreSQL, free or grow its disk. Retrying does not help before then.",
+    LIMIT,
+  ),
   CodeRequired: define(
     'TV_CODE_REQUIRED',
     409,

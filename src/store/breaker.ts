@@ -3,7 +3,13 @@
 // to 5 s after etcd is back. This one opens for `openMs` (1 s by default), then lets calls through again; while it is
 // open, a call fails at once (503 TV_STORE_UNAVAILABLE) instead of waiting out its deadline, and with several
 // endpoints the client moves on to the next one.
+//
+// A full etcd ("database space exceeded") is no failure of the endpoint: it answers, and every member would refuse the
+// same write. etcd3 counts its RESOURCE_EXHAUSTED as transient, closing the endpoint's connections (its watches too) on
+// each refused write, and three of them in a row would open the breaker and fail even the reads for a while. So it is
+// turned into StoreFull here, before etcd3 sees it: not counted, no reconnect, and the caller gets 507 TV_STORE_FULL.
 import { isRecoverableError } from 'etcd3';
+import { isEtcdNoSpace, storeFullOr } from './store-full.js';
 
 export interface BreakerOptions {
   /** Failures in a row ("etcd did not answer") that open the breaker. */
@@ -37,6 +43,7 @@ export function hostBreaker(options: BreakerOptions = { failures: 3, openMs: 1_0
         inARow = 0;
         return result;
       } catch (error) {
+        if (isEtcdNoSpace(error)) throw storeFullOr(error);
         if (error instanceof Error && isRecoverableError(error) && ++inARow >= options.failures) {
           openUntil = Date.now() + options.openMs;
           inARow = 0;

@@ -2,8 +2,8 @@
 // exactly as given: callers build them (./keys.ts), prefix included.
 //
 // Failure handling, in short: every call has a deadline; failures that mean "etcd did not answer" become
-// StoreUnavailable (HTTP 503) with etcd's error kept only as the cause; reads are retried once within the same
-// deadline, writes never (see `tryOnce` and `call` below); a watch survives reconnects and compaction and tells its
+// StoreUnavailable (HTTP 503) with etcd's error kept only as the cause, and etcd past its quota ("database space
+// exceeded") becomes StoreFull (HTTP 507, ./store-full.ts); reads are retried once within the same deadline, writes never (see `tryOnce` and `call` below); a watch survives reconnects and compaction and tells its
 // owner through onReset.
 // Gets, small getMany calls and plain transactions issued in the same event-loop turn are sent together as one etcd
 // transaction each (see `batchedRead`, `batchedTxn`): an etcd call costs this process far more CPU than a key in it.
@@ -25,6 +25,7 @@ import { TurnBatches } from '../batching/turn-batches.js';
 import { Errors } from '../errors/registry.js';
 import { hostBreaker } from './breaker.js';
 import { LeasePool } from './lease-pool.js';
+import { isEtcdNoSpace, storeFullOr } from './store-full.js';
 import {
   assertDeletablePrefix,
   checkTxn,
@@ -450,7 +451,8 @@ export class EtcdStore implements Store {
    * as sending them one after the other. Two of them may blindly put the same key (one compared or deleted by either
    * may not): the later one's value is kept, as sending them in order would leave it. When the merged transaction
    * fails, some compare failed, and nothing was written; each is then sent on its own to learn its own answer (and so
-   * is each when etcd refuses the merged one). "etcd did not answer" rejects every caller, as it would have each.
+   * is each when etcd refuses the merged one). "etcd did not answer" and "etcd is full" reject every caller, as they
+   * would have each.
    */
   private batchedTxn(txn: Txn): Promise<number> {
     return new Promise((resolve, reject) => {
@@ -481,7 +483,8 @@ export class EtcdStore implements Store {
       );
       revision = response.succeeded ? Number(response.header.revision) : 0;
     } catch (error) {
-      if (isUnavailable(error)) {
+      // A full etcd refuses each of them as it refused them together.
+      if (isUnavailable(error) || isFull(error)) {
         for (const { reject } of batch.txns) reject(unavailableOr(error));
         return;
       }
@@ -729,9 +732,12 @@ export function tlsCredentials(tls: EtcdStoreOptions['tls']): IOptions['credenti
 
 // --- errors ----------------------------------------------------------------------------------------------------------
 
-/** Errors that mean etcd did not answer: network and server-side transient failures, an open circuit, a closed client. */
+/**
+ * Errors that mean etcd did not answer: network and server-side transient failures, an open circuit, a closed client.
+ * Not a full etcd: etcd3 counts its RESOURCE_EXHAUSTED as transient, but it lasts until the operator makes room.
+ */
 function isUnavailable(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
+  if (!(error instanceof Error) || isFull(error)) return false;
   return (
     isRecoverableError(error) ||
     error instanceof ClientClosedError ||
@@ -739,6 +745,12 @@ function isUnavailable(error: unknown): boolean {
   );
 }
 
+/** etcd past its quota, as etcd3 reports it or as the host breaker (./breaker.ts) already turned it into StoreFull. */
+function isFull(error: unknown): boolean {
+  return error instanceof Errors.StoreFull || isEtcdNoSpace(error);
+}
+
 function unavailableOr(error: unknown): unknown {
+  if (isFull(error)) return storeFullOr(error);
   return isUnavailable(error) ? new Errors.StoreUnavailable({ cause: error }) : error;
 }

@@ -22,6 +22,9 @@ beforeAll(async () => {
   app.get('/not-found', () => {
     throw new Errors.NotFound();
   });
+  app.get('/store-full', () => {
+    throw new Errors.StoreFull();
+  });
   app.use(errorHandler(createLogger('silent')));
   server = app.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -46,4 +49,11 @@ test('other statuses get none', async () => {
   const response = await fetch(`${base}/not-found`);
   expect(response.status).toBe(404);
   expect(response.headers.get('retry-after')).toBeNull();
+});
+
+test('a full store gets none: it stays full until the operator makes room', async () => {
+  const response = await fetch(`${base}/store-full`);
+  expect(response.status).toBe(507);
+  expect(response.headers.get('retry-after')).toBeNull();
+  expect(await response.json()).toMatchObject({ code: 'TV_STORE_FULL', status: 507 });
 });

@@ -97,6 +97,7 @@ test('the limit errors are those whose answer names a limit, and no invalid requ
     'TV_RUNTIME_BUSY',
     'TV_SANDBOX_HOST_LIMIT',
     'TV_SESSION_LIMIT',
+    'TV_STORE_FULL',
     'TV_TENANT_BUSY',
     'TV_TENANT_RESULT_BYTES_IN_FLIGHT',
     'TV_TOKEN_DATA_TOO_LARGE',

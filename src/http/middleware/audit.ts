@@ -3,13 +3,18 @@
 // committed to etcd (group commit: entries of concurrent requests share a transaction), so a client that got its
 // answer knows the entry is stored; express-session holds `res.end` back the same way to save a session. An entry
 // that cannot be stored is logged at error with its fields and counted (tokenvault_audit_entries_total
-// {outcome="failed"}), and the response still goes out: the change it describes has already happened.
+// {outcome="failed"}), and the response still goes out: the change it describes has already happened. Except a read
+// (of tokens, token intents, reactor results, and detokenization) on a full store: nothing happened that must be told,
+// and the store stays full until the operator acts, so answering would let every read meanwhile go unrecorded in the
+// tenant's log. It is refused instead, 507 TV_STORE_FULL, the data unsent (docs/security.md, "Accountability").
 import type { NextFunction, Request, Response } from 'express';
 import { actorId, type Principal } from '../../auth/principal.js';
 import type { AuditRecord } from '../../audit/entry.js';
 import { AUDITED_ROUTES, type AuditDeclaration } from '../../audit/routes.js';
 import type { AuditLog } from '../../audit/service.js';
 import type { ChangeOptions, CommitWithEntry } from '../../domain/audited-commit.js';
+import { Errors } from '../../errors/registry.js';
+import { sendProblem } from './errors.js';
 
 /** What a route handler may leave for the audit trail in res.locals. */
 export interface AuditLocals {
@@ -63,11 +68,30 @@ export function auditTrail(audit: AuditLog, declarations = AUDITED_ROUTES) {
       recorded = true;
       const record = recordOf(req, res, declarations);
       if (!record) return end(...args);
-      void audit.record(record).finally(() => end(...args));
+      void audit.record(record).then((failure) => {
+        if (failure instanceof Errors.StoreFull && failsClosed(record) && !res.headersSent) refuse(res, failure);
+        else end(...args);
+      });
       return res;
     }) as Response['end'];
     next();
   };
+}
+
+/**
+ * Requests that only read or reveal what is stored: nothing changed, nothing was sent anywhere. The proxy and reactor
+ * invocations are not among them: their entry is written as the data leaves for the destination or the runtime, and
+ * the answer of a call that happened still goes out.
+ */
+function failsClosed(record: AuditRecord): boolean {
+  return record.operation === 'read' || (record.entity_type === 'token' && record.operation === 'use');
+}
+
+/** Answers the problem instead of the response the route prepared (held back: nothing of it was sent). */
+function refuse(res: Response, error: InstanceType<typeof Errors.StoreFull>): void {
+  // Those describing the prepared body go; the trace id and rate limit headers stay, as on any refusal.
+  for (const name of ['content-type', 'content-length', 'etag', 'last-modified']) res.removeHeader(name);
+  sendProblem(res, error);
 }
 
 /** The declaration of the request's matched route, if any. */
