@@ -41,7 +41,12 @@ interface LaneWalk {
   newer?: { entry: AuditEntry; key: string };
 }
 
-export async function verifyChain(store: Store, tenantId: string): Promise<Verdict> {
+/** `onEntries`: told how many entries each page held, as it is checked (the command's progress line). */
+export async function verifyChain(
+  store: Store,
+  tenantId: string,
+  onEntries?: (count: number) => void,
+): Promise<Verdict> {
   const prefix = keys.auditLog(tenantId);
   // The heads are read before the walk: entries appended during the walk have a higher seq and are only link-checked.
   const lanes = new Map<string, LaneWalk>();
@@ -54,6 +59,7 @@ export async function verifyChain(store: Store, tenantId: string): Promise<Verdi
   let after: string | undefined;
   for (;;) {
     const page = await store.range(prefix, { startAfter: after, limit: PAGE });
+    onEntries?.(page.length);
     for (const item of page) {
       entries++;
       const place = seqAndLaneOfSortKey(item.key.slice(prefix.length));

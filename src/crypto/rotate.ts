@@ -1,7 +1,8 @@
 // KEK rotation: re-wrap every tenant's keys under the primary KEK. Only the small key records change; data keys keep
 // their bytes and ids, so every existing ciphertext stays valid and replicas' cached keys stay correct. Each record is
 // rewritten by compare-and-swap, so this can run while the API serves (a record created or changed meanwhile is read
-// again), and a second run finds nothing to do.
+// again), and a second run finds nothing to do. Interrupted (Ctrl-C, a crash), a run leaves each tenant's record
+// either re-wrapped whole or untouched (one write per record), so running it again finishes the rest.
 //
 // Procedure (docs/configuration.md): give every replica the ring "new,old" (new first = primary), run
 // `tokenvault keys rotate` with the same ring, then drop the old key. Records a replica with only the old key created
@@ -25,7 +26,13 @@ export interface RotationResult {
 const PAGE = 100;
 const CAS_ATTEMPTS = 10;
 
-export async function rotateKeks(store: Store, ring: KeyRing, logger: Logger): Promise<RotationResult> {
+/** `onTenant`: called as each tenant's record is done (the command's progress line). */
+export async function rotateKeks(
+  store: Store,
+  ring: KeyRing,
+  logger: Logger,
+  onTenant?: () => void,
+): Promise<RotationResult> {
   const result: RotationResult = { tenants: 0, rewrapped: 0, failed: 0 };
   let startAfter: string | undefined;
   for (;;) {
@@ -37,6 +44,7 @@ export async function rotateKeks(store: Store, ring: KeyRing, logger: Logger): P
         const tenantId = decode<{ id: string }>('tenant', entry.value).id;
         try {
           const rewrapped = await rotateTenant(store, ring, tenantId);
+          onTenant?.();
           if (rewrapped === undefined) return;
           result.tenants++;
           result.rewrapped += rewrapped;
@@ -44,6 +52,7 @@ export async function rotateKeks(store: Store, ring: KeyRing, logger: Logger): P
             logger.info({ tenant_id: tenantId, rewrapped, kek_id: ring.primaryId }, 'tenant keys re-wrapped');
         } catch (error) {
           if (!(error instanceof CryptoFailure)) throw error;
+          onTenant?.();
           result.tenants++;
           result.failed++;
           logger.error(

@@ -89,6 +89,14 @@ export class Progress {
   }
 
   /**
+   * Erases the live line on a terminal before the command writes a line of its own there (standard output is usually
+   * the same terminal); the next redraw brings it back below. Off a terminal lines do not overlap: nothing to do.
+   */
+  clear(): void {
+    if (this.tty && this.drawn && !this.stopped) this.stream.write('\r\x1b[K');
+  }
+
+  /**
    * Stops drawing. On a terminal the live line is erased, so what the command says next starts on a clean line; off
    * one, a last line closes what the periodic ones started (none when there were none).
    */

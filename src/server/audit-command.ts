@@ -3,8 +3,10 @@
 import { parseArgs } from 'node:util';
 import { verifyChain } from '../audit/verify.js';
 import { loadConfig } from '../config/config.js';
+import { Progress } from '../observability/progress.js';
 import { keys } from '../store/keys.js';
 import { openStore } from '../store/open.js';
+import { forEachTenantId } from '../store/records.js';
 
 const USAGE =
   'usage: tokenvault audit verify [--tenant <tenant id>] --store etcd://host:port|postgres://user@host:port/database';
@@ -44,29 +46,42 @@ export async function auditCommand(argv: string[]): Promise<number> {
   }
   const store = openStore(config.store);
   try {
-    const tenants =
-      tenant !== undefined
-        ? [tenant.toLowerCase()]
-        : (await store.range(keys.tenants)).map((e) => e.key.slice(keys.tenants.length));
+    // The tenants a page at a time, twice: counted first (the progress line's total), then walked.
+    const eachTenant = (each: (ids: string[]) => Promise<void>) =>
+      tenant !== undefined ? each([tenant.toLowerCase()]) : forEachTenantId(store, each);
+    let total = 0;
+    await eachTenant(async (ids) => {
+      for (const count of await Promise.all(ids.map((id) => store.count(keys.auditLog(id))))) total += count;
+    });
+    const progress = new Progress({ label: 'audit verify', unit: 'entries', total });
+    let tenants = 0;
     let broken = 0;
-    for (const id of tenants) {
-      const verdict = await verifyChain(store, id);
-      if (verdict.breaks.length === 0) {
-        process.stdout.write(
-          `audit verify: tenant ${id}: ${verdict.entries} entries in ${verdict.lanes} lanes, chain intact\n`,
-        );
-        continue;
-      }
-      broken++;
-      const first = verdict.breaks[0];
-      process.stdout.write(
-        `audit verify: tenant ${id}: ${verdict.entries} entries in ${verdict.lanes} lanes, BROKEN at seq ${first.seq}` +
-          ` of lane '${first.lane}' (${first.key}): ${first.reason}` +
-          (verdict.breaks.length > 1 ? `; ${verdict.breaks.length - 1} more broken links after it` : '') +
-          '\n',
-      );
+    try {
+      await eachTenant(async (ids) => {
+        for (const id of ids) {
+          tenants++;
+          const verdict = await verifyChain(store, id, (count) => progress.add(count));
+          progress.clear();
+          if (verdict.breaks.length === 0) {
+            process.stdout.write(
+              `audit verify: tenant ${id}: ${verdict.entries} entries in ${verdict.lanes} lanes, chain intact\n`,
+            );
+            continue;
+          }
+          broken++;
+          const first = verdict.breaks[0];
+          process.stdout.write(
+            `audit verify: tenant ${id}: ${verdict.entries} entries in ${verdict.lanes} lanes, BROKEN at seq ${first.seq}` +
+              ` of lane '${first.lane}' (${first.key}): ${first.reason}` +
+              (verdict.breaks.length > 1 ? `; ${verdict.breaks.length - 1} more broken links after it` : '') +
+              '\n',
+          );
+        }
+      });
+    } finally {
+      progress.stop();
     }
-    process.stdout.write(`audit verify: ${tenants.length} tenants checked, ${broken} with a broken chain\n`);
+    process.stdout.write(`audit verify: ${tenants} tenants checked, ${broken} with a broken chain\n`);
     return broken > 0 ? 1 : 0;
   } finally {
     await store.close();

@@ -2,6 +2,7 @@
 // into a checksummed file (src/store/backup-file.ts), and its import into an empty etcd. The key-encryption keys go
 // to a separate file, never into the backup: the backup alone is ciphertext nobody can read. Why logical rather than
 // an etcd snapshot: docs/operations.md, "Backup and restore".
+import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -10,9 +11,11 @@ import { pipeline } from 'node:stream/promises';
 import { loadConfig, type Config } from '../config/config.js';
 import { kekId } from '../crypto/keyring.js';
 import { parseTenantCryptoRecord } from '../crypto/tenant-keys.js';
+import { Progress } from '../observability/progress.js';
 import { BackupFileError, BackupWriter, readBackup } from '../store/backup-file.js';
-import { EtcdKeyspace } from '../store/etcd-keyspace.js';
+import { EtcdKeyspace, type KeyValue } from '../store/etcd-keyspace.js';
 import { keys } from '../store/keys.js';
+import { openStore } from '../store/open.js';
 
 const BACKUP_USAGE =
   'usage: tokenvault backup --out FILE|- [--keys-out FILE] --store etcd://host:port (TOKENVAULT_KEK_FILE: the keys to copy to --keys-out)';
@@ -49,13 +52,29 @@ export async function backupCommand(argv: string[]): Promise<number> {
   }
 
   const started = Date.now();
+  // The count includes leased keys, which the export leaves out: the line ends a little short of its total.
+  const progress = new Progress({ label: 'backup', unit: 'keys', total: await countKeys(config) });
   const writer = new BackupWriter(toStdout ? process.stdout : out);
+  // Ctrl-C or SIGTERM: the partial file goes (it is never renamed into place anyway), and the exit says why.
+  const stop = (signal: NodeJS.Signals) => {
+    progress.stop();
+    void writer.abort().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
   const kekIds = new Set<string>();
   const unreadable: string[] = [];
+  let skipped = 0;
   try {
     await writer.header({ created_at: new Date().toISOString(), prefix: keys.root });
     const result = await keyspace.export(keys.root, async (entry) => {
+      progress.add();
       const key = entry.key.toString('utf8');
+      // A restore's own marker (left by an interrupted one) is not the vault's data.
+      if (key === keys.restoreInProgress) {
+        skipped++;
+        return;
+      }
       if (CRYPTO_KEY.test(key)) {
         try {
           const record = parseTenantCryptoRecord(entry.value.toString('utf8'));
@@ -69,19 +88,23 @@ export async function backupCommand(argv: string[]): Promise<number> {
       }
       await writer.entry(entry);
     });
+    progress.stop();
     const bytes = await writer.finish({
-      keys: result.keys,
+      keys: result.keys - skipped,
       leased_skipped: result.leased,
       etcd_revision: result.revision,
       kek_ids: [...kekIds].sort(),
     });
     say.write(
-      `backup: ${result.keys} keys at etcd revision ${result.revision} (${result.leased} leased keys left out) in ${out}, ${bytes} bytes, ${Date.now() - started} ms\n`,
+      `backup: ${result.keys - skipped} keys at etcd revision ${result.revision} (${result.leased} leased keys left out) in ${out}, ${bytes} bytes, ${Date.now() - started} ms\n`,
     );
   } catch (error) {
+    progress.stop();
     await writer.abort();
     throw error;
   } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
     keyspace.close();
   }
 
@@ -133,18 +156,26 @@ export async function restoreCommand(argv: string[]): Promise<number> {
 
 async function restoreFile(from: string, config: Config, force: boolean): Promise<number> {
   const started = Date.now();
-  // The whole file is checked before etcd is touched: a damaged backup changes nothing.
+  // The whole file is checked before etcd is touched: a damaged backup changes nothing. The digest of its entries
+  // (keys and values, in order) is what etcd is compared with when it already holds keys.
   let checked;
+  const digest = entryDigest();
+  const checking = new Progress({ label: 'restore (checking the file)', unit: 'keys' });
   try {
-    checked = await readBackup(from);
+    checked = await readBackup(from, (entry) => {
+      checking.add();
+      digest.add(entry);
+    });
   } catch (error) {
     if (error instanceof BackupFileError) {
       process.stderr.write(`tokenvault restore: ${error.message}; nothing was restored\n`);
       return 1;
     }
     throw error;
+  } finally {
+    checking.stop();
   }
-  const { trailer } = checked;
+  const { trailer, sha256 } = checked;
   if (config.keyEncryptionKeys !== undefined) {
     const missing = missingKeks(new Set(trailer.kek_ids), config.keyEncryptionKeys);
     if (missing.length > 0) {
@@ -161,34 +192,106 @@ async function restoreFile(from: string, config: Config, force: boolean): Promis
 
   const keyspace = openKeyspace(config, 'restore');
   if (!keyspace) return 1;
+  const store = openStore(config.store);
   try {
-    const present = await keyspace.countUnleased(keys.root);
-    if (present > 0 && !force) {
+    const marker = await store.get(keys.restoreInProgress);
+    // A restore of this very backup was interrupted: writing it again finishes it (every key it wrote is one of the
+    // backup's, written again with the same value), so that needs no --force.
+    const resuming = marker !== undefined && markerBackup(marker.value) === sha256;
+    const present = (await keyspace.countUnleased(keys.root)) - (marker ? 1 : 0);
+    if (present > 0 && !force && !resuming) {
+      // Run twice: etcd holds exactly this backup already (and nothing since), which is what the restore would make.
+      if (!marker && present === trailer.keys && (await etcdDigest(keyspace)) === digest.hex()) {
+        process.stdout.write(
+          `restore: etcd already holds exactly the ${trailer.keys} keys of ${from}; nothing to do, ${Date.now() - started} ms\n`,
+        );
+        return 0;
+      }
       process.stderr.write(
-        `tokenvault restore: etcd already holds ${present} tokenvault keys; restore into an empty etcd, or pass --force to delete them first (stop the API first); nothing was restored\n`,
+        marker
+          ? `tokenvault restore: etcd holds part of an interrupted restore of another backup (${present} keys); restore that backup again to finish it, or pass --force to delete them first; nothing was restored\n`
+          : `tokenvault restore: etcd already holds ${present} tokenvault keys; restore into an empty etcd, or pass --force to delete them first (stop the API first); nothing was restored\n`,
       );
       return 1;
     }
-    const deleted = present > 0 ? await keyspace.deletePrefix(keys.root) : 0;
+    const deleted = force && present > 0 ? await keyspace.deletePrefix(keys.root) : 0;
+    // Before the first key: from here on, an interruption leaves the marker, and the next run of this backup resumes.
+    await store.put(
+      keys.restoreInProgress,
+      JSON.stringify({ backup_sha256: sha256, started_at: new Date().toISOString() }),
+    );
+    const progress = new Progress({ label: 'restore', unit: 'keys', total: trailer.keys });
     const writer = keyspace.writer();
     try {
-      await readBackup(from, (entry) => writer.put(entry));
+      await readBackup(from, async (entry) => {
+        await writer.put(entry);
+        progress.add();
+      });
       await writer.flush();
     } catch (error) {
       // The file was whole a moment ago: it changed during the restore, or etcd failed. Either way etcd now holds
-      // part of the backup, which the next attempt must replace.
+      // part of the backup, and the marker says so.
       const what = error instanceof BackupFileError ? error.message : `etcd failed: ${(error as Error).message}`;
       process.stderr.write(
-        `tokenvault restore: ${what}; etcd now holds part of the backup: run the restore again with --force\n`,
+        `tokenvault restore: ${what}; etcd now holds part of the backup: run the same restore again to finish it\n`,
       );
       return 1;
+    } finally {
+      progress.stop();
     }
+    await store.delete(keys.restoreInProgress);
     process.stdout.write(
-      `restore: ${trailer.keys} keys from ${from} (etcd revision ${trailer.etcd_revision} of the source)${deleted > 0 ? `, ${deleted} existing keys deleted first` : ''}, ${Date.now() - started} ms\n`,
+      `restore: ${trailer.keys} keys from ${from} (etcd revision ${trailer.etcd_revision} of the source)${deleted > 0 ? `, ${deleted} existing keys deleted first` : ''}${resuming && deleted === 0 ? ', finishing an interrupted restore of it' : ''}, ${Date.now() - started} ms\n`,
     );
     return 0;
   } finally {
     keyspace.close();
+    await store.close();
+  }
+}
+
+/** The backup a restore marker names (its SHA-256); undefined when it is not one. */
+function markerBackup(value: string): string | undefined {
+  try {
+    const parsed = JSON.parse(value) as { backup_sha256?: unknown };
+    return typeof parsed.backup_sha256 === 'string' ? parsed.backup_sha256 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A running SHA-256 of keys and values in order, each length-prefixed so no two sequences hash alike. */
+function entryDigest(): { add(entry: KeyValue): void; hex(): string } {
+  const hash = createHash('sha256');
+  const length = Buffer.alloc(4);
+  const part = (bytes: Buffer) => {
+    length.writeUInt32BE(bytes.length);
+    hash.update(length);
+    hash.update(bytes);
+  };
+  return {
+    add: (entry) => {
+      part(entry.key);
+      part(entry.value);
+    },
+    hex: () => hash.digest('hex'),
+  };
+}
+
+/** The digest of etcd's unleased keys under the root, as entryDigest of a backup of it would be. */
+async function etcdDigest(keyspace: EtcdKeyspace): Promise<string> {
+  const digest = entryDigest();
+  await keyspace.export(keys.root, (entry) => digest.add(entry));
+  return digest.hex();
+}
+
+/** Keys under the root, counted by the store (leased ones too): the backup's progress total. */
+async function countKeys(config: Config): Promise<number> {
+  const store = openStore(config.store);
+  try {
+    return await store.count(keys.root);
+  } finally {
+    await store.close();
   }
 }
 

@@ -5,6 +5,8 @@ import { loadConfig } from '../config/config.js';
 import { KeyRing } from '../crypto/keyring.js';
 import { rotateKeks } from '../crypto/rotate.js';
 import { createLogger } from '../observability/logger.js';
+import { Progress } from '../observability/progress.js';
+import { keys } from '../store/keys.js';
 import { openStore } from '../store/open.js';
 
 /** `tokenvault keys <subcommand>`: the exit code. */
@@ -35,7 +37,14 @@ export async function keysCommand(argv: string[]): Promise<number> {
   const logger = createLogger(config.logLevel, pino.destination(2));
   const store = openStore(config.store);
   try {
-    const result = await rotateKeks(store, ring, logger);
+    // Standard error, like the logs: stdout carries only the summary.
+    const progress = new Progress({ label: 'keys rotate', unit: 'tenants', total: await store.count(keys.tenants) });
+    let result;
+    try {
+      result = await rotateKeks(store, ring, logger, () => progress.add());
+    } finally {
+      progress.stop();
+    }
     process.stdout.write(
       `keys rotate: primary KEK ${ring.primaryId}; ${result.tenants} tenants checked, ${result.rewrapped} keys re-wrapped, ${result.failed} tenants failed\n`,
     );

@@ -4,8 +4,9 @@ import pino from 'pino';
 import { loadConfig } from '../config/config.js';
 import { TenantCrypto } from '../crypto/envelope.js';
 import { KeyRing } from '../crypto/keyring.js';
-import { reindexTokens } from '../domain/tokens/search-reindex.js';
+import { countTokens, reindexTokens } from '../domain/tokens/search-reindex.js';
 import { createLogger } from '../observability/logger.js';
+import { Progress } from '../observability/progress.js';
 import { openStore } from '../store/open.js';
 
 /** `tokenvault search <subcommand>`: the exit code. */
@@ -35,7 +36,14 @@ export async function searchCommand(argv: string[]): Promise<number> {
   const logger = createLogger(config.logLevel, pino.destination(2));
   const store = openStore(config.store);
   try {
-    const result = await reindexTokens(store, new TenantCrypto(store, new KeyRing(config.keyEncryptionKeys), logger));
+    const progress = new Progress({ label: 'search reindex', unit: 'tokens', total: await countTokens(store) });
+    let result;
+    try {
+      const cipher = new TenantCrypto(store, new KeyRing(config.keyEncryptionKeys), logger);
+      result = await reindexTokens(store, cipher, undefined, () => progress.add());
+    } finally {
+      progress.stop();
+    }
     process.stdout.write(
       `search reindex: ${result.tenants} tenants, ${result.tokens} tokens reindexed, ${result.skipped} changed meanwhile (indexed by their own write)\n`,
     );

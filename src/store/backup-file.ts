@@ -111,11 +111,12 @@ export class BackupWriter {
 export async function readBackup(
   file: string,
   each?: (entry: KeyValue) => Promise<void> | void,
-): Promise<{ header: BackupHeader; trailer: BackupTrailer }> {
+): Promise<{ header: BackupHeader; trailer: BackupTrailer; sha256: string }> {
   const hash = createHash('sha256');
   let header: BackupHeader | undefined;
   let trailer: BackupTrailer | undefined;
   let checked = false;
+  let sha256 = '';
   let entries = 0;
   const fail = (reason: string): never => {
     throw new BackupFileError(file, reason);
@@ -142,6 +143,7 @@ export async function readBackup(
       if (typeof value.sha256 !== 'string') fail('no checksum after the trailer');
       if (value.sha256 !== hash.digest('hex')) fail('checksum mismatch (the file was changed or damaged)');
       checked = true;
+      sha256 = value.sha256 as string;
       return;
     }
     hash.update(`${line}\n`);
@@ -176,7 +178,7 @@ export async function readBackup(
   if (rest !== '') fail('the last line is cut off (the file is truncated)');
   if (!header) fail('empty file');
   if (!trailer || !checked) fail('it ends before its trailer and checksum (the file is truncated)');
-  return { header: header!, trailer: trailer! };
+  return { header: header!, trailer: trailer!, sha256 };
 }
 
 function parseLine(line: string): Record<string, unknown> | undefined {

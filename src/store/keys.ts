@@ -19,6 +19,12 @@ export const keys = {
   apiReplicas: `${ROOT}replicas/api/`,
   apiReplica: (id: string) => `${ROOT}replicas/api/${id}`,
 
+  /**
+   * Written by `tokenvault restore` before its first key and deleted after its last, naming the backup (its SHA-256):
+   * present, a restore of that backup was interrupted, and running it again finishes it. Never backed up.
+   */
+  restoreInProgress: `${ROOT}restore-in-progress`,
+
   /** Everything a tenant owns. */
   tenantData: (tenantId: string) => `${ROOT}t/${tenantId}/`,
 

@@ -1,5 +1,6 @@
 // Typed records over the Store: the domain keeps typed objects, the store keeps strings written by the codec.
 import { decode, type RecordKind } from './codec.js';
+import { keys } from './keys.js';
 import type { Entry, Store } from './store.js';
 
 export interface Versioned<T> {
@@ -34,6 +35,38 @@ export async function forEachEntry(store: Store, prefix: string, each: (entry: E
     if (count <= entries.length) return;
     after = entries[entries.length - 1].key;
   }
+}
+
+/**
+ * As forEachEntry, a page at a time, waiting for `each` before reading the next page: a walk of millions of keys that
+ * writes as it goes (the long commands) holds one page, never the prefix.
+ */
+export async function forEachPage(
+  store: Store,
+  prefix: string,
+  each: (entries: Entry[]) => Promise<void> | void,
+  pageSize = LIST_PAGE,
+): Promise<void> {
+  for (let after: string | undefined; ;) {
+    const { entries, count } = await store.countedRange(prefix, { startAfter: after, limit: pageSize });
+    if (entries.length > 0) await each(entries);
+    if (count <= entries.length) return;
+    after = entries[entries.length - 1].key;
+  }
+}
+
+/** The ids of every tenant in the registry, a page at a time (in id order). */
+export async function forEachTenantId(
+  store: Store,
+  each: (tenantIds: string[]) => Promise<void> | void,
+  pageSize = LIST_PAGE,
+): Promise<void> {
+  await forEachPage(
+    store,
+    keys.tenants,
+    (entries) => each(entries.map((e) => e.key.slice(keys.tenants.length))),
+    pageSize,
+  );
 }
 
 export async function listRecords<T>(store: Store, kind: RecordKind, prefix: string): Promise<T[]> {

@@ -1,9 +1,11 @@
 // Rebuilding the search index entries of stored tokens: for tokens written before search existed (they have none),
 // or after an index was damaged by hand. Each token is rewritten in its own transaction guarded by its revision, with
 // its `search_hashes` computed again from its data and every index entry written (searchIndexOps), so a token
-// changed concurrently by the API is simply skipped (its own write indexed it) and running it twice changes nothing.
+// changed concurrently by the API is simply skipped (its own write indexed it) and running it twice changes nothing:
+// an interrupted run is finished by running it again (tokens it already did are rewritten to the same entries).
 import { keys } from '../../store/keys.js';
 import { decode, encode } from '../../store/codec.js';
+import { forEachTenantId } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import { isExpired, unseal, type DataCipher, type TokenRecord } from './records.js';
 import { searchHashes, searchIndexOps } from './search-index.js';
@@ -15,14 +17,33 @@ export interface ReindexResult {
   skipped: number;
 }
 
-/** Reindexes every token of the given tenants (all tenants when none are given). */
-export async function reindexTokens(store: Store, cipher: DataCipher, tenantIds?: string[]): Promise<ReindexResult> {
-  const tenants = tenantIds ?? (await store.range(keys.tenants)).map((entry) => entry.key.slice(keys.tenants.length));
+/**
+ * Reindexes every token of the given tenants (all tenants when none are given, read a page at a time). `onToken`: called
+ * as each token is done (the command's progress line).
+ */
+export async function reindexTokens(
+  store: Store,
+  cipher: DataCipher,
+  tenantIds?: string[],
+  onToken?: () => void,
+): Promise<ReindexResult> {
   const result: ReindexResult = { tenants: 0, tokens: 0, skipped: 0 };
-  for (const tenantId of tenants) {
-    if (await reindexTenant(store, cipher, tenantId, result)) result.tenants++;
-  }
+  const each = async (tenants: string[]) => {
+    for (const tenantId of tenants) {
+      if (await reindexTenant(store, cipher, tenantId, result, onToken)) result.tenants++;
+    }
+  };
+  await (tenantIds ? each(tenantIds) : forEachTenantId(store, each));
   return result;
+}
+
+/** The tokens reindexTokens would walk, counted (not read) before it: the progress line's total. */
+export async function countTokens(store: Store): Promise<number> {
+  let total = 0;
+  await forEachTenantId(store, async (tenants) => {
+    for (const count of await Promise.all(tenants.map((id) => store.count(keys.tokens(id))))) total += count;
+  });
+  return total;
 }
 
 /**
@@ -34,9 +55,10 @@ async function reindexTenant(
   cipher: DataCipher,
   tenantId: string,
   result: ReindexResult,
+  onToken?: () => void,
 ): Promise<boolean> {
   try {
-    await reindexTenantTokens(store, cipher, tenantId, result);
+    await reindexTenantTokens(store, cipher, tenantId, result, onToken);
     return true;
   } catch (error) {
     if (!(await store.get(keys.tenant(tenantId)))) return false;
@@ -49,6 +71,7 @@ async function reindexTenantTokens(
   cipher: DataCipher,
   tenantId: string,
   result: ReindexResult,
+  onToken?: () => void,
 ): Promise<void> {
   const prefix = keys.tokens(tenantId);
   let after: string | undefined;
@@ -57,6 +80,7 @@ async function reindexTenantTokens(
     if (batch.length === 0) break;
     after = batch[batch.length - 1].key;
     for (const entry of batch) {
+      onToken?.();
       const before = decode<TokenRecord>('token', entry.value);
       if (isExpired(before)) continue;
       const content = await unseal(cipher, before);
