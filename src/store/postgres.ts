@@ -17,10 +17,11 @@ import { readFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { TurnBatches } from '../batching/turn-batches.js';
-import { Errors } from '../errors/registry.js';
+import { Errors, VaultError } from '../errors/registry.js';
 import { assertDeletablePrefix, checkTxn, compareKeys, leaseSeconds, swapTxn } from './common.js';
 import { ChangeFeed, type Row } from './postgres-feed.js';
 import { migrate } from './postgres-schema.js';
+import { isPostgresDiskFull, storeFullOr } from './store-full.js';
 import type { StoreSpec } from './open.js';
 import type {
   CountedRange,
@@ -360,7 +361,7 @@ export class PostgresStore implements Store {
     } catch (error) {
       // Refused as a whole for what one of them holds (a key too long for the index, say): each on its own gets its
       // own answer. "Did not answer" or "full" is every caller's answer, as it would have been on its own.
-      if (batch.length === 1 || isUnavailable(error) || isDiskFull(error)) {
+      if (batch.length === 1 || isUnavailable(error) || isPostgresDiskFull(error)) {
         for (const write of batch) write.reject(unavailableOr(error));
         return;
       }
@@ -595,13 +596,9 @@ function sqlState(error: unknown): string | undefined {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
-function isDiskFull(error: unknown): boolean {
-  return sqlState(error) === '53100';
-}
-
 /** Errors that mean PostgreSQL did not answer: no SQLSTATE (the network, the pool, our deadline) or one above. */
 function isUnavailable(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
+  if (!(error instanceof Error) || error instanceof VaultError) return false;
   if (error instanceof DeadlineExceeded) return true;
   const state = sqlState(error);
   if (state === undefined) return !(error instanceof TypeError || error instanceof RangeError);
@@ -609,7 +606,6 @@ function isUnavailable(error: unknown): boolean {
 }
 
 function unavailableOr(error: unknown): unknown {
-  if (error instanceof Errors.StoreUnavailable || error instanceof Errors.StoreFull) return error;
-  if (isDiskFull(error)) return new Errors.StoreFull({ cause: error });
+  if (isPostgresDiskFull(error)) return storeFullOr(error);
   return isUnavailable(error) ? new Errors.StoreUnavailable({ cause: error }) : error;
 }
