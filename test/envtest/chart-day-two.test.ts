@@ -452,6 +452,8 @@ describe('operations built in', () => {
     expect(rules.map((r: any) => r.alert)).toEqual([
       'TokenvaultApiErrorRate',
       'TokenvaultReactorTimeouts',
+      'TokenvaultStoreFull',
+      'TokenvaultStoreUnavailable',
       'TokenvaultEtcdQuota',
       'TokenvaultEtcdNoLeader',
       'TokenvaultControllerLeader',

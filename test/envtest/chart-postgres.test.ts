@@ -11,7 +11,16 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { loadConfig } from '../../src/config/config.js';
 import { isLimitCode } from '../../src/errors/registry.js';
 import { startControlPlane, toolBinary, type ControlPlane } from '../support/control-plane.js';
-import { describeObject, envOf, find, parseManifests, repoRoot, run, type Manifest } from '../support/manifests.js';
+import {
+  describeObject,
+  envOf,
+  find,
+  parseManifests,
+  repoRoot,
+  run,
+  securityContextProblems,
+  type Manifest,
+} from '../support/manifests.js';
 
 const chartDir = path.join(repoRoot, 'charts/tokenvault');
 const RELEASE = 'tv';
@@ -82,7 +91,7 @@ async function refusal(args: string[]): Promise<string> {
   throw new Error(`helm template ${args.join(' ')} rendered, expected a refusal`);
 }
 
-const apiDeployment = (objects: Manifest[]) => find(objects, 'Deployment', `${FULLNAME}-api`);
+const apiDeployment = (objects: Manifest[], name = `${FULLNAME}-api`) => find(objects, 'Deployment', name);
 const apiContainer = (objects: Manifest[]) => apiDeployment(objects).spec.template.spec.containers[0];
 
 /** Objects that are etcd's: its StatefulSet, Services, TLS Secrets and certificates, maintenance jobs, policies. */
@@ -95,7 +104,11 @@ const etcdObjects = (objects: Manifest[]) =>
  * variables naming files rewritten to point there. A file variable whose file the mounts do not provide stays as it
  * is, so the configuration loader reports it unreadable.
  */
-function kubeletEnv(objects: Manifest[], secrets: Record<string, Record<string, string>>): Record<string, string> {
+function kubeletEnv(
+  objects: Manifest[],
+  secrets: Record<string, Record<string, string>>,
+  deployment = `${FULLNAME}-api`,
+): Record<string, string> {
   const rendered = Object.fromEntries(
     objects
       .filter((o) => o.kind === 'Secret')
@@ -107,7 +120,7 @@ function kubeletEnv(objects: Manifest[], secrets: Record<string, Record<string, 
       ]),
   );
   const all: Record<string, Record<string, string>> = { ...rendered, ...secrets };
-  const spec = apiDeployment(objects).spec.template.spec;
+  const spec = apiDeployment(objects, deployment).spec.template.spec;
   const container = spec.containers[0];
   const root = mkdtempSync(path.join(scratch, 'pod-'));
   const mounts: Array<{ mountPath: string; dir: string }> = [];
@@ -180,7 +193,9 @@ test('the default store is still etcd, rendered as before: store.type=etcd chang
   expect(envOf(api, 'TOKENVAULT_STORE')).toBe(
     `etcds://${FULLNAME}-etcd-0.${FULLNAME}-etcd-headless.${NAMESPACE}.svc:2379`,
   );
-  expect(api.env.map((e: any) => e.name).filter((n: string) => n.includes('POSTGRES'))).toEqual([]);
+  expect(
+    api.env.map((e: any) => e.name).filter((n: string) => n.includes('POSTGRES') || n.startsWith('TOKENVAULT_STORE_')),
+  ).toEqual([]);
   expect(defaults.objects.some((o) => o.kind === 'Cluster' || o.metadata.name.includes('postgres'))).toBe(false);
   expect(etcdObjects(defaults.objects).map(describeObject)).toEqual(
     expect.arrayContaining([
@@ -244,6 +259,7 @@ describe('an external database by its parts, the password as a file', () => {
     });
     expect(secretKeyBehind(objects, 'TOKENVAULT_POSTGRES_CA_FILE')).toEqual({ name: 'vault-db-ca', key: 'root.pem' });
     expect(envOf(api, 'TOKENVAULT_POSTGRES_POOL_SIZE')).toBe('8');
+    expect(envOf(api, 'TOKENVAULT_STORE_REQUEST_TIMEOUT_MS')).toBe('5000');
     // Only the one key of each Secret reaches the pod, and not through a subPath (a rotated password arrives).
     for (const name of ['postgres-password', 'postgres-ca']) {
       const volume = apiDeployment(objects).spec.template.spec.volumes.find((v: any) => v.name === name);
@@ -258,7 +274,7 @@ describe('an external database by its parts, the password as a file', () => {
     const env = kubeletEnv(objects, { 'vault-db-password': { pw: 'hunter2' }, 'vault-db-ca': { 'root.pem': 'CA' } });
     const config = loadConfig({ env });
     const store = config.store as { kind: string; url: string; passwordFile: string; caFile: string; poolSize: number };
-    expect(store).toMatchObject({ kind: 'postgres', poolSize: 8 });
+    expect(store).toMatchObject({ kind: 'postgres', poolSize: 8, requestTimeoutMs: 5000 });
     expect(new URL(store.url).password).toBe('');
     expect(readFileSync(store.passwordFile, 'utf8')).toBe('hunter2');
     expect(readFileSync(store.caFile, 'utf8')).toBe('CA');
@@ -449,3 +465,51 @@ test('PrometheusRule with postgres: store-full and store-error alerts on metrics
   expect(isLimitCode(code)).toBe(true);
   expect(rules.find((r: any) => r.alert === 'TokenvaultStoreUnavailable').expr).toContain('outcome="error"');
 });
+
+test('kustomize: config/postgres is config/default without etcd, the API reading its store from one Secret', async () => {
+  const kubectl = await toolBinary('kubectl');
+  const build = async (dir: string) =>
+    parseManifests((await run(kubectl, ['kustomize', path.join(repoRoot, dir)])).stdout);
+  const [base, overlay] = await Promise.all([build('config/default'), build('config/postgres')]);
+  const ns = 'tokenvault-system';
+  const etcd = base.filter((o) => o.metadata.name.startsWith('tokenvault-etcd')).map(describeObject);
+  expect(etcd).toEqual(
+    expect.arrayContaining([`StatefulSet ${ns}/tokenvault-etcd`, `NetworkPolicy ${ns}/tokenvault-etcd`]),
+  );
+  // Everything else of config/default is there, and nothing of etcd.
+  expect(overlay.map(describeObject).sort()).toEqual(
+    base
+      .map(describeObject)
+      .filter((name) => !etcd.includes(name))
+      .sort(),
+  );
+  const api = find(overlay, 'Deployment', 'tokenvault-api').spec.template.spec.containers[0];
+  expect(api.env.find((e: any) => e.name === 'TOKENVAULT_STORE')).toEqual({
+    name: 'TOKENVAULT_STORE',
+    valueFrom: { secretKeyRef: { name: 'tokenvault-postgres', key: 'url' } },
+  });
+  expect(securityContextProblems(overlay)).toEqual([]);
+  const config = loadConfig({
+    env: kubeletEnv(
+      overlay,
+      {
+        'tokenvault-postgres': {
+          url: 'postgres://tokenvault@db.example:5432/tokenvault?sslmode=verify-full',
+          password: 'pw',
+          'ca.crt': 'CA',
+        },
+        'tokenvault-kek': { kek: Buffer.alloc(32, 1).toString('base64') },
+        'tokenvault-operator-key': { key: `key_${'A'.repeat(44)}` },
+        'tokenvault-worker-secret': { secret: 'w'.repeat(48) },
+      },
+      'tokenvault-api',
+    ),
+  });
+  const store = config.store as { kind: string; passwordFile: string; caFile: string };
+  expect(store.kind).toBe('postgres');
+  expect(readFileSync(store.passwordFile, 'utf8')).toBe('pw');
+  expect(readFileSync(store.caFile, 'utf8')).toBe('CA');
+  await plane.kubectl(['create', 'namespace', ns]);
+  const objects = overlay.filter((o) => o.kind !== 'Namespace');
+  expect(await dryRun(objects)).toHaveLength(objects.length);
+}, 60_000);
