@@ -3,14 +3,14 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { ApplicationDirectory } from '../../src/domain/applications/directory.js';
 import { BtKeys } from '../../src/domain/reactors/bt-keys.js';
-import { EtcdStore } from '../../src/store/etcd.js';
+import type { Store } from '../../src/store/store.js';
 import {
   createApplication,
   createTenant,
   spawnApi,
   startTestApi,
-  testEtcdEndpoints,
-  testEtcdStoreUrl,
+  openTestStore,
+  testStoreUrl,
   type ChildApi,
   type TestApi,
 } from '../support/api.js';
@@ -202,14 +202,14 @@ test('4. the operator key with BT-TENANT-ID administers but does not touch token
 describe('5. revocation reaches every replica within 5 s', () => {
   let one: ChildApi;
   let two: ChildApi;
-  let store: EtcdStore;
+  let store: Store;
   let directory: ApplicationDirectory;
   let mgmt: string;
   let tenant: string;
   let tokenId: string;
 
   beforeAll(async () => {
-    const env = { TOKENVAULT_STORE: testEtcdStoreUrl(), TOKENVAULT_OPERATOR_KEY: api.operatorKey };
+    const env = { TOKENVAULT_STORE: testStoreUrl(), TOKENVAULT_OPERATOR_KEY: api.operatorKey };
     [one, two] = await Promise.all([spawnApi(['api'], env), spawnApi(['api'], env)]);
     ({ managementKey: mgmt, tenantId: tenant } = await createTenant(one.url, api.operatorKey));
     const writer = await createApplication(one.url, mgmt, {
@@ -218,7 +218,7 @@ describe('5. revocation reaches every replica within 5 s', () => {
       permissions: ['token:create'],
     });
     tokenId = (await client(one.url, writer.key).post('/tokens', { body: { type: 'token', data: 'secret' } })).body.id;
-    store = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+    store = openTestStore();
     directory = new ApplicationDirectory(store, 300);
   }, 30_000);
 

@@ -11,14 +11,7 @@ import { createInterface } from 'node:readline';
 import zlib from 'node:zlib';
 import { generateApiKey } from '../../src/auth/api-keys.js';
 import { RuntimeClient } from '../../src/runtime/client/client.js';
-import {
-  TEST_KEK,
-  createTenant,
-  revealingApplication,
-  spawnApi,
-  testEtcdStoreUrl,
-  type ChildApi,
-} from '../support/api.js';
+import { TEST_KEK, createTenant, revealingApplication, spawnApi, testStoreUrl, type ChildApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { send } from '../support/proxy.js';
@@ -121,7 +114,7 @@ beforeAll(async () => {
   worker = await spawnWorker({});
   const operatorKey = generateApiKey();
   api = await spawnApi(['api'], {
-    TOKENVAULT_STORE: testEtcdStoreUrl(),
+    TOKENVAULT_STORE: testStoreUrl(),
     TOKENVAULT_OPERATOR_KEY: operatorKey,
     TOKENVAULT_KEK: TEST_KEK,
     TOKENVAULT_WORKER_URL: worker.url,

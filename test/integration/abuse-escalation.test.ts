@@ -9,14 +9,13 @@ import type { KeyIndexEntry } from '../../src/auth/principal.js';
 import { ApplicationDirectory } from '../../src/domain/applications/directory.js';
 import { BtKeys } from '../../src/domain/reactors/bt-keys.js';
 import { decode } from '../../src/store/codec.js';
-import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
 import {
   createApplication,
   createTenant,
   revealingApplication,
   startTestApi,
-  testEtcdEndpoints,
+  openTestStore,
   type TestApi,
 } from '../support/api.js';
 import { call, client } from '../support/http.js';
@@ -49,7 +48,7 @@ test('a session authorized before sessions recorded their authorizer is refused 
   ).toBe(204);
 
   // Rewrite the session's key entry as the previous version stored it: grants, but no authorizer and no ceiling.
-  const store = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+  const store = openTestStore();
   try {
     const entryKey = keys.apiKey(hashKey(session.session_key));
     const entry = JSON.parse((await store.get(entryKey))!.value) as Record<string, unknown>;
@@ -198,7 +197,7 @@ test('an answer stored by an earlier version (no record of the rights) is still 
   const first = await writer.post('/tokens', request);
   expect(first.status).toBe(201);
   // Rewrite the stored answer as the previous version stored it: without `rights`.
-  const store = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+  const store = openTestStore();
   try {
     // Where src/domain/idempotency/service.ts keeps it: by the actor, the route and the BT-IDEMPOTENCY-KEY.
     const hash = createHash('sha256').update(`${writerApp.id}\nPOST /tokens\nupgrade`).digest('hex');

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { performance } from 'node:perf_hooks';
 import { Client } from 'undici';
 import { generateApiKey } from '../../src/auth/api-keys.js';
-import { createApplication, createTenant, spawnApi, testEtcdStoreUrl, type ChildApi } from '../support/api.js';
+import { createApplication, createTenant, spawnApi, testStoreUrl, type ChildApi } from '../support/api.js';
 import { call, type Answer } from '../support/http.js';
 
 let api: ChildApi;
@@ -16,7 +16,7 @@ let publicKey: string;
 beforeAll(async () => {
   const operatorKey = generateApiKey();
   api = await spawnApi(['api'], {
-    TOKENVAULT_STORE: testEtcdStoreUrl(),
+    TOKENVAULT_STORE: testStoreUrl(),
     TOKENVAULT_OPERATOR_KEY: operatorKey,
     TOKENVAULT_METRICS_PORT: '0',
   });

@@ -12,14 +12,7 @@ import { generateApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startApi } from '../../src/server/api.js';
-import {
-  TEST_KEK,
-  createApplication,
-  createTenant,
-  startTestApi,
-  testEtcdStoreUrl,
-  type TestApi,
-} from '../support/api.js';
+import { TEST_KEK, createApplication, createTenant, startTestApi, testStoreUrl, type TestApi } from '../support/api.js';
 import { client, type Answer } from '../support/http.js';
 import { startHttpsServer, testCertificates } from '../support/https.js';
 import { echo, send } from '../support/proxy.js';
@@ -824,7 +817,7 @@ test('8. the API enforces the invocation time limit itself: a worker that never 
     env: {
       TOKENVAULT_HOST: '127.0.0.1',
       TOKENVAULT_PORT: '0',
-      TOKENVAULT_STORE: testEtcdStoreUrl(),
+      TOKENVAULT_STORE: testStoreUrl(),
       TOKENVAULT_OPERATOR_KEY: operatorKey,
       TOKENVAULT_KEK: TEST_KEK,
       TOKENVAULT_LOG_LEVEL: 'silent',

@@ -14,7 +14,7 @@ import {
   revealingApplication,
   spawnApi,
   startTestApi,
-  testEtcdStoreUrl,
+  testStoreUrl,
   type TestApi,
 } from '../support/api.js';
 import { client } from '../support/http.js';
@@ -352,7 +352,7 @@ describe('an API process that dies', () => {
         createLogger('silent'),
       );
       const child = await spawnApi(['api'], {
-        TOKENVAULT_STORE: testEtcdStoreUrl(),
+        TOKENVAULT_STORE: testStoreUrl(),
         TOKENVAULT_OPERATOR_KEY: api.operatorKey,
         TOKENVAULT_WORKER_URL: worker.url,
         TOKENVAULT_WORKER_SECRET: secret,

@@ -17,15 +17,14 @@ import { routeTable } from '../../src/http/route-table.js';
 import { UNSUPPORTED_FEATURES } from '../../src/http/routes/unsupported.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { keys } from '../../src/store/keys.js';
-import { openStore } from '../../src/store/open.js';
 import type { Store } from '../../src/store/store.js';
 import {
   createApplication,
   createTenant,
   revealingApplication,
   startTestApi,
-  testEtcdEndpoints,
-  testEtcdStoreUrl,
+  openTestStore,
+  testStoreUrl,
   type TestApi,
 } from '../support/api.js';
 import { client } from '../support/http.js';
@@ -82,7 +81,7 @@ beforeAll(async () => {
     },
     logSink,
   );
-  store = openStore({ kind: 'etcd', endpoints: testEtcdEndpoints().split(',') });
+  store = openTestStore();
   const tenant = await createTenant(api.url, api.operatorKey);
   tenantId = tenant.tenantId;
   mgmt = client(api.url, tenant.managementKey);
@@ -389,7 +388,7 @@ describe('the hash chain', () => {
   test('three writers appending to one tenant at once: each writes a chain of its own (its lane), none forks', async () => {
     const { tenantId: id } = await createTenant(api.url, api.operatorKey);
     const silent = createLogger('silent');
-    const stores = [0, 1, 2].map(() => openStore({ kind: 'etcd', endpoints: testEtcdEndpoints().split(',') }));
+    const stores = [0, 1, 2].map(() => openTestStore());
     const replicas = stores.map((own) => new AuditLog(own, silent, { scanLimit: 1000 }));
     await Promise.all(
       Array.from({ length: 150 }, (_, i) =>
@@ -903,7 +902,7 @@ function verify(tenant?: string): Promise<{ code: number | null; stdout: string;
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ['dist/cli.js', 'audit', 'verify', ...(tenant ? ['--tenant', tenant] : []), '--store', testEtcdStoreUrl()],
+      ['dist/cli.js', 'audit', 'verify', ...(tenant ? ['--tenant', tenant] : []), '--store', testStoreUrl()],
       { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let stdout = '';

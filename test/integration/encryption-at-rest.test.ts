@@ -1,9 +1,8 @@
 // Reading etcd directly shows no token data, no masked form and no fingerprint input: everything sensitive the API
 // was given is only in ciphertexts.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
-import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
-import { createTenant, revealingApplication, startTestApi, testEtcdEndpoints, type TestApi } from '../support/api.js';
+import { createTenant, revealingApplication, startTestApi, openTestStore, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 
 let api: TestApi;
@@ -44,7 +43,7 @@ test('no plaintext of token data, masks or fingerprint input in etcd', async () 
     headers: { 'BT-IDEMPOTENCY-KEY': 'k1' },
   });
 
-  const raw = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+  const raw = openTestStore();
   try {
     const entries = await raw.range(keys.tenantData(tenantId));
     expect(entries.length).toBeGreaterThan(10);

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { generateApiKey } from '../../src/auth/api-keys.js';
-import { createTenant, revealingApplication, testEtcdStoreUrl } from '../support/api.js';
+import { createTenant, revealingApplication, testStoreUrl } from '../support/api.js';
 import { freePorts } from '../support/etcd.js';
 import { startReplica, type Replica } from '../support/fleet.js';
 import { startHttpsServer, type HttpsTestServer } from '../support/https.js';
@@ -42,7 +42,7 @@ afterAll(async () => {
 
 async function startApi(port: number, drainSeconds: number): Promise<Replica> {
   const api = await startReplica('api', port, {
-    TOKENVAULT_STORE: testEtcdStoreUrl(),
+    TOKENVAULT_STORE: testStoreUrl(),
     TOKENVAULT_OPERATOR_KEY: operatorKey,
     TOKENVAULT_WORKER_URL: worker.url,
     TOKENVAULT_WORKER_SECRET: secret,

@@ -7,16 +7,15 @@ import type { TenantPrincipal } from '../../src/auth/principal.js';
 import { Errors } from '../../src/errors/registry.js';
 import { IdempotencyService, type Answer } from '../../src/domain/idempotency/service.js';
 import type { DataCipher } from '../../src/domain/tokens/records.js';
-import { EtcdStore } from '../../src/store/etcd.js';
 import type { Store } from '../../src/store/store.js';
 import { randomUUID } from 'node:crypto';
-import { testEtcdEndpoints } from '../support/api.js';
+import { openTestStore } from '../support/api.js';
 
 const PENDING_SECONDS = 1;
-let store: EtcdStore;
+let store: Store;
 
 beforeAll(() => {
-  store = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+  store = openTestStore();
 });
 afterAll(async () => {
   await store.close();

@@ -1,5 +1,5 @@
-// KEK rotation on real etcd: data written before and after a rotation all decrypts under the new KEK alone, the new
-// KEK alone cannot read anything before the rotation, and etcd never holds plaintext or key bytes.
+// KEK rotation on the run's real store (etcd, or PostgreSQL with TOKENVAULT_TEST_STORE=postgres): data written before and after a rotation all decrypts under the new KEK alone, the new
+// KEK alone cannot read anything before the rotation, and the store never holds plaintext or key bytes.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -10,12 +10,12 @@ import { rotateKeks } from '../../src/crypto/rotate.js';
 import { FINGERPRINT_SLOT, parseTenantCryptoRecord, wrapAad } from '../../src/crypto/tenant-keys.js';
 import { Errors } from '../../src/errors/registry.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { EtcdStore } from '../../src/store/etcd.js';
+import type { Store } from '../../src/store/store.js';
+import { openTestStore, testStoreUrl } from '../support/api.js';
 import { keys } from '../../src/store/keys.js';
 
-const endpoints = process.env.TOKENVAULT_TEST_ETCD_ENDPOINTS!.split(',');
-const storeUrl = `etcd://${endpoints.map((e) => new URL(e).host).join(',')}`;
-let store: EtcdStore;
+const storeUrl = testStoreUrl();
+let store: Store;
 const lines: string[] = [];
 const logger = createLogger(
   'info',
@@ -28,7 +28,7 @@ const logger = createLogger(
 );
 
 beforeAll(() => {
-  store = new EtcdStore({ endpoints });
+  store = openTestStore();
 });
 
 afterAll(async () => {

@@ -6,7 +6,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import type { TenantRecord } from '../../src/domain/tenants/service.js';
 import { encode } from '../../src/store/codec.js';
-import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
 import { getRecord } from '../../src/store/records.js';
 import {
@@ -14,7 +13,7 @@ import {
   createTenant,
   revealingApplication,
   startTestApi,
-  testEtcdEndpoints,
+  openTestStore,
   type TestApi,
 } from '../support/api.js';
 import { client } from '../support/http.js';
@@ -271,7 +270,7 @@ describe('/proxies CRUD', () => {
 
   test('configuration and key are encrypted at rest', async () => {
     const proxy = await createProxy({ configuration: { TOKEN: 'plaintext-config-value-123' } });
-    const raw = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+    const raw = openTestStore();
     try {
       const entries = [...(await raw.range(keys.tenantData(tenantId))), ...(await raw.range(keys.proxyKeys))];
       const dump = entries.map((e) => `${e.key}=${e.value}`).join('\n');

@@ -11,7 +11,7 @@ import {
   createTenant,
   spawnApi,
   startTestApi,
-  testEtcdStoreUrl,
+  testStoreUrl,
   type ChildApi,
   type TestApi,
 } from '../support/api.js';
@@ -253,7 +253,7 @@ describe('two API processes on one etcd', () => {
 
   beforeAll(async () => {
     const env = {
-      TOKENVAULT_STORE: testEtcdStoreUrl(),
+      TOKENVAULT_STORE: testStoreUrl(),
       TOKENVAULT_OPERATOR_KEY: operatorKey,
       TOKENVAULT_RATE_LIMIT_REPLICAS: 'auto',
       TOKENVAULT_RATE_LIMIT_API_PER_KEY: '20',

@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { generateApiKey } from '../../src/auth/api-keys.js';
-import { createApplication, createTenant, spawnApi, testEtcdStoreUrl, type ChildApi } from '../support/api.js';
+import { createApplication, createTenant, spawnApi, testStoreUrl, type ChildApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { eventually } from '../support/wait.js';
 
@@ -15,7 +15,7 @@ let publicKey: string;
 let privateKey: string;
 
 beforeAll(async () => {
-  const env = { TOKENVAULT_STORE: testEtcdStoreUrl(), TOKENVAULT_OPERATOR_KEY: operatorKey };
+  const env = { TOKENVAULT_STORE: testStoreUrl(), TOKENVAULT_OPERATOR_KEY: operatorKey };
   [one, two] = await Promise.all([spawnApi(['api'], env), spawnApi(['api'], env)]);
   ({ managementKey } = await createTenant(one.url, operatorKey));
   publicKey = (

@@ -2,7 +2,6 @@
 // permissions as a read has them, tenant isolation, index entries that follow updates, deletes and expiry, the
 // keyed-hash index (no plaintext in etcd), and bad queries answered 400 naming the position or the limit.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { EtcdStore } from '../../src/store/etcd.js';
 import { keys as storeKeys } from '../../src/store/keys.js';
 import { decode, encode } from '../../src/store/codec.js';
 import type { TokenRecord } from '../../src/domain/tokens/records.js';
@@ -13,8 +12,8 @@ import {
   revealingApplication,
   startTestApi,
   TEST_KEK,
-  testEtcdEndpoints,
-  testEtcdStoreUrl,
+  openTestStore,
+  testStoreUrl,
   type TestApi,
 } from '../support/api.js';
 import { client } from '../support/http.js';
@@ -273,7 +272,7 @@ describe('the index follows the token', () => {
   test('`tokenvault search reindex` indexes tokens from before search, and running it again changes nothing', async () => {
     const id = await legacyToken('very old value', 'older');
     expect(await found('metadata.era:older')).toEqual([]);
-    const env = { TOKENVAULT_KEK: TEST_KEK, TOKENVAULT_STORE: testEtcdStoreUrl(), TOKENVAULT_LOG_LEVEL: 'warn' };
+    const env = { TOKENVAULT_KEK: TEST_KEK, TOKENVAULT_STORE: testStoreUrl(), TOKENVAULT_LOG_LEVEL: 'warn' };
     const first = await runCli(['search', 'reindex'], env);
     // It reindexes every tenant of the shared test etcd: a tenant another test file deletes meanwhile is skipped
     // (the cipher may log its failed read of that tenant's token), and the command still succeeds.
@@ -302,7 +301,7 @@ describe('the index follows the token', () => {
   });
 
   test('etcd holds keyed hashes of data, never the plaintext', async () => {
-    const raw = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+    const raw = openTestStore();
     try {
       const entries = await raw.range(storeKeys.root);
       const dataKeys = entries.filter((e) => e.key.includes('/search/data/') && e.key.endsWith(ids.ssn1));
@@ -322,7 +321,7 @@ describe('the index follows the token', () => {
 /** A token as one written before search existed: no index entries, no search_hashes. */
 async function legacyToken(data: string, era: string): Promise<string> {
   const id = await create({ type: 'token', data, search_indexes: ['{{ data }}'], metadata: { era } });
-  const raw = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+  const raw = openTestStore();
   try {
     for (const key of await indexKeysNaming(id)) await raw.delete(key);
     const record = decode<TokenRecord>('token', (await raw.get(storeKeys.token(tenantId, id)))!.value);
@@ -349,7 +348,7 @@ function runCli(
 }
 
 async function indexKeysNaming(id: string): Promise<string[]> {
-  const raw = new EtcdStore({ endpoints: testEtcdEndpoints().split(',') });
+  const raw = openTestStore();
   try {
     return (await raw.range(storeKeys.root)).map((e) => e.key).filter((k) => k.includes('/search/') && k.endsWith(id));
   } finally {

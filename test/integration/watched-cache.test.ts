@@ -1,23 +1,22 @@
-// The watched caches on a real etcd, with a second client writing as another replica would. The cache's own store
+// The watched caches on the run's real store (etcd, or PostgreSQL with TOKENVAULT_TEST_STORE=postgres), with a second client writing as another replica would. The cache's own store
 // tells it of its writes as the API process's does (withWriteListeners).
 import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
-import { EtcdStore } from '../../src/store/etcd.js';
 import type { Store } from '../../src/store/store.js';
 import { PrefixWatchedCache, WatchedCache } from '../../src/store/watched-cache.js';
 import { withWriteListeners } from '../../src/store/write-listeners.js';
+import { openTestStore } from '../support/api.js';
 import { eventually, sleep } from '../support/wait.js';
 
-const endpoints = (process.env.TOKENVAULT_TEST_ETCD_ENDPOINTS ?? '').split(',').filter(Boolean);
 let store: Store;
-let other: EtcdStore;
+let other: Store;
 let root: string;
 let cache: PrefixWatchedCache<string>;
 let loads: number;
 
 beforeAll(() => {
-  store = withWriteListeners(new EtcdStore({ endpoints }));
-  other = new EtcdStore({ endpoints });
+  store = withWriteListeners(openTestStore());
+  other = openTestStore();
 });
 
 afterAll(async () => {

@@ -6,6 +6,8 @@ import { generateApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startApi, type RunningApi } from '../../src/server/api.js';
+import { openStore, type StoreSpec } from '../../src/store/open.js';
+import type { Store } from '../../src/store/store.js';
 import { freeLoopbackPort } from './ports.js';
 import { startWorker } from '../../src/server/worker.js';
 import { call } from './http.js';
@@ -27,6 +29,41 @@ export function testEtcdStoreUrl(): string {
     .join(',')}`;
 }
 
+/**
+ * The store this run's tests use where they are not about one store: `postgres` when TOKENVAULT_TEST_STORE=postgres
+ * (hack/test.sh's second pass of the integration tier), else `etcd`. Either is a real server the global setup started.
+ */
+export function testStoreKind(): 'etcd' | 'postgres' {
+  const kind = process.env.TOKENVAULT_TEST_STORE ?? 'etcd';
+  if (kind !== 'etcd' && kind !== 'postgres')
+    throw new Error(`TOKENVAULT_TEST_STORE must be etcd or postgres, not ${kind}`);
+  return kind;
+}
+
+/** The test PostgreSQL's URL (postgres://tokenvault:<password>@127.0.0.1:<port>/tokenvault). */
+export function testPostgresUrl(): string {
+  const url = process.env.TOKENVAULT_TEST_POSTGRES_URL;
+  if (!url) throw new Error('TOKENVAULT_TEST_POSTGRES_URL is not set: run the tests through make test or jest');
+  return url;
+}
+
+/** TOKENVAULT_STORE for the run's store (testStoreKind): the test PostgreSQL's URL or `etcd://host:port`. */
+export function testStoreUrl(): string {
+  return testStoreKind() === 'postgres' ? testPostgresUrl() : testEtcdStoreUrl();
+}
+
+/** The StoreSpec of the run's store, as loadConfig makes it from testStoreUrl(). */
+export function testStoreSpec(): StoreSpec {
+  return testStoreKind() === 'postgres'
+    ? { kind: 'postgres', url: testPostgresUrl() }
+    : { kind: 'etcd', endpoints: testEtcdEndpoints().split(',') };
+}
+
+/** A client of the run's store, as an API process opens it (for tests that read or write the store directly). */
+export function openTestStore(): Store {
+  return openStore(testStoreSpec());
+}
+
 /** One key-encryption key for every API a test run starts, so replicas can read each other's data. */
 export const TEST_KEK = Buffer.alloc(32, 42).toString('base64');
 
@@ -37,7 +74,7 @@ export interface TestApi extends RunningApi {
 /**
  * The API in this process with a real worker beside it (also in this process, over loopback HTTP): the worker's bt
  * client calls the API, so the API's port is chosen first. `again` brings an API back on the port and with the
- * operator key of one that was stopped (same etcd and KEK).
+ * operator key of one that was stopped (same store and KEK). The store is the run's (testStoreUrl) unless `env` names one.
  */
 export async function startTestApi(
   env: Record<string, string> = {},
@@ -83,12 +120,12 @@ async function startTestApiOnce(
       TOKENVAULT_HOST: '127.0.0.1',
       TOKENVAULT_PORT: String(port),
       TOKENVAULT_WORKER_URL: worker.url,
-      TOKENVAULT_STORE: testEtcdStoreUrl(),
+      TOKENVAULT_STORE: testStoreUrl(),
       TOKENVAULT_OPERATOR_KEY: operatorKey,
       TOKENVAULT_KEK: TEST_KEK,
       TOKENVAULT_LOG_LEVEL: 'silent',
       TOKENVAULT_METRICS_PORT: '0',
-      // Every test file's APIs share one etcd: counted there, they would split each other's rate limits.
+      // Every test file's APIs share one store: counted there, they would split each other's rate limits.
       TOKENVAULT_RATE_LIMIT_REPLICAS: '1',
       ...secret,
       ...env,
