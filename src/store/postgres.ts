@@ -596,13 +596,34 @@ function sqlState(error: unknown): string | undefined {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
-/** Errors that mean PostgreSQL did not answer: no SQLSTATE (the network, the pool, our deadline) or one above. */
+/** Node's errors of a connection that failed or broke. */
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNABORTED',
+]);
+
+/** pg's own errors of a connection that is gone or never came (they carry no code). */
+const CONNECTION_MESSAGES =
+  /Connection terminated|timeout exceeded when trying to connect|not queryable|after calling end on the pool/;
+
+/**
+ * Errors that mean PostgreSQL did not answer: the network, a connection that broke, the deadline, or a SQLSTATE above.
+ * Duck-typed, not `instanceof Error`: errors made by Node's own modules come from another realm under jest.
+ */
 function isUnavailable(error: unknown): boolean {
-  if (!(error instanceof Error) || error instanceof VaultError) return false;
+  if (typeof error !== 'object' || error === null || error instanceof VaultError) return false;
   if (error instanceof DeadlineExceeded) return true;
   const state = sqlState(error);
-  if (state === undefined) return !(error instanceof TypeError || error instanceof RangeError);
-  return state.startsWith('08') || UNAVAILABLE_STATES.has(state);
+  if (state !== undefined) return state.startsWith('08') || UNAVAILABLE_STATES.has(state);
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  return (typeof code === 'string' && NETWORK_CODES.has(code)) || CONNECTION_MESSAGES.test(String(message));
 }
 
 function unavailableOr(error: unknown): unknown {
