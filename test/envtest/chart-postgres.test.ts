@@ -513,3 +513,26 @@ test('kustomize: config/postgres is config/default without etcd, the API reading
   const objects = overlay.filter((o) => o.kind !== 'Namespace');
   expect(await dryRun(objects)).toHaveLength(objects.length);
 }, 60_000);
+
+test('the examples of docs/kubernetes.md, "PostgreSQL as the store", render as the text says', async () => {
+  const docs = readFileSync(path.join(repoRoot, 'docs/kubernetes.md'), 'utf8');
+  const section = docs.slice(docs.indexOf('## PostgreSQL as the store'), docs.indexOf('## Chart values'));
+  const blocks = [...section.matchAll(/```(sh|yaml)\n([\s\S]*?)```/g)].map((m) => ({ lang: m[1], text: m[2] }));
+  const helmRuns = blocks.filter((b) => b.lang === 'sh' && b.text.includes('helm upgrade --install'));
+  expect(helmRuns).toHaveLength(2);
+  for (const run of helmRuns) {
+    const sets = [...run.text.matchAll(/--set (\S+)/g)].flatMap((m) => ['--set', m[1]]);
+    const api = apiContainer((await template(sets)).objects);
+    expect(envOf(api, 'TOKENVAULT_POSTGRES_CA_FILE')).toBe('/etc/tokenvault/postgres-ca/ca.crt');
+  }
+  const values = blocks.find((b) => b.lang === 'yaml' && b.text.startsWith('store:'))!;
+  const file = path.join(scratch, 'postgres-values.yaml');
+  writeFileSync(file, values.text);
+  const api = apiContainer((await template(['-f', file])).objects);
+  const url = envOf(api, 'TOKENVAULT_STORE')!;
+  expect(section).toContain(`TOKENVAULT_STORE=${url}`);
+  expect(secretKeyBehind((await template(['-f', file])).objects, 'TOKENVAULT_POSTGRES_PASSWORD_FILE')).toEqual({
+    name: 'vault-db',
+    key: 'password',
+  });
+});
