@@ -1,7 +1,7 @@
 // A full store is named, not "retry later" (docs/operations.md, "The store is full"). An etcd with a small quota
 // (--quota-backend-bytes) is filled through the API with card tokens until it refuses; from then on a create answers
-// 507 TV_STORE_FULL without Retry-After (no retry helps until the operator makes room), and so does a token read,
-// which cannot write its audit entry (fail closed, docs/security.md). Raising the quota and disarming etcd's NOSPACE
+// 507 TV_STORE_FULL without Retry-After (no retry helps until the operator makes room), and so do a token read and
+// a detokenization, which cannot write their audit entry (fail closed, docs/security.md). Raising the quota and disarming etcd's NOSPACE
 // alarm, as the operator would (docs/operations.md), brings everything acknowledged back, readable. (Compacting and
 // defragmenting alone would not do here: the tokens themselves fill the quota, not etcd's history of them.)
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
@@ -56,7 +56,7 @@ function expectStoreFull(answer: Answer) {
 
 test('a full etcd answers 507 TV_STORE_FULL to creates and to audited reads, and loses nothing acknowledged', async () => {
   const { tenantId, managementKey } = await createTenant(api.url, api.operatorKey);
-  const app = await revealingApplication(api.url, managementKey, ['token:create', 'token:read']);
+  const app = await revealingApplication(api.url, managementKey, ['token:create', 'token:read', 'token:use']);
   const server = client(api.url, app.key);
 
   // Fill etcd: every token an answered 201 names is acknowledged, with the card number it holds.
@@ -91,6 +91,10 @@ test('a full etcd answers 507 TV_STORE_FULL to creates and to audited reads, and
   // A read of an acknowledged token needs its audit entry, which cannot be written: refused, and named the same.
   const [firstId] = acknowledged.keys();
   expectStoreFull(await server.get(`/tokens/${firstId}`));
+  const detokenize = () => server.post('/detokenize', { body: { number: `{{ ${firstId} | json: '$.number' }}` } });
+  const detokenized = await detokenize();
+  expectStoreFull(detokenized);
+  expect(JSON.stringify(detokenized.body)).not.toContain(acknowledged.get(firstId));
 
   // What the chart's TokenvaultStoreFull alert counts.
   const metrics = await call(api.metricsUrl!, 'GET', '/metrics');
@@ -119,5 +123,6 @@ test('a full etcd answers 507 TV_STORE_FULL to creates and to audited reads, and
       expect(read.body.data.number).toBe(acknowledged.get(id));
     }, 5_000);
   }
+  expect((await detokenize()).body).toEqual({ number: acknowledged.get(firstId) });
   expect((await server.post('/tokens', { body: { type: 'token', data: 'room again' } })).status).toBe(201);
 }, 240_000);
