@@ -1,9 +1,9 @@
 // A full store is named, not "retry later" (docs/operations.md, "The store is full"). An etcd with a small quota
 // (--quota-backend-bytes) is filled through the API with card tokens until it refuses; from then on a create answers
-// 507 TV_STORE_FULL without Retry-After (no retry helps until the operator makes room), and so do a token read and
-// a detokenization, which cannot write their audit entry (fail closed, docs/security.md). Raising the quota and disarming etcd's NOSPACE
-// alarm, as the operator would (docs/operations.md), brings everything acknowledged back, readable. (Compacting and
-// defragmenting alone would not do here: the tokens themselves fill the quota, not etcd's history of them.)
+// 507 TV_STORE_FULL without Retry-After (no retry helps until the operator makes room), and so do a token read and a
+// detokenization, which cannot write their audit entry (fail closed, docs/security.md). Raising the quota and
+// disarming etcd's NOSPACE alarm, as the operator would, brings everything acknowledged back, readable. (Compacting
+// and defragmenting alone would not do here: the tokens themselves fill the quota, not etcd's history of them.)
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { Etcd3 } from 'etcd3';
 import { keys } from '../../src/store/keys.js';
