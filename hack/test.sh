@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test tier in one jest run. jest's global setup starts the services the tests need (etcd on free
-# loopback ports) and its teardown stops them; the files under test/envtest start their own Kubernetes control plane
-# (test/support/control-plane.ts). This script makes sure every binary exists first (hack/tools.sh finds or builds
-# etcd, kube-apiserver, kubectl and helm), so a cold build is not counted against a test's timeout.
+# Runs every test tier in one jest run, then the integration tier again on PostgreSQL. jest's global setup starts the
+# services the tests need (etcd and PostgreSQL on free loopback ports) and its teardown stops them; the files under
+# test/envtest start their own Kubernetes control plane (test/support/control-plane.ts). This script makes sure every
+# binary exists first (hack/tools.sh finds or builds etcd, kube-apiserver, kubectl and helm; hack/postgres.sh finds or
+# installs PostgreSQL), so a cold build is not counted against a test's timeout.
 # The last line printed is "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,10 +20,35 @@ tool TOKENVAULT_ETCD_BIN etcd
 tool TOKENVAULT_KUBE_APISERVER_BIN kube-apiserver
 tool TOKENVAULT_KUBECTL_BIN kubectl
 tool TOKENVAULT_HELM_BIN helm
+# PostgreSQL's server binaries (test/support/postgres.ts starts one per run); hack/postgres.sh installs Debian's
+# package when they are missing, so jest never does.
+if [ -z "${TOKENVAULT_POSTGRES_BIN_DIR:-}" ]; then
+  TOKENVAULT_POSTGRES_BIN_DIR=$(hack/postgres.sh) || { echo "hack/postgres.sh failed" >&2; echo "0 passed, 1 failed"; exit 1; }
+fi
+export TOKENVAULT_POSTGRES_BIN_DIR
 export NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot ${NODE_OPTIONS:-}"
 # Tests that assert latency under load (a p99 while hostile requests run) run after the rest, one file at a time: on
 # a 2-core machine a neighbouring test file's CPU would be measured as the vault's own latency.
 SOLO=(test/integration/abuse-expressions.test.ts test/integration/abuse-isolation.test.ts)
+# The integration tier runs a second time with its APIs and stores on PostgreSQL (TOKENVAULT_TEST_STORE=postgres:
+# test/support/api.ts's testStoreUrl and openTestStore), except the files below. TOKENVAULT_TEST_ON_POSTGRES=0 skips
+# that pass (counted as one skipped).
+POSTGRES_SKIP=(
+  # About etcd itself: what they test does not exist on PostgreSQL.
+  test/integration/etcd-leases.test.ts       # etcd leases (the lease pool, keep-alives, expiry)
+  test/integration/etcd-tls.test.ts          # TLS and client certificates to etcd
+  test/integration/store-compaction.test.ts  # a watch across etcd's compaction of old revisions
+  test/integration/store-full.test.ts        # etcd's space quota (NOSPACE alarm) and its recovery
+  test/integration/store-leader.test.ts      # leader changes in a three-member etcd cluster
+  test/integration/faults.test.ts            # kills, restarts and pauses an etcd of its own under load
+  test/integration/observability.test.ts     # its APIs run on an etcd of its own, which it blackholes and stops
+  # backup and restore read and write etcd only (they refuse a PostgreSQL store).
+  test/integration/backup-restore.test.ts
+  test/integration/interrupted-commands.test.ts # restore and keys rotate killed halfway, on etcds of their own
+  # Already run on both stores in the first pass (each names its store itself).
+  test/integration/store.contract.test.ts
+  test/integration/postgres-harness.test.ts
+)
 
 summaries=$(mktemp -d)
 trap 'rm -rf "$summaries"' EXIT
@@ -40,6 +66,14 @@ if [ $# -gt 0 ]; then
 else
   run_jest shared --maxWorkers=2 --testPathIgnorePatterns "${SOLO[@]}"
   run_jest solo --maxWorkers=1 --runTestsByPath "${SOLO[@]}"
+  if [ "${TOKENVAULT_TEST_ON_POSTGRES:-1}" = 0 ]; then
+    echo "0 passed, 0 failed, 1 skipped" >"$summaries/postgres"
+  else
+    TOKENVAULT_TEST_STORE=postgres run_jest postgres --maxWorkers=2 --selectProjects integration \
+      --testPathIgnorePatterns "${SOLO[@]}" "${POSTGRES_SKIP[@]}"
+    TOKENVAULT_TEST_STORE=postgres run_jest postgres-solo --maxWorkers=1 --selectProjects integration \
+      --runTestsByPath "${SOLO[@]}"
+  fi
   # The API contract: Schemathesis against `tokenvault dev` (docs/api.md, "API contract"), counted as one test.
   # TOKENVAULT_SCHEMATHESIS=0 skips it (counted as skipped).
   if [ "${TOKENVAULT_SCHEMATHESIS:-1}" = 0 ]; then

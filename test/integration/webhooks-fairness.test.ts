@@ -9,7 +9,6 @@ import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { encode } from '../../src/store/codec.js';
-import { EtcdStore } from '../../src/store/etcd.js';
 import { keys } from '../../src/store/keys.js';
 import { outboxPuts } from '../../src/webhooks/service.js';
 import type { TestApi } from '../support/api.js';
@@ -76,7 +75,7 @@ test("a tenant's events to a receiver that never answers do not hold up another 
   expect(received.find((r) => r.path === '/b')!.body.event.data.token.id).toBe(token.body.id);
   expect(waited).toBeLessThan(PROMPT_MS);
   // B's outbox is empty now: the dispatcher drops its mark, so later looks do not read it; A's stays.
-  const store = new EtcdStore({ endpoints: [served.endpoint] });
+  const store = served.openStore();
   try {
     await eventually(async () => expect(await store.get(keys.webhookQueuedTenant(b.tenantId))).toBeUndefined(), 5000);
     expect(await store.get(keys.webhookQueuedTenant(a.tenantId))).toBeDefined();
@@ -95,7 +94,7 @@ test('an entry in the outbox layout of the previous version is delivered', async
     tenant_id: c.tenantId,
     data: { token: { id: 'legacy-token' }, actor: { id: 'system', type: 'system' } },
   };
-  const store = new EtcdStore({ endpoints: [served.endpoint] });
+  const store = served.openStore();
   try {
     // `webhook-outbox/<due, ms, 15 digits>/<delivery id>`, one outbox for every tenant.
     const key = `/tokenvault/webhook-outbox/${String(Date.now()).padStart(15, '0')}/${id}`;
@@ -121,7 +120,7 @@ test("a tenant's deletion removes its outbox and the outbox's mark; a delivery u
     data: { token: { id: 'a-token' }, actor: { id: 'system', type: 'system' } },
   });
   const sending = randomUUID();
-  const store = new EtcdStore({ endpoints: [served.endpoint] });
+  const store = served.openStore();
   try {
     // One delivery due now, sent to a receiver that never answers (its claim is held until the 1 s timeout), and a
     // retry due in an hour, as the dispatcher writes it.

@@ -11,7 +11,7 @@
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { decode } from '../../src/store/codec.js';
-import type { EtcdStore } from '../../src/store/etcd.js';
+import type { Store } from '../../src/store/store.js';
 import { keys } from '../../src/store/keys.js';
 import type { Delivery } from '../../src/webhooks/service.js';
 import type { TestApi } from '../support/api.js';
@@ -30,7 +30,7 @@ const C_EVENTS = 3;
 const PROMPT_MS = 3000;
 
 let served: WebhookApi;
-let store: EtcdStore;
+let store: Store;
 let api: TestApi;
 /** Answers nothing, ever (its requests are held until it closes). */
 let hanging: HttpsTestServer;

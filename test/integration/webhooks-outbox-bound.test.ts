@@ -5,7 +5,7 @@
 // receiver is down stayed in its outbox.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { EtcdStore } from '../../src/store/etcd.js';
+import type { Store } from '../../src/store/store.js';
 import { keys } from '../../src/store/keys.js';
 import { setTenantLimits, type TestApi } from '../support/api.js';
 import { startHttpsServer, type HttpsTestServer } from '../support/https.js';
@@ -15,7 +15,7 @@ import { startWebhookApi, tenantWithHook as tenantWithHookOn, type WebhookApi } 
 const OUTBOX = 3;
 
 let served: WebhookApi;
-let store: EtcdStore;
+let store: Store;
 let api: TestApi;
 let receiver: HttpsTestServer;
 /** A loopback URL nothing listens on: a receiver that is down (connection refused). */

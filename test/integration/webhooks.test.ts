@@ -6,11 +6,18 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { EtcdStore } from '../../src/store/etcd.js';
+import { openStore } from '../../src/store/open.js';
 import { keys } from '../../src/store/keys.js';
 import { verify } from '../../src/webhooks/signature.js';
-import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
-import { startEtcd, type EtcdProcess } from '../support/etcd.js';
+import {
+  createApplication,
+  createTenant,
+  revealingApplication,
+  startOwnTestStore,
+  startTestApi,
+  type OwnTestStore,
+  type TestApi,
+} from '../support/api.js';
 import { client } from '../support/http.js';
 import { startHttpsServer, testCertificates, type HttpsTestServer } from '../support/https.js';
 import { eventually, sleep } from '../support/wait.js';
@@ -26,9 +33,9 @@ interface Received {
 const TOKEN_PERMISSIONS = ['token:create', 'token:read', 'token:update', 'token:delete'];
 
 let env: Record<string, string>;
-/** An etcd of this file's own: every API process on an etcd serves its one outbox, so another test file's APIs on the
- * shared etcd would take these deliveries (with their own settings, CA and allow-list) and fail them. */
-let etcd: EtcdProcess;
+/** A store of this file's own: every API process on a store serves its one outbox, so another test file's APIs on the
+ * shared store would take these deliveries (with their own settings, CA and allow-list) and fail them. */
+let own: OwnTestStore;
 let api: TestApi;
 let receiver: HttpsTestServer;
 const received: Received[] = [];
@@ -69,9 +76,9 @@ async function webhook(path: string, events: string[], key = mgmt) {
 beforeAll(async () => {
   const { caFile } = await testCertificates();
   receiver = await startHttpsServer(handler);
-  etcd = await startEtcd();
+  own = await startOwnTestStore();
   env = {
-    TOKENVAULT_STORE: `etcd://${new URL(etcd.endpoint).host}`,
+    TOKENVAULT_STORE: own.url,
     TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
     TOKENVAULT_PROXY_CA_FILE: caFile,
     TOKENVAULT_WEBHOOK_BACKOFF_MS: '200',
@@ -95,7 +102,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await api?.close();
   await receiver?.close();
-  await etcd?.stop();
+  await own?.stop();
 });
 
 describe('the webhooks resource', () => {
@@ -428,7 +435,7 @@ describe('delivery', () => {
     const again = { port: Number(new URL(api.url).port), operatorKey: api.operatorKey };
     await api.close();
     failing.set('/takeover', 0);
-    const store = new EtcdStore({ endpoints: [etcd.endpoint] });
+    const store = openStore(own.spec);
     try {
       // Claim every pending delivery as a process that then died would have: its claims still live.
       const pending = await store.range(keys.webhookQueues);

@@ -8,7 +8,9 @@ import { createLogger } from '../../src/observability/logger.js';
 import { startApi, type RunningApi } from '../../src/server/api.js';
 import { openStore, type StoreSpec } from '../../src/store/open.js';
 import type { Store } from '../../src/store/store.js';
+import { startEtcd } from './etcd.js';
 import { freeLoopbackPort } from './ports.js';
+import { createPostgresDatabase } from './postgres.js';
 import { startWorker } from '../../src/server/worker.js';
 import { call } from './http.js';
 import { eventually } from './wait.js';
@@ -62,6 +64,31 @@ export function testStoreSpec(): StoreSpec {
 /** A client of the run's store, as an API process opens it (for tests that read or write the store directly). */
 export function openTestStore(): Store {
   return openStore(testStoreSpec());
+}
+
+export interface OwnTestStore {
+  /** TOKENVAULT_STORE for it. */
+  url: string;
+  spec: StoreSpec;
+  /** Stops the etcd (a PostgreSQL database is left to the run's server, which is thrown away at the end). */
+  stop(): Promise<void>;
+}
+
+/**
+ * A store of the run's kind that no other test file uses, for tests whose APIs must be alone on it (each API process
+ * on a store serves all of its webhook outboxes): a new etcd, or a new database on the test PostgreSQL.
+ */
+export async function startOwnTestStore(): Promise<OwnTestStore> {
+  if (testStoreKind() === 'postgres') {
+    const url = await createPostgresDatabase(testPostgresUrl());
+    return { url, spec: { kind: 'postgres', url }, stop: async () => {} };
+  }
+  const etcd = await startEtcd();
+  return {
+    url: `etcd://${new URL(etcd.endpoint).host}`,
+    spec: { kind: 'etcd', endpoints: [etcd.endpoint] },
+    stop: () => etcd.stop(),
+  };
 }
 
 /** One key-encryption key for every API a test run starts, so replicas can read each other's data. */

@@ -1,28 +1,30 @@
-// What the webhook delivery tests share: an API on an etcd of its own (every API process on an etcd serves its
-// outboxes, with its own settings), trusting the loopback receivers' test CA; and a tenant with one webhook on
-// token.created and a key that creates tokens.
+// What the webhook delivery tests share: an API on a store of its own (every API process on a store serves its
+// outboxes, with its own settings): a new etcd, or with TOKENVAULT_TEST_STORE=postgres a new database on the test
+// PostgreSQL; trusting the loopback receivers' test CA; and a tenant with one webhook on token.created and a key that
+// creates tokens.
 import { expect } from '@jest/globals';
-import { EtcdStore } from '../../src/store/etcd.js';
-import { createApplication, createTenant, startTestApi, type TestApi } from './api.js';
-import { startEtcd } from './etcd.js';
+import { openStore } from '../../src/store/open.js';
+import type { Store } from '../../src/store/store.js';
+import { createApplication, createTenant, startOwnTestStore, startTestApi, type TestApi } from './api.js';
 import { client } from './http.js';
 import { testCertificates } from './https.js';
 
 export interface WebhookApi {
   api: TestApi;
-  /** A client of the API's etcd, to look at outboxes and marks. */
-  store: EtcdStore;
-  endpoint: string;
+  /** A client of the API's store, to look at outboxes and marks. */
+  store: Store;
+  /** Another client of the API's store (closed by the caller), as a second process would have. */
+  openStore(): Store;
   close(): Promise<void>;
 }
 
 /** `env`: the webhook settings under test. */
 export async function startWebhookApi(env: Record<string, string>): Promise<WebhookApi> {
   const { caFile } = await testCertificates();
-  const etcd = await startEtcd();
-  const store = new EtcdStore({ endpoints: [etcd.endpoint] });
+  const own = await startOwnTestStore();
+  const store = openStore(own.spec);
   const api = await startTestApi({
-    TOKENVAULT_STORE: `etcd://${new URL(etcd.endpoint).host}`,
+    TOKENVAULT_STORE: own.url,
     TOKENVAULT_PROXY_ALLOWED_HOSTS: 'localhost',
     TOKENVAULT_PROXY_CA_FILE: caFile,
     ...env,
@@ -30,11 +32,11 @@ export async function startWebhookApi(env: Record<string, string>): Promise<Webh
   return {
     api,
     store,
-    endpoint: etcd.endpoint,
+    openStore: () => openStore(own.spec),
     async close() {
       await api.close();
       await store.close();
-      await etcd.stop();
+      await own.stop();
     },
   };
 }
