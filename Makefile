@@ -20,7 +20,8 @@ SANDBOX_BUNDLE := src/runtime/worker/prelude-bundle.ts
 
 help:
 	@echo "make run    build and start tokenvault dev (prints the URL and a management key)"
-	@echo "make test   run every test tier against a real etcd and a real kube-apiserver"
+	@echo "make test   run every test tier against a real etcd and a real kube-apiserver, and the integration tier"
+	@echo "           again on a real PostgreSQL (installed with apt-get when missing: hack/postgres.sh)"
 	@echo "make test-unit  the unit tier only: no services, seconds"
 	@echo "make lint   type-check the sources, tests, benchmarks and sandbox code; check the layers (dependency-cruiser)"
 	@echo "           and that the sandbox bundle is fresh"
