@@ -2,7 +2,7 @@
 
 import { EtcdStore } from './etcd.js';
 import { MemoryStore } from './memory.js';
-import { PostgresStore } from './postgres.js';
+import { PostgresStore, type PostgresConnection } from './postgres.js';
 import type { Store } from './store.js';
 
 export type StoreSpec =
@@ -14,22 +14,7 @@ export type StoreSpec =
       /** Deadline of every call (TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS). */
       requestTimeoutMs?: number;
     }
-  | {
-      kind: 'postgres';
-      /**
-       * A libpq-style URL, postgres://user[:password]@host:port/db[?sslmode=...]. sslmode is disable, require (TLS,
-       * no certificate check), verify-ca or verify-full (the certificate against caFile, and the host name too).
-       */
-      url: string;
-      /** PEM file of the CA that signed the server's certificate (TOKENVAULT_POSTGRES_CA_FILE). */
-      caFile?: string;
-      /** A file holding the password (TOKENVAULT_POSTGRES_PASSWORD_FILE); read at every connect, so it can rotate. */
-      passwordFile?: string;
-      /** Connections in the pool (TOKENVAULT_POSTGRES_POOL_SIZE). */
-      poolSize?: number;
-      /** Deadline of every call, as for etcd. */
-      requestTimeoutMs?: number;
-    };
+  | ({ kind: 'postgres' } & PostgresConnection);
 
 /** Opening connects lazily: an unreachable etcd shows up on the first call (or ping), not here. */
 export function openStore(spec: StoreSpec): Store {

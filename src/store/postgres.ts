@@ -22,7 +22,6 @@ import { assertDeletablePrefix, checkTxn, compareKeys, leaseSeconds, swapTxn } f
 import { ChangeFeed, type Row } from './postgres-feed.js';
 import { migrate } from './postgres-schema.js';
 import { isPostgresDiskFull, storeFullOr } from './store-full.js';
-import type { StoreSpec } from './open.js';
 import type {
   CountedRange,
   Entry,
@@ -36,7 +35,24 @@ import type {
   WatchPhase,
 } from './store.js';
 
-export type PostgresStoreOptions = Omit<Extract<StoreSpec, { kind: 'postgres' }>, 'kind'> & {
+/** Where the store is and how to reach it: the `postgres` StoreSpec (open.ts), as the configuration makes it. */
+export interface PostgresConnection {
+  /**
+   * A libpq-style URL, postgres://user[:password]@host:port/db[?sslmode=...]. sslmode is disable, require (TLS, no
+   * certificate check), verify-ca or verify-full (the certificate against caFile, and the host name too).
+   */
+  url: string;
+  /** PEM file of the CA that signed the server's certificate (TOKENVAULT_POSTGRES_CA_FILE). */
+  caFile?: string;
+  /** A file holding the password (TOKENVAULT_POSTGRES_PASSWORD_FILE); read at every connect, so it can rotate. */
+  passwordFile?: string;
+  /** Connections in the pool (TOKENVAULT_POSTGRES_POOL_SIZE). */
+  poolSize?: number;
+  /** Deadline of every call, as for etcd. */
+  requestTimeoutMs?: number;
+}
+
+export type PostgresStoreOptions = PostgresConnection & {
   /** How long ping waits for an answer. Default 2000. */
   dialTimeoutMs?: number;
   /** How often expired keys are swept. Default 1000. */

@@ -125,7 +125,7 @@ describe('PostgresStore failures', () => {
     );
     try {
       await store.put(`${prefix}before`, '1');
-      await eventually(() => expect(events.map((e) => e.key)).toEqual([`${prefix}before`]));
+      await eventually(async () => expect(events.map((e) => e.key)).toEqual([`${prefix}before`]));
       // The server ends the listening connection, as a restart or a failover would.
       const cut = await sql<{ cut: boolean }>(
         url,
@@ -133,9 +133,9 @@ describe('PostgresStore failures', () => {
           "AND application_name = 'tokenvault'",
       );
       expect(cut.length).toBeGreaterThanOrEqual(1);
-      await eventually(() => expect(phases).toEqual(['lost', 'back']), 10_000);
+      await eventually(async () => expect(phases).toEqual(['lost', 'back']), 10_000);
       await store.put(`${prefix}after`, '2');
-      await eventually(() => expect(events.map((e) => e.key)).toEqual([`${prefix}before`, `${prefix}after`]));
+      await eventually(async () => expect(events.map((e) => e.key)).toEqual([`${prefix}before`, `${prefix}after`]));
     } finally {
       await watcher.close();
       await store.close();
