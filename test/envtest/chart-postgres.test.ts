@@ -536,3 +536,51 @@ test('the examples of docs/kubernetes.md, "PostgreSQL as the store", render as t
     key: 'password',
   });
 });
+
+test('an upgrade after the URL or CA Secret changed rolls the API (it reads them at start), and only the API', async () => {
+  // A real release in the test control plane (objects are stored, pods never run).
+  const namespace = 'tokenvault-postgres-roll';
+  const release = ['roll', chartDir, '--namespace', namespace, '--set', 'crds.enabled=false', ...URL_SECRET];
+  await plane.kubectl(['create', 'namespace', namespace]);
+  const secret = (name: string, data: Record<string, string>) =>
+    JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace }, stringData: data });
+  await plane.kubectl(['apply', '-f', '-'], {
+    input: `${secret('vault-db', { url: 'postgres://tv:one@db:5432/vault?sslmode=verify-full' })}\n${secret('vault-db-ca', { 'root.pem': 'CA one' })}`,
+  });
+  const checksums = async () => {
+    const result: Record<string, string | undefined> = {};
+    for (const component of ['api', 'worker', 'controller']) {
+      const { stdout } = await plane.kubectl([
+        'get',
+        'deployment',
+        `roll-tokenvault-${component}`,
+        '-n',
+        namespace,
+        '-o',
+        'json',
+      ]);
+      result[component] = JSON.parse(stdout).spec.template.metadata.annotations?.['checksum/keys'];
+    }
+    return result;
+  };
+  await helm(['install', ...release]);
+  await helm(['upgrade', ...release]);
+  const before = await checksums();
+  await helm(['upgrade', ...release]);
+  expect(await checksums()).toEqual(before);
+  for (const [name, data] of [
+    ['vault-db', { url: 'postgres://tv:two@db:5432/vault?sslmode=verify-full' }],
+    ['vault-db-ca', { 'root.pem': 'CA two' }],
+  ] as const) {
+    const previous = await checksums();
+    await plane.kubectl(['apply', '-f', '-'], { input: secret(name, data) });
+    await helm(['upgrade', ...release]);
+    const after = await checksums();
+    expect({ name, api: after.api === previous.api }).toEqual({ name, api: false });
+    expect({ worker: after.worker, controller: after.controller }).toEqual({
+      worker: previous.worker,
+      controller: previous.controller,
+    });
+  }
+  await helm(['uninstall', 'roll', '--namespace', namespace]);
+}, 90_000);

@@ -359,12 +359,13 @@ readinessProbe:
 start (mounted files are updated in place, but read once), so that an upgrade after they changed (a KEK rotation, a
 new worker secret, an edited existingSecret or CA bundle) rolls the pods. Taken from the cluster (lookup), so it is
 absent on the first install and an offline render: the first upgrade after an install rolls the pods once. Include
-with (dict "ctx" $ "annotations" .Values.api.podAnnotations). */}}
+with (dict "ctx" $ "annotations" .Values.api.podAnnotations), and "secrets" for more Secrets a process reads at start
+(the API's PostgreSQL URL and CA). */}}
 {{- define "tokenvault.podAnnotations" -}}
 {{- $ctx := .ctx -}}
 {{- $ns := $ctx.Release.Namespace -}}
 {{- $seen := list -}}
-{{- range $name := list (include "tokenvault.kek.secretName" $ctx) (include "tokenvault.operatorKey.secretName" $ctx) (include "tokenvault.workerSecret.secretName" $ctx) -}}
+{{- range $name := concat (list (include "tokenvault.kek.secretName" $ctx) (include "tokenvault.operatorKey.secretName" $ctx) (include "tokenvault.workerSecret.secretName" $ctx)) (.secrets | default list) -}}
 {{- with lookup "v1" "Secret" $ns $name -}}{{- $seen = append $seen (.data | toJson) -}}{{- end -}}
 {{- end -}}
 {{- with $ctx.Values.config.outbound.caBundle.configMapName -}}
