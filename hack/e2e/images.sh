@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: hack/e2e/images.sh build [STEP...]  (pause bases etcd coredns tokenvault) builds (or finds cached) every image `make e2e` runs, prints nothing on stdout
+# Usage: hack/e2e/images.sh build [STEP...]  (pause bases etcd coredns postgres tokenvault) builds (or finds cached) every image `make e2e` runs, prints nothing on stdout
 #        hack/e2e/images.sh import    imports them into the e2e cluster's containerd (namespace k8s.io)
 #        hack/e2e/images.sh values    prints the helm --set flags that point the chart at them
 #
@@ -199,6 +199,31 @@ build_coredns() {
   rm -rf "$dir"
 }
 
+# The PostgreSQL the scenario's second install stores in (hack/e2e/scenario-postgres.sh): Debian bookworm's
+# postgresql package (PostgreSQL 15, what docs/kubernetes.md's examples and the integration tests run), started by a
+# script the scenario mounts. The package's postinst makes a cluster "main" under /var/lib/postgresql: removed, the
+# pod makes its own on its volume. Its user, tokenvault-postgres (65532, as etcd's pods run), is in /etc/passwd
+# because initdb and postgres refuse a user id without a name. SIGINT stops PostgreSQL at once (fast shutdown);
+# SIGTERM, the kubelet's default, would wait for the API's pooled connections to close. POSTGRES_IMAGE_LAYOUT names
+# the recipe (bump it when the hooks change, so a cached image of the old recipe is not taken).
+POSTGRES_IMAGE_LAYOUT=1
+POSTGRES_IMAGE_REPO=localhost/tokenvault-e2e/postgres
+POSTGRES_IMAGE=$POSTGRES_IMAGE_REPO:15-$POSTGRES_IMAGE_LAYOUT-$BASE_HASH
+
+build_postgres() {
+  have "$POSTGRES_IMAGE" && return
+  log "building the PostgreSQL image (Debian bookworm + postgresql)"
+  local tar
+  tar=$(rootfs postgres ca-certificates,postgresql \
+    --customize-hook='rm -rf "$1"/var/lib/postgresql/15 "$1"/etc/postgresql/15' \
+    --customize-hook='echo "tokenvault-postgres:x:65532:65532:PostgreSQL:/var/lib/postgresql:/usr/sbin/nologin" >>"$1"/etc/passwd' \
+    --customize-hook='echo "tokenvault-postgres:x:65532:" >>"$1"/etc/group')
+  from_tar "$POSTGRES_IMAGE" "$tar" --user 65532:65532 --stop-signal SIGINT \
+    --env PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+  rm -f "$tar"
+  forget "$POSTGRES_IMAGE_REPO" "$POSTGRES_IMAGE"
+}
+
 # The tokenvault image's tag: a hash of every input of the Dockerfile and of the bases.
 tokenvault_image() {
   local hash
@@ -227,7 +252,7 @@ build_tokenvault() {
   forget "${image%:*}" "$image"
 }
 
-all_images() { echo "$PAUSE_IMAGE" "$(etcd_image)" "$COREDNS_IMAGE" "$(tokenvault_image)" "$RUNTIME_BASE"; }
+all_images() { echo "$PAUSE_IMAGE" "$(etcd_image)" "$COREDNS_IMAGE" "$POSTGRES_IMAGE" "$(tokenvault_image)" "$RUNTIME_BASE"; }
 
 case ${1:-} in
   build)
@@ -235,7 +260,7 @@ case ${1:-} in
     ensure_packages
     mkdir -p "$IMAGES_DIR"
     shift
-    for step in "${@:-pause bases etcd coredns tokenvault}"; do
+    for step in "${@:-pause bases etcd coredns postgres tokenvault}"; do
       for one in $step; do "build_$one"; done
     done
     ;;
@@ -246,8 +271,8 @@ case ${1:-} in
     done
     ;;
   names)
-    printf 'PAUSE_IMAGE=%s\nETCD_IMAGE=%s\nCOREDNS_IMAGE=%s\nTOKENVAULT_IMAGE=%s\nCLIENT_IMAGE=%s\n' \
-      "$PAUSE_IMAGE" "$(etcd_image)" "$COREDNS_IMAGE" "$(tokenvault_image)" "$RUNTIME_BASE"
+    printf 'PAUSE_IMAGE=%s\nETCD_IMAGE=%s\nCOREDNS_IMAGE=%s\nPOSTGRES_IMAGE=%s\nTOKENVAULT_IMAGE=%s\nCLIENT_IMAGE=%s\n' \
+      "$PAUSE_IMAGE" "$(etcd_image)" "$COREDNS_IMAGE" "$POSTGRES_IMAGE" "$(tokenvault_image)" "$RUNTIME_BASE"
     ;;
   *)
     echo "usage: $0 build|import|names" >&2
