@@ -8,6 +8,7 @@ import os from 'node:os';
 import { loadSettings, type Benchmark } from './support/settings.js';
 import { repoRoot } from '../test/support/repo-root.js';
 import { ensureEtcdBinary } from './support/processes.js';
+import { capacityBenchmark } from './capacity.js';
 import { controllerScaleBenchmark } from './controller-scale.js';
 import { growthBenchmark } from './growth.js';
 import { listsBenchmark } from './lists.js';
@@ -28,12 +29,19 @@ const BENCHMARKS: Benchmark[] = [
   listsBenchmark,
   growthBenchmark,
   scalingBenchmark,
+  capacityBenchmark,
 ];
+
+/** Run only when named: they take hours (capacity loads 2,000,000 tokens). */
+const NOT_BY_DEFAULT = new Set(['capacity']);
 
 async function main(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h') || argv.includes('--list')) {
     process.stdout.write(`usage: hack/bench.sh [--profile] [benchmark...]\n\nbenchmarks:\n`);
-    for (const b of BENCHMARKS) process.stdout.write(`  ${b.name.padEnd(10)} ${b.description}\n`);
+    for (const b of BENCHMARKS)
+      process.stdout.write(
+        `  ${b.name.padEnd(10)} ${b.description}${NOT_BY_DEFAULT.has(b.name) ? ' (only when named)' : ''}\n`,
+      );
     return 0;
   }
   if (argv.includes('--profile')) process.env.BENCH_PROFILE = '1';
@@ -43,7 +51,10 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`unknown benchmark(s): ${unknown.join(', ')}; try --list\n`);
     return 2;
   }
-  const selected = names.length > 0 ? BENCHMARKS.filter((b) => names.includes(b.name)) : BENCHMARKS;
+  const selected =
+    names.length > 0
+      ? BENCHMARKS.filter((b) => names.includes(b.name))
+      : BENCHMARKS.filter((b) => !NOT_BY_DEFAULT.has(b.name));
   const settings = loadSettings();
 
   process.stdout.write(`${environment()}\n`);
