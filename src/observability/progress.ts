@@ -108,6 +108,19 @@ export class Progress {
   }
 }
 
+/**
+ * A log destination (pino's) on standard error that erases the live progress line before each log line, so on a
+ * terminal a log line never runs into the progress line (the next redraw puts it back below).
+ */
+export function besideProgress(current: () => Progress | undefined): { write(line: string): void } {
+  return {
+    write: (line) => {
+      current()?.clear();
+      process.stderr.write(line);
+    },
+  };
+}
+
 /** `1h02m`, `3m07s`, `12s`. */
 export function duration(seconds: number): string {
   const s = Math.ceil(seconds);

@@ -1,11 +1,10 @@
 // `tokenvault keys rotate`: the command around the re-wrapping of every tenant's data keys (src/crypto/rotate.ts), with
 // its configuration, store and exit code.
-import pino from 'pino';
 import { loadConfig } from '../config/config.js';
 import { KeyRing } from '../crypto/keyring.js';
 import { rotateKeks } from '../crypto/rotate.js';
 import { createLogger } from '../observability/logger.js';
-import { Progress } from '../observability/progress.js';
+import { besideProgress, Progress } from '../observability/progress.js';
 import { keys } from '../store/keys.js';
 import { openStore } from '../store/open.js';
 
@@ -34,16 +33,21 @@ export async function keysCommand(argv: string[]): Promise<number> {
   }
   const ring = new KeyRing(config.keyEncryptionKeys);
   // Logs go to stderr so stdout carries only the summary.
-  const logger = createLogger(config.logLevel, pino.destination(2));
+  let progress: Progress | undefined;
+  const logger = createLogger(
+    config.logLevel,
+    besideProgress(() => progress),
+  );
   const store = openStore(config.store);
   try {
     // Standard error, like the logs: stdout carries only the summary.
-    const progress = new Progress({ label: 'keys rotate', unit: 'tenants', total: await store.count(keys.tenants) });
+    progress = new Progress({ label: 'keys rotate', unit: 'tenants', total: await store.count(keys.tenants) });
     let result;
     try {
-      result = await rotateKeks(store, ring, logger, () => progress.add());
+      result = await rotateKeks(store, ring, logger, () => progress!.add());
     } finally {
       progress.stop();
+      progress = undefined;
     }
     process.stdout.write(
       `keys rotate: primary KEK ${ring.primaryId}; ${result.tenants} tenants checked, ${result.rewrapped} keys re-wrapped, ${result.failed} tenants failed\n`,

@@ -1,12 +1,11 @@
 // `tokenvault search reindex`: writes the search index entries of every stored token (src/domain/tokens/
 // search-reindex.ts), for tokens written before token search existed. Safe while the API runs, and to run again.
-import pino from 'pino';
 import { loadConfig } from '../config/config.js';
 import { TenantCrypto } from '../crypto/envelope.js';
 import { KeyRing } from '../crypto/keyring.js';
 import { countTokens, reindexTokens } from '../domain/tokens/search-reindex.js';
 import { createLogger } from '../observability/logger.js';
-import { Progress } from '../observability/progress.js';
+import { besideProgress, Progress } from '../observability/progress.js';
 import { openStore } from '../store/open.js';
 
 /** `tokenvault search <subcommand>`: the exit code. */
@@ -33,16 +32,21 @@ export async function searchCommand(argv: string[]): Promise<number> {
     return 1;
   }
   // Logs go to stderr so stdout carries only the summary.
-  const logger = createLogger(config.logLevel, pino.destination(2));
+  let progress: Progress | undefined;
+  const logger = createLogger(
+    config.logLevel,
+    besideProgress(() => progress),
+  );
   const store = openStore(config.store);
   try {
-    const progress = new Progress({ label: 'search reindex', unit: 'tokens', total: await countTokens(store) });
+    progress = new Progress({ label: 'search reindex', unit: 'tokens', total: await countTokens(store) });
     let result;
     try {
       const cipher = new TenantCrypto(store, new KeyRing(config.keyEncryptionKeys), logger);
-      result = await reindexTokens(store, cipher, undefined, () => progress.add());
+      result = await reindexTokens(store, cipher, undefined, () => progress!.add());
     } finally {
       progress.stop();
+      progress = undefined;
     }
     process.stdout.write(
       `search reindex: ${result.tenants} tenants, ${result.tokens} tokens reindexed, ${result.skipped} changed meanwhile (indexed by their own write)\n`,

@@ -1,7 +1,7 @@
 // The progress line of the long commands: done / total, rate and time left; redrawn in place on a terminal, a plain
 // line every interval elsewhere, and nothing at all off a terminal for a run shorter than one interval.
 import { afterEach, beforeEach, expect, jest, test } from '@jest/globals';
-import { duration, Progress } from '../../src/observability/progress.js';
+import { besideProgress, duration, Progress } from '../../src/observability/progress.js';
 
 function stream(isTTY: boolean) {
   const written: string[] = [];
@@ -65,6 +65,23 @@ test('without a total: the count and the rate, no percentage or ETA; a walk long
   jest.advanceTimersByTime(1000);
   expect(over.line()).toBe('search reindex: 120/100 tokens (100%), 120/s, finishing');
   over.stop();
+});
+
+test('a log line on a terminal erases the live line first, so the two never run together', () => {
+  const out = stream(true);
+  const progress = new Progress({ label: 'keys rotate', unit: 'tenants', total: 10, stream: out });
+  progress.add(1);
+  jest.advanceTimersByTime(200);
+  const written: string[] = [];
+  const spy = jest.spyOn(process.stderr, 'write').mockImplementation((text) => written.push(String(text)) > 0);
+  try {
+    besideProgress(() => progress).write('{"msg":"tenant keys re-wrapped"}\n');
+  } finally {
+    spy.mockRestore();
+  }
+  expect(out.written.at(-1)).toBe('\r\x1b[K');
+  expect(written).toEqual(['{"msg":"tenant keys re-wrapped"}\n']);
+  progress.stop();
 });
 
 test('durations', () => {
