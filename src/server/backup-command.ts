@@ -1,5 +1,5 @@
-// `tokenvault backup` and `tokenvault restore`: a logical export of the vault's etcd keys (src/store/etcd-keyspace.ts)
-// into a checksummed file (src/store/backup-file.ts), and its import into an empty etcd. The key-encryption keys go
+// `tokenvault backup` and `tokenvault restore`: a logical export of the vault's keys (src/store/keyspace.ts, etcd or
+// PostgreSQL) into a checksummed file (src/store/backup-file.ts), and its import into an empty store of either kind. The key-encryption keys go
 // to a separate file, never into the backup: the backup alone is ciphertext nobody can read. Why logical rather than
 // an etcd snapshot: docs/operations.md, "Backup and restore".
 import { createHash } from 'node:crypto';
@@ -13,14 +13,14 @@ import { kekId } from '../crypto/keyring.js';
 import { parseTenantCryptoRecord } from '../crypto/tenant-keys.js';
 import { Progress } from '../observability/progress.js';
 import { BackupFileError, BackupWriter, readBackup } from '../store/backup-file.js';
-import { EtcdKeyspace, type KeyValue } from '../store/etcd-keyspace.js';
+import type { Keyspace, KeyValue } from '../store/keyspace.js';
 import { keys } from '../store/keys.js';
-import { openStore } from '../store/open.js';
+import { openKeyspace, openStore } from '../store/open.js';
 
 const BACKUP_USAGE =
-  'usage: tokenvault backup --out FILE|- [--keys-out FILE] --store etcd://host:port (TOKENVAULT_KEK_FILE: the keys to copy to --keys-out)';
+  'usage: tokenvault backup --out FILE|- [--keys-out FILE] --store etcd://host:port|postgres://user@host:port/db (TOKENVAULT_KEK_FILE: the keys to copy to --keys-out)';
 const RESTORE_USAGE =
-  'usage: tokenvault restore --from FILE|- [--force] --store etcd://host:port (TOKENVAULT_KEK_FILE, optional: the key file, checked against the backup)';
+  'usage: tokenvault restore --from FILE|- [--force] --store etcd://host:port|postgres://user@host:port/db (TOKENVAULT_KEK_FILE, optional: the key file, checked against the backup)';
 
 /** `/tokenvault/t/<tenant>/crypto`: the record of a tenant's wrapped keys, which names the KEKs it needs. */
 const CRYPTO_KEY = new RegExp(`^${keys.root}t/[^/]+/crypto$`);
@@ -41,13 +41,13 @@ export async function backupCommand(argv: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig({ argv: own.rest });
-  const keyspace = openKeyspace(config, 'backup');
+  const keyspace = keyspaceOf(config, 'backup');
   if (!keyspace) return 1;
   if (keysOut !== undefined && config.keyEncryptionKeys === undefined) {
     process.stderr.write(
       'tokenvault backup: --keys-out needs the keys: set TOKENVAULT_KEK_FILE (or --kek-file, TOKENVAULT_KEK)\n',
     );
-    keyspace.close();
+    await keyspace.close();
     return 1;
   }
 
@@ -96,7 +96,7 @@ export async function backupCommand(argv: string[]): Promise<number> {
       kek_ids: [...kekIds].sort(),
     });
     say.write(
-      `backup: ${result.keys - skipped} keys at etcd revision ${result.revision} (${result.leased} leased keys left out) in ${out}, ${bytes} bytes, ${Date.now() - started} ms\n`,
+      `backup: ${result.keys - skipped} keys at store revision ${result.revision} (${result.leased} leased keys left out) in ${out}, ${bytes} bytes, ${Date.now() - started} ms\n`,
     );
   } catch (error) {
     progress.stop();
@@ -105,7 +105,7 @@ export async function backupCommand(argv: string[]): Promise<number> {
   } finally {
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
-    keyspace.close();
+    await keyspace.close();
   }
 
   if (unreadable.length > 0) {
@@ -156,8 +156,8 @@ export async function restoreCommand(argv: string[]): Promise<number> {
 
 async function restoreFile(from: string, config: Config, force: boolean): Promise<number> {
   const started = Date.now();
-  // The whole file is checked before etcd is touched: a damaged backup changes nothing. The digest of its entries
-  // (keys and values, in order) is what etcd is compared with when it already holds keys.
+  // The whole file is checked before the store is touched: a damaged backup changes nothing. The digest of its entries
+  // (keys and values, in order) is what the store is compared with when it already holds keys.
   let checked;
   const digest = entryDigest();
   const checking = new Progress({ label: 'restore (checking the file)', unit: 'keys' });
@@ -190,7 +190,7 @@ async function restoreFile(from: string, config: Config, force: boolean): Promis
     );
   }
 
-  const keyspace = openKeyspace(config, 'restore');
+  const keyspace = keyspaceOf(config, 'restore');
   if (!keyspace) return 1;
   const store = openStore(config.store);
   try {
@@ -200,17 +200,17 @@ async function restoreFile(from: string, config: Config, force: boolean): Promis
     const resuming = marker !== undefined && markerBackup(marker.value) === sha256;
     const present = (await keyspace.countUnleased(keys.root)) - (marker ? 1 : 0);
     if (present > 0 && !force && !resuming) {
-      // Run twice: etcd holds exactly this backup already (and nothing since), which is what the restore would make.
-      if (!marker && present === trailer.keys && (await etcdDigest(keyspace)) === digest.hex()) {
+      // Run twice: the store holds exactly this backup already (and nothing since), which is what the restore would make.
+      if (!marker && present === trailer.keys && (await storeDigest(keyspace)) === digest.hex()) {
         process.stdout.write(
-          `restore: etcd already holds exactly the ${trailer.keys} keys of ${from}; nothing to do, ${Date.now() - started} ms\n`,
+          `restore: the store already holds exactly the ${trailer.keys} keys of ${from}; nothing to do, ${Date.now() - started} ms\n`,
         );
         return 0;
       }
       process.stderr.write(
         marker
-          ? `tokenvault restore: etcd holds part of an interrupted restore of another backup (${present} keys); restore that backup again to finish it, or pass --force to delete them first; nothing was restored\n`
-          : `tokenvault restore: etcd already holds ${present} tokenvault keys; restore into an empty etcd, or pass --force to delete them first (stop the API first); nothing was restored\n`,
+          ? `tokenvault restore: the store holds part of an interrupted restore of another backup (${present} keys); restore that backup again to finish it, or pass --force to delete them first; nothing was restored\n`
+          : `tokenvault restore: the store already holds ${present} tokenvault keys; restore into an empty store, or pass --force to delete them first (stop the API first); nothing was restored\n`,
       );
       return 1;
     }
@@ -229,11 +229,11 @@ async function restoreFile(from: string, config: Config, force: boolean): Promis
       });
       await writer.flush();
     } catch (error) {
-      // The file was whole a moment ago: it changed during the restore, or etcd failed. Either way etcd now holds
+      // The file was whole a moment ago: it changed during the restore, or the store failed. Either way the store now holds
       // part of the backup, and the marker says so.
-      const what = error instanceof BackupFileError ? error.message : `etcd failed: ${(error as Error).message}`;
+      const what = error instanceof BackupFileError ? error.message : `the store failed: ${(error as Error).message}`;
       process.stderr.write(
-        `tokenvault restore: ${what}; etcd now holds part of the backup: run the same restore again to finish it\n`,
+        `tokenvault restore: ${what}; the store now holds part of the backup: run the same restore again to finish it\n`,
       );
       return 1;
     } finally {
@@ -241,11 +241,11 @@ async function restoreFile(from: string, config: Config, force: boolean): Promis
     }
     await store.delete(keys.restoreInProgress);
     process.stdout.write(
-      `restore: ${trailer.keys} keys from ${from} (etcd revision ${trailer.etcd_revision} of the source)${deleted > 0 ? `, ${deleted} existing keys deleted first` : ''}${resuming && deleted === 0 ? ', finishing an interrupted restore of it' : ''}, ${Date.now() - started} ms\n`,
+      `restore: ${trailer.keys} keys from ${from} (revision ${trailer.etcd_revision} of the source store)${deleted > 0 ? `, ${deleted} existing keys deleted first` : ''}${resuming && deleted === 0 ? ', finishing an interrupted restore of it' : ''}, ${Date.now() - started} ms\n`,
     );
     return 0;
   } finally {
-    keyspace.close();
+    await keyspace.close();
     await store.close();
   }
 }
@@ -278,8 +278,8 @@ function entryDigest(): { add(entry: KeyValue): void; hex(): string } {
   };
 }
 
-/** The digest of etcd's unleased keys under the root, as entryDigest of a backup of it would be. */
-async function etcdDigest(keyspace: EtcdKeyspace): Promise<string> {
+/** The digest of the store's unleased keys under the root, as entryDigest of a backup of it would be. */
+async function storeDigest(keyspace: Keyspace): Promise<string> {
   const digest = entryDigest();
   await keyspace.export(keys.root, (entry) => digest.add(entry));
   return digest.hex();
@@ -300,17 +300,14 @@ function missingKeks(needed: Set<string>, ring: Buffer[]): string[] {
   return [...needed].filter((id) => !have.has(id)).sort();
 }
 
-function openKeyspace(config: Config, command: string): EtcdKeyspace | undefined {
-  if (config.store.kind !== 'etcd') {
-    // A PostgreSQL store has no export of its own yet: its database is backed up with PostgreSQL's tools.
+function keyspaceOf(config: Config, command: string): Keyspace | undefined {
+  const keyspace = openKeyspace(config.store);
+  if (!keyspace) {
     process.stderr.write(
-      config.store.kind === 'postgres'
-        ? `tokenvault ${command}: reads and writes etcd only; back up a PostgreSQL store with pg_dump (docs/operations.md)\n`
-        : `tokenvault ${command}: needs the etcd store (--store etcd://host:port)\n`,
+      `tokenvault ${command}: needs an etcd or PostgreSQL store (--store etcd://host:port or postgres://user@host:port/db)\n`,
     );
-    return undefined;
   }
-  return new EtcdKeyspace({ endpoints: config.store.endpoints, tls: config.store.tls });
+  return keyspace;
 }
 
 function usage(command: string, parsed: unknown, text: string): number {

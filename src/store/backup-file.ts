@@ -10,7 +10,7 @@ import { rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip, type Gzip } from 'node:zlib';
-import type { KeyValue } from './etcd-keyspace.js';
+import type { KeyValue } from './keyspace.js';
 
 export const BACKUP_FORMAT = 'tokenvault-backup';
 export const BACKUP_VERSION = 1;

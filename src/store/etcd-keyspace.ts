@@ -1,32 +1,16 @@
-// Whole-keyspace access to etcd for `tokenvault backup` and `tokenvault restore`: a consistent read of every key
-// under a prefix (one revision, paged) and bulk writes of many keys. Not part of the Store: the API never reads its
-// whole keyspace, and these calls take the raw bytes and the lease of each key, which the Store hides.
+// The Keyspace (keyspace.ts) of etcd: the raw bytes and the lease of each key, through etcd's own range and
+// transaction calls.
 import { Etcd3, type IKeyValue, type IRequestOp } from 'etcd3';
-import { MAX_TXN_OPS, prefixEnd } from './common.js';
+import { prefixEnd } from './common.js';
 import { MAX_RESPONSE_BYTES, tlsCredentials, type EtcdStoreOptions } from './etcd.js';
-
-export interface KeyValue {
-  key: Buffer;
-  value: Buffer;
-}
-
-export interface ExportResult {
-  /** The etcd revision the export read at: every key as it was after that write. */
-  revision: number;
-  /** Keys exported. */
-  keys: number;
-  /** Keys left out because they belong to a lease (they would expire anyway; see docs/operations.md). */
-  leased: number;
-}
+import { batchedWriter, type ExportResult, type KeyValue, type Keyspace } from './keyspace.js';
 
 /** Keys read per range call: small enough that a page of large tokens stays well under gRPC's message limits. */
 const PAGE_KEYS = 512;
-/** A restore transaction stays under etcd's default request limit (--max-request-bytes, 1.5 MiB). */
-const BATCH_BYTES = 1024 * 1024;
 /** Restore transactions sent before waiting for an answer. */
 const WRITES_IN_FLIGHT = 4;
 
-export class EtcdKeyspace {
+export class EtcdKeyspace implements Keyspace {
   private readonly client: Etcd3;
 
   constructor(
@@ -100,48 +84,16 @@ export class EtcdKeyspace {
     return Number(response.deleted);
   }
 
-  /**
-   * A writer that puts keys in transactions of up to MAX_TXN_OPS keys and about 1 MiB, a few in flight at once (the
-   * keys are distinct, so their order does not matter; etcd's fsync per transaction is what a restore waits for).
-   * `flush` sends the rest and waits for everything; the first failure fails it.
-   */
+  /** Puts in transactions of MAX_TXN_OPS keys, a few in flight (etcd's fsync per transaction is what it waits for). */
   writer(): { put(entry: KeyValue): Promise<void>; flush(): Promise<void> } {
-    let ops: IRequestOp[] = [];
-    let bytes = 0;
-    const inFlight = new Set<Promise<void>>();
-    let failure: Error | undefined;
-    const send = async () => {
-      if (ops.length === 0) return;
-      const batch = ops;
-      ops = [];
-      bytes = 0;
-      while (inFlight.size >= WRITES_IN_FLIGHT) await Promise.race(inFlight);
-      if (failure !== undefined) throw failure;
-      const sent: Promise<void> = this.client.kv.txn({ success: batch }).then(
-        () => void inFlight.delete(sent),
-        (error: unknown) => {
-          failure ??= error instanceof Error ? error : new Error(String(error));
-          inFlight.delete(sent);
-        },
-      );
-      inFlight.add(sent);
-    };
-    return {
-      put: async (entry) => {
-        const size = entry.key.length + entry.value.length;
-        if (ops.length >= MAX_TXN_OPS || (ops.length > 0 && bytes + size > BATCH_BYTES)) await send();
-        ops.push({ request_put: { key: entry.key, value: entry.value } });
-        bytes += size;
-      },
-      flush: async () => {
-        await send();
-        await Promise.all(inFlight);
-        if (failure !== undefined) throw failure;
-      },
-    };
+    return batchedWriter<IRequestOp>(
+      (entry) => ({ request_put: { key: entry.key, value: entry.value } }),
+      (ops) => this.client.kv.txn({ success: ops }),
+      WRITES_IN_FLIGHT,
+    );
   }
 
-  close(): void {
+  async close(): Promise<void> {
     this.client.close();
   }
 }

@@ -1,7 +1,10 @@
 // Opens the store a configuration names: the in-memory one (dev, tests), etcd, or PostgreSQL.
 
+import { EtcdKeyspace } from './etcd-keyspace.js';
 import { EtcdStore } from './etcd.js';
+import type { Keyspace } from './keyspace.js';
 import { MemoryStore } from './memory.js';
+import { PostgresKeyspace } from './postgres-keyspace.js';
 import { PostgresStore, type PostgresConnection } from './postgres.js';
 import type { Store } from './store.js';
 
@@ -29,5 +32,17 @@ export function openStore(spec: StoreSpec): Store {
       });
     case 'postgres':
       return new PostgresStore(spec);
+  }
+}
+
+/** The keyspace of an etcd or PostgreSQL store; undefined for the memory store, which has nothing to back up. */
+export function openKeyspace(spec: StoreSpec): Keyspace | undefined {
+  switch (spec.kind) {
+    case 'etcd':
+      return new EtcdKeyspace({ endpoints: spec.endpoints, tls: spec.tls });
+    case 'postgres':
+      return new PostgresKeyspace(spec);
+    case 'memory':
+      return undefined;
   }
 }

@@ -94,7 +94,7 @@ async function keyCount(etcd: EtcdProcess): Promise<number> {
   try {
     return await keyspace.countUnleased(keys.root);
   } finally {
-    keyspace.close();
+    await keyspace.close();
   }
 }
 
@@ -183,7 +183,7 @@ test('backup, lose etcd and its data dir, restore into a new etcd: every token, 
   });
   expect(backup.stderr).toBe('');
   expect(backup.code).toBe(0);
-  expect(backup.stdout).toMatch(/^backup: \d+ keys at etcd revision \d+/);
+  expect(backup.stdout).toMatch(/^backup: \d+ keys at store revision \d+/);
   expect(backup.stdout).toContain(`1 key-encryption keys in ${keyFile}`);
 
   // The backup holds no KEK in any spelling, compressed or not; the key file holds it, readable by its owner only.
@@ -328,11 +328,11 @@ test('backup to standard output and restore from standard input (kubectl exec)',
     await writer.put({ key: Buffer.from(`${keys.root}test/${i}`), value: randomBytes(i % 50) });
   }
   await writer.flush();
-  keyspace.close();
+  await keyspace.close();
   const backup = await runCliBytes(['backup', '--out', '-'], { TOKENVAULT_STORE: storeUrl(from) });
   expect(backup.code).toBe(0);
   // What is said goes to standard error, so standard output is the backup alone.
-  expect(backup.stderr).toMatch(/^backup: 1000 keys at etcd revision \d+ .* in standard output/);
+  expect(backup.stderr).toMatch(/^backup: 1000 keys at store revision \d+ .* in standard output/);
   expect(backup.stdout.subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b]));
   const restore = await runCliBytes(['restore', '--from', '-'], { TOKENVAULT_STORE: storeUrl(to) }, backup.stdout);
   expect(restore.stderr).toBe('');
@@ -380,7 +380,7 @@ test('a backup is one point in time: a write made while it runs is wholly in it 
     await keyspace.export(keys.root, (entry) => void next.push(entry.key.toString()));
     expect(next.filter((key) => key.endsWith('/pair'))).toEqual([`${keys.root}a/pair`, `${keys.root}z/pair`]);
   } finally {
-    keyspace.close();
+    await keyspace.close();
     await store.close();
   }
 });
