@@ -27,11 +27,15 @@ export interface Verdict {
   entries: number;
   /** Chains walked: lanes with a head or with entries. */
   lanes: number;
-  /** Breaks, by lane, oldest first; empty when every chain is intact. */
+  /** Breaks, by lane, oldest first (the first MAX_BREAKS of them); empty when every chain is intact. */
   breaks: Break[];
+  /** How many breaks there are, those past MAX_BREAKS included. */
+  breakCount: number;
 }
 
 const PAGE = 500;
+/** Breaks kept in a verdict: a chain altered throughout must not fill memory with one break per entry. */
+export const MAX_BREAKS = 1000;
 
 /** What the walk knows of one lane. */
 interface LaneWalk {
@@ -53,8 +57,15 @@ export async function verifyChain(
   const lane = (id: string) => lanes.get(id) ?? lanes.set(id, { headSeen: false }).get(id)!;
   for (const [id, item] of await headsByLane(store, tenantId))
     lane(id).head = decode<ChainHead>('audit-head', item.value);
-  const breaks: Break[] = [];
-  const broken = (lane: string, seq: number, key: string, reason: string) => breaks.push({ lane, seq, key, reason });
+  let breaks: Break[] = [];
+  let breakCount = 0;
+  const order = (a: Break, b: Break) => (a.lane === b.lane ? a.seq - b.seq : a.lane < b.lane ? -1 : 1);
+  const broken = (lane: string, seq: number, key: string, reason: string) => {
+    breakCount++;
+    breaks.push({ lane, seq, key, reason });
+    // Entries are read newest first, so the oldest breaks (the ones reported) come last: keep the first MAX_BREAKS.
+    if (breaks.length >= 2 * MAX_BREAKS) breaks = breaks.sort(order).slice(0, MAX_BREAKS);
+  };
   let entries = 0;
   let after: string | undefined;
   for (;;) {
@@ -130,6 +141,6 @@ export async function verifyChain(
       broken(id, head.seq, keys.auditHead(tenantId, id), 'the chain head names entries that are gone');
     }
   }
-  breaks.sort((a, b) => (a.lane === b.lane ? a.seq - b.seq : a.lane < b.lane ? -1 : 1));
-  return { tenantId, entries, lanes: lanes.size, breaks };
+  breaks = breaks.sort(order).slice(0, MAX_BREAKS);
+  return { tenantId, entries, lanes: lanes.size, breaks, breakCount };
 }

@@ -73,7 +73,7 @@ export async function auditCommand(argv: string[]): Promise<number> {
           process.stdout.write(
             `audit verify: tenant ${id}: ${verdict.entries} entries in ${verdict.lanes} lanes, BROKEN at seq ${first.seq}` +
               ` of lane '${first.lane}' (${first.key}): ${first.reason}` +
-              (verdict.breaks.length > 1 ? `; ${verdict.breaks.length - 1} more broken links after it` : '') +
+              (verdict.breakCount > 1 ? `; ${verdict.breakCount - 1} more broken links after it` : '') +
               '\n',
           );
         }
