@@ -42,9 +42,10 @@ POSTGRES_SKIP=(
   test/integration/store-leader.test.ts      # leader changes in a three-member etcd cluster
   test/integration/faults.test.ts            # kills, restarts and pauses an etcd of its own under load
   test/integration/observability.test.ts     # its APIs run on an etcd of its own, which it blackholes and stops
-  # backup and restore read and write etcd only (they refuse a PostgreSQL store).
+  # They start etcds of their own and kill them (store-migration moves a vault between etcd and PostgreSQL).
   test/integration/backup-restore.test.ts
-  test/integration/interrupted-commands.test.ts # restore and keys rotate killed halfway, on etcds of their own
+  test/integration/interrupted-commands.test.ts # restore and keys rotate killed halfway
+  test/integration/store-migration.test.ts      # names both stores itself
   # Already run in the first pass, on the stores they name themselves (the contract on every store; the PostgreSQL
   # store's own cases and the test PostgreSQL on TOKENVAULT_TEST_POSTGRES_URL).
   test/integration/store.contract.test.ts
