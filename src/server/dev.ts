@@ -26,10 +26,11 @@ export async function startDev(config: Config, logger: Logger): Promise<RunningD
   const operatorKey = config.operatorKeyHash === undefined ? generateApiKey() : undefined;
   const effective: Config = operatorKey ? { ...config, operatorKeyHash: hashKey(operatorKey) } : config;
   // Without a configured KEK, dev wraps its data keys under one made for this run: fine for the memory store, which
-  // forgets everything anyway; on etcd that would leave the data unreadable after a restart, so a KEK is required.
+  // forgets everything anyway; on etcd or PostgreSQL that would leave the data unreadable after a restart, so a KEK is
+  // required.
   if (!config.keyEncryptionKeys && config.store.kind !== 'memory') {
     throw new ConfigError([
-      `--${SETTINGS.kekFile.flag} / ${SETTINGS.kekFile.env}: dev on etcd needs a key-encryption key`,
+      `--${SETTINGS.kekFile.flag} / ${SETTINGS.kekFile.env}: dev on a persistent store (etcd, PostgreSQL) needs a key-encryption key`,
     ]);
   }
   const keyRing = config.keyEncryptionKeys ? undefined : KeyRing.generate();
