@@ -27,12 +27,20 @@
 #      load costs no acknowledged write.
 #  10. the etcd snapshot and defragmentation CronJobs run once: the snapshot lands on its volume, without the KEK.
 #  11. helm uninstall keeps the CRDs, the custom resources and the key-encryption key Secret.
+#  12. PostgreSQL as the store (hack/e2e/scenario-postgres.sh): a second install, in its own namespace, on a
+#      PostgreSQL StatefulSet of this run (TLS, verify-full): the samples and the SDKs, the tokens in PostgreSQL;
+#      only the API pods reach port 5432; the PostgreSQL pod deleted under load loses no acknowledged write; a
+#      helm upgrade rolling the API pods under load answers every call and keeps every token; audit verify.
+#
+# TOKENVAULT_E2E_PHASES (default "etcd postgres") runs only some of them: "postgres" skips steps 1-11 (a quicker
+# look at the PostgreSQL install; `make e2e` and CI run both).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 NAMESPACE=${TOKENVAULT_E2E_NAMESPACE:-tokenvault-e2e}
 RELEASE=tokenvault
 LOAD_SECONDS=${TOKENVAULT_E2E_LOAD_SECONDS:-25}
+PHASES=" ${TOKENVAULT_E2E_PHASES:-etcd postgres} "
 WORK=$E2E_DIR/scenario
 mkdir -p "$WORK"
 KUBECTL=$(tool kubectl)
@@ -74,6 +82,9 @@ diagnose() {
 # snapshot: restarts and memory of every pod, taken before helm uninstall (and again on a failure). The kubelet's
 # stats summary gives each container's RSS (no metrics-server needed).
 SNAPSHOT=$WORK/pods.txt
+POSTGRES_SNAPSHOT=$WORK/pods-postgres.txt
+rm -f "$SNAPSHOT" "$POSTGRES_SNAPSHOT" # a kept cluster's WORK has the last run's
+# snapshot [FILE]: to $SNAPSHOT (taken before the etcd install's helm uninstall), or FILE (the PostgreSQL install's).
 snapshot() {
   {
     echo "----- pods: RSS, restarts -----"
@@ -92,14 +103,15 @@ snapshot() {
     for pidfile in "$E2E_DIR"/pids/*.pid; do
       printf '  %-58s %5s MiB\n' "$(basename "$pidfile" .pid)" "$(($(ps -o rss= -p "$(cat "$pidfile")" 2>/dev/null || echo 0) / 1024))"
     done
-  } >"$SNAPSHOT" 2>&1
+  } >"${1:-$SNAPSHOT}" 2>&1
 }
 
 # report: the step timings, then the last snapshot.
 report() {
   step ""
-  [[ -s $SNAPSHOT ]] || snapshot
-  cat "$SNAPSHOT" >>"$REPORT"
+  [[ -s $SNAPSHOT || -s $POSTGRES_SNAPSHOT ]] || snapshot
+  if [[ -s $SNAPSHOT ]]; then cat "$SNAPSHOT" >>"$REPORT"; fi
+  if [[ -s $POSTGRES_SNAPSHOT ]]; then { echo "----- the PostgreSQL install -----"; cat "$POSTGRES_SNAPSHOT"; } >>"$REPORT"; fi
   echo "===== make e2e report =====" >&2
   cat "$REPORT" >&2
 }
@@ -109,7 +121,7 @@ on_exit() {
   if ((status != 0)); then
     log "FAILED at step: $CURRENT_STEP"
     diagnose
-    snapshot || true
+    if [[ $NAMESPACE == "${POSTGRES_NAMESPACE:-}" ]]; then snapshot "$POSTGRES_SNAPSHOT" || true; else snapshot || true; fi
   fi
   report || true
   exit "$status"
@@ -188,6 +200,53 @@ delete_one() {
   sleep 8
 }
 
+# pod_ip SELECTOR, pod_name SELECTOR: of a Running pod of $NAMESPACE.
+pod_ip() { kubectl -n "$NAMESPACE" get pods -l "$1" --field-selector=status.phase=Running -o jsonpath='{.items[0].status.podIP}'; }
+pod_name() { kubectl -n "$NAMESPACE" get pods -l "$1" --field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}'; }
+selector_of() {
+  kubectl -n "$NAMESPACE" get "$1" -o go-template='{{range $k, $v := .spec.selector.matchLabels}}{{$k}}={{$v}},{{end}}' | sed 's/,$//'
+}
+# make_probe_pod: a pod of no component in $NAMESPACE (the NetworkPolicy steps probe from it), Ready.
+make_probe_pod() {
+  kubectl -n "$NAMESPACE" apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: e2e-probe, labels: {app: e2e-probe}}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 0
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: probe
+      image: $CLIENT_IMAGE
+      imagePullPolicy: Never
+      command: [sleep, "600"]
+      resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: 64Mi}}
+      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+YAML
+  kubectl -n "$NAMESPACE" wait --for=condition=Ready pod/e2e-probe --timeout=60s >&2 || die "the probe pod did not start"
+}
+# probe POD TARGET...: the probe script run in POD (its image has node), one line per target.
+probe() {
+  local pod=$1
+  shift
+  kubectl -n "$NAMESPACE" exec -i "$pod" -- node --input-type=module - "$@" <"$E2E_HACK/probe.mjs"
+}
+# expect_probe POD WHO OPEN_TARGET CLOSED_TARGET...: OPEN_TARGET answers, every CLOSED_TARGET does not.
+expect_probe() {
+  local pod=$1 who=$2 open=$3 line
+  shift 3
+  local out
+  out=$(probe "$pod" "$open" "$@") || die "could not run the probe in $pod ($who)"
+  echo "$out" | sed "s/^/  $who -> /" >&2
+  [[ $(echo "$out" | sed -n 1p) == "$open open" ]] ||
+    die "$who could not reach $open, which its policy allows: the probe itself is broken ($out)"
+  while read -r line; do
+    [[ $line == *" open" ]] && die "$who reached ${line% open}: a NetworkPolicy is not enforced"
+  done < <(echo "$out" | sed 1d)
+  note "$who: $open open; closed: $*"
+}
+
 # --- the scenario -------------------------------------------------------------------------------------------------
 
 # The sample proxy's destination in the cluster: an HTTPS echo pod (hack/e2e/echo.mjs) behind a Service, with a
@@ -215,7 +274,9 @@ CHART_VALUES=(
 )
 
 # A cluster kept from an earlier run (TOKENVAULT_E2E_KEEP=1) may hold the previous release: start from nothing.
-if kubectl get namespace "$NAMESPACE" >/dev/null 2>&1; then
+# remove_previous_namespace: $NAMESPACE and everything in it, when it exists.
+remove_previous_namespace() {
+  kubectl get namespace "$NAMESPACE" >/dev/null 2>&1 || return 0
   log "removing the previous run's namespace $NAMESPACE"
   kubectl delete -n "$NAMESPACE" -k "$REPO_ROOT/config/samples" --ignore-not-found --timeout=60s >/dev/null 2>&1 || true
   helm uninstall "$RELEASE" -n "$NAMESPACE" --wait >/dev/null 2>&1 || true
@@ -226,7 +287,8 @@ if kubectl get namespace "$NAMESPACE" >/dev/null 2>&1; then
     done
   done
   kubectl delete namespace "$NAMESPACE" --wait=true --timeout=120s >/dev/null
-fi
+}
+remove_previous_namespace
 
 # etcd's volume: a PersistentVolume on a directory of the node (a static one; the node has no provisioner), owned
 # by etcd's user (fsGroup does not apply to hostPath). The Pod Security level restricts the pods' own volumes; a
@@ -261,6 +323,7 @@ YAML
 }
 # make_etcd_volume N: the volume of member N (the StatefulSet's claim data-<pod>).
 make_etcd_volume() { make_volume "etcd-$1" "data-$RELEASE-etcd-$1"; }
+if [[ $PHASES == *" etcd "* ]]; then # to the PostgreSQL phase
 make_etcd_volume 0
 make_volume etcd-backup "$RELEASE-etcd-backup"
 
@@ -493,11 +556,6 @@ step "NetworkPolicy enforced (kube-router): only the API reaches etcd and the wo
 # the controller's NetworkPolicies. A pod of the namespace that is none of the chart's components, a shared worker
 # (where any tenant's reactor code runs) and an API pod each try TCP connections; each probe also reaches something
 # it is allowed to, so a "closed" is the policy, not a broken network.
-pod_ip() { kubectl -n "$NAMESPACE" get pods -l "$1" --field-selector=status.phase=Running -o jsonpath='{.items[0].status.podIP}'; }
-pod_name() { kubectl -n "$NAMESPACE" get pods -l "$1" --field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}'; }
-selector_of() {
-  kubectl -n "$NAMESPACE" get "$1" -o go-template='{{range $k, $v := .spec.selector.matchLabels}}{{$k}}={{$v}},{{end}}' | sed 's/,$//'
-}
 API_PODS=app.kubernetes.io/component=api,app.kubernetes.io/instance=$RELEASE
 ETCD_AT=$(pod_ip "app.kubernetes.io/component=etcd,app.kubernetes.io/instance=$RELEASE"):2379
 API_AT=$(pod_ip "$API_PODS"):8080
@@ -505,43 +563,7 @@ SHARED_WORKER_AT=$(pod_ip "$SHARED_SELECTOR"):8080
 SOLO_WORKER_AT=$(pod_ip "$(selector_of deployment/tokenvault-worker-solo)"):8080
 [[ $ETCD_AT != :* && $API_AT != :* && $SHARED_WORKER_AT != :* && $SOLO_WORKER_AT != :* ]] ||
   die "could not find the pod addresses (etcd $ETCD_AT, API $API_AT, worker $SHARED_WORKER_AT, solo $SOLO_WORKER_AT)"
-kubectl -n "$NAMESPACE" apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: e2e-probe, labels: {app: e2e-probe}}
-spec:
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 0
-  securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: {type: RuntimeDefault}}
-  containers:
-    - name: probe
-      image: $CLIENT_IMAGE
-      imagePullPolicy: Never
-      command: [sleep, "600"]
-      resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: 64Mi}}
-      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
-YAML
-kubectl -n "$NAMESPACE" wait --for=condition=Ready pod/e2e-probe --timeout=60s >&2 || die "the probe pod did not start"
-# probe POD TARGET...: the probe script run in POD (its image has node), one line per target.
-probe() {
-  local pod=$1
-  shift
-  kubectl -n "$NAMESPACE" exec -i "$pod" -- node --input-type=module - "$@" <"$E2E_HACK/probe.mjs"
-}
-# expect_probe POD WHO OPEN_TARGET CLOSED_TARGET...: OPEN_TARGET answers, every CLOSED_TARGET does not.
-expect_probe() {
-  local pod=$1 who=$2 open=$3 line
-  shift 3
-  local out
-  out=$(probe "$pod" "$open" "$@") || die "could not run the probe in $pod ($who)"
-  echo "$out" | sed "s/^/  $who -> /" >&2
-  [[ $(echo "$out" | sed -n 1p) == "$open open" ]] ||
-    die "$who could not reach $open, which its policy allows: the probe itself is broken ($out)"
-  while read -r line; do
-    [[ $line == *" open" ]] && die "$who reached ${line% open}: a NetworkPolicy is not enforced"
-  done < <(echo "$out" | sed 1d)
-  note "$who: $open open; closed: $*"
-}
+make_probe_pod
 expect_probe e2e-probe "a pod of no component" "$API_AT" "$ETCD_AT" "$SHARED_WORKER_AT" "$SOLO_WORKER_AT"
 expect_probe "$(pod_name "$SHARED_SELECTOR")" "a shared worker" "$API_AT" "$ETCD_AT" "$SOLO_WORKER_AT"
 # The API may reach both (its calls to them work throughout); shown so the report has the other side.
@@ -730,8 +752,8 @@ run_cronjob() {
   kubectl -n "$NAMESPACE" logs "job/$job" 2>/dev/null | tail -n 2 >&2 || true
 }
 run_cronjob backup
-SNAPSHOT=$E2E_DIR/volumes/etcd-backup/etcd-snapshot.db
-[[ -s $SNAPSHOT ]] || die "the backup job completed but $SNAPSHOT is missing or empty"
+ETCD_SNAPSHOT=$E2E_DIR/volumes/etcd-backup/etcd-snapshot.db
+[[ -s $ETCD_SNAPSHOT ]] || die "the backup job completed but $ETCD_SNAPSHOT is missing or empty"
 kubectl -n "$NAMESPACE" get secret "$RELEASE-kek" -o jsonpath='{.data}' |
   node -e '
     const fs = require("fs");
@@ -744,8 +766,8 @@ kubectl -n "$NAMESPACE" get secret "$RELEASE-kek" -o jsonpath='{.data}' |
           if (needle.length >= 16 && snapshot.includes(needle)) { console.error("the KEK is in the snapshot"); process.exit(1); }
         }
       }
-    }' "$SNAPSHOT" || die "the etcd snapshot contains the key-encryption key"
-note "snapshot of $(du -h "$SNAPSHOT" | cut -f1) on the backup volume, without the key-encryption key"
+    }' "$ETCD_SNAPSHOT" || die "the etcd snapshot contains the key-encryption key"
+note "snapshot of $(du -h "$ETCD_SNAPSHOT" | cut -f1) on the backup volume, without the key-encryption key"
 run_cronjob defrag
 note "defragmentation of the three members completed"
 
@@ -758,6 +780,12 @@ for crd in tenants applications reactorformulas reactors proxies; do
 done
 kubectl -n "$NAMESPACE" get tenant acme >/dev/null || die "helm uninstall removed the Tenant acme"
 kubectl -n "$NAMESPACE" get secret "$RELEASE-kek" >/dev/null || die "helm uninstall removed the key-encryption key Secret"
+fi # the etcd phase
+
+if [[ $PHASES == *" postgres "* ]]; then
+  # shellcheck source=hack/e2e/scenario-postgres.sh
+  source "$E2E_HACK/scenario-postgres.sh"
+fi
 
 step ""
 log "scenario passed"
