@@ -167,7 +167,8 @@ class Loader {
   /** Loads until `upTo` tokens are held, the deadline passes, `pause()` says so, or the store refuses. */
   async load(upTo: number, deadline: number, pause: () => boolean = () => false): Promise<void> {
     let next = this.loaded;
-    let transient = 0;
+    /** When the answers other than 201 began (undefined: the last answer was 201). */
+    let failingSince: number | undefined;
     await Promise.all(
       Array.from({ length: this.clients }, async () => {
         while (next < upTo && Date.now() < deadline && this.refusal === undefined && !pause()) {
@@ -183,6 +184,7 @@ class Loader {
           });
           const text = await answer.text();
           if (statusCode === 201) {
+            failingSince = undefined;
             const tokens = JSON.parse(text) as Array<{ id: string }>;
             this.loaded += tokens.length;
             this.sample.push(tokens[0].id);
@@ -190,12 +192,15 @@ class Loader {
             continue;
           }
           next -= size;
-          // The store is full (507) or the tenant at its limit (409): the load is over. Anything else is retried a
-          // few times (a busy machine), then ends the load too.
-          if (statusCode === 507 || statusCode === 409 || ++transient > 20) {
+          // The store is full (507) or the tenant at its limit (409): the load is over. Anything else (a 503 while
+          // etcd waits for a busy disk) is retried after a second, every client at once, for up to a minute of
+          // nothing but failures; then it ends the load too.
+          const firstFailure = failingSince === undefined;
+          failingSince ??= Date.now();
+          if (statusCode === 507 || statusCode === 409 || Date.now() - failingSince > 60_000) {
             this.refusal ??= `${statusCode} ${text.slice(0, 400)}`;
           } else {
-            progress(`POST /tokenize answered ${statusCode} (retrying): ${text.slice(0, 200)}`);
+            if (firstFailure) progress(`POST /tokenize answered ${statusCode} (retrying): ${text.slice(0, 200)}`);
             await new Promise((resolve) => setTimeout(resolve, 1000));
           }
         }
