@@ -51,6 +51,8 @@ export const MIGRATIONS: readonly string[] = [
   -- mod_revision it must still have; 0 means absent), then its operations: 'p' put (value, ttl seconds or NULL),
   -- 'd' delete, 'x' delete every key in [key, value) (value NULL: to the end of the keyspace). The arrays list the
   -- compares and operations of all transactions in order, each tagged with its transaction's number (1-based).
+  -- Each transaction's compares, puts and deletes are one statement each, not one per key: the callers (the domain,
+  -- through the store) never write a key twice in one transaction, nor write and delete it.
   CREATE FUNCTION tokenvault_commit(
     txn_count int,
     cmp_txn int[], cmp_key text[], cmp_rev bigint[],
@@ -61,16 +63,19 @@ export const MIGRATIONS: readonly string[] = [
     rev bigint;
     next_rev bigint;
     t int;
-    ci int := 1;
-    oi int := 1;
+    c_lo int := 1;
+    c_hi int;
+    o_lo int := 1;
+    o_hi int;
     cmp_n int := coalesce(array_length(cmp_txn, 1), 0);
     op_n int := coalesce(array_length(op_txn, 1), 0);
-    holds boolean;
-    current_rev bigint;
+    failed int;
+    kinds text;
     next_seq int;
     live int;
     n int;
     n_live int;
+    i int;
     any_change boolean := false;
   BEGIN
     revisions := '{}';
@@ -78,61 +83,77 @@ export const MIGRATIONS: readonly string[] = [
     -- The lock every write waits for, held until this transaction's commit is visible.
     UPDATE tokenvault_revision SET revision = revision WHERE id RETURNING revision INTO rev;
     FOR t IN 1..txn_count LOOP
-      holds := true;
-      WHILE ci <= cmp_n AND cmp_txn[ci] = t LOOP
-        IF holds THEN
-          SELECT mod_revision INTO current_rev FROM tokenvault_kv
-            WHERE key = cmp_key[ci] AND (expires_at IS NULL OR expires_at > now());
-          holds := coalesce(current_rev, 0) = cmp_rev[ci];
-        END IF;
-        ci := ci + 1;
-      END LOOP;
-      IF NOT holds THEN
-        WHILE oi <= op_n AND op_txn[oi] = t LOOP oi := oi + 1; END LOOP;
+      c_hi := c_lo;
+      WHILE c_hi <= cmp_n AND cmp_txn[c_hi] = t LOOP c_hi := c_hi + 1; END LOOP;
+      o_hi := o_lo;
+      WHILE o_hi <= op_n AND op_txn[o_hi] = t LOOP o_hi := o_hi + 1; END LOOP;
+      -- [c_lo, c_hi) and [o_lo, o_hi) are this transaction's.
+      failed := 0;
+      IF c_hi > c_lo THEN
+        SELECT count(*) INTO failed
+          FROM unnest(cmp_key[c_lo:c_hi - 1], cmp_rev[c_lo:c_hi - 1]) AS c(k, r)
+          LEFT JOIN tokenvault_kv kv ON kv.key = c.k AND (kv.expires_at IS NULL OR kv.expires_at > now())
+          WHERE coalesce(kv.mod_revision, 0) <> c.r;
+      END IF;
+      IF failed > 0 THEN
         revisions := revisions || 0::bigint;
         changed := changed || 0;
+        c_lo := c_hi;
+        o_lo := o_hi;
         CONTINUE;
       END IF;
       next_rev := rev + 1;
       next_seq := 0;
       live := 0;
-      WHILE oi <= op_n AND op_txn[oi] = t LOOP
-        IF op_kind[oi] = 'p' THEN
+      kinds := array_to_string(op_kind[o_lo:o_hi - 1], '');
+      IF position('p' IN kinds) > 0 THEN
+        WITH u AS (
+          SELECT k, v, ttl, ord FROM unnest(op_key[o_lo:o_hi - 1], op_value[o_lo:o_hi - 1], op_ttl[o_lo:o_hi - 1],
+                                            op_kind[o_lo:o_hi - 1]) WITH ORDINALITY AS u(k, v, ttl, kind, ord)
+          WHERE kind = 'p'
+        ), put AS (
           INSERT INTO tokenvault_kv AS kv (key, value, mod_revision, expires_at)
-            VALUES (op_key[oi], op_value[oi], next_rev,
-                    CASE WHEN op_ttl[oi] IS NULL THEN NULL ELSE now() + make_interval(secs => op_ttl[oi]) END)
+            SELECT k, v, next_rev, CASE WHEN ttl IS NULL THEN NULL ELSE now() + make_interval(secs => ttl) END FROM u
             ON CONFLICT (key) DO UPDATE
-              SET value = EXCLUDED.value, mod_revision = EXCLUDED.mod_revision, expires_at = EXCLUDED.expires_at;
-          INSERT INTO tokenvault_changes (revision, seq, key, value) VALUES (next_rev, next_seq, op_key[oi], op_value[oi]);
-          next_seq := next_seq + 1;
-          live := live + 1;
-        ELSIF op_kind[oi] = 'd' THEN
-          -- An expired key not yet swept is absent to the caller (not counted), but its delete is announced, as its
-          -- sweep would have.
-          WITH gone AS (
-            DELETE FROM tokenvault_kv WHERE key = op_key[oi]
-            RETURNING key, (expires_at IS NULL OR expires_at > now()) AS was_live
-          ), logged AS (
-            INSERT INTO tokenvault_changes (revision, seq, key) SELECT next_rev, next_seq, key FROM gone
-          )
-          SELECT count(*), count(*) FILTER (WHERE was_live) INTO n, n_live FROM gone;
-          next_seq := next_seq + n;
-          live := live + n_live;
-        ELSE
+              SET value = EXCLUDED.value, mod_revision = EXCLUDED.mod_revision, expires_at = EXCLUDED.expires_at
+        )
+        INSERT INTO tokenvault_changes (revision, seq, key, value) SELECT next_rev, ord - 1, k, v FROM u;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        live := live + n;
+        next_seq := o_hi - o_lo;
+      END IF;
+      IF position('d' IN kinds) > 0 THEN
+        -- An expired key not yet swept is absent to the caller (not counted), but its delete is announced, as its
+        -- sweep would have.
+        WITH u AS (
+          SELECT k, ord FROM unnest(op_key[o_lo:o_hi - 1], op_kind[o_lo:o_hi - 1]) WITH ORDINALITY AS u(k, kind, ord)
+          WHERE kind = 'd'
+        ), gone AS (
+          DELETE FROM tokenvault_kv kv USING u WHERE kv.key = u.k
+          RETURNING kv.key, u.ord, (kv.expires_at IS NULL OR kv.expires_at > now()) AS was_live
+        ), logged AS (
+          INSERT INTO tokenvault_changes (revision, seq, key) SELECT next_rev, ord - 1, key FROM gone
+        )
+        SELECT count(*), count(*) FILTER (WHERE was_live) INTO n, n_live FROM gone;
+        live := live + n_live;
+        IF n > 0 THEN next_seq := o_hi - o_lo; END IF;
+      END IF;
+      IF position('x' IN kinds) > 0 THEN
+        FOR i IN o_lo..o_hi - 1 LOOP
+          CONTINUE WHEN op_kind[i] <> 'x';
           WITH gone AS (
             DELETE FROM tokenvault_kv
-              WHERE key >= op_key[oi] AND (op_value[oi] IS NULL OR key < op_value[oi])
+              WHERE key >= op_key[i] AND (op_value[i] IS NULL OR key < op_value[i])
               RETURNING key, (expires_at IS NULL OR expires_at > now()) AS was_live
           ), logged AS (
             INSERT INTO tokenvault_changes (revision, seq, key)
-              SELECT next_rev, next_seq + row_number() OVER (ORDER BY key) - 1, key FROM gone
+              SELECT next_rev, (o_hi - o_lo) + next_seq + row_number() OVER (ORDER BY key) - 1, key FROM gone
           )
           SELECT count(*), count(*) FILTER (WHERE was_live) INTO n, n_live FROM gone;
           next_seq := next_seq + n;
           live := live + n_live;
-        END IF;
-        oi := oi + 1;
-      END LOOP;
+        END LOOP;
+      END IF;
       -- As in etcd, a transaction that changes nothing (deleting absent keys) does not move the revision.
       IF next_seq > 0 THEN
         rev := next_rev;
@@ -140,6 +161,8 @@ export const MIGRATIONS: readonly string[] = [
       END IF;
       revisions := revisions || rev;
       changed := changed || live;
+      c_lo := c_hi;
+      o_lo := o_hi;
     END LOOP;
     IF any_change THEN
       UPDATE tokenvault_revision SET revision = rev WHERE id;
@@ -185,11 +208,11 @@ export interface SqlClient {
   query(text: string, values?: unknown[]): Promise<{ rows: Record<string, unknown>[] }>;
 }
 
-/**
- * Brings the schema to the latest version and answers it. Idempotent; refuses a database whose schema is newer than
- * this program knows (an older program after an upgrade), rather than writing what the newer one would misread.
- */
+/** Brings the schema to the latest version and answers it. Idempotent; refuses a newer schema (SchemaTooNew). */
 export async function migrate(client: SqlClient): Promise<number> {
+  // Most starts find the schema current: answered without the lock, so processes starting together do not queue.
+  const current = await schemaVersion(client);
+  if (current === MIGRATIONS.length) return current;
   await client.query('BEGIN');
   try {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
@@ -197,12 +220,7 @@ export async function migrate(client: SqlClient): Promise<number> {
     const { rows } = await client.query('SELECT version FROM tokenvault_schema');
     let version = rows.length === 0 ? 0 : Number(rows[0].version);
     if (rows.length === 0) await client.query('INSERT INTO tokenvault_schema (version) VALUES (0)');
-    if (version > MIGRATIONS.length) {
-      throw new Error(
-        `the database's tokenvault schema is version ${version}, newer than this program's ${MIGRATIONS.length}: ` +
-          'run the newer tokenvault',
-      );
-    }
+    if (version > MIGRATIONS.length) throw new SchemaTooNew(version);
     for (; version < MIGRATIONS.length; version++) {
       await client.query(MIGRATIONS[version]);
       await client.query('UPDATE tokenvault_schema SET version = $1', [version + 1]);
@@ -212,5 +230,28 @@ export async function migrate(client: SqlClient): Promise<number> {
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
+  }
+}
+
+/** The schema's version; 0 before the first migration. Refuses a schema newer than this program's. */
+async function schemaVersion(client: SqlClient): Promise<number> {
+  const { rows: found } = await client.query("SELECT to_regclass('tokenvault_schema') IS NOT NULL AS present");
+  if (found[0]?.present !== true) return 0;
+  const { rows } = await client.query('SELECT max(version) AS version FROM tokenvault_schema');
+  const version = Number(rows[0]?.version ?? 0);
+  if (version > MIGRATIONS.length) throw new SchemaTooNew(version);
+  return version;
+}
+
+/**
+ * The database's schema is newer than this program knows (an older program after an upgrade): refused rather than
+ * written as the newer one would misread.
+ */
+export class SchemaTooNew extends Error {
+  constructor(version: number) {
+    super(
+      `the database's tokenvault schema is version ${version}, newer than this program's ${MIGRATIONS.length}: ` +
+        'run the newer tokenvault',
+    );
   }
 }
