@@ -1,6 +1,6 @@
 // Starts a throw-away PostgreSQL for tests: initdb into a temporary directory, a free loopback port, a password for
 // the role `tokenvault` (owner of the database `tokenvault`, allowed to create more), optionally TLS, and a clean stop
-// that removes the directory. fsync stays on (PostgreSQL's default): the store's durability is part of what is
+// that removes the directory (or a stop that keeps it, and a start again on it, for restart tests). fsync stays on (PostgreSQL's default): the store's durability is part of what is
 // measured, unlike the tests' etcd, which skips it.
 //
 // PostgreSQL refuses to run as root, so as root the server runs as the `postgres` system user (it owns the directory).
@@ -50,6 +50,15 @@ export interface PostgresProcess {
   stop(): Promise<void>;
   /** Abrupt stop (SIGKILL), as if the machine died. */
   kill(): Promise<void>;
+  /**
+   * Stops the server and keeps its data directory, for a test that starts it again: SIGINT is a fast shutdown (open
+   * sessions ended, committed work kept), SIGKILL is the machine dying (only what was flushed survives).
+   */
+  stopKeepingData(signal?: 'SIGINT' | 'SIGKILL'): Promise<void>;
+  /** Starts the server again on the same port and data directory, once ready. */
+  start(): Promise<void>;
+  /** stopKeepingData, then start. */
+  restart(signal?: 'SIGINT' | 'SIGKILL'): Promise<void>;
 }
 
 export const TEST_POSTGRES_USER = 'tokenvault';
@@ -183,12 +192,10 @@ async function startOnce(binDir: string, options: PostgresOptions): Promise<Post
     }
     if (user) await chownTree(pgdata, user);
 
-    const child = spawn(
-      path.join(binDir, 'postgres'),
-      ['-D', pgdata, ...Object.entries(settings).flatMap(([name, value]) => ['-c', `${name}=${value}`])],
-      { stdio: ['ignore', 'pipe', 'pipe'], ...(user ?? {}) },
-    );
-    const server = supervise(child, remove);
+    const args = ['-D', pgdata, ...Object.entries(settings).flatMap(([name, value]) => ['-c', `${name}=${value}`])];
+    const launch = () =>
+      supervise(spawn(path.join(binDir, 'postgres'), args, { stdio: ['ignore', 'pipe', 'pipe'], ...(user ?? {}) }));
+    let server = launch();
     const host = '127.0.0.1';
     const superuser = { host, port, user: 'postgres', password, database: 'postgres', ssl: tlsFor(options) };
     try {
@@ -198,6 +205,28 @@ async function startOnce(binDir: string, options: PostgresOptions): Promise<Post
       await server.stop('SIGKILL');
       throw error;
     }
+    let removed: Promise<void> | undefined;
+    const stopAndRemove = async (signal: NodeJS.Signals) => {
+      await server.stop(signal);
+      removed ??= remove();
+      await removed;
+    };
+    const start = async () => {
+      if (!server.exited()) throw new Error('PostgreSQL is still running: stop it before starting it again');
+      // After a SIGKILL the old server's backends can outlive it for a moment (they notice its death on their next
+      // wait) and still hold the shared memory, which a new server refuses to share: try again a few times.
+      for (let attempt = 1; ; attempt++) {
+        server = launch();
+        try {
+          await waitReady(superuser, server);
+          return;
+        } catch (error) {
+          await server.stop('SIGKILL');
+          if (attempt === startAttempts) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 500 * attempt));
+        }
+      }
+    };
     return {
       url: `postgres://${TEST_POSTGRES_USER}:${password}@${host}:${port}/${TEST_POSTGRES_DATABASE}`,
       host,
@@ -206,8 +235,14 @@ async function startOnce(binDir: string, options: PostgresOptions): Promise<Post
       password,
       database: TEST_POSTGRES_DATABASE,
       dataDir,
-      stop: () => server.stop('SIGINT'),
-      kill: () => server.stop('SIGKILL'),
+      stop: () => stopAndRemove('SIGINT'),
+      kill: () => stopAndRemove('SIGKILL'),
+      stopKeepingData: (signal = 'SIGINT') => server.stop(signal),
+      start,
+      async restart(signal = 'SIGINT') {
+        await server.stop(signal);
+        await start();
+      },
     };
   } catch (error) {
     await remove();
@@ -260,8 +295,8 @@ interface Supervised {
   stop(signal: NodeJS.Signals): Promise<void>;
 }
 
-/** Keeps the log's tail, kills the server if this process dies first, stops it once and then removes its files. */
-function supervise(child: ChildProcess, afterExit: () => Promise<void>): Supervised {
+/** Keeps the log's tail, kills the server if this process dies first, and stops it once. */
+function supervise(child: ChildProcess): Supervised {
   let log = '';
   let exited = false;
   for (const output of [child.stdout, child.stderr]) {
@@ -292,7 +327,6 @@ function supervise(child: ChildProcess, afterExit: () => Promise<void>): Supervi
           clearTimeout(timer);
         }
         process.removeListener('exit', killOnExit);
-        await afterExit();
       })();
       return stopped;
     },
