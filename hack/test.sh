@@ -51,6 +51,7 @@ POSTGRES_SKIP=(
   test/integration/store.contract.test.ts
   test/integration/postgres-store.test.ts
   test/integration/postgres-harness.test.ts
+  test/integration/postgres-faults.test.ts # restarts and fills a PostgreSQL of its own (TOKENVAULT_STORE is its URL)
 )
 
 summaries=$(mktemp -d)
