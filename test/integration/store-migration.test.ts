@@ -97,7 +97,11 @@ beforeAll(async () => {
   const vault = await api(etcdUrl(source));
   for (let t = 0; t < 2; t++) {
     const tenant = await createTenant(vault.url, vault.operatorKey);
-    const app = await revealingApplication(vault.url, tenant.managementKey, ['token:create', 'token:read', 'token:use']);
+    const app = await revealingApplication(vault.url, tenant.managementKey, [
+      'token:create',
+      'token:read',
+      'token:use',
+    ]);
     const backend = client(vault.url, app.key);
     const tokens: Record<string, unknown>[] = [];
     for (const body of [
