@@ -425,16 +425,14 @@ export class TokenService {
     let after =
       query.start === undefined ? undefined : prefix + (await decodeCursor(this.cipher, tenantId, query.start));
     let scanned = 0;
-    // Whether the tenant holds a token after `after`: each read's count of the rest of the range tells (etcd counts it
-    // anyway), so deciding `next` takes no read of its own.
+    // Whether the tenant holds a token after `after`: each read asks for one entry more than it uses, so deciding
+    // `next` takes no read of its own, and no count of the rest of the range (PostgreSQL would walk it all).
     let more = true;
     while (more && found.length < query.size && scanned < LIST_SCAN_LIMIT) {
-      const { entries, count } = await this.store.countedRange(prefix, {
-        startAfter: after,
-        limit: Math.min(100, LIST_SCAN_LIMIT - scanned),
-      });
+      const limit = Math.min(100, LIST_SCAN_LIMIT - scanned);
+      const entries = await this.store.range(prefix, { startAfter: after, limit: limit + 1 });
       let used = 0;
-      for (const entry of entries) {
+      for (const entry of entries.slice(0, limit)) {
         used++;
         scanned++;
         after = entry.key;
@@ -443,7 +441,7 @@ export class TokenService {
         if (transform) found.push({ record, transform });
         if (found.length === query.size) break;
       }
-      more = used < count;
+      more = used < entries.length;
     }
     const data = await shownTokens(this.cipher, this.usage, tenantId, found);
     const next = more && after !== undefined;
