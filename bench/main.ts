@@ -57,13 +57,13 @@ async function main(argv: string[]): Promise<number> {
       : BENCHMARKS.filter((b) => !NOT_BY_DEFAULT.has(b.name));
   const settings = loadSettings();
 
-  process.stdout.write(`${environment()}\n`);
+  process.stdout.write(`${environment(selected.map((b) => b.name))}\n`);
   for (const benchmark of selected) await benchmark.run(settings);
   return 0;
 }
 
-/** One line of what was measured on: commit, node, CPUs, etcd. */
-function environment(): string {
+/** One line of what was measured on: commit, node, CPUs, etcd (capacity runs its etcd with fsync on, the rest without). */
+function environment(names: string[]): string {
   const run = (file: string, args: string[]) => {
     try {
       return execFileSync(file, args, { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
@@ -76,7 +76,7 @@ function environment(): string {
   const etcd = /etcd Version: (\S+)/.exec(run(ensureEtcdBinary(), ['--version']) ?? '')?.[1];
   const cpus = os.cpus();
   return [
-    `tokenvault ${commit ?? '?'}${dirty}; node ${process.version}; ${cpus.length} x ${cpus[0]?.model ?? 'CPU'}; etcd ${etcd ?? '?'} (--unsafe-no-fsync);`,
+    `tokenvault ${commit ?? '?'}${dirty}; node ${process.version}; ${cpus.length} x ${cpus[0]?.model ?? 'CPU'}; etcd ${etcd ?? '?'} (${names.every((name) => name === 'capacity') ? 'fsync on' : '--unsafe-no-fsync'});`,
     'everything on 127.0.0.1 of this machine: etcd, the API, and the clients (this process) share its CPUs.',
   ].join('\n');
 }
