@@ -8,6 +8,7 @@ import { parseKeyEncryptionKeys } from '../crypto/keyring.js';
 import { parseQuantity } from './quantity.js';
 import { workerUrlPatternProblem } from './worker-url-patterns.js';
 import type { StoreSpec } from '../store/open.js';
+import { SSL_MODES } from '../store/postgres.js';
 
 export type { StoreSpec };
 
@@ -1389,7 +1390,6 @@ export function loadConfig(options: LoadOptions = {}): Config {
  */
 export const DEFAULT_TOKENS_PER_TENANT: Record<StoreSpec['kind'], number> = { etcd: 100_000, postgres: 0, memory: 100_000 };
 
-const SSL_MODES = ['disable', 'require', 'verify-ca', 'verify-full'];
 
 /** Whether `file` can be read now; a problem naming the setting (and the file, not its content) otherwise. */
 function readable(file: string, label: string, problems: string[]): boolean {
@@ -1428,7 +1428,7 @@ function parsePostgresUrl(value: string, problems: string[], label: string): Sto
     }
   }
   const sslmode = url.searchParams.get('sslmode');
-  if (sslmode !== null && !SSL_MODES.includes(sslmode)) {
+  if (sslmode !== null && !(SSL_MODES as readonly string[]).includes(sslmode)) {
     problems.push(`${label}: sslmode must be one of ${SSL_MODES.join(', ')} (got ${JSON.stringify(sslmode.slice(0, 20))})`);
   }
   return problems.length === before ? { kind: 'postgres', url: value } : undefined;

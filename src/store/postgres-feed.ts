@@ -77,11 +77,6 @@ export class ChangeFeed {
     };
   }
 
-  /** Reads what changed now rather than at the next wake-up (after a write of this process, say). */
-  poke(): void {
-    if (this.running && !this.broken) void this.read();
-  }
-
   async close(): Promise<void> {
     this.closed = true;
     this.watches.clear();

@@ -23,11 +23,7 @@ export class PostgresKeyspace implements Keyspace {
   }
 
   async export(prefix: string, each: (entry: KeyValue) => Promise<void> | void): Promise<ExportResult> {
-    await this.store.ping(); // creates the schema of an empty database
-    const client = new pg.Client(clientConfig(this.connection, 0));
-    client.on('error', () => undefined);
-    await client.connect();
-    try {
+    return this.withClient(async (client) => {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       const { rows } = await client.query<{ revision: string }>('SELECT revision FROM tokenvault_revision');
       const revision = Number(rows[0].revision);
@@ -54,16 +50,18 @@ export class PostgresKeyspace implements Keyspace {
       }
       await client.query('COMMIT');
       return { revision, keys, leased };
-    } finally {
-      await client.end().catch(() => undefined);
-    }
+    });
   }
 
   async countUnleased(prefix: string): Promise<number> {
-    let count = 0;
-    // Counted by pages of the Store (keys only would be cheaper; a restore asks this once).
-    await this.export(prefix, () => void count++);
-    return count;
+    const { start, end } = prefixBounds(prefix);
+    return this.withClient(async (client) => {
+      const { rows } = await client.query<{ n: string }>(
+        `SELECT count(*) AS n FROM tokenvault_kv WHERE key >= $1${end === undefined ? '' : ' AND key < $2'} AND expires_at IS NULL`,
+        end === undefined ? [start] : [start, end],
+      );
+      return Number(rows[0].n);
+    });
   }
 
   async deletePrefix(prefix: string): Promise<number> {
@@ -77,6 +75,19 @@ export class PostgresKeyspace implements Keyspace {
       (ops) => this.store.commit({ success: ops }),
       WRITES_IN_FLIGHT,
     );
+  }
+
+  /** A connection of its own (no deadline: a page of an export may wait on a busy server), after the schema exists. */
+  private async withClient<T>(use: (client: pg.Client) => Promise<T>): Promise<T> {
+    await this.store.ping(); // creates the schema of an empty database
+    const client = new pg.Client(clientConfig(this.connection, 0));
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      return await use(client);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
   }
 
   async close(): Promise<void> {

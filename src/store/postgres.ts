@@ -539,8 +539,8 @@ function writeBytes(compare: NonNullable<Txn['compare']>, ops: Op[]): number {
 
 // --- connections -----------------------------------------------------------------------------------------------------
 
-/** libpq's sslmode values this store takes. */
-const SSL_MODES = ['disable', 'require', 'verify-ca', 'verify-full'] as const;
+/** libpq's sslmode values this store takes (the configuration checks a URL against them). */
+export const SSL_MODES = ['disable', 'require', 'verify-ca', 'verify-full'] as const;
 
 /**
  * The pg connection settings of a URL. sslmode is read here rather than by pg, which takes "require" as

@@ -4,7 +4,7 @@
 // key file is unreadable (a problem document, not a crash); a damaged backup file is refused before etcd is touched;
 // a non-empty keyspace is refused without --force.
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -16,6 +16,7 @@ import { EtcdKeyspace } from '../../src/store/etcd-keyspace.js';
 import { keys } from '../../src/store/keys.js';
 import { createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { startEtcd, type EtcdProcess } from '../support/etcd.js';
+import { runCli } from '../support/cli.js';
 import { client } from '../support/http.js';
 
 const KEK = randomBytes(32);
@@ -50,20 +51,6 @@ async function api(etcd: EtcdProcess, env: Record<string, string>, operatorKey?:
   const started = await startTestApi({ TOKENVAULT_STORE: storeUrl(etcd), ...env }, undefined, { operatorKey });
   apis.push(started);
   return started;
-}
-
-function runCli(
-  args: string[],
-  env: Record<string, string>,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--no-node-snapshot', 'dist/cli.js', ...args],
-      { env: { PATH: process.env.PATH ?? '', TOKENVAULT_LOG_LEVEL: 'warn', ...env }, timeout: 60_000 },
-      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
 }
 
 /** The CLI with bytes in and out: for `--out -` and `--from -`. */

@@ -3,13 +3,13 @@
 // fingerprint key still deduplicates, the keys still authenticate, the reactor still answers, and every tenant's
 // audit chain still verifies (with the entries the old store's API wrote and those the new one adds).
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { startEtcd, type EtcdProcess } from '../support/etcd.js';
+import { runCli } from '../support/cli.js';
 import { client } from '../support/http.js';
 import { createPostgresDatabase } from '../support/postgres.js';
 
@@ -39,23 +39,8 @@ async function api(store: string): Promise<TestApi> {
   return started;
 }
 
-function cli(args: string[], store: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--no-node-snapshot', 'dist/cli.js', ...args],
-      {
-        env: {
-          PATH: process.env.PATH ?? '',
-          TOKENVAULT_LOG_LEVEL: 'warn',
-          TOKENVAULT_STORE: store,
-          TOKENVAULT_KEK: KEK,
-        },
-        timeout: 90_000,
-      },
-      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+function cli(args: string[], store: string) {
+  return runCli(args, { TOKENVAULT_STORE: store, TOKENVAULT_KEK: KEK }, 90_000);
 }
 
 async function stopApis(): Promise<void> {
