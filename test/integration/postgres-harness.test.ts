@@ -36,10 +36,17 @@ test('the wrong password is refused (the server checks passwords, even on loopba
 });
 
 test('the server does not run as root', async () => {
-  const [{ pid }] = await query<{ pid: number }>(url!, 'SELECT pg_backend_pid() AS pid');
-  const uid = /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-  expect(uid).toBeDefined();
-  expect(Number(uid)).not.toBe(0);
+  // The backend is read while its connection is open: closed, it exits, and its /proc entry may be gone already.
+  const client = new pg.Client({ connectionString: url! });
+  await client.connect();
+  try {
+    const [{ pid }] = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows;
+    const uid = /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    expect(uid).toBeDefined();
+    expect(Number(uid)).not.toBe(0);
+  } finally {
+    await client.end();
+  }
 });
 
 test('a test can have a database of its own', async () => {
