@@ -4,6 +4,7 @@
 //   integration  a real etcd (started by the global setup) and real HTTP(S) servers on loopback
 //   acceptance   the official Basis Theory SDKs against a real tokenvault
 //   envtest      a real kube-apiserver (each file starts its own control plane), kubectl and helm
+//   browser      headless Chromium (test/support/browser.ts) driving pages on another origin against a real tokenvault
 const shared = {
   preset: 'ts-jest/presets/default-esm',
   testEnvironment: 'node',
@@ -28,5 +29,5 @@ export default {
   // still fails, only later.
   testTimeout: 60000,
   reporters: ['default', './test/support/summary-reporter.js'],
-  projects: [tier('unit'), tier('integration', withEtcd), tier('acceptance', withEtcd), tier('envtest', withEtcd)],
+  projects: [tier('unit'), tier('integration', withEtcd), tier('acceptance', withEtcd), tier('envtest', withEtcd), tier('browser', withEtcd)],
 };
