@@ -42,6 +42,8 @@ export class BackupFileError extends Error {
 
 /** A corrupt file could hold one endless "line"; no real line comes near this (etcd values are at most 1.5 MiB). */
 const MAX_LINE_CHARS = 16 * 1024 * 1024;
+/** What the writer gathers before one gzip write. */
+const WRITE_CHUNK_CHARS = 256 * 1024;
 
 export class BackupWriter {
   private readonly hash: Hash = createHash('sha256');
@@ -49,6 +51,9 @@ export class BackupWriter {
   private readonly done: Promise<void>;
   private readonly partial?: string;
   private bytes = 0;
+  /** Lines not yet given to gzip: written a chunk at a time, since a zlib call per line costs more than the line. */
+  private pending: string[] = [];
+  private pendingChars = 0;
 
   /**
    * A file is written as `<file>.partial` and renamed on finish, so a failed backup never looks like a whole one. A
@@ -84,6 +89,7 @@ export class BackupWriter {
   /** Writes the trailer and checksum and puts the file in place; the backup's size in bytes. */
   async finish(trailer: Omit<BackupTrailer, 'end'>): Promise<number> {
     await this.line({ end: true, ...trailer });
+    await this.flush();
     this.gzip.end(`${JSON.stringify({ sha256: this.hash.digest('hex') })}\n`);
     await this.done;
     if (typeof this.target === 'string') await rename(this.partial!, this.target);
@@ -98,8 +104,18 @@ export class BackupWriter {
 
   private async line(value: unknown): Promise<void> {
     const text = `${JSON.stringify(value)}\n`;
-    this.hash.update(text);
-    if (!this.gzip.write(text)) await Promise.race([once(this.gzip, 'drain'), this.done]);
+    this.pending.push(text);
+    this.pendingChars += text.length;
+    if (this.pendingChars >= WRITE_CHUNK_CHARS) await this.flush();
+  }
+
+  private async flush(): Promise<void> {
+    if (this.pending.length === 0) return;
+    const chunk = this.pending.join('');
+    this.pending = [];
+    this.pendingChars = 0;
+    this.hash.update(chunk);
+    if (!this.gzip.write(chunk)) await Promise.race([once(this.gzip, 'drain'), this.done]);
   }
 }
 

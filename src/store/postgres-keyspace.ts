@@ -8,7 +8,7 @@ import { clientConfig, prefixBounds, PostgresStore, type PostgresConnection } fr
 import type { TxnOp } from './store.js';
 
 /** Keys read per page of an export. */
-const PAGE_KEYS = 1_000;
+const PAGE_KEYS = 5_000;
 /** Restore transactions under way at once (the store sends those that wait together, as one statement). */
 const WRITES_IN_FLIGHT = 8;
 /** Keys deleted per piece by --force. */
@@ -30,13 +30,22 @@ export class PostgresKeyspace implements Keyspace {
       const { start, end } = prefixBounds(prefix);
       let keys = 0;
       let leased = 0;
-      let after: string | undefined;
-      for (;;) {
-        const page = await client.query<{ key: string; value: string; leased: boolean }>(
+      const readPage = (after: string | undefined) => {
+        const page = client.query<{ key: string; value: string; leased: boolean }>(
           `SELECT key, value, expires_at IS NOT NULL AS leased FROM tokenvault_kv WHERE key ${after === undefined ? '>=' : '>'} $1` +
             `${end === undefined ? '' : ' AND key < $3'} ORDER BY key LIMIT $2`,
           end === undefined ? [after ?? start, PAGE_KEYS] : [after ?? start, PAGE_KEYS, end],
         );
+        // Awaited below, unless writing the page before it fails: then its own failure is not the one to report.
+        page.catch(() => undefined);
+        return page;
+      };
+      let next = readPage(undefined);
+      for (;;) {
+        const page = await next;
+        // The next page is read while this one is written out.
+        const full = page.rows.length === PAGE_KEYS;
+        if (full) next = readPage(page.rows[page.rows.length - 1].key);
         for (const row of page.rows) {
           if (row.leased) {
             leased++;
@@ -45,8 +54,7 @@ export class PostgresKeyspace implements Keyspace {
           keys++;
           await each({ key: Buffer.from(row.key), value: Buffer.from(row.value) });
         }
-        if (page.rows.length < PAGE_KEYS) break;
-        after = page.rows[page.rows.length - 1].key;
+        if (!full) break;
       }
       await client.query('COMMIT');
       return { revision, keys, leased };
