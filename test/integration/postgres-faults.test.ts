@@ -9,6 +9,9 @@
 //      table). Filled through the API, creates answer 507 TV_STORE_FULL without Retry-After, and so does a read of an
 //      acknowledged token (it cannot write its audit entry: fail closed, docs/security.md); once the tmpfs is grown,
 //      as an operator grows the disk, creates succeed again and everything acknowledged reads back.
+//   3. Restarted while two APIs share it: what each keeps in memory follows the other's writes again afterwards (its
+//      watch resumed, or its cache dropped): a key deleted through one is refused by the other within seconds, as it
+//      is without a restart (replicas.test.ts), so a revocation is never lost to a PostgreSQL restart.
 // Mounting a tmpfs needs root (the tests and CI run as root): elsewhere test 2 fails and says so.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
@@ -19,7 +22,17 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { keys } from '../../src/store/keys.js';
-import { createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
+import {
+  createApplication,
+  createTenant,
+  revealingApplication,
+  spawnApi,
+  startTestApi,
+  type ChildApi,
+  type TestApi,
+} from '../support/api.js';
+import { generateApiKey } from '../../src/auth/api-keys.js';
+import { client } from '../support/http.js';
 import { request, type Outcome } from '../support/load.js';
 import { startPostgres, type PostgresProcess } from '../support/postgres.js';
 import { eventually } from '../support/wait.js';
@@ -189,6 +202,61 @@ describe('PostgreSQL restarted under load', () => {
       for (const o of whileDown) expect(o.ms).toBeLessThan(CLIENT_TIMEOUT_MS / 2);
     },
     120_000,
+  );
+});
+
+describe('PostgreSQL restarted under two APIs', () => {
+  /** How soon after the delete the other API must refuse the key: a watch takes well under a second. */
+  const REFUSED_WITHIN_MS = 5_000;
+  const operatorKey = generateApiKey();
+  let postgres: PostgresProcess;
+  let one: ChildApi;
+  let two: ChildApi;
+
+  beforeAll(async () => {
+    postgres = await startPostgres();
+    const env = {
+      TOKENVAULT_STORE: postgres.url,
+      TOKENVAULT_OPERATOR_KEY: operatorKey,
+      TOKENVAULT_STORE_REQUEST_TIMEOUT_MS: STORE_TIMEOUT_MS,
+    };
+    [one, two] = await Promise.all([spawnApi(['api'], env), spawnApi(['api'], env)]);
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.all([one?.stop(), two?.stop()]);
+    await postgres?.stop();
+  });
+
+  test.each([['SIGINT'], ['SIGKILL']] as const)(
+    'after a restart (%s), a key deleted through one API is refused by the other within seconds',
+    async (signal) => {
+      const { managementKey } = await createTenant(one.url, operatorKey);
+      const app = await createApplication(one.url, managementKey, {
+        name: 'revoked-after-restart',
+        type: 'private',
+        permissions: ['token:use'],
+      });
+      // The other API has the key in its cache before the restart, so only its watch (or a dropped cache) can refuse it.
+      expect((await client(two.url, app.key).get('/applications/key')).status).toBe(200);
+      await postgres.restart(signal);
+      // Both answer again (their pools reconnect by themselves), the other still from its cache or a fresh read.
+      await eventually(
+        async () => expect((await client(two.url, app.key).get('/applications/key')).status).toBe(200),
+        15_000,
+      );
+      await eventually(
+        async () => expect((await client(one.url, managementKey).delete(`/applications/${app.id}`)).status).toBe(204),
+        15_000,
+      );
+      const deletedAt = Date.now();
+      await eventually(
+        async () => expect((await client(two.url, app.key).get('/applications/key')).status).toBe(401),
+        REFUSED_WITHIN_MS,
+      );
+      expect(Date.now() - deletedAt).toBeLessThan(REFUSED_WITHIN_MS);
+    },
+    60_000,
   );
 });
 
