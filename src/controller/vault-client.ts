@@ -38,6 +38,8 @@ export interface VaultRequest {
   managedBy?: string;
   body?: unknown;
   contentType?: string;
+  /** A 404 answers undefined instead of throwing VaultRefused: a delete of something already gone is done. */
+  allowMissing?: boolean;
 }
 
 export class VaultClient {
@@ -56,13 +58,8 @@ export class VaultClient {
     });
   }
 
-  /** The answer's body, or undefined for 404 when `allowMissing`; throws VaultRefused for other 4xx. */
-  async call<T>(
-    method: string,
-    path: string,
-    request: VaultRequest = {},
-    allowMissing = false,
-  ): Promise<T | undefined> {
+  /** The answer's body, or undefined for 404 when `request.allowMissing`; throws VaultRefused for other 4xx. */
+  async call<T>(method: string, path: string, request: VaultRequest = {}): Promise<T | undefined> {
     const headers: Record<string, string> = { 'bt-api-key': this.operatorKey };
     if (request.tenantId) headers['bt-tenant-id'] = request.tenantId;
     if (request.managedBy) headers['bt-managed-by'] = request.managedBy;
@@ -86,7 +83,7 @@ export class VaultClient {
     }
     if (status >= 500) throw new VaultUnavailable(`the vault API answered ${status}`);
     const body = text === '' ? undefined : (JSON.parse(text) as unknown);
-    if (status === 404 && allowMissing) return undefined;
+    if (status === 404 && request.allowMissing) return undefined;
     if (status >= 400) {
       const problem = (body ?? {}) as { detail?: string; errors?: Record<string, string[]>; code?: string };
       throw new VaultRefused(

@@ -361,25 +361,19 @@ export class EtcdStore implements Store {
     try {
       if (batch.keys.size === 1) {
         const [key] = batch.keys;
-        const response = await this.call(
-          IDEMPOTENT,
-          (options) => this.client.kv.range({ key: Buffer.from(key) }, options),
-          false,
+        const response = await this.call(IDEMPOTENT, (options) =>
+          this.client.kv.range({ key: Buffer.from(key) }, options),
         );
         for (const kv of response.kvs) found.set(kv.key.toString(), toEntry(kv));
       } else {
         const gets: IRequestOp[] = [...batch.keys].map((key) => ({ request_range: { key: Buffer.from(key) } }));
-        const response = await this.call(
-          IDEMPOTENT,
-          (options) => this.client.kv.txn({ success: gets }, options),
-          false,
-        );
+        const response = await this.call(IDEMPOTENT, (options) => this.client.kv.txn({ success: gets }, options));
         for (const result of response.responses) {
           for (const kv of result.response_range.kvs) found.set(kv.key.toString(), toEntry(kv));
         }
       }
     } catch (error) {
-      for (const reader of batch.readers) reader.reject(unavailableOr(error));
+      for (const reader of batch.readers) reader.reject(error);
       return;
     }
     for (const reader of batch.readers) {
@@ -469,23 +463,20 @@ export class EtcdStore implements Store {
     }
     let revision: number;
     try {
-      const response = await this.call(
-        ONCE,
-        (options) =>
-          this.client.kv.txn(
-            {
-              compare: batch.compares.map((c) => modRevisionIs(c.key, c.modRevision)),
-              success: [...batch.puts.values(), ...batch.deletes].map((op) => requestOp(op, NO_LEASES)),
-            },
-            options,
-          ),
-        false,
+      const response = await this.call(ONCE, (options) =>
+        this.client.kv.txn(
+          {
+            compare: batch.compares.map((c) => modRevisionIs(c.key, c.modRevision)),
+            success: [...batch.puts.values(), ...batch.deletes].map((op) => requestOp(op, NO_LEASES)),
+          },
+          options,
+        ),
       );
       revision = response.succeeded ? Number(response.header.revision) : 0;
     } catch (error) {
-      // A full etcd refuses each of them as it refused them together.
-      if (isUnavailable(error) || isFull(error)) {
-        for (const { reject } of batch.txns) reject(unavailableOr(error));
+      // An etcd that is down or full refuses each of them as it refused them together.
+      if (error instanceof Errors.StoreUnavailable || isFull(error)) {
+        for (const { reject } of batch.txns) reject(error);
         return;
       }
       revision = 0; // refused as a whole (too large, say): each on its own gets its own answer
@@ -497,17 +488,16 @@ export class EtcdStore implements Store {
   }
 
   /**
-   * Runs one etcd call, turning "etcd did not answer" into StoreUnavailable; other errors pass through. Every attempt
-   * is sent with the same deadline, one TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS from the first, so a caller's wait for an
-   * etcd that does not answer (stopped, partitioned) stays bounded by one deadline: a read that ran out of it is not
-   * tried again, and one that failed late otherwise gets only what is left. (Failing late happens: when a call's
-   * deadline passes, etcd3 reconnects, and closes the connection still being set up a second later; every call
-   * waiting on it then fails as UNAVAILABLE, most of its deadline gone.)
+   * Runs one etcd call, turning "etcd did not answer" into StoreUnavailable and "etcd is full" into StoreFull; other
+   * errors pass through. Every attempt is sent with the same deadline, one TOKENVAULT_ETCD_REQUEST_TIMEOUT_MS from the
+   * first, so a caller's wait for an etcd that does not answer (stopped, partitioned) stays bounded by one deadline: a
+   * read that ran out of it is not tried again, and one that failed late otherwise gets only what is left. (Failing
+   * late happens: when a call's deadline passes, etcd3 reconnects, and closes the connection still being set up a
+   * second later; every call waiting on it then fails as UNAVAILABLE, most of its deadline gone.)
    */
   private async call<T>(
     policy: { attempts: number },
     request: (options: { deadline: number }) => Promise<T>,
-    mapErrors = true,
   ): Promise<T> {
     const options = { deadline: Date.now() + this.requestTimeoutMs };
     for (let attempt = 1; ; attempt++) {
@@ -519,7 +509,7 @@ export class EtcdStore implements Store {
           !(error instanceof GRPCDeadlineExceededError) &&
           attempt < policy.attempts &&
           Date.now() < options.deadline;
-        if (!retry) throw mapErrors ? unavailableOr(error) : error;
+        if (!retry) throw unavailableOr(error);
       }
     }
   }

@@ -86,11 +86,13 @@ test('a finalizer a user strips is put back in the same request', async () => {
 test('a delete still removes the vault reactor, and the object goes', async () => {
   const reactor = await env.waitReady('Reactor', ns, 'first');
   const tenantId = (await env.waitReady('Tenant', ns, 'acme')).status.id;
-  expect(await env.vault.call('GET', `/reactors/${reactor.status.id}`, { tenantId }, true)).toBeDefined();
+  expect(await env.vault.call('GET', `/reactors/${reactor.status.id}`, { tenantId, allowMissing: true })).toBeDefined();
 
   await env.kubectl(['-n', ns, 'delete', 'reactor', 'first', '--wait=false']);
   await env.waitFor('Reactor', ns, 'first', (object) => object === undefined);
-  expect(await env.vault.call('GET', `/reactors/${reactor.status.id}`, { tenantId }, true)).toBeUndefined();
+  expect(
+    await env.vault.call('GET', `/reactors/${reactor.status.id}`, { tenantId, allowMissing: true }),
+  ).toBeUndefined();
 }, 60_000);
 
 test('outside the namespace it is bound to, the controller adds the finalizer itself (the fallback)', async () => {

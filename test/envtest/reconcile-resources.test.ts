@@ -222,7 +222,9 @@ describe('formulas, reactors and proxies from Kubernetes objects', () => {
 
     await env.kubectl(['-n', ns, 'delete', 'reactor', 'late-reactor', '--wait=false']);
     await gone('Reactor', 'late-reactor');
-    expect(await env.vault.call('GET', `/reactors/${reactor.status.id}`, { tenantId }, true)).toBeUndefined();
+    expect(
+      await env.vault.call('GET', `/reactors/${reactor.status.id}`, { tenantId, allowMissing: true }),
+    ).toBeUndefined();
   });
 
   test('a formula still used by a reactor keeps its finalizer (InUse) until the reactor goes', async () => {
@@ -231,19 +233,25 @@ describe('formulas, reactors and proxies from Kubernetes objects', () => {
     const inUse = await env.waitNotReady('ReactorFormula', ns, 'echo', 'InUse');
     expect(readyCondition(inUse)?.message).toContain('echo-reactor');
     expect(inUse.metadata.deletionTimestamp).toBeDefined();
-    expect(await env.vault.call('GET', `/reactor-formulas/${formula.status.id}`, { tenantId }, true)).toBeDefined();
+    expect(
+      await env.vault.call('GET', `/reactor-formulas/${formula.status.id}`, { tenantId, allowMissing: true }),
+    ).toBeDefined();
 
     await env.kubectl(['-n', ns, 'delete', 'reactor', 'echo-reactor', '--wait=false']);
     await gone('Reactor', 'echo-reactor');
     await gone('ReactorFormula', 'echo');
-    expect(await env.vault.call('GET', `/reactor-formulas/${formula.status.id}`, { tenantId }, true)).toBeUndefined();
+    expect(
+      await env.vault.call('GET', `/reactor-formulas/${formula.status.id}`, { tenantId, allowMissing: true }),
+    ).toBeUndefined();
 
     const cluster = await env.waitReady('ClusterReactorFormula', undefined, official);
     await env.kubectl(['-n', ns, 'delete', 'reactor', 'uses-official', '--wait=false']);
     await gone('Reactor', 'uses-official');
     await env.kubectl(['delete', 'clusterreactorformula', official, '--wait=false']);
     await gone('ClusterReactorFormula', official, undefined);
-    expect(await env.vault.call('GET', `/reactor-formulas/${cluster.status.id}`, { tenantId }, true)).toBeUndefined();
+    expect(
+      await env.vault.call('GET', `/reactor-formulas/${cluster.status.id}`, { tenantId, allowMissing: true }),
+    ).toBeUndefined();
   });
 
   test('the proxy key from its Secret is accepted by /proxy; a lost key Secret is rewritten', async () => {
@@ -270,6 +278,8 @@ describe('formulas, reactors and proxies from Kubernetes objects', () => {
     const proxy = await env.waitReady('Proxy', ns, 'issuer');
     await env.kubectl(['-n', ns, 'delete', 'proxy', 'issuer', '--wait=false']);
     await gone('Proxy', 'issuer');
-    expect(await env.vault.call('GET', `/proxies/${proxy.status.id}`, { tenantId }, true)).toBeUndefined();
+    expect(
+      await env.vault.call('GET', `/proxies/${proxy.status.id}`, { tenantId, allowMissing: true }),
+    ).toBeUndefined();
   });
 });

@@ -18,7 +18,12 @@ import {
   writeStatus,
   type VaultObject,
 } from '../../src/controller/reconcilers/common.js';
-import { VaultRefused, VaultUnavailable, type VaultClient } from '../../src/controller/vault-client.js';
+import {
+  VaultRefused,
+  VaultUnavailable,
+  type VaultClient,
+  type VaultRequest,
+} from '../../src/controller/vault-client.js';
 import type { Condition } from '../../src/controller/conditions.js';
 
 /** A ReconcileContext whose Kubernetes writes land in plain arrays. */
@@ -275,9 +280,9 @@ describe('a create refused by a per-tenant limit', () => {
   /** A vault where the object's resource does not exist and creating it answers the limit's 409. */
   const vaultAtLimit = (refused: VaultRefused) =>
     ({
-      call: async (method: string, _path: string, _request: unknown, allowMissing = false) => {
+      call: async (method: string, _path: string, request: VaultRequest = {}) => {
         if (method === 'POST') throw refused;
-        if (method === 'GET' && allowMissing) return undefined;
+        if (method === 'GET' && request.allowMissing) return undefined;
         throw new VaultRefused(404, 'The resource was not found.', undefined, 'TV_NOT_FOUND');
       },
     }) as unknown as VaultClient;

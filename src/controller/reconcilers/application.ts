@@ -138,7 +138,7 @@ export function applicationReconciler(vault: VaultClient): Reconciler<Applicatio
         const desired = desiredApplication(object);
         const path = `/applications/${id}`;
 
-        let application = await vault.call<VaultApplication>('GET', path, { tenantId }, true);
+        let application = await vault.call<VaultApplication>('GET', path, { tenantId, allowMissing: true });
         let keyWritten = false;
         /** The id of the key just written into the Secret, when one was. */
         let writtenKeyId: string | undefined;
@@ -158,7 +158,7 @@ export function applicationReconciler(vault: VaultClient): Reconciler<Applicatio
             if (!(error instanceof VaultRefused && error.status === 409)) throw error;
             // Made by an earlier attempt that stopped before its status write; if not, the 409 is the answer (the
             // tenant's TOKENVAULT_APPLICATIONS_PER_TENANT, say), and the Ready condition shows it.
-            application = await vault.call<VaultApplication>('GET', path, { tenantId }, true);
+            application = await vault.call<VaultApplication>('GET', path, { tenantId, allowMissing: true });
             if (!application) throw error;
           }
         }
@@ -198,7 +198,7 @@ async function finalize(
   const tenantId = tenant?.status?.id;
   const id = object.status?.id ?? object.metadata.uid!;
   if (tenantId) {
-    await vault.call('DELETE', `/applications/${id}`, { tenantId }, true);
+    await vault.call('DELETE', `/applications/${id}`, { tenantId, allowMissing: true });
     await ctx.event('Normal', 'Deleted', `Deleted vault application ${id}.`);
   } else if (object.status?.id && isConditionTrue(object.status.conditions, 'Ready')) {
     await ctx.event(

@@ -88,7 +88,7 @@ export async function deleteFromTenant<T extends VaultObject>(
 ): Promise<void> {
   if (!object.metadata?.finalizers?.includes(FINALIZER)) return;
   const tenantId = ctx.get<VaultObject>('Tenant', object.metadata.namespace, tenantRef?.name ?? '')?.status?.id;
-  if (tenantId) await vault.call('DELETE', path, { tenantId }, true);
+  if (tenantId) await vault.call('DELETE', path, { tenantId, allowMissing: true });
   await removeFinalizer(ctx, object);
 }
 
@@ -109,7 +109,10 @@ export async function fetchOrCreate<T extends VaultObject>(
   // object, which is most of the work when thousands are applied at once; known objects are read first, as before.
   const known = (ctx.object as VaultObject | undefined)?.status?.id === target.id;
   if (known) {
-    const current = await vault.call<Record<string, unknown>>('GET', path, { tenantId: request.tenantId }, true);
+    const current = await vault.call<Record<string, unknown>>('GET', path, {
+      tenantId: request.tenantId,
+      allowMissing: true,
+    });
     if (current) return current;
   }
   try {
@@ -118,7 +121,10 @@ export async function fetchOrCreate<T extends VaultObject>(
     return created!; // a POST that succeeds answers with the resource
   } catch (error) {
     if (!(error instanceof VaultRefused) || error.status !== 409) throw error;
-    const made = await vault.call<Record<string, unknown>>('GET', path, { tenantId: request.tenantId }, true);
+    const made = await vault.call<Record<string, unknown>>('GET', path, {
+      tenantId: request.tenantId,
+      allowMissing: true,
+    });
     if (!made) throw error;
     return made;
   }

@@ -98,7 +98,7 @@ function formulaReconcilerFor(vault: VaultClient, scope: Scope): Reconciler<Form
           const tenantId = scope.tenantId(ctx, object, true);
           if (scope.kind === 'ClusterReactorFormula' || tenantId) {
             try {
-              await vault.call('DELETE', `${scope.path}/${id}`, { tenantId }, true);
+              await vault.call('DELETE', `${scope.path}/${id}`, { tenantId, allowMissing: true });
             } catch (error) {
               if (!(error instanceof VaultRefused) || error.code !== 'TV_FORMULA_IN_USE') throw error;
               // Still used: requeue when one of the (Kubernetes) Reactors running it goes, and poll for the others.
@@ -161,7 +161,7 @@ export function formulaReconciler(vault: VaultClient): Reconciler<FormulaObject>
       return ctx.get<VaultObject>('Tenant', namespace, object.spec.tenantRef?.name ?? '')?.status?.id;
     },
     get: (vault, id, tenantId) =>
-      vault.call<Record<string, unknown>>('GET', `/reactor-formulas/${id}`, { tenantId }, true),
+      vault.call<Record<string, unknown>>('GET', `/reactor-formulas/${id}`, { tenantId, allowMissing: true }),
   });
 }
 

@@ -100,7 +100,7 @@ export async function reconcileKeyRotation(
     // Every key but the Secret's goes: the previous one, and any left by a rotation that crashed before its Secret write.
     const listed = (await vault.call<VaultKey[]>('GET', path, { tenantId })) ?? [];
     for (const stale of listed.filter((k) => k.id !== state.id)) {
-      await vault.call('DELETE', `${path}/${stale.id}`, { tenantId }, true);
+      await vault.call('DELETE', `${path}/${stale.id}`, { tenantId, allowMissing: true });
     }
     await ctx.event('Normal', 'KeyRetired', `Deleted the previous key ${state.previousId} after the grace period.`);
     state = { ...state, previousId: undefined, previousRetiresAt: undefined };

@@ -164,7 +164,7 @@ export function tenantReconciler(vault: VaultClient, runtimeDefaults: RuntimeDef
         const owner = managedBy(object);
         const desired = desiredTenant(object);
 
-        let tenant = await vault.call<VaultTenant>('GET', `/admin/tenants/${id}`, {}, true);
+        let tenant = await vault.call<VaultTenant>('GET', `/admin/tenants/${id}`, { allowMissing: true });
         let keyWritten = false;
         if (!tenant) {
           try {
@@ -184,7 +184,7 @@ export function tenantReconciler(vault: VaultClient, runtimeDefaults: RuntimeDef
           } catch (error) {
             if (!(error instanceof VaultRefused && error.status === 409)) throw error;
             // Made by an earlier attempt that stopped before its status write (or a delete still in progress).
-            tenant = await vault.call<VaultTenant>('GET', `/admin/tenants/${id}`, {}, true);
+            tenant = await vault.call<VaultTenant>('GET', `/admin/tenants/${id}`, { allowMissing: true });
             if (!tenant)
               throw new NotReadyYet(
                 'TenantConflict',
@@ -270,11 +270,11 @@ async function finalize(vault: VaultClient, ctx: ReconcileContext<TenantObject>,
   if (!object.metadata?.finalizers?.includes(FINALIZER)) return;
   const id = object.status?.id ?? object.metadata.uid!;
   if (object.spec.deletionPolicy === 'Delete') {
-    await vault.call('DELETE', `/admin/tenants/${id}`, {}, true);
+    await vault.call('DELETE', `/admin/tenants/${id}`, { allowMissing: true });
     await ctx.event('Normal', 'Deleted', `Deleted vault tenant ${id} and all its data.`);
   } else {
     // The dedicated workers go with the Tenant (owner references): a kept tenant goes back to the shared workers.
-    const tenant = await vault.call<VaultTenant>('GET', `/admin/tenants/${id}`, {}, true);
+    const tenant = await vault.call<VaultTenant>('GET', `/admin/tenants/${id}`, { allowMissing: true });
     if (tenant?.runtime) {
       await vault.call('PUT', `/admin/tenants/${id}`, { body: { name: tenant.name, runtime: null } });
     }
