@@ -1,10 +1,10 @@
 // The controller manager: one informer per kind a reconciler handles (plus Secrets, metadata only, when a reconciler
 // watches them, plus any extra kinds asked for), one work queue per reconciled kind (as controller-runtime has one per
 // controller: a backlog or a run of failures in one kind never delays another), leader election, and the reconcile
-// loop. A reconciler gets an object key and reads the object from the informer cache; the manager turns a thrown
-// error into a retry with per-key exponential backoff (counted as a reconcile error, and logged), a returned
-// requeueAfterMs into a later retry, a returned `backoff` into a retry with that same backoff that is not an error,
-// and counts and times every reconcile.
+// loop. A reconciler gets an object key and reads the object from the informer cache; as in controller-runtime, the
+// manager turns a thrown error into a retry with per-key exponential backoff (counted as a reconcile error, and
+// logged), a thrown TerminalError into no retry at all until the object changes (counted and logged too), a returned
+// requeueAfterMs into a later retry, and counts and times every reconcile.
 //
 // Keys are "Kind/namespace/name" ("Kind/name" for cluster-scoped kinds). A key is queued when its object is added,
 // deleted, or changed in a way that matters (by default: generation, labels, annotations, finalizers, owner
@@ -21,7 +21,9 @@ import { Informer } from './informer.js';
 import { Resources, type KubeClient, type KubeObject, type ResourceRef } from './kube.js';
 import { defaultIdentity, LeaderElector, type LeaderElectionOptions } from './leader.js';
 import type { ControllerMetrics } from './metrics.js';
-import { WorkQueue, type BackoffOptions } from './queue.js';
+import { TerminalError, WorkQueue, type BackoffOptions } from './queue.js';
+
+export { TerminalError };
 
 export interface ObjectKey {
   kind: string;
@@ -52,19 +54,13 @@ export function keyOf(resource: ResourceRef, object: KubeObject): ObjectKey {
 export interface ReconcileResult {
   /** Reconcile this key again after this long (a poll, a deadline), even if nothing changes. */
   requeueAfterMs?: number;
-  /**
-   * Reconcile this key again after the work queue's backoff, as after an error (the waits grow while it lasts), but
-   * it is not one: not counted in tokenvault_controller_reconcile_errors_total, not logged. For an object waiting on
-   * something the controller cannot watch, such as room under a per-tenant limit of the API.
-   */
-  backoff?: boolean;
 }
 
 export interface ReconcileContext<T extends KubeObject = KubeObject> {
   key: ObjectKey;
   /** The object from the informer cache when the reconcile began; undefined once it is gone (deleted). */
   object: T | undefined;
-  /** Failures of this key since its last success (reconciles that returned `backoff` included). */
+  /** Failures of this key since its last success. */
   attempt: number;
   /** Aborted when this process stops leading or shuts down: end early, write nothing more. */
   signal: AbortSignal;
@@ -306,7 +302,9 @@ export class Manager {
           backoff: options.backoff,
           process: (key, info) => this.reconcileKey(key, info.attempt, info.signal),
           onError: (key, error, failures, retryInMs) =>
-            logger.warn({ key, err: describeError(error), failures, retry_in_ms: retryInMs }, 'reconcile failed'),
+            retryInMs === undefined
+              ? logger.warn({ key, err: describeError(error) }, 'reconcile failed; tried again when the object changes')
+              : logger.warn({ key, err: describeError(error), failures, retry_in_ms: retryInMs }, 'reconcile failed'),
           resync:
             options.resyncMs === 0
               ? undefined
@@ -514,10 +512,11 @@ export class Manager {
     let result: 'success' | 'requeue' | 'error' = 'error';
     try {
       const outcome = await reconciler.reconcile(key, ctx);
-      result = outcome && (outcome.requeueAfterMs !== undefined || outcome.backoff) ? 'requeue' : 'success';
+      result = outcome && outcome.requeueAfterMs !== undefined ? 'requeue' : 'success';
       return outcome;
     } catch (error) {
       metrics?.reconcileErrors.inc({ kind: key.kind });
+      if (error instanceof TerminalError) metrics?.terminalReconcileErrors.inc({ kind: key.kind });
       throw error;
     } finally {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;

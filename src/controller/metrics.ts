@@ -24,7 +24,13 @@ const CONTROLLER_METRICS = {
   reconcileErrors: {
     type: 'counter',
     name: 'tokenvault_controller_reconcile_errors_total',
-    help: 'Reconciles that failed (and were retried with backoff), by kind',
+    help: 'Reconciles that failed, by kind (retried with backoff, except terminal ones)',
+    labels: ['kind'],
+  },
+  terminalReconcileErrors: {
+    type: 'counter',
+    name: 'tokenvault_controller_terminal_reconcile_errors_total',
+    help: 'Reconciles that failed in a way no retry mends (the spec must change), by kind: not retried until the object changes',
     labels: ['kind'],
   },
   reconcileDuration: {

@@ -3,9 +3,9 @@
 //   - never concurrent with itself: a key added while it is being processed is processed once more after the current
 //     run ends (the run may have read the object before the change);
 //   - bounded concurrency: at most `concurrency` keys in process at once;
-//   - per-key exponential backoff with jitter after a failure, reset by a success; a run may also ask for that backoff
-//     without failing (`{backoff: true}`: waiting for something it cannot watch), which counts as a failure for the
-//     delay but is not reported as one;
+//   - per-key exponential backoff with jitter after a failure (a run that throws), reset by a success; a run that
+//     throws a TerminalError is reported but not retried (controller-runtime's reconcile.TerminalError): the key runs
+//     again when it is next added (its object changed, a resync);
 //   - addAfter(key, ms) for requeue-after and backoff (an earlier time replaces a later one, never the reverse);
 //   - an optional periodic resync that adds every key a callback returns, at low priority (as controller-runtime's
 //     priority queue does): keys added because something happened run first, so a resync of 10,000 unchanged objects
@@ -26,21 +26,27 @@ export interface BackoffOptions {
 }
 
 export interface ProcessInfo {
-  /** Failures of this key since its last success (0 on a first try); runs that asked for the backoff count too. */
+  /** Failures of this key since its last success (0 on a first try). */
   attempt: number;
   /** Aborted when the queue is paused or stopped (leadership lost, shutdown). */
   signal: AbortSignal;
 }
 
 export type ProcessResult = {
-  /** Run the key again after this long; its failure count is reset. */
+  /** Run the key again after this long (a poll, a deadline); its failure count is reset. */
   requeueAfterMs?: number;
-  /**
-   * Run the key again after its backoff delay, counting this run as a failure for the delay (so the waits grow as
-   * after errors) without it being one: onError is not called (controller-runtime's Result{Requeue: true}).
-   */
-  backoff?: boolean;
 } | void;
+
+/**
+ * A failure no retry can mend (the object's spec must change first): reported through onError like any other, but
+ * the key is not queued again by it, and its failure count is reset.
+ */
+export class TerminalError extends Error {
+  constructor(readonly cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause));
+    this.name = 'TerminalError';
+  }
+}
 
 export interface WorkQueueOptions {
   /** Keys processed at once (default 4). */
@@ -49,8 +55,8 @@ export interface WorkQueueOptions {
   backoff?: Partial<BackoffOptions>;
   /** Random source for the jitter (tests pass a fixed one). */
   random?: () => number;
-  /** Called after a failure, with the delay chosen before the key's next try. */
-  onError?(key: string, error: unknown, failures: number, retryInMs: number): void;
+  /** Called after a failure, with the delay chosen before the key's next try (undefined: a TerminalError). */
+  onError?(key: string, error: unknown, failures: number, retryInMs: number | undefined): void;
   /** Re-adds every key `keys()` returns every `everyMs` while the queue runs. */
   resync?: { everyMs: number; keys(): Iterable<string> };
   logger?: Logger;
@@ -255,16 +261,15 @@ export class WorkQueue {
     await Promise.resolve();
     try {
       const result = await this.options.process(key, { attempt, signal: this.term.signal });
-      if (result?.backoff) {
-        this.addRateLimited(key);
-      } else {
-        this.failureCounts.delete(key);
-        if (result && result.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
-      }
+      this.failureCounts.delete(key);
+      if (result && result.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
     } catch (error) {
-      const delay = this.addRateLimited(key);
+      const terminal = error instanceof TerminalError;
+      const delay = terminal ? undefined : this.addRateLimited(key);
+      const failures = terminal ? attempt + 1 : (this.failureCounts.get(key) ?? 0);
+      if (terminal) this.failureCounts.delete(key);
       try {
-        this.options.onError?.(key, error, this.failureCounts.get(key) ?? 0, delay);
+        this.options.onError?.(key, error, failures, delay);
       } catch (hookError) {
         this.options.logger?.error({ key, err: String(hookError) }, 'queue error hook failed');
       }

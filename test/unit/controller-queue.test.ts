@@ -1,10 +1,11 @@
 // The controller's work queue (src/controller/queue.ts), on jest's fake timers: deduplication, no key running
-// concurrently with itself, bounded concurrency, per-key exponential backoff with jitter reset by success (and asked
-// for by a run without failing), addAfter, requeue-after, resync, pause/resume.
+// concurrently with itself, bounded concurrency, per-key exponential backoff with jitter reset by success, terminal
+// errors (reported, never retried by themselves), addAfter, requeue-after, resync, pause/resume.
 import { afterEach, beforeEach, describe, expect, jest, test } from '@jest/globals';
 import {
   backoffDelay,
   DEFAULT_BACKOFF,
+  TerminalError,
   WorkQueue,
   type ProcessInfo,
   type ProcessResult,
@@ -153,7 +154,7 @@ describe('backoff', () => {
     const times: number[] = [];
     const attempts: number[] = [];
     let failUntil = 4;
-    const errors: Array<{ failures: number; retryInMs: number }> = [];
+    const errors: Array<{ failures: number; retryInMs: number | undefined }> = [];
     const queue = new WorkQueue({
       concurrency: 1,
       backoff: { baseMs: 100, maxMs: 10_000, jitter: 0.5 },
@@ -190,34 +191,39 @@ describe('backoff', () => {
     await queue.stop();
   });
 
-  test('a run that asks for the backoff waits as a failure would, without being reported as one', async () => {
-    const times: number[] = [];
+  test('a terminal error is reported but not retried; the key runs again when added, from a fresh count', async () => {
     const attempts: number[] = [];
-    const errors: number[] = [];
-    let waitUntil = 3;
+    const errors: Array<{ failures: number; retryInMs: number | undefined }> = [];
+    let outcome: 'fail' | 'terminal' | 'succeed' = 'fail';
     const queue = new WorkQueue({
       concurrency: 1,
       backoff: { baseMs: 100, maxMs: 10_000, jitter: 0 },
       process: async (_key, info) => {
-        times.push(Date.now());
         attempts.push(info.attempt);
-        return attempts.length <= waitUntil ? { backoff: true } : undefined;
+        if (outcome === 'fail') {
+          outcome = 'terminal';
+          throw new Error('boom');
+        }
+        if (outcome === 'terminal') throw new TerminalError(new Error('the spec must change'));
       },
-      onError: (_key, _error, failures) => errors.push(failures),
+      onError: (_key, _error, failures, retryInMs) => errors.push({ failures, retryInMs }),
     });
-    const start = Date.now();
     queue.start();
     queue.add('k');
-    await jest.advanceTimersByTimeAsync(10_000);
-    expect(attempts).toEqual([0, 1, 2, 3]);
-    expect(times.map((t) => t - start)).toEqual([0, 100, 300, 700]);
-    expect(errors).toEqual([]);
-    // The run that did not ask for it resets the count.
+    await jest.advanceTimersByTimeAsync(60_000);
+    // An ordinary failure, retried after 100 ms; then the terminal one, after which nothing runs for a minute.
+    expect(attempts).toEqual([0, 1]);
+    expect(errors).toEqual([
+      { failures: 1, retryInMs: 100 },
+      { failures: 2, retryInMs: undefined },
+    ]);
+    expect(queue.isDelayed('k')).toBe(false);
     expect(queue.failures('k')).toBe(0);
-    waitUntil = 5;
+    // Added again (the object changed): it runs at once, as a first try.
+    outcome = 'succeed';
     queue.add('k');
     await jest.advanceTimersByTimeAsync(0);
-    expect(queue.failures('k')).toBe(1);
+    expect(attempts).toEqual([0, 1, 0]);
     await queue.stop();
   });
 

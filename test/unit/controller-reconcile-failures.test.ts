@@ -2,10 +2,10 @@
 // real ones): an unreachable vault goes back through the work queue's per-object backoff (the wait grows with each
 // failure, up to the cap) while the Ready condition says why; a formula still used by reactors is recognised by its
 // problem code, not by the wording of its detail; a create refused by a per-tenant limit is Ready=False LimitReached
-// with the API's detail, and is retried with the work queue's backoff (room can come without a change to the object)
-// without counting as a failed reconcile.
+// with the API's detail, and is a failed reconcile retried with the work queue's backoff (room can come without a
+// change to the object); any other refusal is terminal (VaultRefused: retried only when the object changes).
 import { afterEach, beforeEach, describe, expect, jest, test } from '@jest/globals';
-import { WorkQueue } from '../../src/controller/queue.js';
+import { TerminalError, WorkQueue } from '../../src/controller/queue.js';
 import type { ReconcileContext } from '../../src/controller/manager.js';
 import { applicationReconciler, type ApplicationObject } from '../../src/controller/reconcilers/application.js';
 import { formulaReconciler, type FormulaObject } from '../../src/controller/reconcilers/formula.js';
@@ -15,6 +15,7 @@ import {
   fetchOrCreate,
   FINALIZER,
   reportingFailures,
+  SpecError,
   writeStatus,
   type VaultObject,
 } from '../../src/controller/reconcilers/common.js';
@@ -96,7 +97,7 @@ describe('an unreachable vault', () => {
           throw new VaultUnavailable('the vault API at http://127.0.0.1:1 did not answer (ECONNREFUSED)');
         });
       },
-      onError: (_key, _error, _failures, retryInMs) => delays.push(retryInMs),
+      onError: (_key, _error, _failures, retryInMs) => delays.push(retryInMs!),
     });
     queue.start();
     queue.add('Application/acme/shop');
@@ -178,7 +179,9 @@ describe('a formula still used by reactors', () => {
       undefined,
       'TV_CONFLICT',
     );
-    await formulaReconciler(vaultAnswering(refused)).reconcile(fake.ctx.key, fake.ctx);
+    await expect(formulaReconciler(vaultAnswering(refused)).reconcile(fake.ctx.key, fake.ctx)).rejects.toBeInstanceOf(
+      TerminalError,
+    );
     expect(fake.readyReason()).toBe('VaultRefused');
   });
 });
@@ -299,10 +302,8 @@ describe('a create refused by a per-tenant limit', () => {
     const detail =
       'The tenant has 3 applications, as many as allowed (TOKENVAULT_APPLICATIONS_PER_TENANT = 3); delete one first.';
     const refused = new VaultRefused(409, detail, undefined, 'TV_APPLICATION_LIMIT');
-    // Back to the work queue's backoff, since room can come without a change to the object.
-    await expect(applicationReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx)).resolves.toEqual({
-      backoff: true,
-    });
+    // Back to the work queue's backoff (an error, not terminal), since room can come without a change to the object.
+    await expect(applicationReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx)).rejects.toBe(refused);
     expect(fake.readyReason()).toBe('LimitReached');
     expect(readyMessage(fake)).toBe(detail);
     expect(fake.events).toContainEqual({ type: 'Warning', reason: 'LimitReached' });
@@ -318,9 +319,7 @@ describe('a create refused by a per-tenant limit', () => {
     const detail =
       'The tenant has 3 reactors, as many as allowed (TOKENVAULT_REACTORS_PER_TENANT = 3); delete one first.';
     const refused = new VaultRefused(409, detail, undefined, 'TV_REACTOR_LIMIT');
-    await expect(reactorReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx)).resolves.toEqual({
-      backoff: true,
-    });
+    await expect(reactorReconciler(vaultAtLimit(refused)).reconcile(fake.ctx.key, fake.ctx)).rejects.toBe(refused);
     expect(fake.readyReason()).toBe('LimitReached');
     expect(readyMessage(fake)).toBe(detail);
     expect(fake.events).toContainEqual({ type: 'Warning', reason: 'LimitReached' });
@@ -339,15 +338,19 @@ describe('a create refused by a per-tenant limit', () => {
     };
     const proxyFake = fakeContext(proxy, { 'Tenant/acme/acme': tenant });
     const proxyLimit = new VaultRefused(409, 'The tenant has 3 proxies ...', undefined, 'TV_PROXY_LIMIT');
-    await proxyReconciler(vaultAtLimit(proxyLimit)).reconcile(proxyFake.ctx.key, proxyFake.ctx);
+    await expect(proxyReconciler(vaultAtLimit(proxyLimit)).reconcile(proxyFake.ctx.key, proxyFake.ctx)).rejects.toBe(
+      proxyLimit,
+    );
     expect(proxyFake.readyReason()).toBe('LimitReached');
     const formulaFake = fakeContext(formula, { 'Tenant/acme/acme': tenant });
     const formulaLimit = new VaultRefused(409, 'The tenant has 3 private ...', undefined, 'TV_FORMULA_LIMIT');
-    await formulaReconciler(vaultAtLimit(formulaLimit)).reconcile(formulaFake.ctx.key, formulaFake.ctx);
+    await expect(
+      formulaReconciler(vaultAtLimit(formulaLimit)).reconcile(formulaFake.ctx.key, formulaFake.ctx),
+    ).rejects.toBe(formulaLimit);
     expect(formulaFake.readyReason()).toBe('LimitReached');
   });
 
-  test('is retried with the backoff, soon after the refusal; any other refusal waits a minute for a spec change', async () => {
+  test('is an error (retried with the backoff); any other refusal, and a SpecError, are terminal', async () => {
     const object: VaultObject = {
       kind: 'Reactor',
       metadata: { name: 'echo', namespace: 'acme', generation: 1 },
@@ -355,15 +358,19 @@ describe('a create refused by a per-tenant limit', () => {
     };
     const fake = fakeContext(object);
     const limit = new VaultRefused(409, 'The tenant has 3 reactors ...', undefined, 'TV_REACTOR_LIMIT');
-    await expect(reportingFailures(fake.ctx, object, () => Promise.reject(limit))).resolves.toEqual({ backoff: true });
-    const invalid = new VaultRefused(400, 'The request body is invalid.', undefined, 'TV_INVALID_BODY');
-    await expect(reportingFailures(fake.ctx, object, () => Promise.reject(invalid))).resolves.toEqual({
-      requeueAfterMs: 60_000,
-    });
-    const conflict = new VaultRefused(409, 'exists', undefined, 'TV_CONFLICT');
-    await expect(reportingFailures(fake.ctx, object, () => Promise.reject(conflict))).resolves.toEqual({
-      requeueAfterMs: 60_000,
-    });
+    await expect(reportingFailures(fake.ctx, object, () => Promise.reject(limit))).rejects.toBe(limit);
+    for (const refused of [
+      new VaultRefused(400, 'The request body is invalid.', undefined, 'TV_INVALID_BODY'),
+      new VaultRefused(409, 'exists', undefined, 'TV_CONFLICT'),
+    ]) {
+      const thrown = await reportingFailures(fake.ctx, object, () => Promise.reject(refused)).catch((e: unknown) => e);
+      expect(thrown).toBeInstanceOf(TerminalError);
+      expect((thrown as TerminalError).cause).toBe(refused);
+      expect(fake.readyReason()).toBe('VaultRefused');
+    }
+    const spec = new SpecError('InvalidSpec', 'spec.tenantRef.name is required.');
+    await expect(reportingFailures(fake.ctx, object, () => Promise.reject(spec))).rejects.toBeInstanceOf(TerminalError);
+    expect(fake.readyReason()).toBe('InvalidSpec');
   });
 
   describe('in the work queue', () => {
@@ -374,7 +381,7 @@ describe('a create refused by a per-tenant limit', () => {
       jest.useRealTimers();
     });
 
-    test('waits longer after each refusal, up to the cap, and is no failed reconcile', async () => {
+    test('waits longer after each refusal, up to the cap, each a failed reconcile', async () => {
       const object: VaultObject = { kind: 'Reactor', metadata: { name: 'echo', namespace: 'acme' }, spec: {} };
       const fake = fakeContext(object);
       const limit = new VaultRefused(409, 'The tenant has 3 reactors ...', undefined, 'TV_REACTOR_LIMIT');
@@ -394,7 +401,7 @@ describe('a create refused by a per-tenant limit', () => {
       await jest.advanceTimersByTimeAsync(16_000); // tries at 0, 1, 3, 7, 11, 15 s
       await queue.stop();
       expect(attempts).toEqual([0, 1, 2, 3, 4, 5]);
-      expect(errors).toEqual([]);
+      expect(errors).toEqual([limit, limit, limit, limit, limit, limit]);
       expect(fake.readyReason()).toBe('LimitReached');
     });
   });

@@ -12,7 +12,7 @@ import {
   type Condition,
   type ConditionUpdate,
 } from '../conditions.js';
-import type { ReconcileContext, ReconcileResult } from '../manager.js';
+import { TerminalError, type ReconcileContext, type ReconcileResult } from '../manager.js';
 import { VaultRefused, VaultUnavailable, type VaultClient } from '../vault-client.js';
 import { isLimitCode } from '../../errors/registry.js';
 
@@ -163,7 +163,23 @@ export async function writeStatus<T extends VaultObject>(
 
 export const Ready = (message = 'The vault resource matches the spec.') => ready('Reconciled', message);
 
-/** Thrown when a reconcile cannot proceed yet; the reconciler reports it as Ready=False and retries later. */
+/**
+ * Thrown when the spec (or the controller's own configuration, which restarts it) must change before a reconcile can
+ * succeed: reported as Ready=False with the reason, and not retried until the object changes (a TerminalError).
+ */
+export class SpecError extends Error {
+  constructor(
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Thrown when a reconcile cannot proceed yet (something it refers to is missing, or state outside the object); the
+ * reconciler reports it as Ready=False and polls again after retryAfterMs.
+ */
 export class NotReadyYet extends Error {
   constructor(
     readonly reason: string,
@@ -176,7 +192,7 @@ export class NotReadyYet extends Error {
 
 /** The vault tenant id of the Tenant object a namespaced object names in spec.tenantRef (same namespace). */
 export function tenantIdOf(ctx: ReconcileContext, namespace: string, tenantRef: { name: string } | undefined): string {
-  if (!tenantRef?.name) throw new NotReadyYet('InvalidSpec', 'spec.tenantRef.name is required.');
+  if (!tenantRef?.name) throw new SpecError('InvalidSpec', 'spec.tenantRef.name is required.');
   const tenant = ctx.get<VaultObject>('Tenant', namespace, tenantRef.name);
   if (!tenant) throw new NotReadyYet('TenantNotFound', `Tenant ${namespace}/${tenantRef.name} does not exist.`);
   if (!tenant.status?.id || !isConditionTrue(tenant.status.conditions, 'Ready')) {
@@ -260,16 +276,17 @@ export async function secretValue(
 }
 
 /**
- * Runs one reconcile step and turns the expected failures into conditions: an unreachable vault is ApiUnavailable
- * (rethrown, so the work queue retries it with backoff), a refusal is VaultRefused with the API's reason (retried after
- * a minute: the spec must change), a missing dependency is its own reason. Anything else propagates to the manager's
- * backoff.
- *
- * A refusal at one of the tenant's count limits (409 TV_REACTOR_LIMIT, TV_APPLICATION_LIMIT, ...: what the registry
- * marks as a limit) is LimitReached, a Warning event of that reason, and a retry with the work queue's backoff, which
- * is not a reconcile error: the spec is fine, and room comes without any change to this object (another one deleted,
- * the limit raised), so the backoff retries soon after a refusal and then at most every
- * TOKENVAULT_CONTROLLER_RETRY_MAX_SECONDS. The API counts the refusals (tokenvault_limit_refusals_total).
+ * Runs one reconcile step and turns the expected failures into conditions, with controller-runtime's retry model
+ * (errors back off; a failure only a spec change mends is terminal; a poll is a requeue-after):
+ *   - an unreachable vault is ApiUnavailable, rethrown: the work queue retries it with backoff;
+ *   - a refusal at one of the tenant's count limits (409 TV_REACTOR_LIMIT, TV_APPLICATION_LIMIT, ...: what the
+ *     registry marks as a limit) is LimitReached and a Warning event, rethrown: room comes without any change to
+ *     this object (another one deleted, the limit raised), so the backoff retries soon after a refusal and then at
+ *     most every TOKENVAULT_CONTROLLER_RETRY_MAX_SECONDS; the API counts the refusals (tokenvault_limit_refusals_total);
+ *   - any other refusal is VaultRefused with the API's detail and a Warning event: the spec must change, so it is a
+ *     TerminalError, tried again when the object changes;
+ *   - a SpecError is its own reason, terminal too; a NotReadyYet (a missing dependency) its own reason and a poll.
+ * Anything else propagates to the manager's backoff.
  */
 export async function reportingFailures<T extends VaultObject>(
   ctx: ReconcileContext<T>,
@@ -280,20 +297,22 @@ export async function reportingFailures<T extends VaultObject>(
     return await step();
   } catch (error) {
     if (error instanceof VaultUnavailable) {
-      // The condition says why; the failure itself goes back to the work queue, whose per-object backoff grows with
-      // each failure (a requeue-after here would count as a success and retry every second while the API is down).
       await writeStatus(ctx, object, notReady('ApiUnavailable', error.message));
       throw error;
     }
     if (error instanceof VaultRefused && isTenantLimit(error)) {
       await writeStatus(ctx, object, notReady('LimitReached', error.describe()));
       await ctx.event('Warning', 'LimitReached', error.describe());
-      return { backoff: true };
+      throw error;
     }
     if (error instanceof VaultRefused) {
       await writeStatus(ctx, object, notReady('VaultRefused', error.describe()));
       await ctx.event('Warning', 'VaultRefused', error.describe());
-      return { requeueAfterMs: 60_000 };
+      throw new TerminalError(error);
+    }
+    if (error instanceof SpecError) {
+      await writeStatus(ctx, object, notReady(error.reason, error.message));
+      throw new TerminalError(error);
     }
     if (error instanceof NotReadyYet) {
       await writeStatus(ctx, object, notReady(error.reason, error.message));

@@ -3,7 +3,7 @@
 // informer caches Secrets' metadata only) and never written to status, Events or logs; the Secrets are declared as
 // references, so a change to one requeues the object and the vault gets the new value.
 import type { ObjectKey, ReconcileContext } from '../manager.js';
-import { NotReadyYet, secretValue } from './common.js';
+import { NotReadyYet, SpecError, secretValue } from './common.js';
 
 export type ConfigurationType = 'string' | 'number' | 'boolean';
 
@@ -58,7 +58,7 @@ export async function resolveConfiguration(
     let text: string;
     if (ref) text = await secretValue(ctx, namespace, ref);
     else if (entry.value !== undefined) text = entry.value;
-    else throw new NotReadyYet('InvalidSpec', `configuration.${name} has neither value nor valueFrom.`, 60_000);
+    else throw new SpecError('InvalidSpec', `configuration.${name} has neither value nor valueFrom.`);
     values[name] = convert(name, text, entry.type ?? typeOf(name) ?? 'string', Boolean(ref));
   }
   return values;

@@ -18,7 +18,7 @@ import { parseQuantity } from '../../config/quantity.js';
 import type { ObjectKey, ReconcileContext } from '../manager.js';
 import { VaultRefused, type VaultClient } from '../vault-client.js';
 import { Errors } from '../../errors/registry.js';
-import { GROUP, NotReadyYet, VERSION, type VaultObject } from './common.js';
+import { GROUP, NotReadyYet, SpecError, VERSION, type VaultObject } from './common.js';
 
 export const WORKER_NAME_LABEL = 'app.kubernetes.io/name';
 export const WORKER_NAME = 'tokenvault-worker';
@@ -386,10 +386,9 @@ export async function reconcileRuntime(
 
   const image = spec.image ?? defaults.workerImage;
   if (!image) {
-    throw new NotReadyYet(
+    throw new SpecError(
       'NoWorkerImage',
       'spec.runtime.dedicated is true but neither spec.runtime.image nor the controller (TOKENVAULT_WORKER_IMAGE) names a worker image.',
-      60_000,
     );
   }
   // Namespace editors may write Tenants (the aggregated edit role): the image that runs is the cluster admin's choice.
@@ -400,15 +399,14 @@ export async function reconcileRuntime(
     !defaults.allowedImages.includes('*')
   ) {
     if (!defaults.allowedImages.includes(spec.image)) {
-      throw new NotReadyYet(
+      throw new SpecError(
         'WorkerImageNotAllowed',
         "spec.runtime.image is not an allowed dedicated worker image: leave it out (the controller's worker image) or have it added to TOKENVAULT_WORKER_IMAGES (chart value controller.dedicatedWorkers.allowedImages).",
-        60_000,
       );
     }
   }
   const over = runtimeOverLimits(spec, defaults.worker);
-  if (over) throw new NotReadyYet(over.reason, over.message, 60_000);
+  if (over) throw new SpecError(over.reason, over.message);
   const networkPolicy = defaults.networkPolicy === undefined ? DEFAULT_NETWORK_POLICY : defaults.networkPolicy;
   const owned = [Resources.deployments, Resources.services];
   if (networkPolicy) owned.push(Resources.networkPolicies);
