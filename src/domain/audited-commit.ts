@@ -1,9 +1,8 @@
 // A change written in the same etcd transaction as the audit entry of the request that makes it, when the caller can
 // offer that (the HTTP routes' audit trail, `auditWith`), and otherwise alone. Together they are one round trip and
-// one transaction instead of two, and the change and its entry commit together or not at all. Token creates were
-// first; the controller's reactor writes followed, because at thousands of Reactors applied at once each of the
-// vault API's round trips was paid alone (one request at a time per controller worker) and the API shared its two
-// CPUs with kube-apiserver.
+// one transaction instead of two, and the change and its entry commit together or not at all: for token creates, and
+// for the controller's reactor writes, where thousands of Reactors applied at once would otherwise pay each round trip
+// alone (one request at a time per controller worker).
 import type { ChangeWrites } from '../audit/chain.js';
 import type { Store } from '../store/store.js';
 

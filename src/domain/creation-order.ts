@@ -2,8 +2,8 @@
 // `order/<kind>/<created_at>/<id>` under its tenant (keys.creationOrderEntry), put and deleted in the same
 // transaction as the record. A page then reads the count of records, index keys (about 100 bytes each, no values) from
 // the start of the list to its end or, past the middle, back from the list's end to its start (etcd has no offset), and
-// only its own records in one round trip: a tenant with 10,000 reactors, each holding its code, no longer makes every
-// page read, decode and sort all of them on the API's one event loop, and no page reads more than half the index.
+// only its own records in one round trip: with 10,000 reactors in a tenant, each holding its code, a page does not
+// read, decode and sort all of them on the API's one event loop, and no page reads more than half the index.
 //
 // The index heals itself. Records written before it existed (or by a replica of the previous version during a rolling
 // upgrade) have no entry, and such a replica's delete leaves its entry behind. A page compares the number of records

@@ -29,9 +29,8 @@
 // the look listed it, and does not read that outbox again until the time comes or the mark's revision moves: any entry
 // written since, by any process, moved it, and every entry written before is in the head that was read (the range is
 // read after the mark is listed). An outbox with a due entry held elsewhere is still read every look: that claim may
-// expire. Before, every look read the outbox of every tenant with entries, waiting or not: with 500 tenants waiting
-// out a backoff and one with events due, 503 range reads per look; 3 now (the marks, that tenant's outbox, the
-// previous outbox; test/unit/webhook-dispatcher.test.ts).
+// expire. So with 500 tenants waiting out a backoff and one with events due, a look costs 3 range reads (the marks,
+// that tenant's outbox, the previous outbox; test/unit/webhook-dispatcher.test.ts), not one per tenant with entries.
 //
 // Processes of the previous version wrote one outbox for all tenants (keys.legacyWebhookOutbox), and keep writing it
 // during a rolling upgrade; every look also reads its head, as one more source in the round robin, so those entries

@@ -437,9 +437,9 @@ export class ReactorService {
     const response: ReactResponse = {};
     if (output.tokenize !== undefined && output.tokenize !== null) {
       // Created with the rights of the reactor's application, as the code could through `bt`, or without one with the
-      // caller's own. Before, the reactor itself created them with token:create in every container: a caller holding
-      // token:use alone wrote tokens (chosen ids too) into /pci/high/ through a reactor that passes its args on, and
-      // learnt from deduplication whether a card it cannot read exists.
+      // caller's own, never with rights of the reactor's own: otherwise a caller holding token:use alone could write
+      // tokens (chosen ids too) into /pci/high/ through a reactor that passes its args on, and learn from
+      // deduplication whether a card it cannot read exists.
       const creator = record.application_id
         ? await this.btKeys.principalFor(tenantId, record.application_id)
         : principal;

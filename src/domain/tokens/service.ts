@@ -146,12 +146,6 @@ export class TokenService {
   }
 
   /**
-   * Runs `work`, which creates `count` of the tenant's tokens one after another. More than one is a bulk create: it
-   * waits for the tenant's turn among its bulk creates in this process, so that one tenant's bulk writes cannot take
-   * the store's and the process's time from other tenants (docs/security.md, "Limits"). A single token is not gated:
-   * it costs what POST /tokens does, which the request rate limits count. `whenBusy` as TenantGate.run.
-   */
-  /**
    * 400 TV_TOKEN_DATA_TOO_MANY_NODES for data past TOKENVAULT_TOKEN_DATA_MAX_NODES. Every create and update checks its data
    * (the merged data of an update) before anything is derived from it; token intents check theirs before sealing it.
    */
@@ -159,6 +153,12 @@ export class TokenService {
     assertDataNodes(data, this.dataMaxNodes);
   }
 
+  /**
+   * Runs `work`, which creates `count` of the tenant's tokens one after another. More than one is a bulk create: it
+   * waits for the tenant's turn among its bulk creates in this process, so that one tenant's bulk writes cannot take
+   * the store's and the process's time from other tenants (docs/security.md, "Limits"). A single token is not gated:
+   * it costs what POST /tokens does, which the request rate limits count. `whenBusy` as TenantGate.run.
+   */
   async createMany<T>(tenantId: string, count: number, work: () => Promise<T>, whenBusy: WhenBusy): Promise<T> {
     return count > 1 ? this.bulkCreates.run(tenantId, work, { whenBusy }) : work();
   }
