@@ -202,12 +202,15 @@ export interface Config {
     /** Liquid memory units all expressions of one request may allocate. */
     memoryUnits: number;
   };
-  /** Caps on decoded and copied sizes ("bombs", docs/security.md "Limits"). */
-  decoded: {
+  /**
+   * Caps on sizes: of what is decoded (inflated responses), answered (invocation results), copied (out of the sandbox)
+   * and held at once (results in flight); the "bombs" of docs/security.md, "Limits".
+   */
+  sizeLimits: {
     /** Largest destination response a response transform reads once inflated (gzip, deflate, br). */
     proxyResponseBytes: number;
     /** Largest result (JSON) of one reactor or transform invocation, checked by the worker and by the API. */
-    reactorResultBytes: number;
+    maxResultBytes: number;
     /** Bytes reactor code may copy into the host (hash inputs, fetch and bt bodies) in one invocation. */
     sandboxHostBytes: number;
     /**
@@ -736,7 +739,7 @@ export const SETTINGS = {
     description: 'Proxy: largest destination response a response transform reads, once inflated (gzip, deflate, br)',
     default: String(10 * 1024 * 1024),
   },
-  reactorResultLimit: {
+  maxResultBytes: {
     flag: 'reactor-result-limit-bytes',
     env: 'TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES',
     description: 'Largest result (JSON) of one reactor or transform invocation (worker and API)',
@@ -1266,9 +1269,9 @@ export function loadConfig(options: LoadOptions = {}): Config {
     deadlineMs: integer('expressionDeadline', 1, 600_000),
     memoryUnits: integer('expressionMemory', 1000, 1_000_000_000),
   };
-  const decoded = {
+  const sizeLimits = {
     proxyResponseBytes: integer('proxyDecodedResponseLimit', 1024, 1024 * 1024 * 1024),
-    reactorResultBytes: integer('reactorResultLimit', 1024, 256 * 1024 * 1024),
+    maxResultBytes: integer('maxResultBytes', 1024, 256 * 1024 * 1024),
     resultBytesInFlight: integer('resultBytesInFlight', 64 * 1024, 64 * 1024 * 1024 * 1024),
     resultBytesInFlightPerTenant: integer('resultBytesInFlightPerTenant', 64 * 1024, 64 * 1024 * 1024 * 1024),
     sandboxHostBytes: integer('sandboxHostLimit', 1024, 1024 * 1024 * 1024),
@@ -1373,7 +1376,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     perTenant,
     webhooks,
     expressions,
-    decoded,
+    sizeLimits,
     rateLimits,
     limits,
     asyncReactors,

@@ -265,7 +265,7 @@ export async function startApi(config: Config, logger: Logger, options: StartOpt
         detokenizer,
         forwarder,
         new TransformRunner(runtime, btKeys),
-        config.decoded.proxyResponseBytes,
+        config.sizeLimits.proxyResponseBytes,
         config.limits.jsonMaxDepth,
       ),
       audit,

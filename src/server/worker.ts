@@ -59,8 +59,8 @@ export async function startWorker(
     metrics,
     logger,
     onCatastrophicError: options.onCatastrophicError,
-    maxResultBytes: config.decoded.reactorResultBytes,
-    maxHostBytes: config.decoded.sandboxHostBytes,
+    maxResultBytes: config.sizeLimits.maxResultBytes,
+    maxHostBytes: config.sizeLimits.sandboxHostBytes,
   });
   const handler = createWorkerHandler({ pool, metrics, logger, secret: config.workerSecret, maxLimits: limits });
   if (!config.workerSecret)

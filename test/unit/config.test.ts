@@ -117,9 +117,9 @@ test('unknown flags are refused', () => {
 test('expression budget and decoded-size limits: defaults, variables, and bad values named', () => {
   const defaults = loadConfig({ env: { TOKENVAULT_STORE: 'memory' } });
   expect(defaults.expressions).toEqual({ renderMs: 10, budgetMs: 250, deadlineMs: 5000, memoryUnits: 10_000_000 });
-  expect(defaults.decoded).toEqual({
+  expect(defaults.sizeLimits).toEqual({
     proxyResponseBytes: 10 * 1024 * 1024,
-    reactorResultBytes: 4 * 1024 * 1024,
+    maxResultBytes: 4 * 1024 * 1024,
     resultBytesInFlight: 32 * 1024 * 1024,
     resultBytesInFlightPerTenant: 8 * 1024 * 1024,
     sandboxHostBytes: 64 * 1024 * 1024,
@@ -139,9 +139,9 @@ test('expression budget and decoded-size limits: defaults, variables, and bad va
     },
   });
   expect(set.expressions).toEqual({ renderMs: 5, budgetMs: 50, deadlineMs: 1000, memoryUnits: 100_000 });
-  expect(set.decoded).toEqual({
+  expect(set.sizeLimits).toEqual({
     proxyResponseBytes: 2048,
-    reactorResultBytes: 4096,
+    maxResultBytes: 4096,
     sandboxHostBytes: 8192,
     resultBytesInFlight: 1_048_576,
     resultBytesInFlightPerTenant: 524_288,

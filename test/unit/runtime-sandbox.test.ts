@@ -1099,6 +1099,26 @@ describe('copy limits (issue 12, point 7)', () => {
     );
   });
 
+  test('the result limit is in bytes: multi-byte text over it in UTF-8 is refused though its UTF-16 length fits', async () => {
+    // 40 Ki of 'é' is 40 Ki UTF-16 units but 80 KiB of UTF-8, over the 64 KiB limit; 30 Ki of it (60 KiB) is under.
+    expect(
+      failure(await runSmall("module.exports = async () => ({ raw: '\u00e9'.repeat(40 * 1024) });")),
+    ).toMatchObject({
+      kind: 'result_too_large',
+      errors: { limit: ['TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES'] },
+    });
+    // Four bytes a character (a surrogate pair): 10 Ki of them is 20 Ki units and 40 KiB, under; 17 Ki is 68 KiB, over.
+    expect(
+      value(await runSmall("module.exports = async () => ({ raw: '\u{1F600}'.repeat(10 * 1024) });")).raw,
+    ).toHaveLength(20 * 1024);
+    expect(failure(await runSmall("module.exports = async () => ({ raw: '\u{1F600}'.repeat(17 * 1024) });")).kind).toBe(
+      'result_too_large',
+    );
+    expect(
+      value(await runSmall("module.exports = async () => ({ raw: '\u00e9'.repeat(30 * 1024) });")).raw,
+    ).toHaveLength(30 * 1024);
+  });
+
   test('hash inputs, fetch bodies and their sum count against the host limit, and catching the error changes nothing', async () => {
     const hashLoop = `module.exports = async () => {
       const big = 'x'.repeat(64 * 1024);

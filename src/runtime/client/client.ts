@@ -28,7 +28,7 @@ export interface RuntimeClientOptions {
   /** Replaces the connection pool (tests). */
   dispatcher?: Dispatcher;
   /**
-   * Largest result (JSON) of one invocation (config.decoded.reactorResultBytes). Workers refuse larger results
+   * Largest result (JSON) of one invocation (config.sizeLimits.maxResultBytes). Workers refuse larger results
    * themselves; this bounds what the API buffers from a worker that does not (an older or misconfigured one).
    */
   maxResultBytes?: number;
@@ -153,14 +153,14 @@ export class RuntimeClient {
     if (!workerUrl) throw new Error('no worker URL: set TOKENVAULT_WORKER_URL (dev starts its own worker)');
     let budget = budgets.get(config);
     if (!budget) {
-      budget = new ResultBudget(config.decoded.resultBytesInFlight, config.decoded.resultBytesInFlightPerTenant);
+      budget = new ResultBudget(config.sizeLimits.resultBytesInFlight, config.sizeLimits.resultBytesInFlightPerTenant);
       budgets.set(config, budget);
     }
     return new RuntimeClient({
       budget,
       workerUrl,
       defaultTimeoutMs: config.runtime.timeoutMs,
-      maxResultBytes: config.decoded.reactorResultBytes,
+      maxResultBytes: config.sizeLimits.maxResultBytes,
       connections: config.runtime.connections,
       secret: config.workerSecret,
     });
@@ -277,6 +277,8 @@ export class RuntimeClient {
     const decoder = new StringDecoder('utf8');
     /** The current line: its text so far, its invocation once its lead is read, bytes not yet counted to it. */
     let pending = '';
+    /** The bytes `pending` was decoded from: the limit is in bytes, its length in UTF-16 units. */
+    let pendingBytes = 0;
     let current = -1;
     let uncounted = 0;
     let skipping = false;
@@ -293,15 +295,20 @@ export class RuntimeClient {
         settle(current, () => thrown(error));
         skipping = true;
         pending = '';
+        pendingBytes = 0;
         return false;
       }
     };
     const piece = (bytes: Buffer, complete: boolean) => {
       if (!skipping) {
         if (current >= 0) {
-          if (charge(bytes.length)) pending += decoder.write(bytes);
+          if (charge(bytes.length)) {
+            pending += decoder.write(bytes);
+            pendingBytes += bytes.length;
+          }
         } else {
           pending += decoder.write(bytes);
+          pendingBytes += bytes.length;
           const lead = /^\{"i":(\d+)[,}]/.exec(pending);
           if (lead) current = Number(lead[1]);
           charge(bytes.length);
@@ -311,10 +318,11 @@ export class RuntimeClient {
         const text = pending + decoder.end();
         if (!skipping) line(text);
         pending = '';
+        pendingBytes = 0;
         current = -1;
         uncounted = 0;
         skipping = false;
-      } else if (pending.length > this.maxAnswerBytes) throw new AnswerTooLarge();
+      } else if (pendingBytes > this.maxAnswerBytes) throw new AnswerTooLarge();
     };
     const unanswered = () => items.filter((_, i) => !answered[i]);
     const line = (text: string) => {

@@ -68,10 +68,10 @@ export interface SandboxPoolOptions {
   onCatastrophicError?: (message: string) => void;
   /** Suspect invocations (see above) allowed to run at once; default availableParallelism() - 1, at least 1. */
   suspectConcurrency?: number;
-  /** Largest result (JSON) of one invocation (config.decoded.reactorResultBytes); default 4 MiB. */
+  /** Largest result (JSON) of one invocation (config.sizeLimits.maxResultBytes); default 4 MiB. */
   maxResultBytes?: number;
   /**
-   * Bytes the code may pass to the host in one invocation (config.decoded.sandboxHostBytes): hash inputs, fetch and
+   * Bytes the code may pass to the host in one invocation (config.sizeLimits.sandboxHostBytes): hash inputs, fetch and
    * bt requests. Counted by the prelude before anything is copied out of the isolate (a loop of hash updates with one
    * big string would otherwise copy it again and again into the worker's heap), and again here. Default 64 MiB.
    */
@@ -725,7 +725,7 @@ export class SandboxPool {
     const hostCall = (id: number, op: string, json: string, body: unknown) => {
       if (finished) return;
       if (op === 'done') {
-        if (typeof json === 'string' && json.length > maxResultBytes)
+        if (typeof json === 'string' && Buffer.byteLength(json) > maxResultBytes)
           return complete({ ok: false, error: resultTooLargeFailure(maxResultBytes) });
         return complete(readEnvelope(json, maxResultBytes));
       }

@@ -32,14 +32,14 @@ let finished = false;
 // (the host counts again): the host's TOKENVAULT_SANDBOX_HOST_LIMIT_BYTES and TOKENVAULT_REACTOR_RESULT_LIMIT_BYTES.
 let hostBytes = 0;
 let hostLimit = Infinity;
-let resultLimit = Infinity;
+let maxResultBytes = Infinity;
 /** Resets the per-invocation counters; `limits` is the host's `{ host, result }` byte limits. */
 export function beginInvocation(limits) {
   finished = false;
   calls = 0;
   hostBytes = 0;
   hostLimit = typeof limits.host === 'number' ? limits.host : Infinity;
-  resultLimit = typeof limits.result === 'number' ? limits.result : Infinity;
+  maxResultBytes = typeof limits.result === 'number' ? limits.result : Infinity;
 }
 // The answer goes to the host as an operation of its own ('done'), so that the host's call into the isolate ends with
 // the synchronous part of the code and the host can tell the code's own CPU time from waiting.
@@ -48,7 +48,19 @@ export function finish(value) {
   finished = true;
   ReflectApply(mapClear, timers, []);
   // A result past the limit is not copied out of the isolate at all.
-  hostCall(0, 'done', typeof value === 'string' && value.length > resultLimit ? '{"t":"too_large"}' : value);
+  hostCall(0, 'done', typeof value === 'string' && resultBytes(value) > maxResultBytes ? '{"t":"too_large"}' : value);
+}
+// The UTF-8 length of a string, which the limit is in (the host counts the same with Buffer.byteLength): a UTF-16
+// unit below U+0080 is one byte, below U+0800 two, a surrogate half two (a pair is four), any other three.
+function resultBytes(text) {
+  // Most results are nowhere near the limit: no count needed when even three bytes a unit would fit.
+  if (text.length * 3 <= maxResultBytes) return text.length;
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0x80) bytes += unit < 0x800 || (unit >= 0xd800 && unit <= 0xdfff) ? 1 : 2;
+  }
+  return bytes;
 }
 export function sizeOf(value) {
   if (typeof value === 'string') return value.length;
