@@ -215,12 +215,13 @@ def test_sessions_create_and_authorize(public, private):
 
 def test_client_encryption_keys(management):
     key = management.keys.create()
-    assert key.id and key.public_key_pem and key.key_id if hasattr(key, "key_id") else key.id
-    assert management.keys.get(key.id).id == key.id
-    assert key.id in [k.id for k in management.keys.list()]
-    management.keys.delete(key.id)
+    assert key.key_id and key.public_key_pem.startswith("-----BEGIN PUBLIC KEY-----")
+    assert isinstance(key.expires_at, dt.datetime)
+    assert management.keys.get(key.key_id).key_id == key.key_id
+    assert key.key_id in [k.key_id for k in management.keys.list()]
+    management.keys.delete(key.key_id)
     with pytest.raises(NotFoundError):
-        management.keys.get(key.id)
+        management.keys.get(key.key_id)
 
 
 # Reactors
@@ -294,6 +295,7 @@ def test_webhooks_crud(management):
     updated = management.webhooks.update(hook.id, name=hook.name, url=hook.url, events=["token.created", "token.deleted"])
     assert updated.events == ["token.created", "token.deleted"]
     assert "token.created" in management.webhooks.events.list()
+    management.webhooks.ping()  # GET /ping: no body, no error
     management.webhooks.delete(hook.id)
     with pytest.raises(NotFoundError):
         management.webhooks.get(hook.id)
