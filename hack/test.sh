@@ -3,7 +3,8 @@
 # services the tests need (etcd and PostgreSQL on free loopback ports) and its teardown stops them; the files under
 # test/envtest start their own Kubernetes control plane (test/support/control-plane.ts). This script makes sure every
 # binary exists first (hack/tools.sh finds or builds etcd, kube-apiserver, kubectl and helm; hack/postgres.sh finds or
-# installs PostgreSQL, hack/chromium.sh Chromium), so a cold build is not counted against a test's timeout.
+# installs PostgreSQL, hack/chromium.sh Chromium, hack/python-sdk.sh Basis Theory's Python SDK), so a cold build is not
+# counted against a test's timeout.
 # The last line printed is "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,12 @@ if [ -z "${TOKENVAULT_CHROMIUM_BIN:-}" ]; then
   TOKENVAULT_CHROMIUM_BIN=$(hack/chromium.sh) || { echo "hack/chromium.sh failed" >&2; echo "0 passed, 1 failed"; exit 1; }
 fi
 export TOKENVAULT_CHROMIUM_BIN
+# Basis Theory's Python SDK for test/acceptance/python-sdk.test.ts: hack/python-sdk.sh makes (or reuses) a virtual
+# environment outside the tree with the pinned basistheoryclient and pytest, and prints its interpreter.
+if [ -z "${TOKENVAULT_PYTHON_SDK:-}" ]; then
+  TOKENVAULT_PYTHON_SDK=$(hack/python-sdk.sh) || { echo "hack/python-sdk.sh failed" >&2; echo "0 passed, 1 failed"; exit 1; }
+fi
+export TOKENVAULT_PYTHON_SDK
 export NODE_OPTIONS="--experimental-vm-modules --no-node-snapshot ${NODE_OPTIONS:-}"
 # Tests that assert latency under load (a p99 while hostile requests run) run after the rest, one file at a time: on
 # a 2-core machine a neighbouring test file's CPU would be measured as the vault's own latency.

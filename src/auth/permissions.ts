@@ -23,6 +23,12 @@ const TOKEN_PERMISSIONS: Array<[string, string, ApplicationType[]]> = [
     'Use tokens in reactors, proxies and detokenization, which reveals their data (as access rules allow for use) to the reactor code, the proxy destination, or the caller of /detokenize',
     ['private'],
   ],
+  [
+    'reactor:invoke',
+    'Invoke reactors (react, react-async and their results); the tokens in the args still need token:use',
+    ['private'],
+  ],
+  ['proxy:invoke', 'Call the proxy; the tokens the request detokenizes still need token:use', ['private']],
   ['token-intent:create', 'Create token intents (short-lived, converted to tokens later)', ['public', 'private']],
   ['token-intent:read', 'Read token intents (masked data only)', ['private']],
   ['token-intent:delete', 'Delete token intents', ['private']],

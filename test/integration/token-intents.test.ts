@@ -59,7 +59,7 @@ describe('create and read', () => {
       created_by: expect.any(String),
       created_at: expect.any(String),
       expires_at: expect.any(String),
-      card: { bin: '42424242', last4: '4242', expiration_month: 12, expiration_year: 2031 },
+      card: { bin: '42424242', last4: '4242', expiration_month: 12, expiration_year: 2031, brand: 'visa' },
     });
     expect(JSON.stringify(answer.body)).not.toContain(CARD.number);
     expect(JSON.stringify(answer.body)).not.toContain('"123"');

@@ -2,7 +2,7 @@
 // tokenize/detokenize, idempotency, usage, and other tenants.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { keys } from '../../src/store/keys.js';
-import { createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
+import { createApplication, createTenant, revealingApplication, startTestApi, type TestApi } from '../support/api.js';
 import { client } from '../support/http.js';
 import { sleep } from '../support/wait.js';
 
@@ -71,6 +71,53 @@ describe('types', () => {
   });
 });
 
+describe('card details', () => {
+  test('a card token carries its BIN, last four, expiration and brand on create, read and list', async () => {
+    const data = { number: '4242424242424242', expiration_month: 12, expiration_year: 2030, cvc: '123' };
+    const created = await app.post('/tokens', { body: { type: 'card', data, metadata: { case: 'card-details' } } });
+    const card = { bin: '42424242', last4: '4242', expiration_month: 12, expiration_year: 2030, brand: 'visa' };
+    expect(created.body.card).toEqual(card);
+    expect((await app.get(`/tokens/${created.body.id}`)).body.card).toEqual(card);
+    const listed = await app.get('/v2/tokens?metadata.case=card-details');
+    expect(listed.body.data.map((t: { card: unknown }) => t.card)).toEqual([card]);
+  });
+
+  test.each([
+    ['378282246310005', '378282', '0005', 'american-express'],
+    ['5555555555554444', '55555555', '4444', 'mastercard'],
+    ['6011111111111117', '60111111', '1117', 'discover'],
+    ['3566002020360505', '35660020', '0505', 'jcb'],
+    ['30569309025904', '305693', '5904', 'diners-club'],
+  ])('%s: BIN %s, last four %s, brand %s', async (number, bin, last4, brand) => {
+    const created = await app.post('/tokens', { body: { type: 'card', data: { number } } });
+    expect(created.body.card).toEqual({ bin, last4, brand });
+  });
+
+  test('a number no network claims has no brand; other types have no card object', async () => {
+    const created = await app.post('/tokens', { body: { type: 'card', data: { number: '1234567812345670' } } });
+    expect(created.body.card).toEqual({ bin: '12345678', last4: '5670' });
+    const number = await app.post('/tokens', { body: { type: 'card_number', data: '4111111111111111' } });
+    expect(number.body.card).toBeUndefined();
+  });
+
+  test('a key whose rule redacts the card sees no card details', async () => {
+    const { managementKey } = await createTenant(api.url, api.operatorKey);
+    const writer = await revealingApplication(api.url, managementKey, ['token:create']);
+    const redacting = await createApplication(api.url, managementKey, {
+      name: 'redacting',
+      type: 'private',
+      rules: [{ priority: 1, container: '/', transform: 'redact', permissions: ['token:read'] }],
+    });
+    const created = await client(api.url, writer.key).post('/tokens', {
+      body: { type: 'card', data: { number: '4242424242424242' } },
+    });
+    const read = await client(api.url, redacting.key).get(`/tokens/${created.body.id}`);
+    expect(read.status).toBe(200);
+    expect(read.body.card).toBeUndefined();
+    expect(read.body.data).toBeUndefined();
+  });
+});
+
 describe('ids', () => {
   test('a chosen id is used once; taken → 409', async () => {
     const id = `customer-${Date.now()}`;
@@ -114,11 +161,35 @@ describe('fingerprints and deduplication', () => {
     expect((await other.app.post('/tokens', { body: card('111') })).body.fingerprint).not.toBe(a.body.fingerprint);
   });
 
-  test('deduplicate_token returns the existing token', async () => {
+  test('deduplicate_token returns the existing token, saying so in _extras', async () => {
     const number = '378282246310005';
     const first = await app.post('/tokens', { body: { type: 'card_number', data: number, deduplicate_token: true } });
     const again = await app.post('/tokens', { body: { type: 'card_number', data: number, deduplicate_token: true } });
     expect(again.body.id).toBe(first.body.id);
+    expect(first.body._extras).toEqual({ deduplicated: false });
+    expect(again.body._extras).toEqual({ deduplicated: true });
+    // Only the create answers it: not a read, not POST /tokenize.
+    expect((await app.get(`/tokens/${first.body.id}`)).body._extras).toBeUndefined();
+    const tokenized = await app.post('/tokenize', { body: { a: { type: 'token', data: 'x' } } });
+    expect(tokenized.body.a._extras).toBeUndefined();
+  });
+
+  test('a key that may not read the equal token learns its id, type and that it was deduplicated, nothing else', async () => {
+    const { managementKey } = await createTenant(api.url, api.operatorKey);
+    const writer = client(
+      api.url,
+      (
+        await createApplication(api.url, managementKey, {
+          name: 'writer',
+          type: 'private',
+          permissions: ['token:create'],
+        })
+      ).key,
+    );
+    const body = { type: 'token', data: 'same', deduplicate_token: true };
+    const first = await writer.post('/tokens', { body });
+    const again = await writer.post('/tokens', { body });
+    expect(again.body).toEqual({ id: first.body.id, type: 'token', _extras: { deduplicated: true } });
   });
 
   test('a fingerprint expression that renders nothing gives no fingerprint; one that renders an object, its JSON', async () => {

@@ -79,6 +79,24 @@ export function mayEver(principal: Holder, permission: TokenPermission): boolean
   return mayEverWithCeiling(principal, permission, false);
 }
 
+/** Basis Theory's invocation permissions: they are about a reactor or the proxy, not about any one token. */
+export type InvokePermission = 'reactor:invoke' | 'proxy:invoke';
+
+/**
+ * True when the principal may invoke (reactors with reactor:invoke, the proxy with proxy:invoke), or holds token:use
+ * for some token, which Basis Theory still takes for both. Invoking is all it grants: every token the args or the
+ * body detokenize still needs token:use (and the rules) for its container, so a key with reactor:invoke alone may
+ * run a reactor on arguments without tokens and gets 403 for any token it names.
+ */
+export function mayInvoke(principal: Holder, permission: InvokePermission): boolean {
+  const holds = (rights: Rights) =>
+    rights.rules.length === 0
+      ? rights.permissions.has(permission)
+      : rights.rules.some((rule) => rule.permissions.includes(permission));
+  const invokes = holds(principal) && (principal.ceiling === undefined || holds(principal.ceiling));
+  return invokes || mayEver(principal, 'token:use');
+}
+
 /**
  * True when the principal could get some token in plaintext with the permission (a reveal); false means no token's
  * plaintext is ever shown to it that way, so nothing may answer it according to that plaintext.

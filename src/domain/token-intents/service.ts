@@ -11,6 +11,7 @@
 // it there as they would a token of its type: creating, reading, deleting or converting one needs token-intent:create,
 // token-intent:read, token-intent:delete or token:create in that container, else 403 as for a token the key may not
 // act on.
+import { cardDetails, type CardDetails } from '../tokens/card-details.js';
 import { randomUUID } from 'node:crypto';
 import { decide, revealsPlaintext, type TokenFacts, type TokenPermission } from '../../auth/access/evaluate.js';
 import { actorId, type TenantPrincipal } from '../../auth/principal.js';
@@ -49,7 +50,7 @@ export interface TokenIntent {
   created_by: string;
   created_at: string;
   expires_at: string;
-  card?: { bin: string; last4: string; expiration_month?: number; expiration_year?: number };
+  card?: CardDetails;
   bank?: { routing_number: string; account_number_last4: string };
   data?: unknown;
 }
@@ -211,20 +212,7 @@ function withoutData(record: TokenIntentRecord): TokenIntent {
 
 function toIntent(record: TokenIntentRecord, data: unknown): TokenIntent {
   const intent = withoutData(record);
-  if (record.type === 'card') {
-    const card = data as { number: string; expiration_month?: number; expiration_year?: number };
-    const digits = card.number.replace(/\D/g, '');
-    return {
-      ...intent,
-      card: {
-        // Basis Theory shows 8 digits of a 16-digit (or longer) number's BIN, 6 of a shorter one.
-        bin: digits.slice(0, digits.length >= 16 ? 8 : 6),
-        last4: digits.slice(-4),
-        ...(card.expiration_month !== undefined ? { expiration_month: card.expiration_month } : {}),
-        ...(card.expiration_year !== undefined ? { expiration_year: card.expiration_year } : {}),
-      },
-    };
-  }
+  if (record.type === 'card') return { ...intent, card: cardDetails(data) };
   if (record.type === 'bank') {
     const bank = data as { routing_number: string; account_number: string };
     return {

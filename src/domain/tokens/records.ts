@@ -3,6 +3,7 @@
 // ciphertext whose associated data names the tenant and the token, so it cannot be moved to another token.
 import type { Transform } from '../../auth/access/evaluate.js';
 import type { Template } from './schema.js';
+import { cardDetails, type CardDetails } from './card-details.js';
 
 /** Encryption at rest, as the token layer needs it (implemented by src/crypto). */
 export interface DataCipher {
@@ -44,7 +45,12 @@ export interface SealedContent {
 }
 
 /** The wire form of a token. */
-export type Token = Omit<TokenRecord, 'sealed' | 'search_hashes'> & { data?: unknown };
+export type Token = Omit<TokenRecord, 'sealed' | 'search_hashes'> & {
+  data?: unknown;
+  card?: CardDetails;
+  /** On a create only: whether it found an equal token rather than storing one (deduplication). */
+  _extras?: { deduplicated: boolean };
+};
 
 export function tokenAad(tenantId: string, id: string): string {
   return `token:${tenantId}:${id}`;
@@ -60,16 +66,27 @@ export async function unseal(cipher: DataCipher, record: TokenRecord): Promise<S
 }
 
 /** The value a transform yields: the data, its masked form, or nothing (redacted). */
-export function transformed(content: SealedContent, transform: Transform): { value?: unknown } {
-  if (transform === 'reveal') return { value: content.d };
-  if (transform === 'mask' && content.m !== undefined) return { value: content.m };
-  return {};
+/**
+ * What a transform shows of the content: the data (revealed or masked) and, given the token's type, a card's details
+ * (cardDetails: BIN, last four, expiration, brand) to a caller the data is revealed or masked to, as Basis Theory
+ * answers them beside a card token.
+ */
+export function transformed(
+  content: SealedContent,
+  transform: Transform,
+  type?: string,
+): { value?: unknown; card?: CardDetails } {
+  const card = type === 'card' && transform !== 'redact' ? { card: cardDetails(content.d) } : {};
+  if (transform === 'reveal') return { value: content.d, ...card };
+  if (transform === 'mask' && content.m !== undefined) return { value: content.m, ...card };
+  return card;
 }
 
-/** The token as a caller sees it; `data` only when a transform reveals or masks it. */
-export function toToken(record: TokenRecord, shown?: { value?: unknown }): Token {
+/** The token as a caller sees it; `data` only when a transform reveals or masks it, `card` when it shows one. */
+export function toToken(record: TokenRecord, shown?: { value?: unknown; card?: CardDetails }): Token {
   const { sealed: _sealed, search_hashes: _hashes, ...token } = record;
-  return shown && 'value' in shown ? { ...token, data: shown.value } : token;
+  const card = shown?.card ? { card: shown.card } : {};
+  return shown && 'value' in shown ? { ...token, data: shown.value, ...card } : { ...token, ...card };
 }
 
 export function isExpired(record: TokenRecord, now = Date.now()): boolean {

@@ -169,7 +169,14 @@ export class TokenService {
     guard?: CreateGuard,
     options: ChangeOptions = {},
   ): Promise<Token> {
-    return this.createPrepared(principal, await this.prepareCreate(principal, given), guard, options);
+    const { token, deduplicated } = await this.write(
+      principal,
+      await this.prepareCreate(principal, given),
+      guard,
+      options,
+    );
+    // POST /tokens answers whether it found an equal token (Basis Theory's create-token answer); POST /tokenize does not.
+    return { ...token, _extras: { deduplicated } };
   }
 
   /**
@@ -210,6 +217,16 @@ export class TokenService {
     guard?: CreateGuard,
     options: ChangeOptions = {},
   ): Promise<Token> {
+    return (await this.write(principal, prepared, guard, options)).token;
+  }
+
+  /** The token written, or the equal one deduplication found (`deduplicated`). */
+  private async write(
+    principal: TenantPrincipal,
+    prepared: PreparedCreate,
+    guard: CreateGuard | undefined,
+    options: ChangeOptions,
+  ): Promise<{ token: Token; deduplicated: boolean }> {
     const { body, id, type, containers, tenant, derived, deduplicate } = prepared;
     const tenantId = principal.tenantId;
     for (let attempt = 0; attempt < 5; attempt++) {
@@ -219,7 +236,7 @@ export class TokenService {
           : { existing: undefined, indexRevision: 0 };
       if (existing) {
         if (guard && !(await this.store.txn({ compare: guard.compare, success: guard.success }))) await guard.lost();
-        return this.seenByOther(principal, existing.value);
+        return { token: await this.seenByOther(principal, existing.value), deduplicated: true };
       }
       // Once per create, and only for a create that stores a token (an existing one found by deduplication is not).
       // The tenant's own limit (Tenant spec.limits.tokens) from the record read above: no second look-up.
@@ -270,7 +287,11 @@ export class TokenService {
         attempt === 0 && guard === undefined
           ? await commitChange(this.store, id, txn, options)
           : await this.store.txn(txn);
-      if (written) return this.asSeenBy(principal, record, { d: body.data, m: derived.masked });
+      if (written)
+        return {
+          token: await this.asSeenBy(principal, record, { d: body.data, m: derived.masked }),
+          deduplicated: false,
+        };
       await guard?.lost();
       if (await this.store.get(keys.token(tenantId, id)))
         throw new Errors.Conflict(`A token with the id ${id} already exists.`);
@@ -300,7 +321,7 @@ export class TokenService {
     const transform = decide(principal, facts(record), 'token:read');
     if (!transform) throw new Errors.Forbidden('The key may not read this token.');
     await this.usage.touch(principal.tenantId, [id]);
-    return toToken(record, transformed(await unseal(this.cipher, record), transform));
+    return toToken(record, transformed(await unseal(this.cipher, record), transform, record.type));
   }
 
   async update(principal: TenantPrincipal, id: string, patch: TokenFields): Promise<Token> {
@@ -475,7 +496,7 @@ export class TokenService {
     const slice = matched.slice((page - 1) * query.size, page * query.size);
     const data = await Promise.all(
       slice.map(async ({ record, transform }) =>
-        toToken(record, transformed(await unseal(this.cipher, record), transform)),
+        toToken(record, transformed(await unseal(this.cipher, record), transform, record.type)),
       ),
     );
     await this.usage.touch(
@@ -529,7 +550,7 @@ export class TokenService {
     for (const entry of entries.values()) {
       const record = decode<TokenRecord>('token', entry.value);
       const transform = matches(record, query) ? decide(principal, facts(record), 'token:read') : undefined;
-      if (transform) data.push(toToken(record, transformed(await unseal(this.cipher, record), transform)));
+      if (transform) data.push(toToken(record, transformed(await unseal(this.cipher, record), transform, record.type)));
     }
     await this.usage.touch(
       principal.tenantId,
@@ -567,7 +588,7 @@ export class TokenService {
   ): Promise<Token> {
     const transform = decide(principal, facts(record), 'token:read');
     if (!transform) return toToken(record);
-    return toToken(record, transformed(content ?? (await unseal(this.cipher, record)), transform));
+    return toToken(record, transformed(content ?? (await unseal(this.cipher, record)), transform, record.type));
   }
 
   /**
@@ -685,7 +706,9 @@ export async function shownTokens(
   found: Array<{ record: TokenRecord; transform: Transform }>,
 ): Promise<Token[]> {
   const data = await Promise.all(
-    found.map(async ({ record, transform }) => toToken(record, transformed(await unseal(cipher, record), transform))),
+    found.map(async ({ record, transform }) =>
+      toToken(record, transformed(await unseal(cipher, record), transform, record.type)),
+    ),
   );
   await usage.touch(
     tenantId,

@@ -67,6 +67,24 @@ const PROBLEMS = {
   ServerError: problem('The server or a service it needs failed.'),
 };
 
+/**
+ * A /proxy refusal after authentication: `{"proxy_error": <problem>}` as application/json (src/http/routes/proxy.ts);
+ * a refusal before the proxy route (a malformed request, a draining server) is a problem document.
+ */
+const proxyError = (description: string) => ({
+  description,
+  content: {
+    'application/json': {
+      schema: {
+        type: 'object',
+        required: ['proxy_error'],
+        properties: { proxy_error: { $ref: '#/components/schemas/ProblemDocument' } },
+      },
+    },
+    'application/problem+json': { schema: { $ref: '#/components/schemas/ProblemDocument' } },
+  },
+});
+
 const ref = (name: keyof typeof PROBLEMS) => ({ $ref: `#/components/responses/${name}` });
 
 function responses(op: Operation, links: Json | undefined): Json {
@@ -90,6 +108,12 @@ function responses(op: Operation, links: Json | undefined): Json {
   if (op.auth !== 'none') out['429'] = ref('TooManyRequests');
   out['4XX'] = ref('ClientError');
   out['5XX'] = ref('ServerError');
+  if (op.proxyErrors) {
+    out['400'] = proxyError('A bad proxy request (headers, path, body); `proxy_error.errors` names each bad field.');
+    out['404'] = proxyError('No proxy has the proxy key.');
+    out['4XX'] = proxyError('Any other refusal of the proxy (docs/api.md, "Proxy").');
+    out['5XX'] = proxyError('The proxy, a transform or the destination failed.');
+  }
   if (op.otherAnswers) out.default = { description: 'An answer of the destination or of the code, as it is.' };
   return out;
 }

@@ -58,6 +58,11 @@ export interface Operation {
   links?: Record<string, Record<string, string>>;
   /** Extra successful answers (a reactor's own response). */
   otherAnswers?: boolean;
+  /**
+   * The proxy's refusals after authentication: `{"proxy_error": <problem>}` as application/json, as Basis Theory's
+   * proxy answers them (401, 403 and 429 stay problem documents).
+   */
+  proxyErrors?: boolean;
   description?: string;
 }
 
@@ -537,7 +542,7 @@ const reactors: Record<string, Operation> = {
     summary: 'Invoke a reactor',
     tag: 'Reactors',
     auth: 'key',
-    permission: 'token:use',
+    permission: 'reactor:invoke (or token:use)',
     id: uuid,
     body: { schema: validateReactBody.schema, required: false },
     status: 200,
@@ -777,7 +782,7 @@ const asyncReactors: Record<string, Operation> = {
     summary: 'Invoke a reactor asynchronously: answered at once with the request id',
     tag: 'Reactors',
     auth: 'key',
-    permission: 'token:use',
+    permission: 'reactor:invoke (or token:use)',
     description:
       '429 TV_ASYNC_QUEUE_FULL when the tenant\u2019s queue on this API process is full; 409 TV_ASYNC_RESULT_LIMIT, before it runs, when the tenant has TOKENVAULT_ASYNC_RESULTS_PER_TENANT results kept.',
     conflict: true,
@@ -796,7 +801,7 @@ const asyncReactors: Record<string, Operation> = {
     summary: 'The result of an asynchronous invocation',
     tag: 'Reactors',
     auth: 'key',
-    permission: 'token:use',
+    permission: 'reactor:invoke (or token:use)',
     description:
       'Kept for TOKENVAULT_ASYNC_RESULT_TTL_SECONDS; 404 after that. An outcome over TOKENVAULT_ASYNC_RESULT_MAX_BYTES is not kept: the request reads as failed, with 502 TV_ASYNC_RESULT_TOO_LARGE in error.',
     id: uuid,
@@ -883,7 +888,7 @@ const logs: Record<string, Operation> = {
     tag: 'Logs',
     auth: 'key',
     permission: 'log:read',
-    description: 'Paged by number (`page`) or by cursor (`start`), not both.',
+    description: 'Paged by number (`page`), by cursor (`start`), or both: `page` then counts pages from the cursor.',
     query: [
       { name: 'entity_type', schema: { type: 'string', enum: ENTITY_TYPES.map((t) => t.value) } },
       { name: 'entity_id', schema: { type: 'string', minLength: 1, maxLength: 200 } },
@@ -914,7 +919,7 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 /**
  * The detokenizing proxy: /proxy and everything below it, every method. The answer is the destination's, whatever it
- * is; the proxy's own failures are problem documents.
+ * is; the proxy's own failures are proxy_error documents, except authentication, permission and rate-limit refusals.
  */
 const proxy: Record<string, Operation> = Object.fromEntries(
   METHODS.map((method) => [
@@ -923,7 +928,7 @@ const proxy: Record<string, Operation> = Object.fromEntries(
       summary: 'Call a destination through the detokenizing proxy',
       tag: 'Proxy',
       auth: 'key',
-      permission: 'token:use',
+      permission: 'proxy:invoke (or token:use)',
       description:
         'Also below /proxy: the rest of the path is appended to the destination. With a pre-configured proxy whose require_auth is false, BT-PROXY-KEY alone authenticates.',
       headers: [
@@ -937,6 +942,7 @@ const proxy: Record<string, Operation> = Object.fromEntries(
       body: { schema: {}, contentType: '*/*', required: false },
       status: 200,
       otherAnswers: true,
+      proxyErrors: true,
     } satisfies Operation,
   ]),
 );

@@ -49,6 +49,29 @@ export const ProblemDocument: Schema = {
   },
 };
 
+/** A card's non-sensitive details (BIN, last four, expiration, brand), beside card tokens and token intents. */
+const cardDetails = {
+  type: 'object',
+  required: ['bin', 'last4'],
+  properties: {
+    bin: { ...string, description: '8 digits of a number of 16 or more, 6 of a shorter one.' },
+    last4: string,
+    expiration_month: { type: 'integer' },
+    expiration_year: { type: 'integer' },
+    brand: {
+      ...string,
+      description: 'From the number (visa, mastercard, american-express, discover, …); absent when no network matches.',
+    },
+  },
+};
+
+/** On POST /tokens only: whether the create found an equal token (deduplication) rather than storing one. */
+const extras = {
+  type: 'object',
+  required: ['deduplicated'],
+  properties: { deduplicated: { type: 'boolean' } },
+};
+
 export const Token: Schema = {
   type: 'object',
   required: ['id', 'tenant_id', 'type', 'containers', 'created_at', 'created_by'],
@@ -64,6 +87,8 @@ export const Token: Schema = {
     mask: {},
     search_indexes: { type: 'array', items: string },
     expires_at: dateTime,
+    card: cardDetails,
+    _extras: extras,
     ...audit,
   },
 };
@@ -80,7 +105,7 @@ export const WrittenToken: Schema = {
       description: 'A token the key may not read: its id and type only.',
       required: ['id', 'type'],
       additionalProperties: false,
-      properties: { id: string, type: string },
+      properties: { id: string, type: string, _extras: extras },
     },
   ],
 };
@@ -180,6 +205,11 @@ export const Tenant: Schema = {
     id: uuid,
     owner_id: string,
     name: string,
+    type: {
+      type: 'string',
+      enum: ['production'],
+      description: 'Tenant keys\u2019 answers: every tenant is production.',
+    },
     settings: {
       type: 'object',
       properties: { deduplicate_tokens: booleanString, fingerprint_tokens: booleanString },
@@ -346,16 +376,7 @@ export const TokenIntent: Schema = {
     tenant_id: uuid,
     type: string,
     fingerprint: string,
-    card: {
-      type: 'object',
-      required: ['bin', 'last4'],
-      properties: {
-        bin: string,
-        last4: string,
-        expiration_month: { type: 'integer' },
-        expiration_year: { type: 'integer' },
-      },
-    },
+    card: cardDetails,
     bank: {
       type: 'object',
       required: ['routing_number', 'account_number_last4'],

@@ -1,11 +1,11 @@
 // Asynchronous reactor invocations: the request is answered 202 with an id at once, the result is read later. The
-// same permission as the synchronous call (token:use; each detokenized token is checked again when it runs, against
+// same permission as the synchronous call (reactor:invoke or token:use; each detokenized token is checked when it runs, against
 // the key's rights then) and the same rate limit class ('calls', middleware/rate-limit.ts).
 import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { tenantPrincipal } from '../middleware/auth.js';
 import { uuidParam } from '../params.js';
-import { mayEver } from '../../auth/access/evaluate.js';
+import { mayInvoke } from '../../auth/access/evaluate.js';
 import { validateReactBody } from '../../domain/reactors/schema.js';
 import type { AsyncReactorService } from '../../domain/reactors/async.js';
 import type { Authenticator } from '../../auth/authenticator.js';
@@ -15,7 +15,8 @@ export function asyncReactorRoutes(requests: AsyncReactorService, authenticator:
 
   router.post('/reactors/:id/react-async', async (req, res) => {
     const principal = tenantPrincipal(req);
-    if (!mayEver(principal, 'token:use')) throw new Errors.Forbidden('The key lacks the permission token:use.');
+    if (!mayInvoke(principal, 'reactor:invoke'))
+      throw new Errors.Forbidden('The key lacks the permission reactor:invoke (or token:use).');
     const id = uuidParam(req, 'id');
     // As the synchronous call: no body is no arguments; a JSON `null` is a body, and not the object the schema says.
     const body = validateReactBody(req.body === undefined ? {} : req.body);
@@ -27,7 +28,8 @@ export function asyncReactorRoutes(requests: AsyncReactorService, authenticator:
 
   router.get('/reactors/:id/results/:requestId', async (req, res) => {
     const principal = tenantPrincipal(req);
-    if (!mayEver(principal, 'token:use')) throw new Errors.Forbidden('The key lacks the permission token:use.');
+    if (!mayInvoke(principal, 'reactor:invoke'))
+      throw new Errors.Forbidden('The key lacks the permission reactor:invoke (or token:use).');
     res.json(await requests.get(principal, uuidParam(req, 'id'), uuidParam(req, 'requestId')));
   });
 

@@ -1,5 +1,6 @@
 // The audit log (docs/api.md, "Audit log"): GET /logs, newest first, filtered by entity and time, paged by page
-// number (node-sdk's logs.list) or by cursor (pagination.next); GET /logs/entity-types, the fixed list of entity types.
+// number (node-sdk's logs.list) or by cursor (pagination.next), or both: `page` then counts pages of `size` from the
+// cursor (the Python SDK sends page=1 with start, and page+1 with the same start for the next page); GET /logs/entity-types, the fixed list of entity types.
 import { Router, type Request } from 'express';
 import { ENTITY_TYPES } from '../../audit/entry.js';
 import type { AuditFilter, AuditLog } from '../../audit/service.js';
@@ -32,8 +33,6 @@ function logQuery(req: Request): AuditFilter {
   }
   const pageParam = stringQuery(req, 'page');
   const start = stringQuery(req, 'start');
-  if (pageParam !== undefined && start !== undefined)
-    throw new Errors.InvalidQuery({ errors: { page: ['give either page or start, not both'] } });
   if (pageParam !== undefined && (!/^\d{1,6}$/.test(pageParam) || Number(pageParam) < 1)) {
     throw new Errors.InvalidQuery({ errors: { page: ['must be a whole number from 1 to 999999'] } });
   }

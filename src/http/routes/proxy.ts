@@ -16,7 +16,7 @@ import type { Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { checkHeaderNames } from '../../proxy/headers.js';
 import { proxySuffix } from '../../proxy/target.js';
-import { mayEver } from '../../auth/access/evaluate.js';
+import { mayInvoke } from '../../auth/access/evaluate.js';
 import { CustomResponse } from '../../domain/reactors/service.js';
 import {
   AfterDestination,
@@ -185,8 +185,8 @@ async function accept({ authenticator, proxies }: ProxyRouteOptions, req: Reques
   } else if (!principal) {
     throw new Errors.Unauthenticated();
   }
-  if (principal && !mayEver(principal, 'token:use'))
-    throw new Errors.Forbidden('The key lacks the permission token:use.');
+  if (principal && !mayInvoke(principal, 'proxy:invoke'))
+    throw new Errors.Forbidden('The key lacks the permission proxy:invoke (or token:use).');
   return { principal, proxy };
 }
 

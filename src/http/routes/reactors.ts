@@ -3,7 +3,7 @@ import { Router } from 'express';
 import { Errors } from '../../errors/registry.js';
 import { requirePermission, tenantPrincipal } from '../middleware/auth.js';
 import { listQuery, onlyQuery, stringQuery, uuidParam } from '../params.js';
-import { mayEver } from '../../auth/access/evaluate.js';
+import { mayInvoke } from '../../auth/access/evaluate.js';
 import { parsePaging } from '../../domain/paging.js';
 import {
   validateCreateReactor,
@@ -61,10 +61,11 @@ export function reactorRoutes(reactors: ReactorService, idempotency: Idempotency
     res.status(204).end();
   });
 
-  // token:use to invoke at all; each detokenized token's container is checked again on the way.
+  // reactor:invoke (or token:use) to invoke at all; each detokenized token's container is checked on the way.
   router.post('/reactors/:id/react', async (req, res) => {
     const principal = tenantPrincipal(req);
-    if (!mayEver(principal, 'token:use')) throw new Errors.Forbidden('The key lacks the permission token:use.');
+    if (!mayInvoke(principal, 'reactor:invoke'))
+      throw new Errors.Forbidden('The key lacks the permission reactor:invoke (or token:use).');
     const id = uuidParam(req, 'id');
     // No body is no arguments; a JSON body must be the object the schema says (`null` is a body, and not one).
     const body = validateReactBody(req.body === undefined ? {} : req.body);

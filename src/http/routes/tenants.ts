@@ -9,10 +9,13 @@ import type { Tenant, TenantService } from '../../domain/tenants/service.js';
 import { sendOnce } from '../idempotent.js';
 import type { IdempotencyService } from '../../domain/idempotency/service.js';
 
-/** Tenant keys do not see where their code runs (an internal cluster address). */
-function forTenantKey(tenant: Tenant): Omit<Tenant, 'runtime'> {
+/**
+ * Tenant keys do not see where their code runs (an internal cluster address). `type` is Basis Theory's tenant type:
+ * every tenant of a self-hosted vault is `production`, as none is held to test card numbers only (docs/api.md).
+ */
+function forTenantKey(tenant: Tenant): Omit<Tenant, 'runtime'> & { type: 'production' } {
   const { runtime: _runtime, ...rest } = tenant;
-  return rest;
+  return { ...rest, type: 'production' };
 }
 
 /** The tenant that owns the calling key. */

@@ -178,12 +178,14 @@ function listQuery(req: Request): TokenListQuery & { page?: number } {
         errors: { page: ['/v2/tokens pages by cursor: pass pagination.next as start'] },
       });
     }
-    if (query.start !== undefined)
-      throw new Errors.InvalidQuery({ errors: { page: ['give either page or start, not both'] } });
     if (!/^\d{1,6}$/.test(pageParam) || Number(pageParam) < 1) {
       throw new Errors.InvalidQuery({ errors: { page: ['must be a whole number from 1 to 999999'] } });
     }
-    page = Number(pageParam);
+    // With a cursor, page=1 is the official clients' default, sent beside every start: the cursor pages. A later
+    // page beside a cursor would be two positions at once.
+    if (query.start !== undefined && pageParam !== '1')
+      throw new Errors.InvalidQuery({ errors: { page: ['beside start (a cursor), page can only be 1'] } });
+    if (query.start === undefined) page = Number(pageParam);
   }
   const size = stringQuery(req, 'size') ?? '20';
   if (!/^\d{1,3}$/.test(size) || Number(size) < 1 || Number(size) > 100) {

@@ -20,6 +20,11 @@ export const UNSUPPORTED_FEATURES: ReadonlyArray<readonly [string, string]> = [
   ['/enrichments', 'Enrichments'],
   ['/documents', 'Documents'],
   ['/agentic', 'Agentic commerce'],
+  ['/events', 'Events (the webhook event history)'],
+  ['/tenants/:tenantId/merchants', 'Merchants'],
+  ['/reactors/:id/logs', 'Reactor runtime logs'],
+  ['/proxies/:id/logs', 'Proxy runtime logs'],
+  ['/proxies/:id/hostname', 'Proxy hostnames'],
 ];
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
