@@ -5,7 +5,7 @@ import { verifyChain } from '../audit/verify.js';
 import { loadConfig } from '../config/config.js';
 import { Progress } from '../observability/progress.js';
 import { keys } from '../store/keys.js';
-import { openStore } from '../store/open.js';
+import { openCommandStore } from '../store/open.js';
 import { forEachTenantId } from '../store/records.js';
 
 const USAGE =
@@ -44,7 +44,7 @@ export async function auditCommand(argv: string[]): Promise<number> {
     );
     return 1;
   }
-  const store = openStore(config.store);
+  const store = openCommandStore(config.store);
   try {
     // The tenants a page at a time, twice: counted first (the progress line's total), then walked.
     const eachTenant = (each: (ids: string[]) => Promise<void>) =>

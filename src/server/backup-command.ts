@@ -15,7 +15,7 @@ import { Progress } from '../observability/progress.js';
 import { BackupFileError, BackupWriter, readBackup } from '../store/backup-file.js';
 import type { Keyspace, KeyValue } from '../store/keyspace.js';
 import { keys } from '../store/keys.js';
-import { openKeyspace, openStore } from '../store/open.js';
+import { openKeyspace, openCommandStore } from '../store/open.js';
 
 const BACKUP_USAGE =
   'usage: tokenvault backup --out FILE|- [--keys-out FILE] --store etcd://host:port|postgres://user@host:port/db (TOKENVAULT_KEK_FILE: the keys to copy to --keys-out)';
@@ -192,7 +192,7 @@ async function restoreFile(from: string, config: Config, force: boolean): Promis
 
   const keyspace = keyspaceOf(config, 'restore');
   if (!keyspace) return 1;
-  const store = openStore(config.store);
+  const store = openCommandStore(config.store);
   try {
     const marker = await store.get(keys.restoreInProgress);
     // A restore of this very backup was interrupted: writing it again finishes it (every key it wrote is one of the
@@ -287,7 +287,7 @@ async function storeDigest(keyspace: Keyspace): Promise<string> {
 
 /** Keys under the root, counted by the store (leased ones too): the backup's progress total. */
 async function countKeys(config: Config): Promise<number> {
-  const store = openStore(config.store);
+  const store = openCommandStore(config.store);
   try {
     return await store.count(keys.root);
   } finally {

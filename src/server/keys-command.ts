@@ -6,7 +6,7 @@ import { rotateKeks } from '../crypto/rotate.js';
 import { createLogger } from '../observability/logger.js';
 import { besideProgress, Progress } from '../observability/progress.js';
 import { keys } from '../store/keys.js';
-import { openStore } from '../store/open.js';
+import { openCommandStore } from '../store/open.js';
 
 /** `tokenvault keys <subcommand>`: the exit code. */
 export async function keysCommand(argv: string[]): Promise<number> {
@@ -38,7 +38,7 @@ export async function keysCommand(argv: string[]): Promise<number> {
     config.logLevel,
     besideProgress(() => progress),
   );
-  const store = openStore(config.store);
+  const store = openCommandStore(config.store);
   try {
     // Standard error, like the logs: stdout carries only the summary.
     progress = new Progress({ label: 'keys rotate', unit: 'tenants', total: await store.count(keys.tenants) });

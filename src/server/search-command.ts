@@ -6,7 +6,7 @@ import { KeyRing } from '../crypto/keyring.js';
 import { countTokens, reindexTokens } from '../domain/tokens/search-reindex.js';
 import { createLogger } from '../observability/logger.js';
 import { besideProgress, Progress } from '../observability/progress.js';
-import { openStore } from '../store/open.js';
+import { openCommandStore } from '../store/open.js';
 
 /** `tokenvault search <subcommand>`: the exit code. */
 export async function searchCommand(argv: string[]): Promise<number> {
@@ -37,7 +37,7 @@ export async function searchCommand(argv: string[]): Promise<number> {
     config.logLevel,
     besideProgress(() => progress),
   );
-  const store = openStore(config.store);
+  const store = openCommandStore(config.store);
   try {
     progress = new Progress({ label: 'search reindex', unit: 'tokens', total: await countTokens(store) });
     let result;

@@ -35,6 +35,22 @@ export function openStore(spec: StoreSpec): Store {
   }
 }
 
+/** The shortest deadline of a maintenance command's store calls (below). */
+const COMMAND_REQUEST_TIMEOUT_MS = 60_000;
+
+/**
+ * The store of a maintenance command (backup, restore, keys rotate, search reindex, audit verify): as openStore, with
+ * each call's deadline at least a minute, since these count and walk millions of keys (counting 2M card tokens'
+ * keys on PostgreSQL takes seconds), where the API's deadline is for a request a client waits on.
+ */
+export function openCommandStore(spec: StoreSpec): Store {
+  if (spec.kind === 'memory') return openStore(spec);
+  return openStore({
+    ...spec,
+    requestTimeoutMs: Math.max(spec.requestTimeoutMs ?? 0, COMMAND_REQUEST_TIMEOUT_MS),
+  });
+}
+
 /** The keyspace of an etcd or PostgreSQL store; undefined for the memory store, which has nothing to back up. */
 export function openKeyspace(spec: StoreSpec): Keyspace | undefined {
   switch (spec.kind) {

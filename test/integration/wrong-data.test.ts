@@ -83,8 +83,14 @@ describe('token list filters', () => {
     try {
       const { managementKey } = await createTenant(small.url, small.operatorKey);
       const app = client(small.url, (await revealingApplication(small.url, managementKey, TOKEN_PERMISSIONS)).key);
-      for (let i = 0; i < 101; i++)
+      for (let i = 0; i < 100; i++)
         expect((await app.post('/tokens', { body: { type: 'token', data: `t${i}` } })).status).toBe(201);
+      // As many as the limit: counted and paged.
+      const atLimit = await app.get('/tokens?page=2&size=30');
+      expect(atLimit.status).toBe(200);
+      expect(atLimit.body.pagination).toMatchObject({ total_items: 100, total_pages: 4 });
+      expect(atLimit.body.data).toHaveLength(30);
+      expect((await app.post('/tokens', { body: { type: 'token', data: 't100' } })).status).toBe(201);
       const answer = await app.get('/tokens?page=1');
       expect(answer.status).toBe(400);
       expect(answer.body.detail).toContain('TOKENVAULT_TOKEN_PAGE_SCAN_LIMIT');
