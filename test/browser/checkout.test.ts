@@ -38,7 +38,11 @@ beforeAll(async () => {
   management = client(vault.baseUrl, vault.rootKey);
   publicKey = (
     await management.post('/applications', {
-      body: { name: 'checkout page', type: 'public', permissions: ['token:create', 'token:update', 'token-intent:create'] },
+      body: {
+        name: 'checkout page',
+        type: 'public',
+        permissions: ['token:create', 'token:update', 'token-intent:create'],
+      },
     })
   ).body.key;
   backendKey = (
@@ -127,9 +131,11 @@ describe('a checkout page on another origin (default TOKENVAULT_CORS_ORIGINS)', 
   });
 
   test('sessions: the page creates one, the backend authorizes it, then the page reads the card with the session key', async () => {
-    const token = (await client(vault.baseUrl, backendKey).post('/tokens', { body: { type: 'card', data: CARD } })).body;
+    const token = (await client(vault.baseUrl, backendKey).post('/tokens', { body: { type: 'card', data: CARD } }))
+      .body;
     const session = await page.evaluate(
-      async (key, apiBaseUrl) => (await new window.BasisTheoryJs.BasisTheory().init(key, { apiBaseUrl })).sessions.create(),
+      async (key, apiBaseUrl) =>
+        (await new window.BasisTheoryJs.BasisTheory().init(key, { apiBaseUrl })).sessions.create(),
       publicKey,
       vault.baseUrl,
     );
@@ -154,7 +160,10 @@ describe('a checkout page on another origin (default TOKENVAULT_CORS_ORIGINS)', 
     });
     expect(authorized.status).toBe(204);
     // What the backend itself may see of the card (a session never gets more than its authorizer).
-    expect(await retrieve()).toMatchObject({ id: token.id, data: { number: 'XXXXXXXXXXXX4242', expiration_year: 2030 } });
+    expect(await retrieve()).toMatchObject({
+      id: token.id,
+      data: { number: 'XXXXXXXXXXXX4242', expiration_year: 2030 },
+    });
   });
 
   test('a merge-patch PATCH from the page updates the token it created', async () => {
@@ -176,7 +185,9 @@ describe('a checkout page on another origin (default TOKENVAULT_CORS_ORIGINS)', 
 
   test("a header of the page's own goes through the proxy to the destination; the destination's status is readable", async () => {
     const proxy = (
-      await management.post('/proxies', { body: { name: 'checkout', destination_url: destination.url, require_auth: false } })
+      await management.post('/proxies', {
+        body: { name: 'checkout', destination_url: destination.url, require_auth: false },
+      })
     ).body;
     const answer = await pageFetch(`${vault.baseUrl}/proxy`, {
       method: 'POST',
@@ -188,7 +199,11 @@ describe('a checkout page on another origin (default TOKENVAULT_CORS_ORIGINS)', 
 
   test('4xx bodies are readable: no key, bad data, and a private key (refused from a page)', async () => {
     const headers = { 'Content-Type': 'application/json' };
-    const noKey = await pageFetch(`${vault.baseUrl}/tokens`, { method: 'POST', headers, body: { type: 'card', data: CARD } });
+    const noKey = await pageFetch(`${vault.baseUrl}/tokens`, {
+      method: 'POST',
+      headers,
+      body: { type: 'card', data: CARD },
+    });
     const badData = await pageFetch(`${vault.baseUrl}/tokens`, {
       method: 'POST',
       headers: { ...headers, 'BT-API-KEY': publicKey },

@@ -39,14 +39,24 @@ beforeAll(async () => {
   });
   const tenant = await createTenant(open.url, open.operatorKey);
   managementKey = tenant.managementKey;
-  publicKey = (await createApplication(open.url, managementKey, { name: 'page', type: 'public', permissions: ['token:create'] })).key;
+  publicKey = (
+    await createApplication(open.url, managementKey, { name: 'page', type: 'public', permissions: ['token:create'] })
+  ).key;
   privateKey = (
-    await createApplication(open.url, managementKey, { name: 'backend', type: 'private', permissions: ['token:create'] })
+    await createApplication(open.url, managementKey, {
+      name: 'backend',
+      type: 'private',
+      permissions: ['token:create'],
+    })
   ).key;
   const other = await createTenant(listed.url, listed.operatorKey);
   listedManagementKey = other.managementKey;
   listedPublicKey = (
-    await createApplication(listed.url, listedManagementKey, { name: 'page', type: 'public', permissions: ['token:create'] })
+    await createApplication(listed.url, listedManagementKey, {
+      name: 'page',
+      type: 'public',
+      permissions: ['token:create'],
+    })
   ).key;
 }, 60_000);
 
@@ -81,31 +91,42 @@ function expectReadableBy(answer: Sent, origin = PAGE) {
 }
 
 describe('preflights', () => {
-  test.each(['/tokens', '/token-intents', '/sessions', '/tokens/2f3ad5b4-7d0c-4d54-9a4c-0a9e0b4a1f11', '/applications/key', '/proxy', '/proxy/charges'])(
-    'OPTIONS %s is 204 with the methods, the clients’ headers and a max age, without a key',
-    async (path) => {
-      const answer = await preflight(open.url, path, PAGE, 'PATCH', 'bt-api-key,content-type,bt-trace-id,x-checkout-step');
-      expect(answer.status).toBe(204);
-      expect(answer.body.length).toBe(0);
-      expect(answer.headers['access-control-allow-origin']).toBe(PAGE);
-      expect(list(answer.headers.vary)).toEqual(expect.arrayContaining(['origin', 'access-control-request-headers']));
-      expect(list(answer.headers['access-control-allow-methods'])).toEqual(['get', 'post', 'put', 'patch', 'delete']);
-      expect(list(answer.headers['access-control-allow-headers'])).toEqual(
-        expect.arrayContaining([
-          'bt-api-key',
-          'content-type',
-          'bt-trace-id',
-          'bt-idempotency-key',
-          'bt-client-user-agent',
-          'bt-proxy-url',
-          'bt-proxy-key',
-          'x-checkout-step',
-        ]),
-      );
-      expect(answer.headers['access-control-max-age']).toBe('7200');
-      expect(answer.headers['access-control-allow-credentials']).toBeUndefined();
-    },
-  );
+  test.each([
+    '/tokens',
+    '/token-intents',
+    '/sessions',
+    '/tokens/2f3ad5b4-7d0c-4d54-9a4c-0a9e0b4a1f11',
+    '/applications/key',
+    '/proxy',
+    '/proxy/charges',
+  ])('OPTIONS %s is 204 with the methods, the clients’ headers and a max age, without a key', async (path) => {
+    const answer = await preflight(
+      open.url,
+      path,
+      PAGE,
+      'PATCH',
+      'bt-api-key,content-type,bt-trace-id,x-checkout-step',
+    );
+    expect(answer.status).toBe(204);
+    expect(answer.body.length).toBe(0);
+    expect(answer.headers['access-control-allow-origin']).toBe(PAGE);
+    expect(list(answer.headers.vary)).toEqual(expect.arrayContaining(['origin', 'access-control-request-headers']));
+    expect(list(answer.headers['access-control-allow-methods'])).toEqual(['get', 'post', 'put', 'patch', 'delete']);
+    expect(list(answer.headers['access-control-allow-headers'])).toEqual(
+      expect.arrayContaining([
+        'bt-api-key',
+        'content-type',
+        'bt-trace-id',
+        'bt-idempotency-key',
+        'bt-client-user-agent',
+        'bt-proxy-url',
+        'bt-proxy-key',
+        'x-checkout-step',
+      ]),
+    );
+    expect(answer.headers['access-control-max-age']).toBe('7200');
+    expect(answer.headers['access-control-allow-credentials']).toBeUndefined();
+  });
 
   test('the answer depends on the configuration alone: the same for a path that does not exist', async () => {
     const real = await preflight(open.url, '/tokens');
@@ -138,7 +159,10 @@ describe('answers to a page', () => {
   test('errors are readable too: 401 without a key, 400 for bad data, 404, 405', async () => {
     const answers = [
       await send(open.url, 'POST', '/tokens', { headers: { Origin: PAGE }, json: CARD }),
-      await send(open.url, 'POST', '/tokens', { headers: { Origin: PAGE, 'BT-API-KEY': publicKey }, json: { type: 'card', data: {} } }),
+      await send(open.url, 'POST', '/tokens', {
+        headers: { Origin: PAGE, 'BT-API-KEY': publicKey },
+        json: { type: 'card', data: {} },
+      }),
       await send(open.url, 'GET', '/no/such/path', { headers: { Origin: PAGE, 'BT-API-KEY': publicKey } }),
       await send(open.url, 'PUT', '/tokens', { headers: { Origin: PAGE, 'BT-API-KEY': publicKey }, json: {} }),
     ];
@@ -153,11 +177,16 @@ describe('answers to a page', () => {
 
   test('private and management keys are refused from a page (403 TV_BROWSER_KEY_REFUSED), and work from a server', async () => {
     for (const key of [privateKey, managementKey]) {
-      const fromPage = await send(open.url, 'POST', '/tokens', { headers: { Origin: PAGE, 'BT-API-KEY': key }, json: CARD });
+      const fromPage = await send(open.url, 'POST', '/tokens', {
+        headers: { Origin: PAGE, 'BT-API-KEY': key },
+        json: CARD,
+      });
       expect([fromPage.status, fromPage.json().code]).toEqual([403, 'TV_BROWSER_KEY_REFUSED']);
       expectReadableBy(fromPage);
     }
-    const operator = await send(open.url, 'GET', '/admin/tenants', { headers: { Origin: PAGE, 'BT-API-KEY': open.operatorKey } });
+    const operator = await send(open.url, 'GET', '/admin/tenants', {
+      headers: { Origin: PAGE, 'BT-API-KEY': open.operatorKey },
+    });
     expect([operator.status, operator.json().code]).toEqual([403, 'TV_BROWSER_KEY_REFUSED']);
     const proxied = await send(open.url, 'POST', '/proxy', {
       headers: { Origin: PAGE, 'BT-API-KEY': privateKey, 'BT-PROXY-URL': destination.url },
@@ -213,7 +242,12 @@ describe('TOKENVAULT_CORS_ORIGINS', () => {
     const tokens = async () =>
       (await client(listed.url, listedManagementKey).get('/tenants/self/reports/usage')).body.total_tokens;
     const before = await tokens();
-    for (const origin of ['https://evil.example.net', 'http://checkout.example.com', 'https://preview.example.com', 'null']) {
+    for (const origin of [
+      'https://evil.example.net',
+      'http://checkout.example.com',
+      'https://preview.example.com',
+      'null',
+    ]) {
       const flight = await preflight(listed.url, '/tokens', origin);
       expect([origin, flight.status, flight.json().code]).toEqual([origin, 403, 'TV_ORIGIN_NOT_ALLOWED']);
       expect(flight.headers['access-control-allow-origin']).toBeUndefined();
@@ -238,8 +272,11 @@ describe('proxy destinations and transform code cannot widen the policy', () => 
   });
 
   async function throughProxy(body: Record<string, unknown>): Promise<Sent> {
-    const proxy = (await mgmt.post('/proxies', { body: { name: 'open', destination_url: destination.url, require_auth: false, ...body } }))
-      .body;
+    const proxy = (
+      await mgmt.post('/proxies', {
+        body: { name: 'open', destination_url: destination.url, require_auth: false, ...body },
+      })
+    ).body;
     return send(open.url, 'POST', '/proxy', { headers: { Origin: PAGE, 'BT-PROXY-KEY': proxy.key }, json: {} });
   }
 
