@@ -320,3 +320,66 @@ describe('proxy destinations and transform code cannot widen the policy', () => 
     expect(list(answer.headers.vary)).toEqual(['origin']);
   });
 });
+
+describe("an application's allowed_origins", () => {
+  test('its key and its sessions are taken only from those pages; from servers as before; PUT replaces the list', async () => {
+    const mgmt = client(open.url, managementKey);
+    const created = await mgmt.post('/applications', {
+      body: {
+        name: 'shop page',
+        type: 'public',
+        permissions: ['token:create'],
+        allowed_origins: ['https://Shop.example.com', 'https://*.preview.example.com'],
+      },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.allowed_origins).toEqual(['https://shop.example.com', 'https://*.preview.example.com']);
+    const key = created.body.key as string;
+    const create = (origin?: string, apiKey = key) =>
+      send(open.url, 'POST', '/tokens', {
+        headers: { ...(origin ? { Origin: origin } : {}), 'BT-API-KEY': apiKey },
+        json: CARD,
+      });
+
+    expect((await create('https://shop.example.com')).status).toBe(201);
+    expect((await create('https://pr-3.preview.example.com')).status).toBe(201);
+    expect((await create()).status).toBe(201);
+    const elsewhere = await create(PAGE);
+    expect([elsewhere.status, elsewhere.json().code]).toEqual([403, 'TV_ORIGIN_NOT_ALLOWED']);
+    expect(elsewhere.json().detail).toContain('allowed_origins');
+    expectReadableBy(elsewhere);
+
+    const session = await send(open.url, 'POST', '/sessions', {
+      headers: { Origin: 'https://shop.example.com', 'BT-API-KEY': key },
+    });
+    expect(session.status).toBe(201);
+    const sessionKey = session.json().session_key as string;
+    const asSession = (origin: string) =>
+      send(open.url, 'GET', '/applications/key', { headers: { Origin: origin, 'BT-API-KEY': sessionKey } });
+    expect((await asSession(PAGE)).json().code).toBe('TV_ORIGIN_NOT_ALLOWED');
+    expect((await asSession('https://shop.example.com')).json().code).not.toBe('TV_ORIGIN_NOT_ALLOWED');
+
+    const replaced = await mgmt.put(`/applications/${created.body.id}`, {
+      body: { name: 'shop page', permissions: ['token:create'] },
+    });
+    expect(replaced.status).toBe(200);
+    expect(replaced.body.allowed_origins).toBeUndefined();
+    expect((await create(PAGE)).status).toBe(201);
+  });
+
+  test('only public applications take it, and each entry must be an origin', async () => {
+    const mgmt = client(open.url, managementKey);
+    const privateOne = await mgmt.post('/applications', {
+      body: { name: 'b', type: 'private', permissions: ['token:create'], allowed_origins: [PAGE] },
+    });
+    expect(privateOne.status).toBe(400);
+    expect(privateOne.body.errors).toHaveProperty('allowed_origins');
+    for (const origin of ['shop.example.com', 'https://shop.example.com/checkout', 'https://a.*.example.com', '*']) {
+      const bad = await mgmt.post('/applications', {
+        body: { name: 'p', type: 'public', permissions: ['token:create'], allowed_origins: [origin] },
+      });
+      expect([origin, bad.status]).toEqual([origin, 400]);
+      expect(Object.keys(bad.body.errors).join()).toMatch(/^allowed_origins/);
+    }
+  });
+});

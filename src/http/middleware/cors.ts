@@ -7,7 +7,9 @@
 //  - A request from an origin outside TOKENVAULT_CORS_ORIGINS, preflight or not, is refused here (403
 //    TV_ORIGIN_NOT_ALLOWED, without Access-Control-Allow-Origin): nothing runs for it.
 //  - Once the key is known (`checkBrowserCaller`, after authentication and in /proxy's own): a request with an Origin
-//    takes public application keys and session keys only.
+//    takes public application keys and session keys only, and only from the application's allowed_origins when it
+//    has them (a session: its public application's, when it was created). That answer is readable by the page: the
+//    page already holds the key, and the problem tells its developer what to change.
 // No answer allows credentials: keys travel in BT-API-KEY, never in cookies, so no page gains an ambient right here.
 import type { NextFunction, Request, Response } from 'express';
 import type { Principal } from '../../auth/principal.js';
@@ -100,15 +102,16 @@ function allowedHeaders(requested: string | undefined): string {
  */
 export function checkBrowserCaller(origin: string | undefined, principal: Principal | undefined): void {
   if (origin === undefined || principal === undefined) return;
-  if (principal.kind === 'session') return;
-  if (
-    principal.kind === 'application' &&
-    principal.applicationType === 'public' &&
-    principal.parent === undefined &&
-    !principal.operator
-  )
-    return;
-  throw new Errors.BrowserKeyRefused();
+  const pageKey =
+    principal.kind === 'session' ||
+    (principal.kind === 'application' &&
+      principal.applicationType === 'public' &&
+      principal.parent === undefined &&
+      !principal.operator);
+  if (!pageKey) throw new Errors.BrowserKeyRefused();
+  if (principal.allowedOrigins && !originAllowed(principal.allowedOrigins, origin)) {
+    throw new Errors.OriginNotAllowed("The page's origin is not among the application's allowed_origins.");
+  }
 }
 
 /** After authentication: `checkBrowserCaller` for every route but /proxy (which authenticates by itself). */
