@@ -1,8 +1,8 @@
 // What a checkout page on another origin does against `tokenvault dev` (docs/browser.md), in headless Chromium: a
 // public key creates tokens by fetch and by the official basis-theory-js, creates token intents, runs the sessions
 // flow (the page creates, the backend authorizes, the page reads), patches with merge-patch, sends a header of its own
-// through the proxy, reads BT-TRACE-ID and 4xx bodies; a private key is refused, and a vault that lists other origins
-// is unreadable from this page.
+// through the proxy, reads BT-TRACE-ID and 4xx bodies; a private key is refused, so is a key whose application lists
+// other pages (allowed_origins), and a vault that lists other origins is unreadable from this page.
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import type { Browser, Page } from 'puppeteer-core';
 import { basisTheoryBundle, launchBrowser, servePages, type PageServer } from '../support/browser.js';
@@ -220,6 +220,24 @@ describe('a checkout page on another origin (default TOKENVAULT_CORS_ORIGINS)', 
     expect([privateKey.status, privateKey.body?.code]).toEqual([403, 'TV_BROWSER_KEY_REFUSED']);
     expect(privateKey.trace).toEqual(expect.any(String));
   });
+});
+
+test("a public key whose application lists other pages in allowed_origins is refused here, readably; this page's origin works", async () => {
+  const keyFor = async (origins: string[]) =>
+    (
+      await management.post('/applications', {
+        body: { name: 'listed', type: 'public', permissions: ['token:create'], allowed_origins: origins },
+      })
+    ).body.key as string;
+  const create = async (key: string) =>
+    pageFetch(`${vault.baseUrl}/tokens`, {
+      method: 'POST',
+      headers: { 'BT-API-KEY': key, 'Content-Type': 'application/json' },
+      body: { type: 'card', data: CARD },
+    });
+  const elsewhere = await create(await keyFor(['https://shop.example.com']));
+  expect([elsewhere.status, elsewhere.body?.code]).toEqual([403, 'TV_ORIGIN_NOT_ALLOWED']);
+  expect((await create(await keyFor([pages.origin]))).status).toBe(201);
 });
 
 test('a vault whose TOKENVAULT_CORS_ORIGINS does not list the page refuses it: the browser reads nothing, no token is made', async () => {
