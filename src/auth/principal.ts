@@ -32,6 +32,11 @@ export interface KeyIndexEntry {
   parent?: { application_id: string; grant: string };
   /** A session's ceiling: the authorizer's own rights; the session never gets more than these on any token. */
   ceiling?: { permissions: string[]; rules: AccessRule[] };
+  /**
+   * The pages (origins) a public application's keys, and its sessions', are taken from; none: any the deployment
+   * allows (TOKENVAULT_CORS_ORIGINS). Checked on requests with an Origin header (src/http/middleware/cors.ts).
+   */
+  allowed_origins?: string[];
 }
 
 /** Rights to evaluate: plain permissions, or access rules (which then decide alone). */
@@ -54,6 +59,8 @@ export type Principal =
       expiresAt?: number;
       parent?: { applicationId: string; grant: string };
       ceiling?: Rights;
+      /** The public application's allowed_origins (its sessions' too); undefined: no list of its own. */
+      allowedOrigins?: string[];
       /** The operator acting in this tenant (operator key with BT-TENANT-ID). */
       operator?: true;
       /** The Kubernetes object the operator is acting for (BT-MANAGED-BY). */
@@ -97,6 +104,7 @@ export function principalFromEntry(entry: KeyIndexEntry): Principal {
     ...(entry.ceiling
       ? { ceiling: { permissions: new Set(entry.ceiling.permissions), rules: entry.ceiling.rules } }
       : {}),
+    ...(entry.allowed_origins ? { allowedOrigins: entry.allowed_origins } : {}),
   };
 }
 

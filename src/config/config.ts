@@ -7,6 +7,7 @@ import { hashKey, isApiKey } from '../auth/api-keys.js';
 import { parseKeyEncryptionKeys } from '../crypto/keyring.js';
 import { parseQuantity } from './quantity.js';
 import { workerUrlPatternProblem } from './worker-url-patterns.js';
+import { parseCorsOrigins, type CorsOrigins } from './cors-origins.js';
 import type { StoreSpec } from '../store/open.js';
 import { SSL_MODES } from '../store/postgres.js';
 
@@ -151,6 +152,13 @@ export interface Config {
      * digits and dashes (runtime/client/worker-urls.ts). Empty: none, every tenant runs on the shared workers.
      */
     dedicatedWorkerUrls: string[];
+  };
+  /** Browsers (src/http/middleware/cors.ts, docs/browser.md). */
+  cors: {
+    /** The origins whose pages may call the API: `'*'` any, otherwise these (`*.` in a host: any subdomain). */
+    origins: CorsOrigins;
+    /** How long a browser may keep a preflight's answer. */
+    maxAgeSeconds: number;
   };
   destinations: {
     /** Host names allowed even when they resolve to private, loopback or link-local addresses. */
@@ -566,6 +574,18 @@ export const SETTINGS = {
     env: 'TOKENVAULT_RUNTIME_QUEUE_TIMEOUT_MS',
     description: 'api: the longest an invocation waits for a slot before 429 TV_RUNTIME_BUSY',
     default: '5000',
+  },
+  corsOrigins: {
+    flag: 'cors-origins',
+    env: 'TOKENVAULT_CORS_ORIGINS',
+    description: 'Origins whose pages may call the API: * (any), none, or comma-separated https://host[:port]',
+    default: '*',
+  },
+  corsMaxAge: {
+    flag: 'cors-max-age-seconds',
+    env: 'TOKENVAULT_CORS_MAX_AGE_SECONDS',
+    description: "How long a browser may keep a preflight's answer",
+    default: '7200',
   },
   allowedHosts: {
     flag: 'proxy-allowed-hosts',
@@ -1207,6 +1227,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
     caFile: raw('proxyCa'),
   };
 
+  const cors = {
+    origins: parseCorsOrigins(raw('corsOrigins') ?? '*', problems, label('corsOrigins')),
+    maxAgeSeconds: integer('corsMaxAge', 0, 86_400),
+  };
+
   const proxy = {
     timeoutMs: integer('proxyTimeout', 100, 3_600_000),
     requestBytes: integer('proxyRequestLimit', 1024, 1024 * 1024 * 1024),
@@ -1371,6 +1396,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     metricsPort,
     controller,
     runtime,
+    cors,
     destinations,
     proxy,
     perTenant,

@@ -144,6 +144,18 @@ export const Errors = {
   // 401 / 403
   Unauthenticated: define('TV_UNAUTHENTICATED', 401, 'Unauthorized', 'A valid BT-API-KEY header is required.'),
   Forbidden: define('TV_FORBIDDEN', 403, 'Forbidden', 'The key does not have the permission this request needs.'),
+  OriginNotAllowed: define(
+    'TV_ORIGIN_NOT_ALLOWED',
+    403,
+    'Forbidden',
+    "The page's origin (the Origin header) may not call this API (TOKENVAULT_CORS_ORIGINS).",
+  ),
+  BrowserKeyRefused: define(
+    'TV_BROWSER_KEY_REFUSED',
+    403,
+    'Forbidden',
+    'A request from a browser (with an Origin header) takes a public application key or a session key only: private and management keys belong on servers.',
+  ),
   // 404 / 405
   NotFound: define('TV_NOT_FOUND', 404, 'Not Found', 'The resource was not found.'),
   RouteNotFound: define('TV_ROUTE_NOT_FOUND', 404, 'Not Found', 'No such endpoint.'),

@@ -44,6 +44,7 @@ import type { TenantDirectory } from '../domain/tenants/directory.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
 import { ParseBudget } from '../ratelimit/parse-budget.js';
 import { authenticate } from './middleware/auth.js';
+import { browserKeys, cors } from './middleware/cors.js';
 import { errorHandler, sendProblem } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
 import { admission, admit, gateOf, largeBodies, largeBodyGates, requestGates } from './middleware/admission.js';
@@ -94,6 +95,8 @@ export function createApp(context: ApiContext): Express {
 
   app.use(traceId);
   app.use(observe(metrics, logger));
+  // Before everything that needs a key or a tenant: a browser's preflight carries neither (middleware/cors.ts).
+  app.use(cors(config.cors));
   // Before every router (the proxy's too): a declared route's entry is stored before its response ends.
   app.use(auditTrail(services.audit));
 
@@ -164,6 +167,7 @@ export function createApp(context: ApiContext): Express {
   let rows: RouteRow[] | undefined;
   // Authenticate before reading a body: an unauthenticated caller costs no parsing.
   app.use(authenticate(authenticator));
+  app.use(browserKeys);
   app.use(rateLimit(rateLimits.limiter, rateLimits.tenants));
   app.use(admission(requests));
   app.use(largeBodies(largeBodyTurns, config.limits.largeBodyBytes));

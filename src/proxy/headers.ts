@@ -8,7 +8,8 @@
 //    does anyway; other valid tokens are accepted and not sent; an invalid value is a 400.
 //  - BT-PROXY-KEEP-ALIVE is checked (a valid header value) and not sent: Keep-Alive parameters are a property of the
 //    pool's connection, which undici manages (it refuses a Keep-Alive request header outright).
-//  - Destination response headers are returned except hop-by-hop ones; BT-TRACE-ID stays the vault's own.
+//  - Destination response headers are returned except hop-by-hop ones; BT-TRACE-ID stays the vault's own, and so do
+//    the Access-Control-* headers (a destination or a response transform cannot widen the vault's CORS policy).
 import { Errors } from '../errors/registry.js';
 
 /** Header names a caller may send to the proxy. */
@@ -29,6 +30,9 @@ const HOP_BY_HOP = new Set([
 ]);
 
 const NEVER_FORWARDED = new Set(['bt-api-key', 'host', 'content-length', 'expect', 'http2-settings']);
+
+/** The vault's CORS answer headers (src/http/middleware/cors.ts), which only the vault sets. */
+const CORS_PREFIX = 'access-control-';
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
@@ -114,7 +118,7 @@ export function transformedHeaders(value: unknown, direction: 'request' | 'respo
     if (!TOKEN.test(name)) throw new Error(`the header name ${JSON.stringify(name.slice(0, 100))} is not valid`);
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || NEVER_FORWARDED.has(lower) || lower.startsWith('bt-proxy-')) continue;
-    if (direction === 'response' && lower === 'bt-trace-id') continue;
+    if (direction === 'response' && (lower === 'bt-trace-id' || lower.startsWith(CORS_PREFIX))) continue;
     const values = (Array.isArray(raw) ? raw : [raw]).map((v) => {
       if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') {
         throw new Error(`the header ${JSON.stringify(name)} must be a string`);
@@ -137,7 +141,8 @@ export function returnedResponseHeaders(headers: Readonly<HeaderMap>, options: {
   const out: HeaderMap = {};
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || listed.has(lower) || lower === 'bt-trace-id') continue;
+    if (HOP_BY_HOP.has(lower) || listed.has(lower) || lower === 'bt-trace-id' || lower.startsWith(CORS_PREFIX))
+      continue;
     if (lower === 'content-length' && !options.keepLength) continue;
     out[name] = value;
   }

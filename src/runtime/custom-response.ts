@@ -8,8 +8,9 @@
 //    framing and hop-by-hop headers (Content-Length, Transfer-Encoding, Connection, Keep-Alive, Upgrade, TE, Trailer,
 //    Proxy-*, HTTP2-Settings, Host), the body's coding (Content-Encoding: the vault writes the body), cookies
 //    (Set-Cookie, Set-Cookie2), headers that act on the whole origin (Strict-Transport-Security, Alt-Svc,
-//    Clear-Site-Data, WWW-Authenticate), and the platform's own (every BT-* header, BT-TRACE-ID included, and
-//    TOKENVAULT-* / X-TOKENVAULT-*).
+//    Clear-Site-Data, WWW-Authenticate), and the platform's own (every BT-* header, BT-TRACE-ID included,
+//    TOKENVAULT-* / X-TOKENVAULT-*, and the CORS answer: every Access-Control-* header and Vary, so that code cannot
+//    widen which pages may read the vault's answers).
 import type { InvocationFailure } from './contract.js';
 
 export const CUSTOM_STATUS_MIN = 400;
@@ -33,8 +34,9 @@ const DROPPED = new Set([
   'alt-svc',
   'clear-site-data',
   'www-authenticate',
+  'vary',
 ]);
-const DROPPED_PREFIXES = ['proxy-', 'bt-', 'tokenvault-', 'x-tokenvault-'];
+const DROPPED_PREFIXES = ['proxy-', 'bt-', 'tokenvault-', 'x-tokenvault-', 'access-control-'];
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 // Printable ASCII, tab, and obs-text (bytes 0x80-0xff as Latin-1 characters); nothing that ends or splits a line.

@@ -233,6 +233,7 @@ const publicApplication = object('Application', 'browser', {
   tenantRef: { name: 'acme' },
   type: 'public',
   permissions: ['token:create', 'token:update'],
+  allowedOrigins: ['https://shop.example.com', 'https://*.preview.example.com'],
   keySecretRef: { name: 'browser-key' },
 });
 const managementApplication = object('Application', 'admin', {
@@ -388,6 +389,16 @@ const invalid: Array<[string, Manifest, RegExp]> = [
     'access rules on a management application',
     edited(managementApplication, (spec) => (spec.rules = structuredClone((privateApplication.spec as any).rules))),
     /spec\.rules: Invalid value: .*management applications cannot have access rules/,
+  ],
+  [
+    'allowedOrigins on a private application',
+    edited(privateApplication, (spec) => (spec.allowedOrigins = ['https://shop.example.com'])),
+    /spec\.allowedOrigins: Invalid value: .*only public applications take allowedOrigins/,
+  ],
+  [
+    'an allowed origin with a path',
+    edited(publicApplication, (spec) => (spec.allowedOrigins = ['https://shop.example.com/checkout'])),
+    /spec\.allowedOrigins\[0\]: Invalid value: "https:\/\/shop.example.com\/checkout"/,
   ],
   [
     'an access rule granting a permission the type may not hold',

@@ -46,3 +46,29 @@ export async function servePages(
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
+
+let bundle: Promise<string> | undefined;
+
+/**
+ * The official basis-theory-js as a page loads it: its npm package ships no browser bundle (the files list leaves
+ * `*.bundle.js` out), so it is bundled here the way a checkout page's build would, with esbuild for the browser
+ * (axios takes its XMLHttpRequest adapter; `os` is the package's own os-browserify). The page gets
+ * `window.BasisTheoryJs.BasisTheory`.
+ */
+export function basisTheoryBundle(): Promise<string> {
+  bundle ??= import('esbuild').then(async ({ build }) => {
+    const built = await build({
+      entryPoints: ['node_modules/@basis-theory/basis-theory-js/index.js'],
+      bundle: true,
+      platform: 'browser',
+      format: 'iife',
+      globalName: 'BasisTheoryJs',
+      alias: { os: 'os-browserify/browser' },
+      define: { 'process.env.NODE_ENV': '"production"' },
+      write: false,
+      logLevel: 'silent',
+    });
+    return built.outputFiles[0].text;
+  });
+  return bundle;
+}

@@ -3,7 +3,7 @@
 // and the reconciler carries on with the application it already made. The create's key goes into the Secret
 // spec.keySecretRef (owned by the Application); later the key is written only when the Secret has lost it (deleted by
 // a user, or a crash before the Secret write), by regenerating it (Event KeyRegenerated; the lost key is revoked). A
-// spec change is a PUT (name, permissions, rules, expires_at), made only when the vault differs from the spec.
+// spec change is a PUT (name, permissions, rules, expires_at, allowed_origins), made only when the vault differs from the spec.
 //
 // Key rotation (key-rotation.ts): the annotation tokenvault.dev/rotate-key or spec.keyRotation.every rotates the key
 // without downtime through the vault's several-keys-per-application routes; status.key and the KeyRotated condition
@@ -48,6 +48,8 @@ export type ApplicationSpec = {
   permissions?: string[];
   rules?: AccessRuleSpec[];
   expiresAt?: string;
+  /** Public applications: the pages its key is taken from (docs/browser.md). */
+  allowedOrigins?: string[];
   keySecretRef: { name: string; key?: string };
   keyRotation?: KeyRotationSpec;
 };
@@ -61,6 +63,7 @@ interface VaultApplication {
   permissions?: string[];
   rules?: AccessRuleSpec[];
   expires_at?: string;
+  allowed_origins?: string[];
   key?: string;
   keys?: Array<{ id: string }>;
 }
@@ -70,6 +73,7 @@ interface ApplicationBody {
   permissions: string[];
   rules: AccessRuleSpec[];
   expires_at?: string;
+  allowed_origins?: string[];
 }
 
 /** A rule with its fields in one order and absent ones left out, so spec and vault compare as JSON. */
@@ -96,6 +100,7 @@ export function desiredApplication(object: ApplicationObject): ApplicationBody {
     rules: spec.rules ?? [],
   };
   if (spec.expiresAt !== undefined) body.expires_at = spec.expiresAt;
+  if (spec.allowedOrigins !== undefined && spec.allowedOrigins.length > 0) body.allowed_origins = spec.allowedOrigins;
   return body;
 }
 
@@ -103,11 +108,14 @@ function differs(application: VaultApplication, desired: ApplicationBody): boole
   const sorted = (list: string[] | undefined) => JSON.stringify([...(list ?? [])].sort());
   const rules = (list: AccessRuleSpec[] | undefined) => JSON.stringify((list ?? []).map(normalizeRule));
   const time = (value: string | undefined) => (value === undefined ? undefined : Date.parse(value));
+  // The vault stores origins lower-cased.
+  const origins = (list: string[] | undefined) => sorted(list?.map((origin) => origin.toLowerCase()));
   return (
     application.name !== desired.name ||
     sorted(application.permissions) !== sorted(desired.permissions) ||
     rules(application.rules) !== rules(desired.rules) ||
-    time(application.expires_at) !== time(desired.expires_at)
+    time(application.expires_at) !== time(desired.expires_at) ||
+    origins(application.allowed_origins) !== origins(desired.allowed_origins)
   );
 }
 

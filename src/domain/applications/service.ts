@@ -44,6 +44,8 @@ export interface ApplicationRecord {
   rules: AccessRule[];
   keys: StoredApplicationKey[];
   expires_at?: string;
+  /** Public applications only: the origins its keys and sessions are taken from (lower case). */
+  allowed_origins?: string[];
   /** Set when a Kubernetes Application object declares it; then only the operator may change it. */
   managed_by?: ManagedBy;
   created_at: string;
@@ -83,6 +85,7 @@ export function keyIndexEntry(record: ApplicationRecord, keyId?: string): KeyInd
     permissions: record.permissions,
     rules: record.rules,
     expires_at: record.expires_at,
+    ...(record.allowed_origins ? { allowed_origins: record.allowed_origins } : {}),
   };
 }
 
@@ -148,7 +151,7 @@ export class ApplicationService {
     givenKey?: string,
     managedBy?: ManagedBy,
   ): NewApplication {
-    checkGrants(body.type, body.permissions ?? [], body.rules ?? [], body.expires_at);
+    checkGrants(body.type, body.permissions ?? [], body.rules ?? [], body.expires_at, body.allowed_origins);
     const fresh = body.create_key === false ? undefined : newKey(actor, givenKey);
     const record: ApplicationRecord = {
       id: body.id ?? randomUUID(),
@@ -159,6 +162,7 @@ export class ApplicationService {
       rules: body.rules ?? [],
       keys: fresh ? [fresh.stored] : [],
       expires_at: body.expires_at,
+      ...originsOf(body),
       ...(managedBy ? { managed_by: managedBy } : {}),
       created_at: new Date().toISOString(),
       created_by: actor,
@@ -224,15 +228,17 @@ export class ApplicationService {
     if (body.type !== undefined && body.type !== current.value.type) {
       throw new Errors.InvalidBody({ errors: { type: ['cannot be changed'] } });
     }
-    checkGrants(current.value.type, body.permissions ?? [], body.rules ?? [], body.expires_at);
+    checkGrants(current.value.type, body.permissions ?? [], body.rules ?? [], body.expires_at, body.allowed_origins);
     assertMayGrant(principal, current.value.type, [...current.value.permissions, ...(body.permissions ?? [])]);
     assertMayOutlive(principal, body.expires_at);
+    const { allowed_origins: _replaced, ...kept } = current.value;
     const record: ApplicationRecord = {
-      ...current.value,
+      ...kept,
       name: body.name,
       permissions: body.permissions ?? [],
       rules: body.rules ?? [],
       expires_at: body.expires_at,
+      ...originsOf(body),
       modified_at: new Date().toISOString(),
       modified_by: actor,
     };
@@ -365,8 +371,17 @@ export class ApplicationService {
   }
 }
 
-/** Permissions and rules must be ones the application type may hold; expiry must be in the future. */
-function checkGrants(type: ApplicationType, permissions: string[], rules: AccessRule[], expiresAt?: string) {
+/**
+ * Permissions and rules must be ones the application type may hold; expiry must be in the future; only public
+ * applications (the keys made for pages) take allowed_origins.
+ */
+function checkGrants(
+  type: ApplicationType,
+  permissions: string[],
+  rules: AccessRule[],
+  expiresAt?: string,
+  allowedOrigins?: string[],
+) {
   const allowed = permissionsFor(type);
   const errors: Record<string, string[]> = {};
   permissions.forEach((permission, i) => {
@@ -377,5 +392,14 @@ function checkGrants(type: ApplicationType, permissions: string[], rules: Access
   if (type === 'management' && rules.length > 0) errors.rules = ['management applications cannot have access rules'];
   else Object.assign(errors, checkRules(rules, 'rules', allowed));
   if (expiresAt !== undefined && Date.parse(expiresAt) <= Date.now()) errors.expires_at = ['must be in the future'];
+  if (allowedOrigins !== undefined && type !== 'public') {
+    errors.allowed_origins = ['only public applications take allowed_origins: other keys are refused from pages'];
+  }
   if (Object.keys(errors).length > 0) throw new Errors.InvalidBody({ errors });
+}
+
+/** A body's allowed_origins as stored: lower case, no duplicates; nothing when it names none. */
+function originsOf(body: { allowed_origins?: string[] }): Pick<ApplicationRecord, 'allowed_origins'> {
+  if (body.allowed_origins === undefined) return {};
+  return { allowed_origins: [...new Set(body.allowed_origins.map((origin) => origin.toLowerCase()))] };
 }

@@ -34,6 +34,8 @@ interface SessionRecord {
   rules: AccessRule[];
   /** The application that authorized it, the grant it authorized under, and its rights then (the ceiling). */
   authorized_by?: { application_id: string; grant: string; permissions: string[]; rules: AccessRule[] };
+  /** The creating public application's allowed_origins when it was created (the session is used by that page). */
+  allowed_origins?: string[];
   created_at: string;
   expires_at: string;
 }
@@ -79,6 +81,7 @@ export class SessionService {
       authorized: false,
       permissions: [],
       rules: [],
+      ...(principal.allowedOrigins ? { allowed_origins: principal.allowedOrigins } : {}),
       created_at: new Date(now).toISOString(),
       expires_at: new Date(
         now + Math.min(this.options.defaultTtlSeconds, this.options.maxSeconds) * 1000,
@@ -205,6 +208,7 @@ function sessionOps(session: SessionRecord, now: number): TxnOp[] {
     permissions: session.permissions,
     rules: session.rules,
     expires_at: session.expires_at,
+    ...(session.allowed_origins ? { allowed_origins: session.allowed_origins } : {}),
     ...(session.authorized_by
       ? {
           parent: { application_id: session.authorized_by.application_id, grant: session.authorized_by.grant },

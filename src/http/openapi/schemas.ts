@@ -151,6 +151,11 @@ export const Application: Schema = {
       },
     },
     expires_at: dateTime,
+    allowed_origins: {
+      type: 'array',
+      items: string,
+      description: 'Public applications: the only pages (origins) its keys and sessions are taken from.',
+    },
     managed_by: managedBy,
     ...audit,
   },

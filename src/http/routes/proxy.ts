@@ -8,6 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError } from '../../errors/registry.js';
+import { checkBrowserCaller } from '../middleware/cors.js';
 import type { AuditLocals } from '../middleware/audit.js';
 import { sendCustomResponse, sendProblem } from '../middleware/errors.js';
 import { tenantPrincipal } from '../middleware/auth.js';
@@ -185,6 +186,7 @@ async function accept({ authenticator, proxies }: ProxyRouteOptions, req: Reques
   } else if (!principal) {
     throw new Errors.Unauthenticated();
   }
+  checkBrowserCaller(req.get('origin'), principal);
   if (principal && !mayInvoke(principal, 'proxy:invoke'))
     throw new Errors.Forbidden('The key lacks the permission proxy:invoke (or token:use).');
   return { principal, proxy };
@@ -277,7 +279,11 @@ async function writeAnswer(call: ProxyCall, answer: ProxyAnswer): Promise<void> 
     if (answer.body.errored) throw answer.body.errored;
   }
   res.status(answer.status);
-  for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
+  for (const [name, value] of Object.entries(answer.headers)) {
+    // Added to the vault's own Vary (Origin), not in its place.
+    if (name.toLowerCase() === 'vary') res.vary(Array.isArray(value) ? value.join(', ') : value);
+    else res.setHeader(name, value);
+  }
   res.setHeader('BT-PROXY-DESTINATION-STATUS', String(answer.status));
   if (Buffer.isBuffer(answer.body)) {
     res.setHeader('content-length', String(answer.body.length));
