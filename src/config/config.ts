@@ -105,6 +105,11 @@ export interface Config {
    * the API with it). Other processes keep only its hash.
    */
   operatorKey?: string;
+  /**
+   * The origins of the pages that use the vault from a browser (TOKENVAULT_CORS_ORIGINS): exact `scheme://host[:port]`
+   * values. The card fields' frame may be embedded by these only (its CSP frame-ancestors); none: by no page.
+   */
+  cors: { origins: string[] };
   /** tokenvault controller. */
   controller: {
     /** Watch this namespace only; every namespace when undefined. */
@@ -568,6 +573,12 @@ export const SETTINGS = {
     flag: 'proxy-allowed-hosts',
     env: 'TOKENVAULT_PROXY_ALLOWED_HOSTS',
     description: 'Comma-separated host names outbound calls may reach even at private or loopback addresses',
+  },
+  corsOrigins: {
+    flag: 'cors-origins',
+    env: 'TOKENVAULT_CORS_ORIGINS',
+    description:
+      "api: comma-separated origins (scheme://host[:port]) of the pages that use the vault from a browser; the card fields' frame may be embedded by these only (CSP frame-ancestors). Unset: by none",
   },
   proxyCa: {
     flag: 'proxy-ca-file',
@@ -1204,6 +1215,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
     caFile: raw('proxyCa'),
   };
 
+  const cors = { origins: parseOrigins(raw('corsOrigins'), problems, label('corsOrigins')) };
+
   const proxy = {
     timeoutMs: integer('proxyTimeout', 100, 3_600_000),
     requestBytes: integer('proxyRequestLimit', 1024, 1024 * 1024 * 1024),
@@ -1369,6 +1382,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     controller,
     runtime,
     destinations,
+    cors,
     proxy,
     perTenant,
     webhooks,
@@ -1458,6 +1472,29 @@ function parseStore(value: string | undefined, problems: string[], label: string
     }
   }
   return { kind: 'etcd', endpoints };
+}
+
+/**
+ * TOKENVAULT_CORS_ORIGINS: exact origins only. A wildcard or a path would put a page the operator did not name into a
+ * CSP (frame-ancestors) and into answers meant for that one page; a source expression is the origin itself.
+ */
+function parseOrigins(value: string | undefined, problems: string[], label: string): string[] {
+  const origins = (value ?? '')
+    .split(',')
+    .map((origin) => origin.trim())
+    .filter((origin) => origin !== '');
+  for (const origin of origins) {
+    let url: URL | undefined;
+    try {
+      url = new URL(origin);
+    } catch {
+      url = undefined;
+    }
+    if (!url || !/^https?:$/.test(url.protocol) || url.origin !== origin) {
+      problems.push(`${label}: each origin must be scheme://host[:port] (http or https, no path, lower case), got ${JSON.stringify(origin)}`);
+    }
+  }
+  return [...new Set(origins)];
 }
 
 /** TOKENVAULT_DEDICATED_NETWORK_POLICY: JSON checked field by field (the chart renders it), 'none', or unset. */

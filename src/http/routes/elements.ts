@@ -1,0 +1,62 @@
+// The card fields (docs/browser.md, "Card fields"): the files hack/build-elements.mjs bundled into dist/elements/v1,
+// served from the vault's own origin so that card data typed into them goes to the vault and never through the
+// merchant's page. Static files: elements.js and frame.html keep their URLs and are revalidated (ETag); the assets
+// frame.html names carry their content's hash and are cached for good.
+import { fileURLToPath } from 'node:url';
+import express, { type Router } from 'express';
+import { Errors } from '../../errors/registry.js';
+import { sendProblem } from '../middleware/errors.js';
+
+/** Next to the compiled routes: dist/http/routes → dist/elements. */
+const DEFAULT_DIR = fileURLToPath(new URL('../../elements/', import.meta.url));
+
+/** A stable URL's cache life: a release reaches pages within minutes, and every reload revalidates cheaply. */
+const STABLE_CACHE = 'public, max-age=300';
+const HASHED_CACHE = 'public, max-age=31536000, immutable';
+
+/**
+ * The frame's policy: its own scripts, styles and API only; nothing inline, no other origin, no form or base, and
+ * embedded only by the allowed origins (none: 'none', so the fields work nowhere until the operator names a page).
+ */
+export function frameContentSecurityPolicy(allowedOrigins: string[]): string {
+  const ancestors = allowedOrigins.length > 0 ? allowedOrigins.join(' ') : "'none'";
+  return [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "connect-src 'self'",
+    "img-src 'self' data:",
+    "base-uri 'none'",
+    "form-action 'none'",
+    `frame-ancestors ${ancestors}`,
+  ].join('; ');
+}
+
+export function elementsRoutes(options: { allowedOrigins: string[]; dir?: string }): Router {
+  const frameCsp = frameContentSecurityPolicy(options.allowedOrigins);
+  const router = express.Router();
+  router.use(
+    express.static(options.dir ?? DEFAULT_DIR, {
+      index: false,
+      redirect: false,
+      dotfiles: 'ignore',
+      etag: true,
+      lastModified: false,
+      setHeaders(res, path) {
+        res.setHeader('X-Content-Type-Options', 'nosniff');
+        res.setHeader('Cache-Control', /[/\\]assets[/\\]/.test(path) ? HASHED_CACHE : STABLE_CACHE);
+        // elements.js runs in the merchant's page; a page that isolates itself (COEP) may still load it.
+        res.setHeader('Cross-Origin-Resource-Policy', 'cross-origin');
+        if (path.endsWith('.html')) {
+          res.setHeader('Content-Security-Policy', frameCsp);
+          res.setHeader('Referrer-Policy', 'no-referrer');
+        } else {
+          res.setHeader('Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'");
+        }
+      },
+    }),
+  );
+  // Under /elements nothing needs a key, and nothing else is there.
+  router.use((_req, res) => sendProblem(res, new Errors.RouteNotFound()));
+  return router;
+}
