@@ -490,3 +490,24 @@ describe('a PostgreSQL store', () => {
     expect(config.store).toEqual({ kind: 'memory' });
   });
 });
+
+test('browser origins (TOKENVAULT_CORS_ORIGINS): exact origins, none by default, anything else refused by name', () => {
+  const memory = { TOKENVAULT_STORE: 'memory' };
+  expect(loadConfig({ env: memory }).cors.origins).toEqual([]);
+  expect(
+    loadConfig({
+      env: { ...memory, TOKENVAULT_CORS_ORIGINS: 'https://shop.example, http://127.0.0.1:8081,https://shop.example' },
+    }).cors.origins,
+  ).toEqual(['https://shop.example', 'http://127.0.0.1:8081']);
+  for (const bad of [
+    '*',
+    'https://shop.example/checkout',
+    'shop.example',
+    'ftp://shop.example',
+    'https://Shop.example',
+  ]) {
+    expect(() => loadConfig({ env: { ...memory, TOKENVAULT_CORS_ORIGINS: bad } })).toThrow(
+      /--cors-origins \/ TOKENVAULT_CORS_ORIGINS: each origin must be scheme:\/\/host\[:port\]/,
+    );
+  }
+});
