@@ -124,7 +124,7 @@ export function createApp(context: ApiContext): Express {
   });
 
   // The card fields' static files (docs/browser.md): public, read by browsers before any key is at hand.
-  app.use('/elements', elementsRoutes({ allowedOrigins: config.cors.origins }));
+  app.use(elementsRoutes({ allowedOrigins: config.cors.origins }));
 
   // Every Liquid expression a request causes (masks, fingerprints, detokenization, proxy bodies) shares one budget.
   app.use((_req, _res, next) => withExpressionBudget(config.expressions, next));

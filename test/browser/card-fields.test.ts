@@ -72,9 +72,29 @@ async function mountFields(page: Page): Promise<void> {
 /** The frame of the element `name` (its URL fragment names the element's id). */
 async function frameOf(page: Page, name: string): Promise<Frame> {
   const id = await page.evaluate((n) => (window as any).el[n].id as string, name);
-  const frame = page.frames().find((f) => f.url().includes('/elements/v1/frame.html') && f.url().includes(id));
+  const candidates = () =>
+    page.frames().filter((f) => !f.detached && f.url().includes('/elements/v1/frame.html') && f.url().includes(id));
+  const frame = candidates().at(-1);
   if (!frame) throw new Error(`no frame for ${name}`);
   return frame;
+}
+
+const changes = (page: Page, name: string) =>
+  page.evaluate((n) => (window as any).events.filter((e: any) => e.name === n && e.event === 'change').length, name);
+
+/**
+ * Types into the element's frame, and waits for the change event of every key that changes the input (events arrive
+ * after the keys; `keys`, when an input's maxlength makes the browser drop the others).
+ */
+async function typeInto(page: Page, name: string, text: string, selector = 'input', keys = text.length): Promise<void> {
+  const before = await changes(page, name);
+  await (await frameOf(page, name)).type(selector, text);
+  await page.waitForFunction(
+    (n, count) => (window as any).events.filter((e: any) => e.name === n && e.event === 'change').length >= count,
+    {},
+    name,
+    before + keys,
+  );
 }
 
 const lastChange = (page: Page, name: string) =>
@@ -89,9 +109,12 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((page) => page.close()));
 });
 
+const step = (label: string) => process.env.DEBUG_FIELDS && console.log(label);
+
 async function newCheckout(): Promise<Page> {
   const page = await browser.newPage();
   open.push(page);
+  page.setDefaultTimeout(10_000);
   if (process.env.DEBUG_FIELDS) page.on('console', (m) => console.log(m.type(), m.text(), m.location()?.url));
   await page.goto(`${merchant.origin}/checkout.html`);
   await mountFields(page);
@@ -117,7 +140,12 @@ beforeAll(async () => {
     rules: [{ description: 'all', priority: 1, container: '/', transform: 'reveal', permissions: ['token:read'] }],
   });
   readerKey = reader.body.key;
-  browser = await launchBrowser();
+  // One renderer process for the page and its frames: puppeteer lost the execution context of a field's out-of-process
+  // frame now and then (a type() into it timed out, 1 run in 3). What is tested here, that the page cannot read a
+  // frame of another origin nor command it, is the same-origin policy's, which holds in one process as in several.
+  browser = await launchBrowser({
+    args: ['--disable-site-isolation-trials', '--disable-features=IsolateOrigins,site-per-process'],
+  });
 });
 
 afterAll(async () => {
@@ -129,7 +157,7 @@ afterAll(async () => {
 test('typing a card: change events give brand, completeness and validity, the field formats and limits what is typed', async () => {
   const page = await newCheckout();
   const number = await frameOf(page, 'number');
-  await number.type('input', '4');
+  await typeInto(page, 'number', '4');
   expect(await lastChange(page, 'number')).toEqual({
     empty: false,
     complete: false,
@@ -137,7 +165,7 @@ test('typing a card: change events give brand, completeness and validity, the fi
     errors: [{ type: 'incomplete', targetId: 'number' }],
     cardBrand: 'visa',
   });
-  await number.type('input', NUMBER.slice(1));
+  await typeInto(page, 'number', NUMBER.slice(1));
   expect(await lastChange(page, 'number')).toEqual({
     empty: false,
     complete: true,
@@ -145,23 +173,23 @@ test('typing a card: change events give brand, completeness and validity, the fi
     errors: [],
     cardBrand: 'visa',
   });
-  expect(await number.$eval('input', (i) => [(i as HTMLInputElement).value, getComputedStyle(i).color])).toEqual([
+  expect(await number.$eval('input', (i) => [i.value, getComputedStyle(i).color])).toEqual([
     '4242 4242 4242 4242',
     'rgb(1, 2, 3)',
   ]);
 
   // A failed checksum is invalid; an American Express number takes 15 digits and is grouped 4-6-5.
   const card = await frameOf(page, 'card');
-  await card.type('input.number', '4242424242424241');
+  await typeInto(page, 'card', '4242424242424241', 'input.number');
   expect(await lastChange(page, 'card')).toMatchObject({ valid: false, complete: false, cardBrand: 'visa' });
-  await card.$eval('input.number', (i) => ((i as HTMLInputElement).value = ''));
-  await card.type('input.number', '3782822463100059999');
-  expect(await card.$eval('input.number', (i) => (i as HTMLInputElement).value)).toBe('3782 822463 10005');
+  await card.$eval('input.number', (i) => (i.value = ''));
+  await typeInto(page, 'card', '3782822463100059999', 'input.number');
+  expect(await card.$eval('input.number', (i) => i.value)).toBe('3782 822463 10005');
   expect(await lastChange(page, 'card')).toMatchObject({ cardBrand: 'american-express', complete: false });
-  await card.type('input.expiry', '1234');
-  await card.type('input.cvc', '12345');
-  expect(await card.$eval('input.expiry', (i) => (i as HTMLInputElement).value)).toBe('12/34');
-  expect(await card.$eval('input.cvc', (i) => (i as HTMLInputElement).value)).toBe('1234');
+  await typeInto(page, 'card', '1234', 'input.expiry');
+  await typeInto(page, 'card', '12345', 'input.cvc');
+  expect(await card.$eval('input.expiry', (i) => i.value)).toBe('12/34');
+  expect(await card.$eval('input.cvc', (i) => i.value)).toBe('1234');
   expect(await lastChange(page, 'card')).toEqual({
     empty: false,
     complete: true,
@@ -171,23 +199,25 @@ test('typing a card: change events give brand, completeness and validity, the fi
   });
 
   // An expiry that has passed, a month 13, a text longer than its limit.
-  const expiry = await frameOf(page, 'expiry');
-  await expiry.type('input', '0120');
+  await typeInto(page, 'expiry', '0120');
   expect(await lastChange(page, 'expiry')).toMatchObject({
     complete: false,
     valid: false,
     errors: [{ type: 'invalid' }],
   });
   const text = await frameOf(page, 'text');
-  await text.type('input', 'Jane Q. Cardholder');
-  expect(await text.$eval('input', (i) => (i as HTMLInputElement).value)).toBe('Jane Q. ');
+  await typeInto(page, 'text', 'Jane Q. Cardholder', 'input', 8);
+  expect(await text.$eval('input', (i) => i.value)).toBe('Jane Q. ');
 });
 
 test('tokens.create with the fields creates a card token: the page gets the token, never the card, and the create is audited', async () => {
   const page = await newCheckout();
-  await (await frameOf(page, 'number')).type('input', NUMBER);
-  await (await frameOf(page, 'expiry')).type('input', '1234');
-  await (await frameOf(page, 'cvc')).type('input', CVC);
+  step('mounted');
+  await typeInto(page, 'number', NUMBER);
+  step('number');
+  await typeInto(page, 'expiry', '1234');
+  await typeInto(page, 'cvc', CVC);
+  step('typed');
   const token = await page.evaluate(async () => {
     const { bt, el } = window as any;
     return bt.tokens.create({
@@ -195,6 +225,7 @@ test('tokens.create with the fields creates a card token: the page gets the toke
       data: { number: el.number, expiration_month: el.expiry.month(), expiration_year: el.expiry.year(), cvc: el.cvc },
     });
   });
+  step('created');
   expect(token).toMatchObject({ id: expect.any(String), type: 'card' });
   expect(token.data).toBeUndefined();
 
@@ -204,15 +235,16 @@ test('tokens.create with the fields creates a card token: the page gets the toke
   const received: { origin: string; data: string }[] = await page.evaluate(() => (window as any).received);
   expect(received.length).toBeGreaterThan(5);
   expect(received.every((m) => m.origin === `http://localhost:${dev.port}`)).toBe(true);
-  for (const secret of [NUMBER, '4242 4242', NUMBER.slice(0, 8), CVC]) {
+  // (The CVC as a JSON value: its three digits alone may well occur inside a random hexadecimal id.)
+  for (const secret of [NUMBER, '4242 4242', NUMBER.slice(0, 12), `"${CVC}"`, `:${CVC}`]) {
     expect(received.filter((m) => m.data.includes(secret))).toEqual([]);
   }
 
   // The combined card element, a text field as a token, and a token intent.
-  await (await frameOf(page, 'card')).type('input.number', '5555555555554444');
-  await (await frameOf(page, 'card')).type('input.expiry', '0933');
-  await (await frameOf(page, 'card')).type('input.cvc', '321');
-  await (await frameOf(page, 'text')).type('input', 'Jane Doe');
+  await typeInto(page, 'card', '5555555555554444', 'input.number');
+  await typeInto(page, 'card', '0933', 'input.expiry');
+  await typeInto(page, 'card', '321', 'input.cvc');
+  await typeInto(page, 'text', 'Jane Doe');
   const [card, text, intent] = await page.evaluate(async () => {
     const { bt, el } = window as any;
     return Promise.all([
@@ -256,7 +288,7 @@ test('tokens.create with the fields creates a card token: the page gets the toke
 
 test('the page cannot read a field: the frame is another origin', async () => {
   const page = await newCheckout();
-  await (await frameOf(page, 'number')).type('input', NUMBER);
+  await typeInto(page, 'number', NUMBER);
   const reads = await page.evaluate(() => {
     const frame = document.querySelector<HTMLIFrameElement>('#number iframe')!;
     let windowRead: string;
@@ -273,7 +305,7 @@ test('the page cannot read a field: the frame is another origin', async () => {
 
 test('a frame ignores a tokenize command from another origin, and takes the same command from its page', async () => {
   const page = await newCheckout();
-  await (await frameOf(page, 'number')).type('input', NUMBER);
+  await typeInto(page, 'number', NUMBER);
   const numberId: string = await page.evaluate(() => (window as any).el.number.id);
   const command = {
     tag: TAG,
@@ -381,4 +413,51 @@ test('the files: versioned, cached, with the frame policy and nosniff', async ()
   const missing = await fetch(`${vault}/elements/v1/nothing.js`);
   expect(missing.status).toBe(404);
   expect(missing.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+});
+
+test("what the official @basis-theory/web-elements loader does with a customDomain: it loads the client script from the loader's path and calls its init", async () => {
+  // The loader itself insists on https on port 443 with a DNS name (docs/browser.md); this is its call, as it makes it.
+  const vault = `http://localhost:${dev.port}`;
+  files['/official.html'] = [
+    'text/html',
+    `<script src="${vault}/web-elements/2.17.0/client/index.js"></script><div id="number"></div>`,
+  ];
+  const page = await browser.newPage();
+  open.push(page);
+  await page.goto(`${merchant.origin}/official.html`);
+  await page.evaluate(
+    async (key, origin) => {
+      const w = window as any;
+      const hosted = `${origin}/web-elements/2.17.0/hosted-elements/`;
+      const bt = await w.BasisTheoryElements.init(
+        key,
+        hosted,
+        false,
+        true,
+        true,
+        false,
+        'production',
+        false,
+        origin,
+        undefined,
+      );
+      w.bt = bt;
+      w.el = { number: bt.createElement('cardNumber', {}) };
+      w.events = [];
+      w.el.number.on('change', (payload: unknown) => w.events.push({ name: 'number', event: 'change', payload }));
+      await w.el.number.mount('#number');
+    },
+    publicKey,
+    vault,
+  );
+  await typeInto(page, 'number', '378282246310005');
+  expect(await lastChange(page, 'number')).toMatchObject({ complete: true, cardBrand: 'american-express' });
+  const token = await page.evaluate(() => {
+    const { bt, el } = window as any;
+    return bt.tokens.create({ type: 'card_number', data: el.number });
+  });
+  expect((await api('GET', `/tokens/${token.id}`, readerKey)).body.data).toBe('378282246310005');
+  expect(await page.evaluate(() => (window as any).BasisTheoryElements.hasElement((window as any).el.number))).toBe(
+    true,
+  );
 });

@@ -50,7 +50,7 @@ export class Element {
   mount(target: string | HTMLElement): Promise<void> {
     if (this.iframe) throw new Error('the element is mounted already');
     const parent = typeof target === 'string' ? document.querySelector<HTMLElement>(target) : target;
-    if (!parent) throw new Error(`nothing matches ${String(target)}`);
+    if (!parent) throw new Error(`nothing matches ${typeof target === 'string' ? target : 'the element'}`);
     const config: FrameConfig = {
       instance: this.elements.instance,
       id: this.id,

@@ -139,7 +139,7 @@ function start(config: FrameConfig): void {
 
   function brandOfNumber(): string | undefined {
     const number = fields.find((f) => f.kind === 'number');
-    return number ? cardBrand(number.raw) : config!.options.cardBrand;
+    return number ? cardBrand(number.raw) : config.options.cardBrand;
   }
 
   function stateOf(kind: Kind, raw: string): FieldState {
@@ -151,12 +151,12 @@ function start(config: FrameConfig): void {
       case 'cvc':
         return cvcState(raw, cvcLength((brandOfNumber() ?? 'unknown') as never));
       case 'text':
-        return textState(raw, config!.options.required === true);
+        return textState(raw, config.options.required === true);
     }
   }
 
   function textLimit(): number {
-    const asked = config!.options.maxLength;
+    const asked = config.options.maxLength;
     return typeof asked === 'number' && asked > 0 ? Math.min(asked, MAX_TEXT_LENGTH) : MAX_TEXT_LENGTH;
   }
 
@@ -207,7 +207,7 @@ function start(config: FrameConfig): void {
   }
 
   function restyle(field: Field): void {
-    const style = config!.options.style ?? {};
+    const style = config.options.style ?? {};
     field.input.removeAttribute('style');
     const layers: (keyof FieldStyle)[] = ['base'];
     if (field.state.empty) layers.push('empty');
@@ -225,15 +225,15 @@ function start(config: FrameConfig): void {
   }
 
   function applyOptions(options: FieldOptions): void {
-    config!.options = { ...config!.options, ...options };
+    config.options = { ...config.options, ...options };
     for (const field of fields) {
-      const placeholder = config!.options.placeholder;
+      const placeholder = config.options.placeholder;
       if (typeof placeholder === 'string' && (fields.length === 1 || field.kind === 'number')) {
         field.input.placeholder = placeholder.slice(0, 200);
       } else if (fields.length > 1) {
         field.input.placeholder = { number: 'Card number', expiry: 'MM/YY', cvc: 'CVC', text: '' }[field.kind];
       }
-      field.input.disabled = config!.options.disabled === true;
+      field.input.disabled = config.options.disabled === true;
       if (field.kind === 'text') field.input.maxLength = textLimit();
     }
     for (const field of fields) {
@@ -243,18 +243,18 @@ function start(config: FrameConfig): void {
   }
 
   function post(message: Notice): void {
-    window.parent.postMessage(message, config!.parent);
+    window.parent.postMessage(message, config.parent);
   }
 
   function notify(event: string, payload: Record<string, unknown>): void {
-    post({ tag: TAG, kind: 'event', id: config!.id, event, payload });
+    post({ tag: TAG, kind: 'event', id: config.id, event, payload });
   }
 
   /** What goes into a token: the element's value (a card element's is a card's data). */
   function value(): unknown {
     const of = (kind: Kind) => fields.find((f) => f.kind === kind)?.raw ?? '';
     const expiry = parseExpiry(of('expiry'));
-    switch (config!.type) {
+    switch (config.type) {
       case 'cardNumber':
         return of('number');
       case 'cardVerificationCode':
@@ -290,10 +290,10 @@ function start(config: FrameConfig): void {
   /** The values of the elements `ids`, this frame's and its siblings' (frames of the same instance). */
   function collect(request: string, ids: string[]): Promise<Map<string, { value: unknown; ready: boolean }>> {
     const values = new Map<string, { value: unknown; ready: boolean }>();
-    if (ids.includes(config!.id)) {
-      values.set(config!.id, { value: value(), ready: fields.every((f) => f.state.complete && f.state.valid) });
+    if (ids.includes(config.id)) {
+      values.set(config.id, { value: value(), ready: fields.every((f) => f.state.complete && f.state.valid) });
     }
-    const others = ids.filter((id) => id !== config!.id);
+    const others = ids.filter((id) => id !== config.id);
     if (others.length === 0) return Promise.resolve(values);
     return new Promise((resolve) => {
       const timer = setTimeout(done, COLLECT_TIMEOUT_MS);
@@ -335,7 +335,7 @@ function start(config: FrameConfig): void {
 
   async function tokenize(command: Extract<Command, { kind: 'tokenize' }>): Promise<void> {
     const answer = (status: number, body: unknown) =>
-      post({ tag: TAG, kind: 'result', id: config!.id, request: command.request, status, body });
+      post({ tag: TAG, kind: 'result', id: config.id, request: command.request, status, body });
     const ids = [...refsIn(command.body)];
     const values = await collect(command.request, ids);
     const missing = ids.filter((id) => !values.has(id));

@@ -32,31 +32,45 @@ export function frameContentSecurityPolicy(allowedOrigins: string[]): string {
   ].join('; ');
 }
 
+/**
+ * Where the official @basis-theory/web-elements loader, given a customDomain, loads its client script from
+ * (`/web-elements/<loader version>/client/index.js`): elements.js, which sets the global that loader reads.
+ */
+const LOADER_SCRIPT = /^\/web-elements\/[0-9A-Za-z.-]{1,40}\/client\/index\.js$/;
+
+/** Mounted at the root: it serves /elements/** and the loader's script path, and passes every other request on. */
 export function elementsRoutes(options: { allowedOrigins: string[]; dir?: string }): Router {
+  const dir = options.dir ?? DEFAULT_DIR;
   const frameCsp = frameContentSecurityPolicy(options.allowedOrigins);
   const router = express.Router();
-  router.use(
-    express.static(options.dir ?? DEFAULT_DIR, {
-      index: false,
-      redirect: false,
-      dotfiles: 'ignore',
-      etag: true,
-      lastModified: false,
-      setHeaders(res, path) {
-        res.setHeader('X-Content-Type-Options', 'nosniff');
-        res.setHeader('Cache-Control', /[/\\]assets[/\\]/.test(path) ? HASHED_CACHE : STABLE_CACHE);
-        // elements.js runs in the merchant's page; a page that isolates itself (COEP) may still load it.
-        res.setHeader('Cross-Origin-Resource-Policy', 'cross-origin');
-        if (path.endsWith('.html')) {
-          res.setHeader('Content-Security-Policy', frameCsp);
-          res.setHeader('Referrer-Policy', 'no-referrer');
-        } else {
-          res.setHeader('Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'");
-        }
-      },
-    }),
-  );
+  const files = express.static(dir, {
+    index: false,
+    redirect: false,
+    dotfiles: 'ignore',
+    etag: true,
+    lastModified: false,
+    setHeaders(res, path) {
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      res.setHeader('Cache-Control', /[/\\]assets[/\\]/.test(path) ? HASHED_CACHE : STABLE_CACHE);
+      // elements.js runs in the merchant's page; a page that isolates itself (COEP) may still load it.
+      res.setHeader('Cross-Origin-Resource-Policy', 'cross-origin');
+      if (path.endsWith('.html')) {
+        res.setHeader('Content-Security-Policy', frameCsp);
+        res.setHeader('Referrer-Policy', 'no-referrer');
+      } else {
+        res.setHeader('Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'");
+      }
+    },
+  });
+  router.use('/web-elements', (req, res, next) => {
+    if ((req.method !== 'GET' && req.method !== 'HEAD') || !LOADER_SCRIPT.test(req.originalUrl.split('?')[0])) {
+      return next();
+    }
+    req.url = '/v1/elements.js';
+    files(req, res, () => sendProblem(res, new Errors.RouteNotFound()));
+  });
+  router.use('/elements', files);
   // Under /elements nothing needs a key, and nothing else is there.
-  router.use((_req, res) => sendProblem(res, new Errors.RouteNotFound()));
+  router.use('/elements', (_req, res) => sendProblem(res, new Errors.RouteNotFound()));
   return router;
 }
