@@ -27,7 +27,10 @@ RUN npm install --no-save \
  && test -f node_modules/isolated-vm/out/isolated_vm.node
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+COPY web ./web
+COPY hack/build-elements.mjs ./hack/build-elements.mjs
 RUN npx tsc -p tsconfig.build.json \
+ && node hack/build-elements.mjs \
  && npm prune --omit=dev \
  && test -f node_modules/isolated-vm/out/isolated_vm.node \
  && rm -rf node_modules/.cache

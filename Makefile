@@ -15,6 +15,8 @@ SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 # The JavaScript that runs inside the reactor isolates, bundled into a committed TypeScript module (docs/runtime.md).
 SANDBOX_SOURCES := $(wildcard src/runtime/worker/sandbox-code/*.js)
 SANDBOX_BUNDLE := src/runtime/worker/prelude-bundle.ts
+# The card fields' browser code (web/elements), bundled into dist/elements by hack/build-elements.mjs (docs/browser.md).
+ELEMENTS_SOURCES := $(wildcard web/elements/*)
 
 .PHONY: help install build run test test-unit lint bench typecheck sandbox clean e2e openapi schemathesis
 
@@ -46,9 +48,10 @@ $(SANDBOX_BUNDLE): $(SANDBOX_SOURCES) hack/build-sandbox.mjs | $(INSTALLED)
 
 sandbox: $(SANDBOX_BUNDLE)
 
-dist/.built: $(INSTALLED) $(SOURCES) $(SANDBOX_BUNDLE) tsconfig.json tsconfig.build.json
+dist/.built: $(INSTALLED) $(SOURCES) $(SANDBOX_BUNDLE) $(ELEMENTS_SOURCES) hack/build-elements.mjs tsconfig.json tsconfig.build.json
 	rm -rf dist
 	$(BIN)/tsc -p tsconfig.build.json
+	node hack/build-elements.mjs
 	@touch $@
 
 build: dist/.built
@@ -70,8 +73,8 @@ lint: typecheck
 	$(BIN)/tsc -p src/runtime/worker/sandbox-code/tsconfig.json
 	node hack/build-sandbox.mjs --check
 	$(BIN)/depcruise --config .dependency-cruiser.cjs src
-	$(BIN)/eslint src test bench
-	$(BIN)/prettier --check src test bench --log-level warn
+	$(BIN)/eslint src test bench web
+	$(BIN)/prettier --check src test bench web --log-level warn
 
 bench: build
 	hack/bench.sh

@@ -578,7 +578,8 @@ export const SETTINGS = {
   corsOrigins: {
     flag: 'cors-origins',
     env: 'TOKENVAULT_CORS_ORIGINS',
-    description: 'Origins whose pages may call the API: * (any), none, or comma-separated https://host[:port]',
+    description:
+      "api: origins whose pages may call the API: * (any), none, or comma-separated scheme://host[:port] (*. for subdomains); the card fields' frame may be embedded only by origins listed here",
     default: '*',
   },
   corsMaxAge: {

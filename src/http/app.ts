@@ -33,6 +33,7 @@ import { unsupportedRoutes } from './routes/unsupported.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import type { WebhookService } from '../webhooks/service.js';
 import { logRoutes } from './routes/logs.js';
+import { elementsRoutes } from './routes/elements.js';
 import type { AuditLog } from '../audit/service.js';
 import { auditTrail } from './middleware/audit.js';
 import { Errors } from '../errors/registry.js';
@@ -124,6 +125,9 @@ export function createApp(context: ApiContext): Express {
   app.get('/openapi.json', (_req, res) => {
     res.json(openApiDocument());
   });
+
+  // The card fields' static files (docs/browser.md): public, read by browsers before any key is at hand.
+  app.use(elementsRoutes({ allowedOrigins: config.cors.origins }));
 
   // Every Liquid expression a request causes (masks, fingerprints, detokenization, proxy bodies) shares one budget.
   app.use((_req, _res, next) => withExpressionBudget(config.expressions, next));

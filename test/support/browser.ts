@@ -14,8 +14,8 @@ export function chromiumPath(): string {
  * the pages it loads are the tests' own. Certificates are checked as a browser would (no ignore flag): a test that
  * serves HTTPS passes its CA's SPKI hash in `trustSpki` (Chromium's --ignore-certificate-errors-spki-list).
  */
-export async function launchBrowser(options: { trustSpki?: string[] } = {}): Promise<Browser> {
-  const args = ['--no-sandbox', '--disable-dev-shm-usage', '--no-first-run', '--disable-gpu'];
+export async function launchBrowser(options: { trustSpki?: string[]; args?: string[] } = {}): Promise<Browser> {
+  const args = ['--no-sandbox', '--disable-dev-shm-usage', '--no-first-run', '--disable-gpu', ...(options.args ?? [])];
   if (options.trustSpki?.length) args.push(`--ignore-certificate-errors-spki-list=${options.trustSpki.join(',')}`);
   return puppeteer.launch({ executablePath: chromiumPath(), headless: true, args, timeout: 30_000 });
 }

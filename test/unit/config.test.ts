@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateApiKey, hashKey } from '../../src/auth/api-keys.js';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { frameContentSecurityPolicy } from '../../src/http/routes/elements.js';
 
 test('flags win over environment variables, which win over defaults', () => {
   const config = loadConfig({ argv: ['--port', '9000'], env: { TOKENVAULT_PORT: '7000', TOKENVAULT_STORE: 'memory' } });
@@ -489,4 +490,18 @@ describe('a PostgreSQL store', () => {
     const config = loadConfig({ env: { TOKENVAULT_STORE: 'memory', TOKENVAULT_POSTGRES_POOL_SIZE: '4' } });
     expect(config.store).toEqual({ kind: 'memory' });
   });
+});
+
+test("the card fields' frame may be embedded only by origins listed one by one: not by default, nor with *", () => {
+  const memory = { TOKENVAULT_STORE: 'memory' };
+  const ancestors = (env: Record<string, string>) =>
+    /frame-ancestors ([^;]+)/.exec(
+      frameContentSecurityPolicy(loadConfig({ env: { ...memory, ...env } }).cors.origins),
+    )![1];
+  expect(ancestors({})).toBe("'none'");
+  expect(ancestors({ TOKENVAULT_CORS_ORIGINS: '*' })).toBe("'none'");
+  expect(ancestors({ TOKENVAULT_CORS_ORIGINS: 'none' })).toBe("'none'");
+  expect(ancestors({ TOKENVAULT_CORS_ORIGINS: 'https://shop.example, https://*.shop.example' })).toBe(
+    'https://shop.example https://*.shop.example',
+  );
 });
