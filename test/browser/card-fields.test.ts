@@ -303,6 +303,46 @@ test('the page cannot read a field: the frame is another origin', async () => {
   expect(reads.src).not.toContain(NUMBER);
 });
 
+test("an application's allowed_origins binds its key in the card fields too: the page that embeds them is the one checked", async () => {
+  const app = async (allowed: string) =>
+    (
+      await api('POST', '/applications', dev.rootKey, {
+        name: `fields for ${allowed}`,
+        type: 'public',
+        permissions: ['token:create'],
+        allowed_origins: [allowed],
+      })
+    ).body.key as string;
+  const outcomes: Array<{ id?: string; status?: number }> = [];
+  for (const key of [await app(merchant.origin), await app('https://elsewhere.example')]) {
+    const page = await browser.newPage();
+    open.push(page);
+    page.setDefaultTimeout(10_000);
+    await page.goto(`${merchant.origin}/checkout.html`);
+    await page.evaluate(async (k) => {
+      const w = window as any;
+      w.bt = await w.TokenvaultElements.loadElements({ apiKey: k });
+      w.el = { number: w.bt.createElement('cardNumber') };
+      w.events = [];
+      w.el.number.on('change', (payload: unknown) => w.events.push({ name: 'number', event: 'change', payload }));
+      await w.el.number.mount('#number');
+    }, key);
+    await typeInto(page, 'number', NUMBER);
+    outcomes.push(
+      await page.evaluate(async () => {
+        const w = window as any;
+        try {
+          return { id: (await w.bt.tokens.create({ type: 'card_number', data: w.el.number })).id as string };
+        } catch (error) {
+          return { status: (error as { status?: number }).status };
+        }
+      }),
+    );
+  }
+  expect(outcomes[0].id).toEqual(expect.any(String));
+  expect(outcomes[1]).toEqual({ status: 403 });
+});
+
 test('a frame ignores a tokenize command from another origin, and takes the same command from its page', async () => {
   const page = await newCheckout();
   await typeInto(page, 'number', NUMBER);

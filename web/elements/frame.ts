@@ -353,7 +353,13 @@ function start(config: FrameConfig): void {
     try {
       const response = await fetch(`/${command.endpoint}`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'BT-API-KEY': command.apiKey },
+        // The page embedding the fields, for the vault's key rules (an application's allowed_origins): the browser
+        // sends the frame's own origin as Origin.
+        headers: {
+          'content-type': 'application/json',
+          'BT-API-KEY': command.apiKey,
+          'BT-ELEMENTS-PAGE': config.parent,
+        },
         body: JSON.stringify(substitute(command.body, values)),
         credentials: 'omit',
         cache: 'no-store',

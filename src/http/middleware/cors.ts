@@ -61,7 +61,9 @@ export function cors(policy: CorsPolicy) {
     // Whatever a cache stored for one Origin (or none) must not be served for another.
     res.vary('Origin');
     const origin = req.get('origin');
-    if (origin === undefined) return next();
+    // Not a cross-origin request: the vault's own card-field frames calling it (browsers send Origin on a same-origin
+    // POST too). Which pages may embed those frames is their frame-ancestors, from the same list.
+    if (origin === undefined || sameOrigin(req, origin)) return next();
     if (!originAllowed(policy.origins, origin)) return sendProblem(res, new Errors.OriginNotAllowed());
     res.setHeader('Access-Control-Allow-Origin', origin);
     const method = req.get('access-control-request-method');
@@ -116,6 +118,27 @@ export function checkBrowserCaller(origin: string | undefined, principal: Princi
 
 /** After authentication: `checkBrowserCaller` for every route but /proxy (which authenticates by itself). */
 export function browserKeys(req: Request, _res: Response, next: NextFunction): void {
-  checkBrowserCaller(req.get('origin'), req.principal);
+  checkBrowserCaller(pageOrigin(req), req.principal);
   next();
+}
+
+/**
+ * The page a request comes from, for the key rules: its Origin; for a request from the vault's own origin (a card
+ * field's frame), the page embedding the frame, which the frame names in BT-ELEMENTS-PAGE (its parent, as the browser
+ * reports it: web/elements/frame.ts). Only the vault's own scripts run on its origin, so no other page can send it
+ * same-origin; without it the vault's origin itself is the page, which no application's allowed_origins lists.
+ */
+export function pageOrigin(req: Request): string | undefined {
+  const origin = req.get('origin');
+  if (origin === undefined || !sameOrigin(req, origin)) return origin;
+  return req.get('bt-elements-page') ?? origin;
+}
+
+/** Whether `origin` is the vault's own (the host the request was sent to; the scheme may end at a TLS proxy). */
+function sameOrigin(req: Request, origin: string): boolean {
+  try {
+    return new URL(origin).host === req.get('host');
+  } catch {
+    return false;
+  }
 }

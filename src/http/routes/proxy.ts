@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Authenticator } from '../../auth/authenticator.js';
 import type { TenantPrincipal } from '../../auth/principal.js';
 import { Errors, VaultError } from '../../errors/registry.js';
-import { checkBrowserCaller } from '../middleware/cors.js';
+import { checkBrowserCaller, pageOrigin } from '../middleware/cors.js';
 import type { AuditLocals } from '../middleware/audit.js';
 import { sendCustomResponse, sendProblem } from '../middleware/errors.js';
 import { tenantPrincipal } from '../middleware/auth.js';
@@ -186,7 +186,7 @@ async function accept({ authenticator, proxies }: ProxyRouteOptions, req: Reques
   } else if (!principal) {
     throw new Errors.Unauthenticated();
   }
-  checkBrowserCaller(req.get('origin'), principal);
+  checkBrowserCaller(pageOrigin(req), principal);
   if (principal && !mayInvoke(principal, 'proxy:invoke'))
     throw new Errors.Forbidden('The key lacks the permission proxy:invoke (or token:use).');
   return { principal, proxy };
