@@ -224,10 +224,14 @@ build_postgres() {
   forget "$POSTGRES_IMAGE_REPO" "$POSTGRES_IMAGE"
 }
 
+# What the Dockerfile copies: its build context, and what the image's tag hashes (one list, so they cannot drift).
+TOKENVAULT_IMAGE_INPUTS=(Dockerfile package.json package-lock.json tsconfig.json tsconfig.build.json src web
+  hack/build-elements.mjs)
+
 # The tokenvault image's tag: a hash of every input of the Dockerfile and of the bases.
 tokenvault_image() {
   local hash
-  hash=$( (cd "$REPO_ROOT" && find Dockerfile package.json package-lock.json tsconfig.json tsconfig.build.json src \
+  hash=$( (cd "$REPO_ROOT" && find "${TOKENVAULT_IMAGE_INPUTS[@]}" \
     -type f -print0 | sort -z | xargs -0 sha256sum; echo "$NODE_TAG") | hash_of)
   echo "localhost/tokenvault-e2e/tokenvault:$hash"
 }
@@ -242,7 +246,7 @@ build_tokenvault() {
   # The context holds only what the Dockerfile copies (node_modules and dist may be big, or host-specific).
   local context
   context=$(mktemp -d)
-  (cd "$REPO_ROOT" && cp -r Dockerfile package.json package-lock.json tsconfig.json tsconfig.build.json src "$context/")
+  (cd "$REPO_ROOT" && cp -r --parents "${TOKENVAULT_IMAGE_INPUTS[@]}" "$context/")
   buildah bud --quiet --layers=false --isolation chroot \
     --build-arg "NODE_IMAGE=$BUILD_BASE" --build-arg "NODE_RUNTIME_IMAGE=$RUNTIME_BASE" \
     --pull=never -t "$image" "$context" >"$IMAGES_DIR/tokenvault-build.log" 2>&1 ||
