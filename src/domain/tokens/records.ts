@@ -65,7 +65,6 @@ export async function unseal(cipher: DataCipher, record: TokenRecord): Promise<S
   return JSON.parse(plaintext.toString('utf8')) as SealedContent;
 }
 
-/** The value a transform yields: the data, its masked form, or nothing (redacted). */
 /**
  * What a transform shows of the content: the data (revealed or masked) and, given the token's type, a card's details
  * (cardDetails: BIN, last four, expiration, brand) to a caller the data is revealed or masked to, as Basis Theory
